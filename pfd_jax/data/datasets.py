@@ -1,0 +1,207 @@
+"""Named datasets, their folder layouts, and the full preprocessing pipeline (:func:`prepare`).
+
+Layouts (the first that exists wins; ``.gz`` is accepted everywhere):
+
+=========  ===========================================  ======================================
+name       folder layout                                folds
+=========  ===========================================  ======================================
+ohsumed    DIR/Fold{k}/{train,vali,test}.txt            5 (LETOR 3.0; also trainingset.txt ...)
+mq2008     DIR/Fold{k}/{train,vali,test}.txt            5 (LETOR 4.0)
+web30k     DIR/Fold{k}/{train,vali,test}.txt            5 (MSLR-WEB30K)
+web10k     DIR/Fold{k}/{train,vali,test}.txt            5 (MSLR-WEB10K)
+yahoo      DIR/set1.{train,valid,test}.txt              1 (Yahoo! LTR challenge Set 1)
+istella    DIR/{full,sample}/{train,vali,test}.txt      1 (Istella LETOR / Istella-S)
+letor      DIR/{train,vali,test}.txt                    1 (any LETOR folder by path)
+synthetic  generated in memory, no files                1
+=========  ===========================================  ======================================
+
+A folder without ``Fold{k}`` subfolders is read flat (so the staged MQ2008 vali/test pair and the MSLR
+5k-line sample load as they are). Splits that are absent are simply not returned; training drivers check
+for the splits they need. With no ``data_dir``, named sets are looked for in ``$PFD_DATA_DIR/<sub>`` and
+then in ``../shared/data/<sub>`` beside the repository (subfolder names in ``_SHARED_SUBDIR``).
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import zlib
+from typing import Optional
+
+import numpy as np
+
+from pfd_jax.data import preprocess as pp
+from pfd_jax.data import synthetic
+from pfd_jax.data.groups import Groups
+from pfd_jax.data.letor import load_letor, pad_features
+from pfd_jax.data.padding import bucketize, padding_ratio
+
+NAMES = ("synthetic", "ohsumed", "mq2008", "web10k", "web30k", "yahoo", "istella", "letor")
+_FOLDS = {"ohsumed": 5, "mq2008": 5, "web10k": 5, "web30k": 5}
+# The paper's numbers of privileged features; elsewhere ~30% of the columns (the paper's ratio on Web30k).
+_NUM_PRIVILEGED = {"yahoo": 200, "istella": 50, "web30k": 40, "web10k": 40, "synthetic": 40}
+_SHARED_SUBDIR = {"ohsumed": "ohsumed_letor3", "mq2008": "mq2008_fold1_partial",
+                  "web10k": "mslr_web10k_fold1_5k_sample"}
+_ALIASES = {"train": ("train", "training", "trainingset", "set1.train"),
+            "vali": ("vali", "valid", "validation", "validationset", "set1.valid"),
+            "test": ("test", "testset", "set1.test")}
+SPLITS = ("train", "vali", "test")
+
+
+def num_folds(name: str) -> int:
+  _check_name(name)
+  return _FOLDS.get(name, 1)
+
+
+def available_folds(name: str, data_dir: Optional[str] = None) -> list:
+  """Folds present on disk: Fold{k} subfolders of a multi-fold set, else [1] (a flat folder is one fold)."""
+  _check_name(name)
+  if name not in _FOLDS:
+    return [1]
+  root = resolve_data_dir(name, data_dir)
+  folds = [k for k in range(1, _FOLDS[name] + 1) if os.path.isdir(os.path.join(root, f"Fold{k}"))]
+  return folds or [1]
+
+
+def default_num_privileged(name: str, num_features: int) -> int:
+  return _NUM_PRIVILEGED.get(name, int(round(0.3 * num_features)))
+
+
+def default_tau(max_grade: float) -> float:
+  """tau_target = top grade + 0.8, the paper's 4.8 on 0-4 labels.
+
+  It keeps P(y = 1 | top grade) = sigmoid(-0.8 t) (3.9% at t = 4) on any grade scale; the paper's 4.8 on
+  0-2 labels (OHSUMED, MQ2008) would give P(y = 1 | r = 2) = 1.4e-5, i.e. almost no positives.
+  """
+  return float(max_grade) + 0.8
+
+
+def _check_name(name):
+  if name not in NAMES:
+    raise ValueError(f"unknown dataset {name!r}; known: {', '.join(NAMES)}")
+
+
+def shared_data_root() -> str:
+  return os.path.normpath(os.path.join(os.path.dirname(__file__), "..", "..", "..", "shared", "data"))
+
+
+def resolve_data_dir(name: str, data_dir: Optional[str]) -> str:
+  """The folder of a named dataset: `data_dir`, else $PFD_DATA_DIR/<sub>, else ../shared/data/<sub>."""
+  if data_dir:
+    if not os.path.isdir(data_dir):
+      raise FileNotFoundError(f"--data_dir {data_dir!r} for dataset {name!r} is not a folder")
+    return data_dir
+  sub = _SHARED_SUBDIR.get(name, name)
+  for root in (os.environ.get("PFD_DATA_DIR"), shared_data_root()):
+    if root and os.path.isdir(os.path.join(root, sub)):
+      return os.path.join(root, sub)
+  raise FileNotFoundError(f"dataset {name!r}: no data_dir given and no {sub}/ under $PFD_DATA_DIR or "
+                          f"{shared_data_root()}; see third_party/DATASETS.md for where to download it")
+
+
+def _find_split(folders, split):
+  for folder in folders:
+    for alias in _ALIASES[split]:
+      for ext in (".txt", ".txt.gz", "", ".gz"):
+        p = os.path.join(folder, alias + ext)
+        if os.path.isfile(p):
+          return p
+  return None
+
+
+def split_files(name: str, data_dir: Optional[str], fold: int = 1) -> dict:
+  """{split: path} for the splits of `name` found on disk (FileNotFoundError if none)."""
+  _check_name(name)
+  root = resolve_data_dir(name, data_dir)
+  if not 1 <= fold <= num_folds(name):
+    raise ValueError(f"dataset {name!r} has folds 1..{num_folds(name)}, got fold={fold}")
+  folders = [os.path.join(root, f"Fold{fold}")] if name in _FOLDS else []
+  if name == "istella":
+    folders += [os.path.join(root, "full"), os.path.join(root, "sample")]
+  folders.append(root)
+  found = {s: p for s in SPLITS if (p := _find_split(folders, s))}
+  if not found:
+    raise FileNotFoundError(f"dataset {name!r}: no train/vali/test file in {folders}")
+  return found
+
+
+def load_raw(name: str, data_dir: Optional[str] = None, fold: int = 1, cache_dir: Optional[str] = None,
+             synthetic_kwargs: Optional[dict] = None) -> dict:
+  """Raw splits {split: Groups} of a named dataset (files parsed, nothing transformed)."""
+  _check_name(name)
+  if name == "synthetic":
+    return synthetic.generate(**(synthetic_kwargs or {}))
+  files = split_files(name, data_dir, fold)
+  return pad_features({s: load_letor(p, cache_dir) for s, p in files.items()})
+
+
+@dataclasses.dataclass(frozen=True)
+class Dataset:
+  """A preprocessed dataset: splits with x (regular), z (privileged), rel, y, g0, g1; and its recipe."""
+  name: str
+  splits: dict
+  privileged: np.ndarray  # column indices (in the raw feature order) moved to z
+  config: dict
+
+  def __getitem__(self, split: str) -> Groups:
+    if split not in self.splits:
+      raise ValueError(f"dataset {self.name!r} has no {split!r} split (has: {', '.join(self.splits)})")
+    return self.splits[split]
+
+
+def prepare(name: str, raw: dict, *, t: float = 4.0, tau: Optional[float] = None,
+            num_privileged: Optional[int] = None, min_docs: int = 10, require_positive: bool = True,
+            log1p: bool = True, query_norm: bool = False, seed: int = 0) -> Dataset:
+  """The paper's pipeline on raw splits: filter, (query-level min-max), log1p, Eq. 2 labels, split.
+
+  Args:
+    name: dataset name (for per-dataset defaults and the record).
+    raw: {split: Groups} from :func:`load_raw`. Label defaults and the privileged split are computed on
+      'train'; a set without train (the staged MQ2008 vali/test pair) uses its first split instead and
+      records that as config['reference_split'].
+    t, tau: Eq. 2 temperature and tau_target (None: :func:`default_tau` of the reference split's top grade).
+    num_privileged: k most |corr|-with-y reference columns moved to z (None: the paper's per-dataset k).
+    min_docs, require_positive: drop groups shorter than min_docs / with no rel > 0.
+    log1p, query_norm: feature transforms (query_norm = LETOR QueryLevelNorm, applied before log1p).
+    seed: label seed; each split draws from its own stream derived from (seed, split name).
+  """
+  if not raw:
+    raise ValueError(f"dataset {name!r} has no split")
+  ref = "train" if "train" in raw else next(iter(raw))
+  if tau is None:
+    tau = default_tau(raw[ref].rel.max())
+  out = {}
+  for split, g in raw.items():
+    g = pp.filter_groups(g, min_docs=min_docs, require_positive=require_positive)
+    if g.num_queries == 0:
+      raise ValueError(f"dataset {name!r}: no {split} group left after filtering "
+                       f"(min_docs={min_docs}, require_positive={require_positive})")
+    x = g.x
+    if query_norm:
+      x = pp.query_level_minmax(x, g.offsets)
+    if log1p:
+      x = pp.log1p_transform(x)
+    g = dataclasses.replace(g, x=x)
+    rng = np.random.default_rng([seed, zlib.crc32(split.encode())])
+    out[split] = pp.with_labels(g, rng, t=t, tau=tau)
+  k = default_num_privileged(name, out[ref].x.shape[1]) if num_privileged is None else num_privileged
+  priv = pp.privileged_columns(out[ref], k)
+  out = {s: pp.split_features(g, priv) for s, g in out.items()}
+  config = dict(name=name, t=t, tau=tau, num_privileged=k, min_docs=min_docs,
+                require_positive=require_positive, log1p=log1p, query_norm=query_norm, seed=seed,
+                reference_split=ref)
+  return Dataset(name=name, splits=out, privileged=priv, config=config)
+
+
+def summary(ds: Dataset, max_buckets: int = 8) -> dict:
+  """The paper's Table 1 columns (plus padding ratio) for every split of `ds`."""
+  rows = {}
+  for split, g in ds.splits.items():
+    rows[split] = dict(
+        query_groups=g.num_queries, docs=g.num_docs, docs_per_query=float(g.sizes.mean()),
+        max_docs=int(g.sizes.max()),
+        positive_groups_pct=100.0 * float(pp.positive_groups(g).mean()),
+        positive_docs_pct=100.0 * float(g.y.mean()),
+        padding_ratio=padding_ratio(bucketize(g, max_buckets)))
+  ref = ds[ds.config["reference_split"]]
+  return dict(regular_features=int(ref.x.shape[1]), privileged_features=int(ref.z.shape[1]),
+              splits=rows, config=ds.config)

@@ -1,0 +1,144 @@
+"""LETOR / SVMlight ranking files -> :class:`Groups`, with an ``.npz`` cache and line-numbered errors.
+
+Parsing is done by scikit-learn's C parser (``load_svmlight_file(..., query_id=True)``). It is fast but
+its errors name neither file nor line, so when it fails (or when its output violates one of our rules) a
+slow pure-Python pass re-reads the file only to find and name the first offending line.
+
+Rules (each violation raises ``ValueError`` naming the file, and the line where one is to blame):
+  * every data line is ``label qid:Q idx:val ...`` with an optional ``# comment``; blank and ``#`` lines
+    are skipped; feature ids are 1-based (id 0 is an error), values are finite floats;
+  * the lines of one query are contiguous. A qid that reappears after another qid is an error, never a
+    silent merge: LETOR files are always written grouped, so a split group means a broken file;
+  * an empty file (no data line) is an error.
+Sparse files are read as dense with absent features = 0. Splits of one dataset may have different maximal
+feature ids (a sparse file need not mention the last feature); :func:`pad_features` zero-fills them to a
+common width, which is what the SVMlight format means by an absent feature.
+"""
+from __future__ import annotations
+
+import gzip
+import hashlib
+import os
+from typing import Optional
+
+import numpy as np
+
+from pfd_jax.data.groups import Groups
+
+_CACHE_VERSION = "1"
+
+
+def _open_text(path: str):
+  return gzip.open(path, "rt") if path.endswith(".gz") else open(path, "rt")
+
+
+def _locate_error(path: str) -> None:
+  """Re-read `path` line by line and raise ValueError at the first line breaking the format."""
+  seen, last = set(), None
+  with _open_text(path) as f:
+    for lineno, line in enumerate(f, 1):
+      body = line.split("#", 1)[0].strip()
+      if not body:
+        continue
+      where = f"{path}:{lineno}"
+      tokens = body.split()
+      try:
+        float(tokens[0])
+      except ValueError:
+        raise ValueError(f"{where}: label {tokens[0]!r} is not a number") from None
+      if len(tokens) < 2 or not tokens[1].startswith("qid:"):
+        raise ValueError(f"{where}: expected 'qid:<id>' after the label, got {body[:60]!r}")
+      qid = tokens[1][4:]
+      if qid != last:
+        if qid in seen:
+          raise ValueError(f"{where}: qid {qid} reappears after other queries (its lines are not contiguous)")
+        seen.add(qid)
+        last = qid
+      prev = 0
+      for tok in tokens[2:]:
+        idx, sep, val = tok.partition(":")
+        if not sep:
+          raise ValueError(f"{where}: malformed feature {tok!r} (expected idx:value)")
+        try:
+          i, v = int(idx), float(val)
+        except ValueError:
+          raise ValueError(f"{where}: non-numeric feature {tok!r}") from None
+        if i < 1:
+          raise ValueError(f"{where}: feature id {i} (ids are 1-based)")
+        if i <= prev:
+          raise ValueError(f"{where}: feature ids must increase, {i} after {prev}")
+        if not np.isfinite(v):
+          raise ValueError(f"{where}: non-finite value {tok!r}")
+        prev = i
+
+
+def _parse(path: str):
+  from sklearn.datasets import load_svmlight_file  # heavy import, only when a file is parsed
+  try:
+    x, rel, qid = load_svmlight_file(path, query_id=True, zero_based=False, dtype=np.float32)
+  except ValueError:
+    _locate_error(path)
+    raise  # the C parser saw something the line check did not: keep its message
+  n = x.shape[0]
+  if n == 0:
+    raise ValueError(f"{path}: empty file (no data line)")
+  if qid.shape[0] != n:
+    _locate_error(path)
+    raise ValueError(f"{path}: some lines have no qid")
+  x = np.asarray(x.todense(), dtype=np.float32)
+  if not np.isfinite(x).all() or not np.isfinite(rel).all():
+    _locate_error(path)
+    raise ValueError(f"{path}: non-finite values")
+  starts = np.flatnonzero(np.concatenate([[True], qid[1:] != qid[:-1]]))
+  if len(np.unique(qid[starts])) != len(starts):
+    _locate_error(path)
+    raise ValueError(f"{path}: a qid's lines are not contiguous")
+  offsets = np.concatenate([starts, [n]]).astype(np.int64)
+  return Groups(x=x, rel=rel.astype(np.float32), qid=qid[starts].astype(np.int64), offsets=offsets)
+
+
+def _cache_file(path: str, cache_dir: str) -> str:
+  st = os.stat(path)
+  key = f"{_CACHE_VERSION}|{os.path.abspath(path)}|{st.st_size}|{st.st_mtime_ns}"
+  base = os.path.basename(path).replace(".", "_")
+  return os.path.join(cache_dir, f"{base}-{hashlib.sha1(key.encode()).hexdigest()[:12]}.npz")
+
+
+def load_letor(path: str, cache_dir: Optional[str] = None) -> Groups:
+  """Reads one LETOR/SVMlight ranking file (plain or .gz) into flat :class:`Groups`.
+
+  Args:
+    path: the file.
+    cache_dir: if given, the parsed arrays are saved there as ``.npz`` (keyed by path, size and mtime)
+      and later loads read the cache instead of parsing.
+  Raises:
+    FileNotFoundError: no such file.
+    ValueError: the file breaks the format (see the module docstring); the message names file and line.
+  """
+  if not os.path.isfile(path):
+    raise FileNotFoundError(f"no such LETOR file: {path}")
+  if cache_dir is not None:
+    cached = _cache_file(path, cache_dir)
+    if os.path.exists(cached):
+      with np.load(cached) as f:
+        return Groups(x=f["x"], rel=f["rel"], qid=f["qid"], offsets=f["offsets"])
+  groups = _parse(path)
+  if cache_dir is not None:
+    os.makedirs(cache_dir, exist_ok=True)
+    tmp = cached + ".tmp.npz"
+    np.savez(tmp, x=groups.x, rel=groups.rel, qid=groups.qid, offsets=groups.offsets)
+    os.replace(tmp, cached)  # atomic: a killed run never leaves a half-written cache
+  return groups
+
+
+def pad_features(splits: dict) -> dict:
+  """Zero-fills the feature columns of every split to the widest split (absent SVMlight feature = 0)."""
+  width = max(g.x.shape[1] for g in splits.values())
+  out = {}
+  for name, g in splits.items():
+    if g.x.shape[1] < width:
+      x = np.zeros((g.num_docs, width), np.float32)
+      x[:, :g.x.shape[1]] = g.x
+      g = Groups(x=x, rel=g.rel, qid=g.qid, offsets=g.offsets)
+    out[name] = g
+  return out

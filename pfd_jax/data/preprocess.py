@@ -1,0 +1,105 @@
+"""The paper's preprocessing (section 4.1, appendix A.1), each step a pure function over flat groups.
+
+Order used by :func:`pfd_jax.data.prepare`: filter groups -> (optional query-level min-max) -> log1p ->
+Gumbel binary labels (Eq. 2) -> regular / privileged split by |corr(feature, y)| on the training split.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from pfd_jax.data.groups import Groups, group_any
+
+
+def filter_groups(g: Groups, *, min_docs: int = 10, require_positive: bool = True) -> Groups:
+  """Drops groups with fewer than `min_docs` documents or (if asked) no document with rel > 0."""
+  keep = g.sizes >= min_docs
+  if require_positive:
+    keep &= group_any(g.rel > 0, g.offsets)
+  return g.take(np.flatnonzero(keep))
+
+
+def log1p_transform(x: np.ndarray) -> np.ndarray:
+  """sign(x) * log(1 + |x|), elementwise (appendix A.1)."""
+  return (np.sign(x) * np.log1p(np.abs(x))).astype(np.float32)
+
+
+def query_level_minmax(x: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+  """LETOR's QueryLevelNorm: each feature scaled to [0, 1] inside each query; constant -> 0."""
+  starts = offsets[:-1]
+  nonempty = np.diff(offsets) > 0
+  lo = np.minimum.reduceat(x, starts[nonempty], axis=0)
+  hi = np.maximum.reduceat(x, starts[nonempty], axis=0)
+  rep = np.diff(offsets)[nonempty]
+  lo, hi = np.repeat(lo, rep, axis=0), np.repeat(hi, rep, axis=0)
+  span = hi - lo
+  return np.where(span > 0, (x - lo) / np.where(span > 0, span, 1), 0).astype(np.float32)
+
+
+def draw_gumbel(rng: np.random.Generator, n: int):
+  """Two independent standard Gumbel vectors (G0, G1), f32[n] each: G = -log(-log U)."""
+  g = rng.gumbel(size=(2, n)).astype(np.float32)
+  return g[0], g[1]
+
+
+def gumbel_labels(rel: np.ndarray, g0: np.ndarray, g1: np.ndarray, *, t: float = 4.0,
+                  tau: float = 4.8) -> np.ndarray:
+  """Eq. 2: y = 1[t*r + G1 > t*tau + G0], so P(y = 1) = sigmoid(t * (r - tau)). f32[N] of 0/1.
+
+  Called with tau = tau_privileged and the same draws it gives the Figure 5 privileged feature z.
+  """
+  return (t * rel + g1 > t * tau + g0).astype(np.float32)
+
+
+def with_labels(g: Groups, rng: np.random.Generator, *, t: float = 4.0, tau: float = 4.8) -> Groups:
+  """Draws G0, G1 per document and sets y by Eq. 2, keeping the draws in the result."""
+  g0, g1 = draw_gumbel(rng, g.num_docs)
+  return dataclasses.replace(g, y=gumbel_labels(g.rel, g0, g1, t=t, tau=tau), g0=g0, g1=g1)
+
+
+def positive_groups(g: Groups) -> np.ndarray:
+  """bool[Q]: groups with at least one y = 1 (the paper's positive query groups)."""
+  if g.y is None:
+    raise ValueError("labels y have not been generated")
+  return group_any(g.y, g.offsets)
+
+
+def abs_correlation(x: np.ndarray, y: np.ndarray, chunk: int = 1 << 16) -> np.ndarray:
+  """|Pearson correlation| of every column of x with y, over real documents; constant columns -> 0.
+
+  Centred sums accumulated in float64 over row chunks (no float64 copy of a Web30k-sized x).
+  """
+  y = y.astype(np.float64)
+  mx = np.zeros(x.shape[1])
+  for i in range(0, x.shape[0], chunk):
+    mx += x[i:i + chunk].sum(0, dtype=np.float64)
+  mx /= max(x.shape[0], 1)
+  yc = y - y.mean()
+  sxy = np.zeros(x.shape[1])
+  sxx = np.zeros(x.shape[1])
+  for i in range(0, x.shape[0], chunk):
+    xc = x[i:i + chunk].astype(np.float64) - mx
+    sxy += yc[i:i + chunk] @ xc
+    sxx += (xc * xc).sum(0)
+  denom = np.sqrt(sxx * (yc @ yc))
+  ok = denom > 1e-12 * max(float(denom.max(initial=0)), 1.0)
+  return np.abs(np.where(ok, sxy / np.where(ok, denom, 1), 0.0))
+
+
+def privileged_columns(train: Groups, k: int) -> np.ndarray:
+  """Indices of the k columns most correlated (|Pearson|) with y on the training split, most first.
+
+  Ties are broken by column index (stable sort) so the choice is deterministic.
+  """
+  if not 0 <= k <= train.x.shape[1]:
+    raise ValueError(f"num_privileged={k} must be in [0, {train.x.shape[1]}]")
+  corr = abs_correlation(train.x, train.y)
+  return np.argsort(-corr, kind="stable")[:k]
+
+
+def split_features(g: Groups, privileged: np.ndarray) -> Groups:
+  """Moves the columns `privileged` from x to z (z keeps the given column order)."""
+  regular = np.setdiff1d(np.arange(g.x.shape[1]), privileged)
+  return dataclasses.replace(g, x=np.ascontiguousarray(g.x[:, regular]),
+                             z=np.ascontiguousarray(g.x[:, privileged]))

@@ -1,0 +1,248 @@
+import gzip
+import os
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from conftest import shared
+from pfd_jax import data as D
+from pfd_jax.data import preprocess as pp
+
+
+def _write(tmp_path, text, name="f.txt"):
+  p = tmp_path / name
+  p.write_text(text)
+  return str(p)
+
+
+# ---------------------------------------------------------------- parsing
+
+def test_load_letor_dense_sparse_and_comments(tmp_path):
+  p = _write(tmp_path, "2 qid:7 1:0.5 3:2 # doc a\n0 qid:7 2:1\n# a comment line\n\n1 qid:3 1:-1.5\n")
+  g = D.load_letor(p)
+  np.testing.assert_array_equal(g.x, [[0.5, 0, 2], [0, 1, 0], [-1.5, 0, 0]])
+  np.testing.assert_array_equal(g.rel, [2, 0, 1])
+  np.testing.assert_array_equal(g.qid, [7, 3])
+  np.testing.assert_array_equal(g.offsets, [0, 2, 3])
+
+
+def test_load_letor_gz_and_cache(tmp_path):
+  p = str(tmp_path / "f.txt.gz")
+  with gzip.open(p, "wt") as f:
+    f.write("1 qid:1 1:1 2:2\n0 qid:1 1:3 2:4\n")
+  cache = str(tmp_path / "cache")
+  a = D.load_letor(p, cache_dir=cache)
+  assert len(os.listdir(cache)) == 1
+  b = D.load_letor(p, cache_dir=cache)  # from the .npz
+  for k in ("x", "rel", "qid", "offsets"):
+    np.testing.assert_array_equal(getattr(a, k), getattr(b, k))
+
+
+@pytest.mark.parametrize("text,line,what", [
+    ("1 qid:1 1:0.5\n1 qid:1 1-0.5\n", 2, "malformed"),
+    ("1 qid:1 1:0.5\n\n1 qid:1 1:abc\n", 3, "non-numeric"),
+    ("1 qid:1 0:0.5\n", 1, "1-based"),
+    ("1 qid:1 1:0.5\n0 qid:1 1:nan\n", 2, "non-finite"),
+    ("1 qid:1 1:inf\n", 1, "non-finite"),
+    ("x qid:1 1:1\n", 1, "label"),
+    ("1 qid:1 1:1\n1 1:2\n", 2, "qid"),
+    ("1 qid:1 1:1\n1 qid:2 1:2\n1 qid:1 1:3\n", 3, "contiguous"),
+])
+def test_bad_lines_name_file_and_line(tmp_path, text, line, what):
+  p = _write(tmp_path, text)
+  with pytest.raises(ValueError, match=rf"{p}:{line}: .*{what}"):
+    D.load_letor(p)
+
+
+def test_empty_and_missing_files(tmp_path):
+  p = _write(tmp_path, "# only a comment\n")
+  with pytest.raises(ValueError, match="empty file"):
+    D.load_letor(p)
+  with pytest.raises(FileNotFoundError):
+    D.load_letor(str(tmp_path / "nope.txt"))
+  with pytest.raises(ValueError, match="unknown dataset"):
+    D.load_raw("web40k")
+  with pytest.raises(FileNotFoundError, match="not a folder"):
+    D.load_raw("letor", data_dir=str(tmp_path / "missing"))
+  with pytest.raises(FileNotFoundError, match="no train/vali/test"):
+    D.load_raw("letor", data_dir=str(tmp_path))
+
+
+def test_feature_width_differs_between_splits_is_zero_filled(tmp_path):
+  _write(tmp_path, "1 qid:1 1:1 5:2\n", "train.txt")
+  _write(tmp_path, "1 qid:2 1:1\n", "test.txt")
+  raw = D.load_raw("letor", data_dir=str(tmp_path))
+  assert raw["train"].x.shape == (1, 5) and raw["test"].x.shape == (1, 5)
+  np.testing.assert_array_equal(raw["test"].x, [[1, 0, 0, 0, 0]])
+
+
+def test_trec_against_hand_parse():
+  path = os.path.join(shared("trec_news_2018_fastrank"), "train.txt.gz")
+  g = D.load_letor(path)
+  rel, x = [], np.zeros_like(g.x)
+  with gzip.open(path, "rt") as f:
+    for i, line in enumerate(f):
+      tok = line.split("#")[0].split()
+      rel.append(float(tok[0]))
+      for t in tok[2:]:
+        j, v = t.split(":")
+        x[i, int(j) - 1] = float(v)
+  np.testing.assert_array_equal(g.rel, rel)
+  np.testing.assert_array_equal(g.x, x)
+  assert g.num_queries == 45 and g.num_docs == 782
+
+
+# ---------------------------------------------------------------- named datasets
+
+# (queries, docs) per fold and split, from ../shared/data/README.md
+_OHSUMED = {1: {"train": (63, 9219), "vali": (21, 3538), "test": (22, 3383)},
+            2: {"train": (63, 10187), "vali": (22, 3383), "test": (21, 2570)},
+            3: {"train": (64, 10494), "vali": (21, 2570), "test": (21, 3076)},
+            4: {"train": (64, 9491), "vali": (21, 3076), "test": (21, 3573)},
+            5: {"train": (64, 9029), "vali": (21, 3573), "test": (21, 3538)}}
+
+
+def test_ohsumed_five_folds_match_readme(tmp_path):
+  root = shared("ohsumed_letor3")
+  assert D.num_folds("ohsumed") == 5
+  for fold, expect in _OHSUMED.items():
+    raw = D.load_raw("ohsumed", data_dir=root, fold=fold, cache_dir=str(tmp_path))
+    got = {s: (g.num_queries, g.num_docs) for s, g in raw.items()}
+    assert got == expect, fold
+    assert all(g.x.shape[1] == 45 for g in raw.values())
+
+
+def test_sparse_lightgbm_example_loads():
+  raw = D.load_raw("letor", data_dir=shared("lightgbm_lambdarank_example"))
+  assert raw["train"].num_queries == 201 and raw["test"].num_queries == 50
+  assert raw["train"].x.shape[1] == raw["test"].x.shape[1] <= 300
+
+
+# ---------------------------------------------------------------- preprocessing
+
+def test_gumbel_label_probability_is_sigmoid():
+  rng = np.random.default_rng(0)
+  n = 200_000
+  for r, tau, t in [(4.0, 4.8, 4.0), (3.0, 3.5, 2.0), (1.0, 0.4, 1.0)]:
+    g0, g1 = pp.draw_gumbel(rng, n)
+    y = pp.gumbel_labels(np.full(n, r, np.float32), g0, g1, t=t, tau=tau)
+    p = 1 / (1 + np.exp(-t * (r - tau)))
+    # two-sided exact binomial test at 1e-4
+    assert stats.binomtest(int(y.sum()), n, p).pvalue > 1e-4, (r, tau, y.mean(), p)
+
+
+def test_privileged_feature_reuses_draws():
+  rng = np.random.default_rng(1)
+  rel = rng.integers(0, 5, 10_000).astype(np.float32)
+  g0, g1 = pp.draw_gumbel(rng, rel.size)
+  y = pp.gumbel_labels(rel, g0, g1, tau=3.0)
+  np.testing.assert_array_equal(pp.gumbel_labels(rel, g0, g1, tau=3.0), y)  # z = y at tau_priv = tau
+  z = pp.gumbel_labels(rel, g0, g1, tau=2.0)
+  assert np.all(z >= y)  # same draws, lower threshold: z dominates y document by document
+
+
+def test_same_seed_same_bits_and_different_seed_differs():
+  raw = D.load_raw("synthetic", synthetic_kwargs=dict(num_queries=(40, 10, 20), seed=3))
+  raw2 = D.load_raw("synthetic", synthetic_kwargs=dict(num_queries=(40, 10, 20), seed=3))
+  a, b = D.prepare("synthetic", raw, seed=5), D.prepare("synthetic", raw2, seed=5)
+  c = D.prepare("synthetic", raw, seed=6)
+  for s in a.splits:
+    for k in ("x", "z", "rel", "y", "g0", "g1"):
+      assert getattr(a[s], k).tobytes() == getattr(b[s], k).tobytes()
+  assert not np.array_equal(a["train"].g0, c["train"].g0)
+
+
+def test_privileged_split_takes_most_correlated_columns():
+  rng = np.random.default_rng(0)
+  n = 5000
+  y = (rng.random(n) < 0.3).astype(np.float32)
+  noise = rng.normal(size=(n, 6))
+  strength = np.array([0.0, 2.0, 0.1, 1.0, 0.5, -3.0])  # column 5 strongest (negative), then 1, 3
+  x = (noise + strength * y[:, None]).astype(np.float32)
+  g = D.Groups(x=x, rel=y, y=y, qid=np.arange(1), offsets=np.array([0, n]))
+  cols = pp.privileged_columns(g, 3)
+  np.testing.assert_array_equal(cols, [5, 1, 3])
+  expect = np.abs([np.corrcoef(x[:, j], y)[0, 1] for j in range(6)])
+  np.testing.assert_allclose(pp.abs_correlation(x, y), expect, rtol=1e-6)
+  s = pp.split_features(g, cols)
+  np.testing.assert_array_equal(s.z, x[:, [5, 1, 3]])
+  np.testing.assert_array_equal(s.x, x[:, [0, 2, 4]])
+
+
+def test_filter_log1p_and_query_norm():
+  x = np.array([[0.0], [3.0], [-2.0], [5.0], [5.0]], np.float32)
+  g = D.Groups(x=x, rel=np.array([0, 1, 0, 0, 0], np.float32), qid=np.array([1, 2]),
+               offsets=np.array([0, 3, 5]))
+  f = pp.filter_groups(g, min_docs=2)
+  np.testing.assert_array_equal(f.qid, [1])  # group 2 has no positive relevance
+  assert pp.filter_groups(g, min_docs=3, require_positive=False).num_queries == 1
+  np.testing.assert_allclose(pp.log1p_transform(x)[:, 0], np.sign(x[:, 0]) * np.log1p(np.abs(x[:, 0])))
+  np.testing.assert_allclose(pp.query_level_minmax(x, g.offsets)[:, 0], [0.4, 1, 0, 0, 0])
+
+
+def test_default_tau_gives_positives_on_three_grade_data():
+  raw = D.load_raw("ohsumed", data_dir=shared("ohsumed_letor3"))
+  ds = D.prepare("ohsumed", raw)
+  assert ds.config["tau"] == pytest.approx(2.8)
+  assert 0.2 < pp.positive_groups(ds["train"]).mean() < 0.8
+
+
+# ---------------------------------------------------------------- padding
+
+def test_bucket_cuts_are_optimal_against_brute_force():
+  import itertools
+  rng = np.random.default_rng(0)
+  sizes = rng.integers(1, 30, 60)
+  lengths = np.unique(sizes)
+
+  def slots(cuts):
+    which = np.searchsorted(cuts, sizes)
+    return sum(cuts[b] * np.sum(which == b) for b in range(len(cuts)))
+
+  for k in (1, 2, 3):
+    best = min(slots(np.array(sorted(c) + [lengths[-1]]))
+               for c in itertools.combinations(lengths[:-1], k - 1))
+    cuts = D.bucket_cuts(sizes, k)
+    assert len(cuts) <= k and cuts[-1] == sizes.max()
+    assert slots(cuts) == best
+
+
+def test_padding_never_enters_statistics():
+  raw = D.load_raw("synthetic", synthetic_kwargs=dict(num_queries=(60, 20, 40), seed=1))
+  ds = D.prepare("synthetic", raw, tau=4.0)
+  one, many = D.summary(ds, max_buckets=1), D.summary(ds, max_buckets=6)
+  for s in ds.splits:
+    for k in ("docs", "docs_per_query", "positive_groups_pct", "positive_docs_pct"):
+      assert one["splits"][s][k] == many["splits"][s][k]
+    assert many["splits"][s]["padding_ratio"] <= one["splits"][s]["padding_ratio"]
+  # round trip: the real slots of the buckets are exactly the flat documents
+  g = ds["train"]
+  buckets = D.bucketize(g, 4)
+  rows = []
+  for b in buckets:
+    assert not b.x[~b.mask].any() and not b.y[~b.mask].any()
+    for i, q in enumerate(b.index):
+      np.testing.assert_array_equal(b.x[i][b.mask[i]], g.x[g.offsets[q]:g.offsets[q + 1]])
+      rows.append(q)
+  assert sorted(rows) == list(range(g.num_queries))
+
+
+def test_padding_ratio_on_mslr_like_lengths():
+  rng = np.random.default_rng(0)
+  sizes = np.clip(np.round(rng.lognormal(np.log(124) - 0.18, 0.6, 18000)), 10, 1300).astype(int)
+  assert sizes.max() > 1000
+  offsets = np.concatenate([[0], np.cumsum(sizes)])
+  g = D.Groups(x=np.zeros((offsets[-1], 1), np.float32), rel=np.zeros(offsets[-1], np.float32),
+               qid=np.arange(sizes.size), offsets=offsets)
+  assert D.padding_ratio(D.bucketize(g, 8)) < 1.5
+  assert D.padding_ratio(D.bucketize(g, 1)) > 5  # one bucket would waste most slots
+
+
+def test_summary_columns_for_staged_sets():
+  for name in ("ohsumed", "mq2008", "web10k"):
+    shared(D.datasets._SHARED_SUBDIR[name])
+    s = D.summary(D.prepare(name, D.load_raw(name)))
+    assert s["regular_features"] + s["privileged_features"] in (45, 46, 136)
+    for row in s["splits"].values():
+      assert row["query_groups"] > 0 and 0 <= row["positive_groups_pct"] <= 100
