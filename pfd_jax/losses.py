@@ -1,0 +1,260 @@
+r"""Masked ranking losses over padded lists, and the distillation mixture of Eq. 1.
+
+Every loss takes ``scores`` and ``labels`` of shape ``[..., L]`` and a boolean ``mask`` (True = real
+document); padded documents never change a value or a gradient. Reduction, the same everywhere:
+
+  * **within a list**: a *sum* over documents (pointwise) or over ordered pairs (pairwise), as in the
+    paper's Eq. 1 and appendix A.2 (sums over sets);
+  * **across lists**: ``reduce_fn`` (default ``jnp.sum``, which makes a batch loss the paper's sum over
+    the batch's documents); ``reduce_fn=None`` returns the per-list values ``[...]``.
+
+A list with no real document contributes exactly 0. Labels may be soft (teacher probabilities in [0, 1]).
+"""
+from __future__ import annotations
+
+from typing import Callable, Optional
+
+import jax
+import jax.numpy as jnp
+
+ReduceFn = Optional[Callable[[jax.Array], jax.Array]]
+
+
+def _mask(scores, mask):
+  return jnp.ones(scores.shape, bool) if mask is None else mask.astype(bool)
+
+
+def _reduce(per_list, reduce_fn):
+  return per_list if reduce_fn is None else reduce_fn(per_list)
+
+
+def rank_bce(scores, labels, mask=None, *, reduce_fn: ReduceFn = jnp.sum):
+  r"""RankBCE (appendix A.2): :math:`\sum_{i} \mathrm{CE}(\sigma(s_i), y_i)` over the real documents.
+
+  :math:`\mathrm{CE}(\sigma(s), y) = -y\log\sigma(s) - (1-y)\log(1-\sigma(s)) = \mathrm{softplus}(s) - y s`,
+  evaluated in that stable form. Shapes: scores, labels, mask ``[..., L]``.
+  """
+  m = _mask(scores, mask)
+  per_doc = jax.nn.softplus(scores) - labels * scores
+  return _reduce(jnp.sum(jnp.where(m, per_doc, 0.0), axis=-1), reduce_fn)
+
+
+def mse(scores, labels, mask=None, *, reduce_fn: ReduceFn = jnp.sum):
+  r"""Pointwise squared error :math:`\sum_i (s_i - y_i)^2` over real documents (SDR's pointwise baseline)."""
+  m = _mask(scores, mask)
+  return _reduce(jnp.sum(jnp.where(m, (scores - labels) ** 2, 0.0), axis=-1), reduce_fn)
+
+
+def ranknet(scores, labels, mask=None, *, pairs: str = "all", reduce_fn: ReduceFn = jnp.sum):
+  r"""RankNet (appendix A.2): :math:`\sum_{i \ne j} \mathrm{CE}(\sigma(s_i - s_j), (y_i - y_j + 1)/2)`.
+
+  Args:
+    pairs: ``"all"`` = every ordered pair of distinct real documents, the paper's form (a tie gives
+      target 1/2; soft labels give soft targets); ``"positive"`` = the common variant over pairs with
+      :math:`y_i > y_j` only, each with target 1, i.e. :math:`\sum_{y_i > y_j} \log(1 + e^{-(s_i - s_j)})`.
+
+  Stability and memory: each pair's :math:`\mathrm{CE}(\sigma(d), p) = \mathrm{softplus}(d) - p d` is
+  finite with finite gradients for any score gap (no log of a saturated sigmoid). The gradient is written
+  by hand (``jax.custom_vjp``) as one pair reduction per document, e.g. for ``"all"``
+  :math:`\partial/\partial s_i = 2\sum_j w_{ij}\sigma(s_i - s_j) - \sum_j w_{ij}(y_i - y_j + 1)`, so no
+  ``[..., L, L]`` residual is kept between the passes, and pairs are formed in column blocks of
+  ``PAIR_BLOCK`` documents: memory is O(L * PAIR_BLOCK) per list, not O(L^2) (a 1,300-document list at
+  batch 300 fits a CPU; the compiled memory is checked by a test). Gradients flow to ``scores`` and, for
+  ``"all"``, to soft ``labels`` too.
+  """
+  m = _mask(scores, mask)
+  if pairs == "all":
+    per_list = _ranknet_all(scores, labels, m)
+  elif pairs == "positive":
+    per_list = _ranknet_positive(scores, labels, m)
+  else:
+    raise ValueError(f"pairs must be 'all' or 'positive', got {pairs!r}")
+  return _reduce(per_list, reduce_fn)
+
+
+PAIR_BLOCK = 128  # documents j per pair block: a call holds one [..., L, PAIR_BLOCK] buffer at a time
+
+
+def _pair_blocks(block_fn, s, y, m, block=None):
+  """Runs `block_fn` over column blocks j of the pair matrix and combines the results.
+
+  block_fn(s_j, y_j, m_j, j_index) -> (row [..., L], col [..., C]) where `*_j` are ``[..., 1, C]`` slices of
+  the documents j of one block (padded blocks are masked). Returns (sum of rows [..., L], cols [..., L]).
+  Lists up to `block` long take a single block (no loop); longer ones loop with ``lax.scan``, so memory is
+  O(L * block) instead of O(L^2).
+  """
+  block = PAIR_BLOCK if block is None else block
+  l = s.shape[-1]
+  if l <= block:
+    return block_fn(s[..., None, :], y[..., None, :], m[..., None, :], jnp.arange(l))
+  nb = -(-l // block)
+  pad = nb * block - l
+  widths = [(0, 0)] * (s.ndim - 1) + [(0, pad)]
+  sp, yp, mp = jnp.pad(s, widths), jnp.pad(y, widths), jnp.pad(m, widths)
+  split = lambda a: jnp.moveaxis(a.reshape(a.shape[:-1] + (nb, block)), -2, 0)[..., None, :]
+
+  def body(row, xs):
+    sj, yj, mj, jj = xs
+    r, c = block_fn(sj, yj, mj, jj)
+    return row + r, c
+
+  row, cols = jax.lax.scan(body, jnp.zeros(s.shape, s.dtype),
+                           (split(sp), split(yp), split(mp), jnp.arange(nb * block).reshape(nb, block)))
+  cols = jnp.moveaxis(cols, 0, -2).reshape(s.shape[:-1] + (nb * block,))[..., :l]
+  return row, cols
+
+
+def _pairs(s, y, m, sj, yj, mj, jj):
+  """Pair quantities of documents i (all) against the block j: d_ij, pair mask (i != j)."""
+  d = s[..., :, None] - sj
+  w = m[..., :, None] & mj & (jnp.arange(s.shape[-1])[:, None] != jj)
+  return d, w
+
+
+@jax.custom_vjp
+def _ranknet_all(s, y, m):
+  def block_fn(sj, yj, mj, jj):
+    d, w = _pairs(s, y, m, sj, yj, mj, jj)
+    target = (y[..., :, None] - yj + 1.0) / 2.0
+    return jnp.sum(jnp.where(w, jax.nn.softplus(d) - target * d, 0.0), -1), jnp.zeros(s.shape[:-1] + jj.shape, s.dtype)
+  return jnp.sum(_pair_blocks(block_fn, s, y, m)[0], -1)
+
+
+def _ranknet_all_fwd(s, y, m):
+  return _ranknet_all(s, y, m), (s, y, m)
+
+
+def _ranknet_all_bwd(res, g):
+  s, y, m = res
+  mf = m.astype(s.dtype)
+
+  def block_fn(sj, yj, mj, jj):
+    d, w = _pairs(s, y, m, sj, yj, mj, jj)
+    return jnp.sum(jnp.where(w, jax.nn.sigmoid(d), 0.0), -1), jnp.zeros(s.shape[:-1] + jj.shape, s.dtype)
+
+  sig = _pair_blocks(block_fn, s, y, m)[0]
+  n_other = jnp.sum(mf, -1, keepdims=True) - 1.0  # real documents other than i
+  y_m, s_m = jnp.where(m, y, 0.0), jnp.where(m, s, 0.0)
+  # sum_j w_ij (y_i - y_j + 1) and sum_j w_ij (s_i - s_j), O(L) each
+  lin_y = n_other * (y + 1.0) - (jnp.sum(y_m, -1, keepdims=True) - y_m)
+  d_s = jnp.where(m, 2.0 * sig - lin_y, 0.0)
+  d_y = jnp.where(m, -(n_other * s - (jnp.sum(s_m, -1, keepdims=True) - s_m)), 0.0)
+  return g[..., None] * d_s, g[..., None] * d_y, None
+
+
+_ranknet_all.defvjp(_ranknet_all_fwd, _ranknet_all_bwd)
+
+
+@jax.custom_vjp
+def _ranknet_positive(s, y, m):
+  def block_fn(sj, yj, mj, jj):
+    d, w = _pairs(s, y, m, sj, yj, mj, jj)
+    w = w & (y[..., :, None] > yj)
+    return jnp.sum(jnp.where(w, jax.nn.softplus(-d), 0.0), -1), jnp.zeros(s.shape[:-1] + jj.shape, s.dtype)
+  return jnp.sum(_pair_blocks(block_fn, s, y, m)[0], -1)
+
+
+def _ranknet_positive_fwd(s, y, m):
+  return _ranknet_positive(s, y, m), (s, y, m)
+
+
+def _ranknet_positive_bwd(res, g):
+  s, y, m = res
+
+  def block_fn(sj, yj, mj, jj):
+    d, w = _pairs(s, y, m, sj, yj, mj, jj)
+    # d/ds_i softplus(-(s_i - s_j)) = -sigmoid(-(s_i - s_j)); +sigmoid(...) for the worse document j
+    sig = jnp.where(w & (y[..., :, None] > yj), jax.nn.sigmoid(-d), 0.0)
+    return -jnp.sum(sig, -1), jnp.sum(sig, -2)
+
+  row, col = _pair_blocks(block_fn, s, y, m)
+  return g[..., None] * (row + col), jnp.zeros_like(y), None
+
+
+_ranknet_positive.defvjp(_ranknet_positive_fwd, _ranknet_positive_bwd)
+
+
+def softmax(scores, labels, mask=None, *, reduce_fn: ReduceFn = jnp.sum):
+  r"""Listwise softmax cross-entropy (ListNet; SDR Eq. 5/8): :math:`-\sum_i y_i \log \frac{e^{s_i}}{\sum_j e^{s_j}}`.
+
+  Labels are real-valued and non-negative and are *not* renormalised (SDR's and optax's
+  ``ranking_softmax_loss`` convention); the softmax runs over real documents only.
+  """
+  m = _mask(scores, mask)
+  s = jnp.where(m, scores, -jnp.inf)
+  shift = jax.lax.stop_gradient(jnp.max(jnp.where(m, scores, -jnp.inf), axis=-1, keepdims=True))
+  shift = jnp.where(jnp.isfinite(shift), shift, 0.0)
+  lse = jnp.log(jnp.sum(jnp.where(m, jnp.exp(s - shift), 0.0), axis=-1, keepdims=True)) + shift
+  logp = jnp.where(m, scores - lse, 0.0)
+  return _reduce(-jnp.sum(jnp.where(m, labels * logp, 0.0), axis=-1), reduce_fn)
+
+
+LOSSES = {"rankbce": rank_bce, "ranknet": ranknet, "softmax": softmax, "mse": mse}
+
+
+def get_loss(name: str) -> Callable:
+  if name not in LOSSES:
+    raise ValueError(f"unknown loss {name!r}; known: {', '.join(LOSSES)}")
+  return LOSSES[name]
+
+
+# ---------------------------------------------------------------- teacher-score transforms
+
+def transform_identity(t, mask=None):
+  """Teacher scores as they are."""
+  del mask
+  return t
+
+
+def transform_sigmoid(t, mask=None):
+  """sigma(t): teacher logits -> probabilities in [0, 1] (the paper's soft labels for RankBCE/RankNet)."""
+  del mask
+  return jax.nn.sigmoid(t)
+
+
+def transform_affine(t, mask=None, *, a: float = 1.0, b: float = 0.0):
+  """SDR Eq. 10: max(a * t + b, 0), non-negative labels for the listwise softmax loss."""
+  del mask
+  return jnp.maximum(a * t + b, 0.0)
+
+
+def transform_softmax(t, mask=None, *, temperature: float = 1.0):
+  """exp(t_i / T) / sum_j exp(t_j / T) over the real documents of each list (SDR section 5.6)."""
+  m = _mask(t, mask)
+  return jnp.where(m, jax.nn.softmax(jnp.where(m, t / temperature, -jnp.inf), axis=-1), 0.0)
+
+
+# ---------------------------------------------------------------- Eq. 1
+
+def distillation_terms(loss_fn: Callable, scores, labels, teacher_targets, mask=None, *,
+                       data_weight=None):
+  r"""Per-list data and teacher terms of Eq. 1, before alpha.
+
+  Args:
+    loss_fn: a loss above (called with ``reduce_fn=None``).
+    scores, labels, mask: ``[..., L]``.
+    teacher_targets: ``[..., L]`` for one teacher or ``[K, ..., L]`` for K teachers (multi-teacher PFD:
+      the teacher term is the mean over teachers).
+    data_weight: ``[...]`` weight of each list in the data term; the paper restricts the data loss to
+      positive query groups, i.e. ``data_weight = any(y == 1)``. None = 1.
+  Returns:
+    ``(data [...], teacher [...])``.
+  """
+  data = loss_fn(scores, labels, mask, reduce_fn=None)
+  if data_weight is not None:
+    data = data * data_weight
+  if teacher_targets.ndim == scores.ndim:
+    teacher = loss_fn(scores, teacher_targets, mask, reduce_fn=None)
+  else:
+    teacher = jnp.mean(jax.vmap(lambda t: loss_fn(scores, t, mask, reduce_fn=None))(teacher_targets), 0)
+  return data, teacher
+
+
+def distillation_loss(loss_fn: Callable, scores, labels, teacher_targets, mask=None, *, alpha: float = 0.5,
+                      data_weight=None, reduce_fn: ReduceFn = jnp.sum):
+  r"""Eq. 1: :math:`\alpha \sum_{S_{label}} l(f, y) + (1 - \alpha) \sum_{S_{all}} l(f, g)`, per list then reduced.
+
+  See :func:`distillation_terms` for the arguments; alpha = 1 is training on data alone.
+  """
+  data, teacher = distillation_terms(loss_fn, scores, labels, teacher_targets, mask, data_weight=data_weight)
+  return _reduce(alpha * data + (1.0 - alpha) * teacher, reduce_fn)
