@@ -1,0 +1,182 @@
+r"""Table 2 / Table 4 / Figure 2 of the paper: no-distillation, self-distillation, GenD and PFD.
+
+  python -m experiments.table2                                  # both losses, synthetic default
+  python -m experiments.table2 --dataset=ohsumed --loss=rankbce # 5 folds x 5 seeds
+  python -m experiments.table2 --dataset=web30k --data_dir=/data/MSLR-WEB30K --seeds=5
+
+Writes <out_dir>/<dataset>/results.json (config, environment, per-seed best metrics and per-epoch curves
+of every row, wall times), table.md (the paper's Table 4 layout: mean +- std over folds x seeds and the
+change against no-distillation) and fig2_<loss>.png (test NDCG@8 per epoch of every method).
+"""
+import os
+import time
+
+import jax
+import numpy as np
+from absl import app, flags, logging
+
+from experiments import common
+from pfd_jax import distill
+from pfd_jax import train as T
+
+common.define_data_flags()
+flags.DEFINE_enum("loss", "both", ["rankbce", "ranknet", "both"], "Ranking loss.")
+flags.DEFINE_integer("seeds", 5, "Training seeds, vmapped in one program.")
+flags.DEFINE_integer("seed", 0, "Base PRNG seed of the training keys.")
+flags.DEFINE_integer("epochs", 100, "Training epochs.")
+flags.DEFINE_float("alpha", 0.5, "Eq. 1 weight of the data loss.")
+flags.DEFINE_list("methods", list(distill.METHODS), "Methods (rows) to run.")
+flags.DEFINE_integer("batch_size", None, "Groups per batch (default: paper's 500 RankBCE / 300 RankNet).")
+flags.DEFINE_float("lr", None, "Learning rate (default: paper's 1e-3 RankBCE / 3e-4 RankNet).")
+flags.DEFINE_float("weight_decay", 0.005, "Coupled L2 weight decay.")
+flags.DEFINE_integer("hidden", 100, "Hidden width.")
+flags.DEFINE_integer("layers", 5, "Dense layers.")
+flags.DEFINE_enum("select_on", "test", ["test", "vali"], "Best epoch by NDCG@8 on this split.")
+flags.DEFINE_enum("empty_rule", "exclude", ["exclude", "zero"], "Test lists without a positive.")
+flags.DEFINE_enum("data_groups", "positive", ["positive", "all"], "Groups of the data loss (Table 5).")
+flags.DEFINE_integer("max_buckets", 4, "Length buckets per split.")
+flags.DEFINE_string("out_dir", "results/table2", "Output root; files go to <out_dir>/<dataset>/.")
+FLAGS = flags.FLAGS
+
+ROW_ORDER = ["no_distill", "self_distill", "gend_teacher", "gend", "pfd_teacher", "pfd"]
+ROW_NAMES = {"no_distill": "No-distillation", "self_distill": "Self-distillation", "gend_teacher": "GenD teacher*",
+             "gend": "GenD student", "pfd_teacher": "PFD teacher*", "pfd": "PFD student"}
+
+
+def train_config(cfg: dict, loss: str) -> T.TrainConfig:
+  kw = dict(epochs=cfg["epochs"], alpha=cfg["alpha"], weight_decay=cfg["weight_decay"], hidden=cfg["hidden"],
+            layers=cfg["layers"], select_on=cfg["select_on"], empty_rule=cfg["empty_rule"],
+            data_groups=cfg["data_groups"])
+  if cfg.get("batch_size"):
+    kw["batch_size"] = cfg["batch_size"]
+  if cfg.get("lr"):
+    kw["lr"] = cfg["lr"]
+  return T.TrainConfig.paper(loss, **kw)
+
+
+def _progress(prefix):
+  def make(row):
+    def log(epoch, loss, ndcg, seconds):
+      logging.info("%s %-13s epoch %3d  loss %10.3f  NDCG@8 %.4f  %6.1fs", prefix, row, epoch + 1, loss, ndcg,
+                   seconds)
+    return log
+  return make
+
+
+def run(cfg: dict) -> dict:
+  """Runs every (loss, fold) of `cfg` and returns the results dictionary written to results.json."""
+  losses = ["rankbce", "ranknet"] if cfg["loss"] == "both" else [cfg["loss"]]
+  out = {"config": cfg, "env": common.environment(), "losses": {}}
+  t_all = time.time()
+  for loss in losses:
+    tc = train_config(cfg, loss)
+    per_fold = {}
+    for fold in common.folds_of(cfg):
+      t0 = time.time()
+      ds = common.load_dataset(cfg, fold)
+      splits = ("test", "vali") if tc.select_on == "vali" else ("test",)
+      if "train" not in ds.splits or "test" not in ds.splits or tc.select_on not in ds.splits:
+        raise ValueError(f"dataset {cfg['dataset']!r} fold {fold} needs train, test and {tc.select_on} "
+                         f"splits; it has {list(ds.splits)}")
+      dd = distill.to_device(ds, cfg["max_buckets"], splits, tc.data_groups)
+      keys = jax.random.split(jax.random.PRNGKey(cfg["seed"]), cfg["seeds"])
+      rows = distill.run_methods(keys, tc, dd, cfg["methods"], _progress(f"[{loss} fold{fold}]"))
+      per_fold[f"fold{fold}"] = dict(
+          data=ds.config, train_groups=dd.num_train_groups, positive_train_groups=dd.num_positive_groups,
+          seconds=time.time() - t0,
+          rows={name: dict(best=r.best, best_epoch=r.best_epoch, curves=r.curves, loss=r.loss, seconds=r.seconds)
+                for name, r in rows.items()})
+    out["losses"][loss] = dict(train_config=tc.__dict__, folds=per_fold)
+  out["seconds"] = time.time() - t_all
+  return out
+
+
+def aggregate(loss_res: dict, split: str = "test") -> dict:
+  """{row: [folds * seeds, len(ks)]} best-epoch metrics pooled over folds and seeds."""
+  rows = {}
+  for fold in loss_res["folds"].values():
+    for name, r in fold["rows"].items():
+      rows.setdefault(name, []).append(np.asarray(r["best"][split]))
+  return {name: np.concatenate(v, 0) for name, v in rows.items()}
+
+
+def to_markdown(res: dict) -> str:
+  cfg = res["config"]
+  parts = [f"# Table 4 layout: {cfg['dataset']}\n",
+           f"Mean +- std over folds x seeds ({cfg['seeds']} seeds); best epoch by NDCG@8 on "
+           f"{cfg['select_on']}; test lists without a positive: {cfg['empty_rule']}d; alpha = {cfg['alpha']}; "
+           f"{cfg['epochs']} epochs. Rows marked * use privileged features. "
+           f"Wall time {res['seconds']:.0f} s on {res['env']['backend']} ({res['env']['cpus']} CPUs).\n"]
+  for loss, lr in res["losses"].items():
+    tc = lr["train_config"]
+    pooled = aggregate(lr)
+    ks = tc["ks"]
+    base = pooled["no_distill"].mean(0)
+    fold0 = next(iter(lr["folds"].values()))
+    d = fold0["data"]
+    parts.append(f"\n## Loss: {loss} (batch {tc['batch_size']}, lr {tc['lr']}); tau_target={d['tau']}, "
+                 f"{fold0['positive_train_groups']}/{fold0['train_groups']} positive train groups (fold "
+                 f"{list(lr['folds'])[0][4:]})\n\n")
+    table = []
+    for name in ROW_ORDER:
+      if name not in pooled:
+        continue
+      v = pooled[name]
+      cells = [f"{m:.3f} ± {s:.3f} ({100 * (m / b - 1):+.1f}%)" for m, s, b in zip(v.mean(0), v.std(0), base)]
+      table.append([ROW_NAMES[name]] + cells)
+    parts.append(common.markdown_table(["Training method"] + [f"NDCG@{k}" for k in ks], table))
+  return "".join(parts)
+
+
+def plot_curves(res: dict, out_dir: str) -> list:
+  plt = common.pyplot()
+  paths = []
+  for loss, lr in res["losses"].items():
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for name in ROW_ORDER:
+      curves = [np.asarray(f["rows"][name]["curves"]["test"])[:, :, 0] for f in lr["folds"].values()
+                if name in f["rows"]]
+      if not curves:
+        continue
+      c = np.concatenate(curves, 0)  # [folds * seeds, E]
+      x = np.arange(1, c.shape[1] + 1)
+      ax.plot(x, c.mean(0), label=ROW_NAMES[name], ls="--" if name.endswith("teacher") else "-")
+      ax.fill_between(x, c.mean(0) - c.std(0), c.mean(0) + c.std(0), alpha=0.15)
+    ax.set_xlabel("epoch")
+    ax.set_ylabel("test NDCG@8")
+    ax.set_title(f"{res['config']['dataset']}, {loss}")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    path = os.path.join(out_dir, f"fig2_{loss}.png")
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    paths.append(path)
+  return paths
+
+
+def config_from_flags() -> dict:
+  cfg = common.data_config_from_flags()
+  cfg.update(loss=FLAGS.loss, seeds=FLAGS.seeds, seed=FLAGS.seed, epochs=FLAGS.epochs, alpha=FLAGS.alpha,
+             methods=FLAGS.methods, batch_size=FLAGS.batch_size, lr=FLAGS.lr, weight_decay=FLAGS.weight_decay,
+             hidden=FLAGS.hidden, layers=FLAGS.layers, select_on=FLAGS.select_on, empty_rule=FLAGS.empty_rule,
+             data_groups=FLAGS.data_groups, max_buckets=FLAGS.max_buckets)
+  return cfg
+
+
+def write(res: dict, out_root: str) -> str:
+  out_dir = os.path.join(out_root, res["config"]["dataset"])
+  common.write_json(os.path.join(out_dir, "results.json"), res)
+  md = to_markdown(res)
+  common.write_text(os.path.join(out_dir, "table.md"), md)
+  plot_curves(res, out_dir)
+  return md
+
+
+def main(argv):
+  del argv
+  res = run(config_from_flags())
+  print(write(res, FLAGS.out_dir))
+
+
+if __name__ == "__main__":
+  app.run(main)

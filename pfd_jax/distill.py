@@ -1,0 +1,100 @@
+"""The methods of the paper's Table 2 (sections 3.1-3.2): no-distillation, self-distillation, GenD, PFD.
+
+* **no-distillation**: a student on regular features ``x``, data loss only, trained on the positive
+  query groups (groups with at least one y = 1; appendix A.5 treats the others as unlabeled).
+* **teachers** are trained the same way on the positive groups with their own inputs: ``x``
+  (self-distillation), ``z`` (GenD) or ``concat(x, z)`` (PFD). The teacher is its run's best checkpoint.
+* **students** see ``x`` only and train on *all* groups with Eq. 1: alpha * data loss on the positive
+  groups + (1 - alpha) * loss against the teacher's probabilities sigmoid(g) on every group.
+
+Seeds: every run of a table uses the same ``S`` training keys, so seed s of the baseline, of each teacher
+and of each student share their key (common random numbers), and teacher seed s teaches student s.
+Because the self-distillation teacher is trained exactly like the baseline with the same key, it *is*
+the baseline run, which is therefore reused rather than trained twice.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Callable, Optional, Sequence
+
+import jax.numpy as jnp
+import numpy as np
+
+from pfd_jax import data as data_lib
+from pfd_jax import train as train_lib
+
+METHODS = ("no_distill", "self_distill", "gend", "pfd")
+TEACHER_VIEW = {"self_distill": "x", "gend": "z", "pfd": "xz"}
+
+
+@dataclasses.dataclass
+class DeviceData:
+  """One dataset fold on the device: training buckets (all groups, positive groups) and eval splits."""
+  train_all: list
+  train_pos: list
+  eval_sets: dict
+  num_train_groups: int
+  num_positive_groups: int
+
+
+def to_device(ds: data_lib.Dataset, max_buckets: int = 8, eval_splits: Sequence[str] = ("test", "vali"),
+              data_groups: str = "positive") -> DeviceData:
+  """Buckets the training split twice (all groups; the groups the data-only runs visit) and the eval splits.
+
+  data_groups='positive' (the paper) makes the data-only runs visit the positive groups; 'all' every group.
+  """
+  tr = ds["train"]
+  pos = np.flatnonzero(data_lib.positive_groups(tr))
+  visit = pos if data_groups == "positive" else np.arange(tr.num_queries)
+  evals = {s: train_lib.eval_set(ds[s], max_buckets) for s in eval_splits if s in ds.splits}
+  return DeviceData(train_all=train_lib.device_buckets(data_lib.bucketize(tr, max_buckets)),
+                    train_pos=train_lib.device_buckets(data_lib.bucketize(tr, max_buckets, visit)),
+                    eval_sets=evals, num_train_groups=tr.num_queries, num_positive_groups=int(pos.size))
+
+
+def train_on_data(keys, cfg: train_lib.TrainConfig, dd: DeviceData, view: str,
+                  log_fn: Optional[Callable] = None) -> train_lib.TrainResult:
+  """A data-loss-only run (the baseline or a teacher) on the positive groups (or all, per to_device)."""
+  return train_lib.train(keys, cfg, dd.train_pos, view, dd.eval_sets, log_fn=log_fn)
+
+
+def teacher_targets(cfg: train_lib.TrainConfig, teachers: Sequence[tuple], dd: DeviceData,
+                    z_override=None) -> list:
+  """Teacher logits on every training group, per bucket: [S, Q, L] (one teacher) or [S, K, Q, L].
+
+  teachers: (TrainResult, view) pairs. The student's loss turns logits into probabilities sigmoid(g).
+  """
+  per_teacher = [train_lib.predict(cfg, res.params, dd.train_all, view, z_override) for res, view in teachers]
+  if len(per_teacher) == 1:
+    return per_teacher[0]
+  return [jnp.stack(ts, axis=1) for ts in zip(*per_teacher)]
+
+
+def train_student(keys, cfg: train_lib.TrainConfig, dd: DeviceData, targets: list,
+                  log_fn: Optional[Callable] = None) -> train_lib.TrainResult:
+  """A student on x over all training groups with Eq. 1 against `targets` (see teacher_targets)."""
+  return train_lib.train(keys, cfg, dd.train_all, "x", dd.eval_sets, teacher=targets, log_fn=log_fn)
+
+
+def run_methods(keys, cfg: train_lib.TrainConfig, dd: DeviceData, methods: Sequence[str] = METHODS,
+                log_fn: Optional[Callable[[str], Callable]] = None) -> dict:
+  """Runs the Table 2 / Table 4 rows. Returns {row: TrainResult} with rows no_distill, self_distill,
+  gend_teacher, gend, pfd_teacher, pfd (those asked for; the baseline always runs).
+
+  log_fn(row) returns the per-epoch callback for that row (or None).
+  """
+  bad = [m for m in methods if m not in METHODS]
+  if bad:
+    raise ValueError(f"unknown methods {bad}; known: {METHODS}")
+  cb = (lambda row: log_fn(row)) if log_fn else (lambda row: None)
+  rows = {"no_distill": train_on_data(keys, cfg, dd, "x", cb("no_distill"))}
+  for m in methods:
+    if m == "no_distill":
+      continue
+    view = TEACHER_VIEW[m]
+    if m == "self_distill":
+      teacher = rows["no_distill"]
+    else:
+      teacher = rows[f"{m}_teacher"] = train_on_data(keys, cfg, dd, view, cb(f"{m}_teacher"))
+    rows[m] = train_student(keys, cfg, dd, teacher_targets(cfg, [(teacher, view)], dd), cb(m))
+  return rows

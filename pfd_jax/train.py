@@ -1,0 +1,293 @@
+"""Seed-vmapped training with per-epoch evaluation and best-checkpoint keeping (appendix A.3 protocol).
+
+Shapes: ``S`` seeds lead every per-seed array (parameters, optimizer state, batch order, teacher targets,
+results). One jitted step updates all seeds at once (``jax.vmap`` over the seed axis); data lives on the
+device as length buckets (:mod:`pfd_jax.data.padding`) and batches are gathered inside the step by index,
+so the host only ships integer indices. Each bucket compiles its shapes once, and compiled steps are
+shared across runs with the same model and loss.
+
+An epoch visits every training group of every bucket once. Batches hold ``batch_size`` groups of one
+bucket (fewer when the bucket is smaller); each seed permutes each bucket on its own, and the order in
+which the buckets' batches interleave is shuffled per epoch (shared by the seeds so that they stay in
+lock-step). The loss of a batch is the *sum* over its groups of the per-group losses (Eq. 1 sums over
+sets; PT-Ranking sums over the batch too).
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+import time
+from typing import Callable, NamedTuple, Optional, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from pfd_jax import losses as losses_lib
+from pfd_jax import metrics as metrics_lib
+from pfd_jax.data.padding import Padded
+from pfd_jax.models import MLP
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainConfig:
+  """Hyper-parameters (defaults: the paper's RankBCE setting, appendix A.3)."""
+  loss: str = "rankbce"            # rankbce | ranknet | softmax | mse
+  ranknet_pairs: str = "all"       # RankNet pairs: all (paper) | positive
+  batch_size: int = 500            # query groups per batch (RankNet: 300)
+  lr: float = 1e-3                 # RankNet: 3e-4
+  weight_decay: float = 0.005      # coupled L2, as torch.optim.Adam(weight_decay=...)
+  lr_halve_every: int = 20         # epochs
+  epochs: int = 100
+  hidden: int = 100
+  layers: int = 5
+  alpha: float = 0.5               # Eq. 1 mixing weight of the data loss
+  ks: tuple = (8, 16, 32)          # NDCG cut-offs; the first selects the best epoch
+  select_on: str = "test"          # best epoch by NDCG@ks[0] on: test (paper) | vali
+  empty_rule: str = "exclude"      # lists without a positive: excluded from means (paper) | zero
+  data_groups: str = "positive"    # data loss on positive query groups (paper) | all (Table 5)
+  teacher_transform: str = "sigmoid"  # teacher logits -> soft labels (paper: sigmoid probabilities)
+
+  @staticmethod
+  def paper(loss: str, **kw) -> "TrainConfig":
+    """The paper's batch size and learning rate for `loss` (RankNet: 300 / 3e-4; others 500 / 1e-3)."""
+    base = dict(batch_size=300, lr=3e-4) if loss == "ranknet" else {}
+    base.update(kw)
+    return TrainConfig(loss=loss, **base)
+
+
+VIEWS = ("x", "z", "xz")
+
+
+class EvalSet(NamedTuple):
+  """An evaluation split on the device: buckets of its lists that have a positive, and how many lists
+  the split has in all. Lists without a positive have NDCG 0 under every rule, so they are not scored;
+  they only enter the denominator under empty_rule='zero'."""
+  buckets: list
+  num_lists: int
+
+
+def eval_set(groups, max_buckets: int = 8) -> EvalSet:
+  """Buckets the lists of a labelled split that have at least one y = 1."""
+  from pfd_jax import data as data_lib  # local: data imports nothing from here, but keep the layering clear
+  keep = np.flatnonzero(data_lib.positive_groups(groups))
+  return EvalSet(device_buckets(data_lib.bucketize(groups, max_buckets, keep)), groups.num_queries)
+
+
+def device_buckets(buckets: Sequence[Padded]) -> list:
+  """Host buckets -> dicts of device arrays: x, z, y, mask, pos (f32[Q], group has a y = 1)."""
+  out = []
+  for b in buckets:
+    d = dict(x=jnp.asarray(b.x), y=jnp.asarray(b.y), mask=jnp.asarray(b.mask),
+             pos=jnp.asarray((b.y * b.mask).max(-1) > 0, jnp.float32))
+    if b.z is not None:
+      d["z"] = jnp.asarray(b.z)
+    out.append(d)
+  return out
+
+
+def features(bucket: dict, view: str, z_override=None):
+  """The model input of a bucket: 'x' (regular), 'z' (privileged) or 'xz' (both, concatenated).
+
+  z_override (broadcastable to z) replaces the privileged features, e.g. by an imputed constant (Table 6).
+  """
+  if view not in VIEWS:
+    raise ValueError(f"view must be one of {VIEWS}, got {view!r}")
+  z = bucket.get("z") if z_override is None else jnp.broadcast_to(z_override, bucket["z"].shape)
+  if view == "x":
+    return bucket["x"]
+  if z is None:
+    raise ValueError(f"view {view!r} needs privileged features z")
+  return z if view == "z" else jnp.concatenate([bucket["x"], z], axis=-1)
+
+
+def make_model(cfg: TrainConfig) -> MLP:
+  return MLP(hidden=cfg.hidden, layers=cfg.layers)
+
+
+def _loss_fn(cfg: TrainConfig) -> Callable:
+  fn = losses_lib.get_loss(cfg.loss)
+  return functools.partial(fn, pairs=cfg.ranknet_pairs) if cfg.loss == "ranknet" else fn
+
+
+def _transform(name):
+  return {"sigmoid": losses_lib.transform_sigmoid, "identity": losses_lib.transform_identity}[name]
+
+
+@functools.lru_cache(maxsize=None)
+def _compiled(cfg: TrainConfig, has_teacher: bool, steps_per_epoch: int):
+  """Jitted, seed-vmapped init / step / predict / evaluate for one configuration (cached across runs)."""
+  model = make_model(cfg)
+  loss_fn = _loss_fn(cfg)
+  schedule = lambda step: cfg.lr * 0.5 ** (step // (cfg.lr_halve_every * steps_per_epoch))
+  tx = optax.chain(optax.add_decayed_weights(cfg.weight_decay), optax.adam(schedule))
+  alpha = cfg.alpha if has_teacher else 1.0
+
+  def init(key, dim):
+    params = model.init(key, jnp.zeros((1, dim)))
+    return params, tx.init(params)
+
+  def step(params, opt_state, idx, valid, feats, y, mask, data_w, teacher):
+    """One update of one seed. idx, valid: [B] groups of this batch; teacher: [(K,) Q, L] or None."""
+    f, yb, mb = feats[idx], y[idx], mask[idx]
+    w = data_w[idx] * valid
+
+    def objective(p):
+      s = model.apply(p, f)
+      data = loss_fn(s, yb, mb, reduce_fn=None) * w
+      if teacher is None:
+        return jnp.sum(data), (jnp.sum(data), jnp.zeros(()))
+      t = teacher[..., idx, :]
+      _, teach = losses_lib.distillation_terms(loss_fn, s, yb, t, mb)
+      teach = teach * valid
+      return jnp.sum(alpha * data + (1 - alpha) * teach), (jnp.sum(data), jnp.sum(teach))
+
+    (total, (data, teach)), grads = jax.value_and_grad(objective, has_aux=True)(params)
+    updates, opt_state = tx.update(grads, opt_state, params)
+    return optax.apply_updates(params, updates), opt_state, jnp.stack([total, data, teach])
+
+  t_axes = 0 if has_teacher else None
+  return dict(
+      init=jax.jit(jax.vmap(init, in_axes=(0, None)), static_argnums=1),
+      step=jax.jit(jax.vmap(step, in_axes=(0, 0, 0, None, None, None, None, None, t_axes)),
+                   donate_argnums=(0, 1)))
+
+
+@functools.lru_cache(maxsize=None)
+def _scoring(hidden: int, layers: int, ks: tuple):
+  """Jitted, seed-vmapped predict and per-list NDCG for one model shape (shared by every run)."""
+  model = MLP(hidden=hidden, layers=layers)
+  predict = lambda params, feats: model.apply(params, feats)
+  evaluate = lambda params, feats, y, mask: metrics_lib.ndcg_table(model.apply(params, feats), y, mask, ks)
+  return dict(predict=jax.jit(jax.vmap(predict, in_axes=(0, None))),
+              evaluate=jax.jit(jax.vmap(evaluate, in_axes=(0, None, None, None))))
+
+
+def _mean_ndcg(cfg: TrainConfig, params, triples, num_lists: int) -> jax.Array:
+  """[S, len(ks)] NDCG averaged over lists of (features, y, mask) buckets, cfg.empty_rule applied.
+
+  Lists without a positive score 0; 'exclude' leaves them out of the mean, 'zero' counts them among the
+  `num_lists` lists of the split.
+  """
+  evaluate = _scoring(cfg.hidden, cfg.layers, tuple(cfg.ks))["evaluate"]
+  tot, cnt = 0.0, 0.0
+  for f, y, m in triples:
+    valid = metrics_lib.has_relevant(y, m)
+    tot = tot + jnp.sum(jnp.where(valid, evaluate(params, f, y, m), 0.0), -1)  # [S, K]
+    cnt = cnt + jnp.sum(valid)
+  return tot / (num_lists if cfg.empty_rule == "zero" else cnt)
+
+
+@dataclasses.dataclass
+class TrainResult:
+  """Everything one seed-vmapped run produced (numpy, seed axis first).
+
+  params: best-epoch parameters [S, ...] (device pytree); curves: {split: [S, E, len(ks)]} mean NDCG per
+  epoch; loss: [S, E, 3] summed (total, data term, teacher term) per epoch; best_epoch: [S] (0-based);
+  best: {split: [S, len(ks)]} metrics at the best epoch; seconds: wall time.
+  """
+  params: object
+  curves: dict
+  loss: np.ndarray
+  best_epoch: np.ndarray
+  best: dict
+  seconds: float
+
+
+@jax.jit
+def _keep_best(improved, new, old):
+  """Per seed: `new` where improved[s], else `old` (pytrees with a leading seed axis)."""
+  return jax.tree_util.tree_map(
+      lambda a, b: jnp.where(improved.reshape((-1,) + (1,) * (a.ndim - 1)), a, b), new, old)
+
+
+def _epoch_batches(key, sizes: Sequence[int], batch: int, num_seeds: int):
+  """Per-epoch batch plan: a list of (bucket, idx [S, B], valid [B]) in a shuffled interleaving."""
+  plan = []
+  keys = jax.random.split(key, len(sizes) + 1)
+  for b, q in enumerate(sizes):
+    bb = min(batch, q)
+    nb = -(-q // bb)
+    seed_keys = jax.random.split(keys[b], num_seeds)
+    perm = np.asarray(jax.vmap(lambda k: jax.random.permutation(k, q))(seed_keys))
+    perm = np.concatenate([perm, np.zeros((num_seeds, nb * bb - q), perm.dtype)], 1)
+    valid = np.arange(nb * bb) < q
+    for j in range(nb):
+      plan.append((b, perm[:, j * bb:(j + 1) * bb], valid[j * bb:(j + 1) * bb].astype(np.float32)))
+  order = np.asarray(jax.random.permutation(keys[-1], len(plan)))
+  return [plan[i] for i in order]
+
+
+def train(key, cfg: TrainConfig, train_buckets: list, view: str, eval_sets: dict, *,
+          teacher: Optional[list] = None, num_seeds: Optional[int] = None,
+          log_fn: Optional[Callable] = None) -> TrainResult:
+  """Trains `S` models (one per seed) and keeps each one's best epoch.
+
+  Args:
+    key: PRNG key [S] (one per seed) from ``jax.random.split``; the same keys give the same bits.
+    cfg: hyper-parameters.
+    train_buckets: :func:`device_buckets` of the groups an epoch visits.
+    view: model input, see :func:`features`.
+    eval_sets: {split name: :class:`EvalSet`} evaluated after every epoch; must contain ``cfg.select_on``.
+    teacher: per train bucket, teacher logits ``[S, Q, L]`` or ``[S, K, Q, L]`` (K teachers, multi-teacher
+      PFD); None trains on the data loss alone. Teacher seed s teaches student s.
+    log_fn: called as ``log_fn(epoch, loss_mean, ndcg_select_mean, seconds)`` after every epoch.
+  """
+  if cfg.select_on not in eval_sets:
+    raise ValueError(f"select_on={cfg.select_on!r} but eval_sets has {list(eval_sets)}")
+  if not train_buckets:
+    raise ValueError("no training group (is there any positive query group?)")
+  keys = key if num_seeds is None else jax.random.split(key, num_seeds)
+  s_count = keys.shape[0]
+  sizes = [int(b["x"].shape[0]) for b in train_buckets]
+  steps_per_epoch = sum(-(-q // min(cfg.batch_size, q)) for q in sizes)
+  fns = _compiled(cfg, teacher is not None, steps_per_epoch)
+  feats = [features(b, view) for b in train_buckets]
+  data_w = [b["pos"] if cfg.data_groups == "positive" else jnp.ones_like(b["pos"]) for b in train_buckets]
+  if teacher is not None:
+    tr = _transform(cfg.teacher_transform)
+    teacher = [tr(t) for t in teacher]
+  init_keys, order_key = jax.vmap(lambda k: jax.random.split(k))(keys).transpose(1, 0, 2)
+  params, opt_state = fns["init"](init_keys, feats[0].shape[-1])
+  best_params = jax.tree_util.tree_map(jnp.copy, params)  # params' buffers are donated to the step
+  best_val = jnp.full((s_count,), -jnp.inf)
+  curves = {name: np.zeros((s_count, cfg.epochs, len(cfg.ks))) for name in eval_sets}
+  loss_hist = np.zeros((s_count, cfg.epochs, 3))
+  best_epoch = np.zeros(s_count, np.int64)
+  eval_feats = {name: ([(features(b, view), b["y"], b["mask"]) for b in es.buckets], es.num_lists)
+                for name, es in eval_sets.items()}
+  t0 = time.time()
+  for epoch in range(cfg.epochs):
+    epoch_loss = jnp.zeros((s_count, 3))
+    for b, idx, valid in _epoch_batches(jax.random.fold_in(order_key[0], epoch), sizes, cfg.batch_size,
+                                        s_count):
+      t = None if teacher is None else teacher[b]
+      params, opt_state, l = fns["step"](params, opt_state, jnp.asarray(idx), jnp.asarray(valid), feats[b],
+                                         train_buckets[b]["y"], train_buckets[b]["mask"], data_w[b], t)
+      epoch_loss = epoch_loss + l
+    for name, (triples, n) in eval_feats.items():
+      curves[name][:, epoch] = np.asarray(_mean_ndcg(cfg, params, triples, n))
+    sel = jnp.asarray(curves[cfg.select_on][:, epoch, 0])
+    improved = sel > best_val
+    best_val = jnp.where(improved, sel, best_val)
+    best_params = _keep_best(improved, params, best_params)
+    best_epoch = np.where(np.asarray(improved), epoch, best_epoch)
+    loss_hist[:, epoch] = np.asarray(epoch_loss)
+    if log_fn is not None:
+      log_fn(epoch, float(loss_hist[:, epoch, 0].mean()), float(np.mean(sel)), time.time() - t0)
+  best = {name: c[np.arange(s_count), best_epoch] for name, c in curves.items()}
+  return TrainResult(params=best_params, curves=curves, loss=loss_hist, best_epoch=best_epoch, best=best,
+                     seconds=time.time() - t0)
+
+
+def predict(cfg: TrainConfig, params, buckets: list, view: str, z_override=None) -> list:
+  """Logits [S, Q, L] per bucket of S seed-stacked models."""
+  fn = _scoring(cfg.hidden, cfg.layers, tuple(cfg.ks))["predict"]
+  return [fn(params, features(b, view, z_override)) for b in buckets]
+
+
+def evaluate(cfg: TrainConfig, params, es: EvalSet, view: str, z_override=None) -> np.ndarray:
+  """[S, len(ks)] mean NDCG (cfg.empty_rule) of S seed-stacked models on an :class:`EvalSet`."""
+  return np.asarray(_mean_ndcg(cfg, params, [(features(b, view, z_override), b["y"], b["mask"])
+                                             for b in es.buckets], es.num_lists))
