@@ -202,20 +202,24 @@ def _keep_best(improved, new, old):
       lambda a, b: jnp.where(improved.reshape((-1,) + (1,) * (a.ndim - 1)), a, b), new, old)
 
 
-def _epoch_batches(key, sizes: Sequence[int], batch: int, num_seeds: int):
-  """Per-epoch batch plan: a list of (bucket, idx [S, B], valid [B]) in a shuffled interleaving."""
+def _epoch_batches(seed_keys, epoch: int, sizes: Sequence[int], batch: int):
+  """One epoch's batch plan: a list of (bucket, idx [S, B], valid [B]).
+
+  Seed s permutes each bucket with its own key folded with the epoch, so a seed's batches do not depend on
+  which other seeds run beside it (a vmapped run equals separate runs). The interleaving of the buckets'
+  batches is shuffled per epoch with a key of the epoch alone, shared by all seeds (they stay in lock-step).
+  """
   plan = []
-  keys = jax.random.split(key, len(sizes) + 1)
+  ep_keys = jax.vmap(lambda k: jax.random.split(jax.random.fold_in(k, epoch), len(sizes)))(seed_keys)
   for b, q in enumerate(sizes):
     bb = min(batch, q)
     nb = -(-q // bb)
-    seed_keys = jax.random.split(keys[b], num_seeds)
-    perm = np.asarray(jax.vmap(lambda k: jax.random.permutation(k, q))(seed_keys))
-    perm = np.concatenate([perm, np.zeros((num_seeds, nb * bb - q), perm.dtype)], 1)
+    perm = np.asarray(jax.vmap(lambda k: jax.random.permutation(k, q))(ep_keys[:, b]))
+    perm = np.concatenate([perm, np.zeros((perm.shape[0], nb * bb - q), perm.dtype)], 1)
     valid = np.arange(nb * bb) < q
     for j in range(nb):
       plan.append((b, perm[:, j * bb:(j + 1) * bb], valid[j * bb:(j + 1) * bb].astype(np.float32)))
-  order = np.asarray(jax.random.permutation(keys[-1], len(plan)))
+  order = np.asarray(jax.random.permutation(jax.random.PRNGKey(epoch), len(plan)))
   return [plan[i] for i in order]
 
 
@@ -260,8 +264,7 @@ def train(key, cfg: TrainConfig, train_buckets: list, view: str, eval_sets: dict
   t0 = time.time()
   for epoch in range(cfg.epochs):
     epoch_loss = jnp.zeros((s_count, 3))
-    for b, idx, valid in _epoch_batches(jax.random.fold_in(order_key[0], epoch), sizes, cfg.batch_size,
-                                        s_count):
+    for b, idx, valid in _epoch_batches(order_key, epoch, sizes, cfg.batch_size):
       t = None if teacher is None else teacher[b]
       params, opt_state, l = fns["step"](params, opt_state, jnp.asarray(idx), jnp.asarray(valid), feats[b],
                                          train_buckets[b]["y"], train_buckets[b]["mask"], data_w[b], t)

@@ -1,0 +1,77 @@
+import json
+import os
+
+import jax
+import numpy as np
+import pytest
+
+from experiments import common, table2
+from pfd_jax import distill
+from pfd_jax import train as T
+
+TINY = dict(dataset="synthetic", synthetic_kwargs=dict(num_queries=(80, 20, 60), mean_docs=16.0), tau=4.0,
+            cache_dir=None, max_buckets=2)
+
+
+@pytest.fixture(scope="module")
+def tiny_device():
+  ds = common.load_dataset(TINY)
+  return distill.to_device(ds, max_buckets=2)
+
+
+def test_vmapped_seeds_equal_separate_runs(tiny_device):
+  cfg = T.TrainConfig(epochs=3, batch_size=16)
+  keys = jax.random.split(jax.random.PRNGKey(0), 3)
+  together = distill.train_on_data(keys, cfg, tiny_device, "x")
+  alone = distill.train_on_data(keys[1:2], cfg, tiny_device, "x")
+  np.testing.assert_allclose(together.curves["test"][1], alone.curves["test"][0], rtol=1e-5, atol=1e-6)
+  np.testing.assert_allclose(together.loss[1], alone.loss[0], rtol=1e-5)
+  # and the seeds really differ from each other
+  assert not np.allclose(together.loss[0], together.loss[1])
+
+
+def test_training_learns_and_keeps_best_epoch(tiny_device):
+  cfg = T.TrainConfig(epochs=8, batch_size=16, lr=3e-3)
+  res = distill.train_on_data(jax.random.split(jax.random.PRNGKey(1), 2), cfg, tiny_device, "xz")
+  assert res.loss[:, -1, 0].mean() < res.loss[:, 0, 0].mean()
+  # the kept parameters score exactly the best epoch's test NDCG
+  again = T.evaluate(cfg, res.params, tiny_device.eval_sets["test"], "xz")
+  np.testing.assert_allclose(again, res.best["test"], rtol=1e-5)
+  np.testing.assert_array_equal(res.best["test"][:, 0], res.curves["test"][:, :, 0].max(1))
+
+
+def test_student_with_alpha_one_ignores_teacher(tiny_device):
+  cfg = T.TrainConfig(epochs=2, batch_size=16, alpha=1.0)
+  keys = jax.random.split(jax.random.PRNGKey(2), 2)
+  t = [jax.numpy.zeros((2,) + b["y"].shape) for b in tiny_device.train_all]
+  t2 = [x + 5.0 for x in t]
+  a = distill.train_student(keys, cfg, tiny_device, t)
+  b = distill.train_student(keys, cfg, tiny_device, t2)
+  np.testing.assert_array_equal(a.curves["test"], b.curves["test"])
+
+
+def test_table2_driver_end_to_end(tmp_path):
+  cfg = dict(TINY, loss="both", seeds=3, seed=0, epochs=2, alpha=0.5, methods=list(distill.METHODS),
+             batch_size=None, lr=None, weight_decay=0.005, hidden=16, layers=3, select_on="test",
+             empty_rule="exclude", data_groups="positive", folds=None, t=4.0, num_privileged=None, min_docs=5,
+             query_norm=False, label_seed=0)
+  res = table2.run(cfg)
+  md = table2.write(res, str(tmp_path))
+  out = tmp_path / "synthetic"
+  assert sorted(os.listdir(out)) == ["fig2_rankbce.png", "fig2_ranknet.png", "results.json", "table.md"]
+  js = json.loads((out / "results.json").read_text())
+  assert set(js["losses"]) == {"rankbce", "ranknet"}
+  rows = js["losses"]["rankbce"]["folds"]["fold1"]["rows"]
+  assert set(rows) == {"no_distill", "self_distill", "gend_teacher", "gend", "pfd_teacher", "pfd"}
+  best = np.array(rows["pfd"]["best"]["test"])
+  assert best.shape == (3, 3) and np.all((best >= 0) & (best <= 1))
+  assert np.array(rows["pfd"]["curves"]["test"]).shape == (3, 2, 3)
+  assert len(set(np.round(best[:, 0], 7))) > 1, "seeds must differ"
+  assert js["env"]["jax"] and js["config"]["seeds"] == 3
+  assert "PFD student" in md and "GenD teacher*" in md
+  again = table2.run(cfg)
+  for loss in ("rankbce", "ranknet"):
+    for name, r in again["losses"][loss]["folds"]["fold1"]["rows"].items():
+      first = res["losses"][loss]["folds"]["fold1"]["rows"][name]
+      np.testing.assert_array_equal(r["best"]["test"], first["best"]["test"])
+      np.testing.assert_array_equal(r["loss"], first["loss"])
