@@ -50,7 +50,7 @@ def _split(rng, num_queries, mean_docs, max_docs, loading, other, count_like):
   return f.astype(np.float32), rel, offsets
 
 
-def generate(*, num_queries=(600, 200, 600), mean_docs: float = 40.0, max_docs: int = 1500,
+def generate(*, num_queries=(400, 200, 600), mean_docs: float = 40.0, max_docs: int = 1500,
              num_features: int = 136, num_strong: int = 24, scale: float = 1.0, seed: int = 0) -> dict:
   """Raw splits {'train', 'vali', 'test'} -> :class:`Groups` (before any preprocessing).
 

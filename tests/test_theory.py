@@ -1,0 +1,78 @@
+import jax
+import numpy as np
+import pytest
+
+from pfd_jax import theory as th
+
+KEY = jax.random.PRNGKey(0)
+
+
+@pytest.mark.parametrize("n,d_x", [(12, 3), (40, 8)])
+def test_theorem1_against_monte_carlo(n, d_x):
+  p = th.Problem(n=n, m=10, d_z=0, w=np.ones(d_x), v=np.array([2.0, 1.0]), sigma=1.5)
+  r = th.monte_carlo(KEY, p, "regression", trials=4096, reduce_noise=True)
+  cf = th.theorem1_regression(n, d_x, 1.5, 5.0)
+  assert abs(r.mean - cf) < 3 * r.stderr, (r.mean, r.stderr, cf)
+
+
+def test_noise_averaged_estimator_agrees_with_plain():
+  p = th.Problem.example1(d_z=4)
+  for method in ("regression", "pfd"):
+    a = th.monte_carlo(KEY, p, method, trials=2048)
+    b = th.monte_carlo(jax.random.PRNGKey(1), p, method, trials=2048, reduce_noise=True)
+    assert abs(a.mean - b.mean) < 3 * np.hypot(a.stderr, b.stderr), (method, a, b)
+    assert b.stderr < a.stderr
+  # alpha > 0 takes the column-by-column path
+  a = th.monte_carlo(KEY, p, "pfd", trials=1024, alpha=0.4)
+  b = th.monte_carlo(jax.random.PRNGKey(1), p, "pfd", trials=1024, alpha=0.4, reduce_noise=True)
+  assert abs(a.mean - b.mean) < 3 * np.hypot(a.stderr, b.stderr)
+
+
+def test_theorem2_within_two_percent_at_n300():
+  p = th.Problem(n=300, m=3000, d_z=10, w=np.random.default_rng(0).normal(size=10),
+                 v=np.arange(10, 0, -1.0), sigma=15.0)
+  r = th.monte_carlo(KEY, p, "pfd", trials=512, reduce_noise=True)
+  cf = th.theorem2_pfd(300, 3000, 10, 10, 15.0, p.v)
+  assert abs(r.mean / cf.total - 1) < 0.02, (r.mean, cf)
+  assert cf.total == pytest.approx(cf.labelled + cf.all_data)
+
+
+def test_example1_pfd_error_is_minimised_strictly_inside():
+  errs = [th.monte_carlo(KEY, th.Problem.example1(d_z=dz), "pfd", trials=1024, reduce_noise=True).mean
+          for dz in range(11)]
+  assert 0 < int(np.argmin(errs)) < 10, errs
+  # and PFD beats regression everywhere but at d_z = 0, where it is regression
+  reg = th.monte_carlo(KEY, th.Problem.example1(), "regression", trials=1024, reduce_noise=True).mean
+  assert errs[0] == pytest.approx(reg, rel=1e-4) and max(errs[1:]) < reg
+
+
+def test_gend_no_better_than_regression_when_z_independent_of_x():
+  # Remark 2: the GenD teacher's predictions z'theta are independent of x, so its student learns ~0
+  p = th.Problem(n=300, m=3000, d_z=5, w=np.random.default_rng(1).normal(size=10), v=np.full(5, 0.5), sigma=1.0)
+  gend = th.monte_carlo(KEY, p, "gend", trials=256, reduce_noise=True)
+  reg = th.monte_carlo(KEY, p, "regression", trials=256, reduce_noise=True)
+  assert gend.mean > reg.mean
+  assert gend.mean == pytest.approx(float(np.sum(p.w ** 2)), rel=0.05)  # ||w_gend|| ~ 0
+
+
+def test_self_distillation_with_alpha_zero_is_regression():
+  p = th.Problem.example1(d_z=3)
+  a = th.monte_carlo(KEY, p, "self", trials=256)
+  b = th.monte_carlo(KEY, p, "regression", trials=256)
+  np.testing.assert_allclose(a.errors, b.errors, rtol=1e-3)
+
+
+def test_undefined_closed_forms_raise():
+  with pytest.raises(ValueError, match="undefined"):
+    th.theorem1_regression(11, 10, 1.0, 1.0)
+  with pytest.raises(ValueError, match="undefined"):
+    th.theorem2_pfd(20, 100, 10, 9, 1.0, np.ones(10))
+  with pytest.raises(ValueError, match="GenD"):
+    th.monte_carlo(KEY, th.Problem.example1(d_z=0), "gend", trials=4)
+
+
+def test_same_key_same_bits():
+  p = th.Problem.example1(d_z=5)
+  a = th.monte_carlo(KEY, p, "pfd", trials=64)
+  b = th.monte_carlo(KEY, p, "pfd", trials=64)
+  assert a.errors.tobytes() == b.errors.tobytes()
