@@ -102,7 +102,7 @@ def aggregate(loss_res: dict, split: str = "test") -> dict:
 
 def to_markdown(res: dict) -> str:
   cfg = res["config"]
-  parts = [f"# Table 4 layout: {cfg['dataset']}\n",
+  parts = [f"# Table 4 layout: {cfg['dataset']}\n\n",
            f"Mean +- std over folds x seeds ({cfg['seeds']} seeds); best epoch by NDCG@8 on "
            f"{cfg['select_on']}; test lists without a positive: {cfg['empty_rule']}d; alpha = {cfg['alpha']}; "
            f"{cfg['epochs']} epochs. Rows marked * use privileged features. "

@@ -225,7 +225,7 @@ def _epoch_batches(seed_keys, epoch: int, sizes: Sequence[int], batch: int):
 
 def train(key, cfg: TrainConfig, train_buckets: list, view: str, eval_sets: dict, *,
           teacher: Optional[list] = None, num_seeds: Optional[int] = None,
-          log_fn: Optional[Callable] = None) -> TrainResult:
+          log_fn: Optional[Callable] = None, init_params=None) -> TrainResult:
   """Trains `S` models (one per seed) and keeps each one's best epoch.
 
   Args:
@@ -237,6 +237,8 @@ def train(key, cfg: TrainConfig, train_buckets: list, view: str, eval_sets: dict
     teacher: per train bucket, teacher logits ``[S, Q, L]`` or ``[S, K, Q, L]`` (K teachers, multi-teacher
       PFD); None trains on the data loss alone. Teacher seed s teaches student s.
     log_fn: called as ``log_fn(epoch, loss_mean, ndcg_select_mean, seconds)`` after every epoch.
+    init_params: seed-stacked parameters to start from (fine-tuning a pre-trained model); the optimizer
+      state starts fresh. None initialises from the keys.
   """
   if cfg.select_on not in eval_sets:
     raise ValueError(f"select_on={cfg.select_on!r} but eval_sets has {list(eval_sets)}")
@@ -254,6 +256,8 @@ def train(key, cfg: TrainConfig, train_buckets: list, view: str, eval_sets: dict
     teacher = [tr(t) for t in teacher]
   init_keys, order_key = jax.vmap(lambda k: jax.random.split(k))(keys).transpose(1, 0, 2)
   params, opt_state = fns["init"](init_keys, feats[0].shape[-1])
+  if init_params is not None:
+    params = jax.tree_util.tree_map(jnp.copy, init_params)  # ours to donate; the caller's stay intact
   best_params = jax.tree_util.tree_map(jnp.copy, params)  # params' buffers are donated to the step
   best_val = jnp.full((s_count,), -jnp.inf)
   curves = {name: np.zeros((s_count, cfg.epochs, len(cfg.ks))) for name in eval_sets}

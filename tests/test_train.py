@@ -16,7 +16,7 @@ TINY = dict(dataset="synthetic", synthetic_kwargs=dict(num_queries=(80, 20, 60),
 @pytest.fixture(scope="module")
 def tiny_device():
   ds = common.load_dataset(TINY)
-  return distill.to_device(ds, max_buckets=2)
+  return distill.to_device(ds, max_buckets=2, eval_splits=("test", "vali"))
 
 
 def test_vmapped_seeds_equal_separate_runs(tiny_device):
@@ -38,6 +38,13 @@ def test_training_learns_and_keeps_best_epoch(tiny_device):
   again = T.evaluate(cfg, res.params, tiny_device.eval_sets["test"], "xz")
   np.testing.assert_allclose(again, res.best["test"], rtol=1e-5)
   np.testing.assert_array_equal(res.best["test"][:, 0], res.curves["test"][:, :, 0].max(1))
+
+
+def test_validation_selection_picks_the_best_vali_epoch(tiny_device):
+  cfg = T.TrainConfig(epochs=4, batch_size=16, select_on="vali")
+  res = distill.train_on_data(jax.random.split(jax.random.PRNGKey(3), 2), cfg, tiny_device, "x")
+  np.testing.assert_array_equal(res.best_epoch, res.curves["vali"][:, :, 0].argmax(1))
+  np.testing.assert_array_equal(res.best["test"], res.curves["test"][[0, 1], res.best_epoch])
 
 
 def test_student_with_alpha_one_ignores_teacher(tiny_device):
