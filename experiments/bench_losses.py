@@ -15,11 +15,11 @@ from absl import app, flags
 from experiments import common
 from pfd_jax import losses as L
 
-flags.DEFINE_list("list_sizes", ["32", "128", "512"], "List sizes L.")
-flags.DEFINE_list("losses", ["rankbce", "ranknet", "softmax"], "Losses to time.")
-flags.DEFINE_integer("batch", 256, "Lists per call.")
-flags.DEFINE_float("min_seconds", 1.0, "Time each case for at least this long.")
-flags.DEFINE_string("out_dir", "results/bench_losses", "Output folder.")
+common.flag(flags.DEFINE_list, "list_sizes", ["32", "128", "512"], "List sizes L.")
+common.flag(flags.DEFINE_list, "losses", None, "Losses to time (default: rankbce, ranknet, softmax).")
+common.flag(flags.DEFINE_integer, "batch", 256, "Lists per call.")
+common.flag(flags.DEFINE_float, "min_seconds", 1.0, "Time each case for at least this long.")
+common.flag(flags.DEFINE_string, "out_dir", None, "Output folder (default results/<driver>/).")
 FLAGS = flags.FLAGS
 
 
@@ -41,14 +41,14 @@ def time_case(name, b, l, min_seconds):
 def main(argv):
   del argv
   rows, res = [], {"env": common.environment(), "batch": FLAGS.batch, "lists_per_s": {}}
-  for name in FLAGS.losses:
+  for name in FLAGS.losses or ["rankbce", "ranknet", "softmax"]:
     for l in map(int, FLAGS.list_sizes):
       rate = time_case(name, FLAGS.batch, l, FLAGS.min_seconds)
       res["lists_per_s"][f"{name}@{l}"] = rate
       rows.append([name, l, f"{rate:,.0f}"])
   md = common.markdown_table(["loss", "L", "lists/s (loss + grad)"], rows)
-  common.write_json(os.path.join(FLAGS.out_dir, "results.json"), res)
-  common.write_text(os.path.join(FLAGS.out_dir, "table.md"), md)
+  common.write_json(os.path.join(common.out_root("bench_losses"), "results.json"), res)
+  common.write_text(os.path.join(common.out_root("bench_losses"), "table.md"), md)
   print(md)
 
 

@@ -19,11 +19,11 @@ from experiments import common
 from pfd_jax import data as D
 from pfd_jax import train as T
 
-flags.DEFINE_list("losses", ["rankbce", "ranknet"], "Losses to time.")
-flags.DEFINE_list("seed_counts", ["1", "5"], "Numbers of vmapped seeds.")
-flags.DEFINE_float("scale", 1.0, "Fraction of the Web30k-size query counts.")
-flags.DEFINE_integer("max_buckets", 8, "Length buckets.")
-flags.DEFINE_string("out_dir", "results/benchmark", "Output folder.")
+common.flag(flags.DEFINE_list, "losses", None, "Losses to time (default: rankbce, ranknet).")
+common.flag(flags.DEFINE_list, "seed_counts", ["1", "5"], "Numbers of vmapped seeds.")
+common.flag(flags.DEFINE_float, "scale", 1.0, "Fraction of the Web30k-size query counts.")
+common.flag(flags.DEFINE_integer, "max_buckets", 8, "Length buckets.")
+common.flag(flags.DEFINE_string, "out_dir", None, "Output folder (default results/<driver>/).")
 FLAGS = flags.FLAGS
 
 
@@ -50,7 +50,7 @@ def main(argv):
   res = {"env": common.environment(), "train_docs": docs, "train_groups": ds["train"].num_queries,
          "features": int(ds["train"].x.shape[1]), "scale": FLAGS.scale, "cases": {}}
   rows = []
-  for loss in FLAGS.losses:
+  for loss in FLAGS.losses or ["rankbce", "ranknet"]:
     cfg = T.TrainConfig.paper(loss, epochs=2, data_groups="all")
     base = None
     for s in map(int, FLAGS.seed_counts):
@@ -63,8 +63,8 @@ def main(argv):
   md = (f"{docs:,} training documents, {res['features']} regular features, 5-layer width-100 MLP, "
         f"{res['env']['backend']} ({res['env']['cpus']} CPUs)\n\n" +
         common.markdown_table(["loss", "seeds", "s / epoch", "docs/s (all seeds)", "time / 1-seed time"], rows))
-  common.write_json(os.path.join(FLAGS.out_dir, "results.json"), res)
-  common.write_text(os.path.join(FLAGS.out_dir, "table.md"), md)
+  common.write_json(os.path.join(common.out_root("benchmark"), "results.json"), res)
+  common.write_text(os.path.join(common.out_root("benchmark"), "table.md"), md)
   print(md)
 
 

@@ -7,15 +7,59 @@ import platform
 import time
 from typing import Optional
 
+import jax
 import numpy as np
-from absl import flags
+from absl import flags, logging
 
 from pfd_jax import data as D
+from pfd_jax import train as T
 
 FLAGS = flags.FLAGS
 
 
+def flag(define, name: str, *args, **kw):
+  """Defines an absl flag unless a driver imported earlier in this process already did.
+
+  Drivers share flag names (dataset, loss, out_dir, ...); a test process imports several drivers. Defaults
+  that differ per driver are None here and resolved by the driver at run time.
+  """
+  if name not in FLAGS:
+    define(name, *args, **kw)
+
+
+def define_common_flags():
+  """Flags every training driver has: output root and loss (defaults resolved per driver)."""
+  flag(flags.DEFINE_string, "out_dir", None, "Output root (default results/<driver>/); files go to "
+       "<out_dir>/<dataset>/.")
+  flag(flags.DEFINE_enum, "loss", None, ["rankbce", "ranknet", "both"], "Ranking loss (default per driver).")
+
+
+def out_root(driver: str) -> str:
+  return FLAGS.out_dir or os.path.join("results", driver)
+
+
+def single_loss(default: str = "rankbce") -> str:
+  """--loss for drivers that study one loss at a time."""
+  from absl import app
+  loss = FLAGS.loss or default
+  if loss == "both":
+    raise app.UsageError("--loss must be rankbce or ranknet for this driver")
+  return loss
+
+
+def write_outputs(root: str, res: dict, md: str, plot=None, png: Optional[str] = None) -> str:
+  """<root>/<dataset>/{results.json, table.md, png}; returns the Markdown."""
+  out_dir = os.path.join(root, res["config"]["dataset"])
+  write_json(os.path.join(out_dir, "results.json"), res)
+  write_text(os.path.join(out_dir, "table.md"), md)
+  if plot is not None:
+    plot(res, os.path.join(out_dir, png))
+  return md
+
+
 def define_data_flags(default_dataset: str = "synthetic"):
+  if "dataset" in FLAGS:
+    return
   flags.DEFINE_enum("dataset", default_dataset, list(D.NAMES), "Dataset name (letor = any folder by --data_dir).")
   flags.DEFINE_string("data_dir", None, "Dataset folder; default $PFD_DATA_DIR/<name> or ../shared/data.")
   flags.DEFINE_string("cache_dir", "cache", "Where parsed LETOR files are cached as .npz.")
@@ -28,6 +72,55 @@ def define_data_flags(default_dataset: str = "synthetic"):
   flags.DEFINE_integer("label_seed", 0, "Seed of the Gumbel label draws (fixed across training seeds).")
   flags.DEFINE_float("synthetic_scale", 1.0, "Synthetic data: multiply query counts.")
   flags.DEFINE_boolean("synthetic_web30k", False, "Synthetic data at MSLR-WEB30K size (overrides scale).")
+
+
+def define_train_flags():
+  """Training flags shared by the drivers (defaults: the paper's protocol, appendix A.3)."""
+  if "seeds" in FLAGS:
+    return
+  flags.DEFINE_integer("seeds", 5, "Training seeds, vmapped in one program.")
+  flags.DEFINE_integer("seed", 0, "Base PRNG seed of the training keys.")
+  flags.DEFINE_integer("epochs", 100, "Training epochs.")
+  flags.DEFINE_float("alpha", 0.5, "Eq. 1 weight of the data loss.")
+  flags.DEFINE_integer("batch_size", None, "Groups per batch (default: paper's 500 RankBCE / 300 RankNet).")
+  flags.DEFINE_float("lr", None, "Learning rate (default: paper's 1e-3 RankBCE / 3e-4 RankNet).")
+  flags.DEFINE_float("weight_decay", 0.005, "Coupled L2 weight decay.")
+  flags.DEFINE_integer("hidden", 100, "Hidden width.")
+  flags.DEFINE_integer("layers", 5, "Dense layers.")
+  flags.DEFINE_enum("select_on", "test", ["test", "vali"], "Best epoch by NDCG@8 on this split.")
+  flags.DEFINE_enum("empty_rule", "exclude", ["exclude", "zero"], "Test lists without a positive.")
+  flags.DEFINE_enum("data_groups", "positive", ["positive", "all"], "Groups of the data loss (Table 5).")
+  flags.DEFINE_integer("max_buckets", 4, "Length buckets per split.")
+
+
+def train_config_from_flags() -> dict:
+  return dict(seeds=FLAGS.seeds, seed=FLAGS.seed, epochs=FLAGS.epochs, alpha=FLAGS.alpha,
+              batch_size=FLAGS.batch_size, lr=FLAGS.lr, weight_decay=FLAGS.weight_decay, hidden=FLAGS.hidden,
+              layers=FLAGS.layers, select_on=FLAGS.select_on, empty_rule=FLAGS.empty_rule,
+              data_groups=FLAGS.data_groups, max_buckets=FLAGS.max_buckets)
+
+
+def train_config(cfg: dict, loss: str, **overrides) -> T.TrainConfig:
+  """The TrainConfig of a driver's config dict for `loss` (paper's batch size and lr unless given)."""
+  kw = dict(epochs=cfg["epochs"], alpha=cfg["alpha"], weight_decay=cfg["weight_decay"], hidden=cfg["hidden"],
+            layers=cfg["layers"], select_on=cfg["select_on"], empty_rule=cfg["empty_rule"],
+            data_groups=cfg["data_groups"])
+  if cfg.get("batch_size"):
+    kw["batch_size"] = cfg["batch_size"]
+  if cfg.get("lr"):
+    kw["lr"] = cfg["lr"]
+  kw.update(overrides)
+  return T.TrainConfig.paper(loss, **kw)
+
+
+def progress(prefix: str):
+  """A run_methods log_fn factory: one absl log line per epoch of every row."""
+  def make(row):
+    def log(epoch, loss, ndcg, seconds):
+      logging.info("%s %-13s epoch %3d  loss %10.3f  NDCG@8 %.4f  %6.1fs", prefix, row, epoch + 1, loss, ndcg,
+                   seconds)
+    return log
+  return make
 
 
 SYNTHETIC_TAU = 4.4  # see README: tau 4.8 leaves ~16 positive training groups in the small default
@@ -66,8 +159,22 @@ def load_dataset(cfg: dict, fold: int = 1) -> D.Dataset:
                    seed=cfg.get("label_seed", 0))
 
 
+def fold_setup(cfg: dict, loss: str, fold: int = 1, ds: Optional[D.Dataset] = None, **overrides):
+  """(dataset, device data, TrainConfig, seed keys) of one fold, checked for the splits training needs."""
+  from pfd_jax import distill  # the drivers' import, kept out of the data-only drivers' start-up
+  ds = load_dataset(cfg, fold) if ds is None else ds
+  tc = train_config(cfg, loss, **overrides)
+  need = {"train", "test", tc.select_on}
+  if not need <= set(ds.splits):
+    raise ValueError(f"dataset {cfg['dataset']!r} fold {fold} needs the splits {sorted(need)}; it has "
+                     f"{list(ds.splits)}")
+  splits = ("test", "vali") if tc.select_on == "vali" else ("test",)
+  dd = distill.to_device(ds, cfg.get("max_buckets", 4), splits, tc.data_groups)
+  keys = jax.random.split(jax.random.PRNGKey(cfg.get("seed", 0)), cfg.get("seeds", 5))
+  return ds, dd, tc, keys
+
+
 def environment() -> dict:
-  import jax
   import flax
   import optax
   return dict(python=platform.python_version(), jax=jax.__version__, flax=flax.__version__,

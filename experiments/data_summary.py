@@ -12,8 +12,8 @@ from experiments import common
 from pfd_jax import data as D
 
 common.define_data_flags()
-flags.DEFINE_string("out_dir", "results/data_summary", "Writes <out_dir>/<dataset>.{json,md}.")
-flags.DEFINE_integer("max_buckets", 8, "Length buckets for the padding ratio.")
+common.flag(flags.DEFINE_string, "out_dir", None, "Output root (default results/data_summary/).")
+common.flag(flags.DEFINE_integer, "max_buckets", 8, "Length buckets.")
 FLAGS = flags.FLAGS
 
 
@@ -50,8 +50,9 @@ def main(argv):
   cfg = common.data_config_from_flags()
   res = run(cfg, FLAGS.max_buckets)
   md = to_markdown(cfg["dataset"], res)
-  common.write_json(os.path.join(FLAGS.out_dir, f"{cfg['dataset']}.json"), res)
-  common.write_text(os.path.join(FLAGS.out_dir, f"{cfg['dataset']}.md"), md)
+  out = common.out_root("data_summary")
+  common.write_json(os.path.join(out, f"{cfg['dataset']}.json"), res)
+  common.write_text(os.path.join(out, f"{cfg['dataset']}.md"), md)
   print(md)
 
 

@@ -11,56 +11,22 @@ change against no-distillation) and fig2_<loss>.png (test NDCG@8 per epoch of ev
 import os
 import time
 
-import jax
 import numpy as np
-from absl import app, flags, logging
+from absl import app, flags
 
 from experiments import common
 from pfd_jax import distill
 from pfd_jax import train as T
 
 common.define_data_flags()
-flags.DEFINE_enum("loss", "both", ["rankbce", "ranknet", "both"], "Ranking loss.")
-flags.DEFINE_integer("seeds", 5, "Training seeds, vmapped in one program.")
-flags.DEFINE_integer("seed", 0, "Base PRNG seed of the training keys.")
-flags.DEFINE_integer("epochs", 100, "Training epochs.")
-flags.DEFINE_float("alpha", 0.5, "Eq. 1 weight of the data loss.")
-flags.DEFINE_list("methods", list(distill.METHODS), "Methods (rows) to run.")
-flags.DEFINE_integer("batch_size", None, "Groups per batch (default: paper's 500 RankBCE / 300 RankNet).")
-flags.DEFINE_float("lr", None, "Learning rate (default: paper's 1e-3 RankBCE / 3e-4 RankNet).")
-flags.DEFINE_float("weight_decay", 0.005, "Coupled L2 weight decay.")
-flags.DEFINE_integer("hidden", 100, "Hidden width.")
-flags.DEFINE_integer("layers", 5, "Dense layers.")
-flags.DEFINE_enum("select_on", "test", ["test", "vali"], "Best epoch by NDCG@8 on this split.")
-flags.DEFINE_enum("empty_rule", "exclude", ["exclude", "zero"], "Test lists without a positive.")
-flags.DEFINE_enum("data_groups", "positive", ["positive", "all"], "Groups of the data loss (Table 5).")
-flags.DEFINE_integer("max_buckets", 4, "Length buckets per split.")
-flags.DEFINE_string("out_dir", "results/table2", "Output root; files go to <out_dir>/<dataset>/.")
+common.define_train_flags()
+common.define_common_flags()
+common.flag(flags.DEFINE_list, "methods", list(distill.METHODS), "Methods (rows) to run.")
 FLAGS = flags.FLAGS
 
 ROW_ORDER = ["no_distill", "self_distill", "gend_teacher", "gend", "pfd_teacher", "pfd"]
 ROW_NAMES = {"no_distill": "No-distillation", "self_distill": "Self-distillation", "gend_teacher": "GenD teacher*",
              "gend": "GenD student", "pfd_teacher": "PFD teacher*", "pfd": "PFD student"}
-
-
-def train_config(cfg: dict, loss: str) -> T.TrainConfig:
-  kw = dict(epochs=cfg["epochs"], alpha=cfg["alpha"], weight_decay=cfg["weight_decay"], hidden=cfg["hidden"],
-            layers=cfg["layers"], select_on=cfg["select_on"], empty_rule=cfg["empty_rule"],
-            data_groups=cfg["data_groups"])
-  if cfg.get("batch_size"):
-    kw["batch_size"] = cfg["batch_size"]
-  if cfg.get("lr"):
-    kw["lr"] = cfg["lr"]
-  return T.TrainConfig.paper(loss, **kw)
-
-
-def _progress(prefix):
-  def make(row):
-    def log(epoch, loss, ndcg, seconds):
-      logging.info("%s %-13s epoch %3d  loss %10.3f  NDCG@8 %.4f  %6.1fs", prefix, row, epoch + 1, loss, ndcg,
-                   seconds)
-    return log
-  return make
 
 
 def run(cfg: dict) -> dict:
@@ -69,24 +35,17 @@ def run(cfg: dict) -> dict:
   out = {"config": cfg, "env": common.environment(), "losses": {}}
   t_all = time.time()
   for loss in losses:
-    tc = train_config(cfg, loss)
     per_fold = {}
     for fold in common.folds_of(cfg):
       t0 = time.time()
-      ds = common.load_dataset(cfg, fold)
-      splits = ("test", "vali") if tc.select_on == "vali" else ("test",)
-      if "train" not in ds.splits or "test" not in ds.splits or tc.select_on not in ds.splits:
-        raise ValueError(f"dataset {cfg['dataset']!r} fold {fold} needs train, test and {tc.select_on} "
-                         f"splits; it has {list(ds.splits)}")
-      dd = distill.to_device(ds, cfg["max_buckets"], splits, tc.data_groups)
-      keys = jax.random.split(jax.random.PRNGKey(cfg["seed"]), cfg["seeds"])
-      rows = distill.run_methods(keys, tc, dd, cfg["methods"], _progress(f"[{loss} fold{fold}]"))
+      ds, dd, tc, keys = common.fold_setup(cfg, loss, fold)
+      rows = distill.run_methods(keys, tc, dd, cfg["methods"], common.progress(f"[{loss} fold{fold}]"))
       per_fold[f"fold{fold}"] = dict(
           data=ds.config, train_groups=dd.num_train_groups, positive_train_groups=dd.num_positive_groups,
           seconds=time.time() - t0,
           rows={name: dict(best=r.best, best_epoch=r.best_epoch, curves=r.curves, loss=r.loss, seconds=r.seconds)
                 for name, r in rows.items()})
-    out["losses"][loss] = dict(train_config=tc.__dict__, folds=per_fold)
+    out["losses"][loss] = dict(train_config=common.train_config(cfg, loss).__dict__, folds=per_fold)
   out["seconds"] = time.time() - t_all
   return out
 
@@ -156,10 +115,7 @@ def plot_curves(res: dict, out_dir: str) -> list:
 
 def config_from_flags() -> dict:
   cfg = common.data_config_from_flags()
-  cfg.update(loss=FLAGS.loss, seeds=FLAGS.seeds, seed=FLAGS.seed, epochs=FLAGS.epochs, alpha=FLAGS.alpha,
-             methods=FLAGS.methods, batch_size=FLAGS.batch_size, lr=FLAGS.lr, weight_decay=FLAGS.weight_decay,
-             hidden=FLAGS.hidden, layers=FLAGS.layers, select_on=FLAGS.select_on, empty_rule=FLAGS.empty_rule,
-             data_groups=FLAGS.data_groups, max_buckets=FLAGS.max_buckets)
+  cfg.update(common.train_config_from_flags(), loss=FLAGS.loss or "both", methods=FLAGS.methods)
   return cfg
 
 
@@ -175,7 +131,7 @@ def write(res: dict, out_root: str) -> str:
 def main(argv):
   del argv
   res = run(config_from_flags())
-  print(write(res, FLAGS.out_dir))
+  print(write(res, common.out_root("table2")))
 
 
 if __name__ == "__main__":

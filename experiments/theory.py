@@ -14,12 +14,12 @@ from absl import app, flags
 
 from experiments import common
 
-flags.DEFINE_integer("trials", 4096, "Monte-Carlo designs per cell with n <= 100 (n = 300: 1/4, n = 3000: 1/32).")
-flags.DEFINE_integer("seed", 0, "PRNG seed of the designs.")
-flags.DEFINE_integer("w_seed", 0, "Seed of w* ~ N(0, I) in Example 1.")
-flags.DEFINE_boolean("x64", False, "Run the Monte-Carlo in float64.")
-flags.DEFINE_boolean("reduce_noise", True, "Average each design's error over the label noise analytically.")
-flags.DEFINE_string("out_dir", "results/theory", "Output folder.")
+common.flag(flags.DEFINE_integer, "trials", 4096, "Monte-Carlo designs per cell with n <= 100 (n = 300: 1/4, n = 3000: 1/32).")
+common.flag(flags.DEFINE_integer, "seed", 0, "PRNG seed (theory: of the designs).")
+common.flag(flags.DEFINE_integer, "w_seed", 0, "Seed of w* ~ N(0, I) in Example 1.")
+common.flag(flags.DEFINE_boolean, "x64", False, "Run the Monte-Carlo in float64.")
+common.flag(flags.DEFINE_boolean, "reduce_noise", True, "Average each design's error over the label noise analytically.")
+common.flag(flags.DEFINE_string, "out_dir", None, "Output folder (default results/<driver>/).")
 FLAGS = flags.FLAGS
 
 GRID = [(30, 200, 2), (30, 200, 6), (30, 200, 10), (100, 1000, 5), (100, 1000, 10), (300, 3000, 10)]
@@ -131,10 +131,10 @@ def main(argv):
   if FLAGS.x64:
     jax.config.update("jax_enable_x64", True)
   res = run(FLAGS.trials, FLAGS.seed, FLAGS.w_seed, FLAGS.reduce_noise, FLAGS.x64)
-  common.write_json(os.path.join(FLAGS.out_dir, "results.json"), res)
+  common.write_json(os.path.join(common.out_root("theory"), "results.json"), res)
   md = to_markdown(res)
-  common.write_text(os.path.join(FLAGS.out_dir, "table.md"), md)
-  plot(res, os.path.join(FLAGS.out_dir, "fig6.png"))
+  common.write_text(os.path.join(common.out_root("theory"), "table.md"), md)
+  plot(res, os.path.join(common.out_root("theory"), "fig6.png"))
   print(md)
 
 

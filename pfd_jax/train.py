@@ -90,16 +90,20 @@ def device_buckets(buckets: Sequence[Padded]) -> list:
 def features(bucket: dict, view: str, z_override=None):
   """The model input of a bucket: 'x' (regular), 'z' (privileged) or 'xz' (both, concatenated).
 
+  A suffix ':i,j' keeps only those privileged columns ('xz:0' = regular + the first privileged feature).
   z_override (broadcastable to z) replaces the privileged features, e.g. by an imputed constant (Table 6).
   """
-  if view not in VIEWS:
-    raise ValueError(f"view must be one of {VIEWS}, got {view!r}")
-  z = bucket.get("z") if z_override is None else jnp.broadcast_to(z_override, bucket["z"].shape)
-  if view == "x":
+  base, _, cols = view.partition(":")
+  if base not in VIEWS:
+    raise ValueError(f"view must be one of {VIEWS} (optionally ':i,j'), got {view!r}")
+  if base == "x":
     return bucket["x"]
-  if z is None:
+  if "z" not in bucket:
     raise ValueError(f"view {view!r} needs privileged features z")
-  return z if view == "z" else jnp.concatenate([bucket["x"], z], axis=-1)
+  z = bucket["z"] if z_override is None else jnp.broadcast_to(z_override, bucket["z"].shape)
+  if cols:
+    z = z[..., [int(c) for c in cols.split(",")]]
+  return z if base == "z" else jnp.concatenate([bucket["x"], z], axis=-1)
 
 
 def make_model(cfg: TrainConfig) -> MLP:
@@ -115,20 +119,26 @@ def _transform(name):
   return {"sigmoid": losses_lib.transform_sigmoid, "identity": losses_lib.transform_identity}[name]
 
 
-@functools.lru_cache(maxsize=None)
 def _compiled(cfg: TrainConfig, has_teacher: bool, steps_per_epoch: int):
-  """Jitted, seed-vmapped init / step / predict / evaluate for one configuration (cached across runs)."""
+  """Jitted, seed-vmapped init and step for one configuration, cached across runs. Settings the step
+  does not need at trace time (alpha, epochs, selection) are normalised out of the cache key, so an
+  alpha sweep compiles once."""
+  key = dataclasses.replace(cfg, alpha=0.0, epochs=0, select_on="test", empty_rule="exclude")
+  return _compiled_cached(key, has_teacher, steps_per_epoch)
+
+
+@functools.lru_cache(maxsize=None)
+def _compiled_cached(cfg: TrainConfig, has_teacher: bool, steps_per_epoch: int):
   model = make_model(cfg)
   loss_fn = _loss_fn(cfg)
   schedule = lambda step: cfg.lr * 0.5 ** (step // (cfg.lr_halve_every * steps_per_epoch))
   tx = optax.chain(optax.add_decayed_weights(cfg.weight_decay), optax.adam(schedule))
-  alpha = cfg.alpha if has_teacher else 1.0
 
   def init(key, dim):
     params = model.init(key, jnp.zeros((1, dim)))
     return params, tx.init(params)
 
-  def step(params, opt_state, idx, valid, feats, y, mask, data_w, teacher):
+  def step(params, opt_state, idx, valid, feats, y, mask, data_w, teacher, alpha):
     """One update of one seed. idx, valid: [B] groups of this batch; teacher: [(K,) Q, L] or None."""
     f, yb, mb = feats[idx], y[idx], mask[idx]
     w = data_w[idx] * valid
@@ -150,7 +160,7 @@ def _compiled(cfg: TrainConfig, has_teacher: bool, steps_per_epoch: int):
   t_axes = 0 if has_teacher else None
   return dict(
       init=jax.jit(jax.vmap(init, in_axes=(0, None)), static_argnums=1),
-      step=jax.jit(jax.vmap(step, in_axes=(0, 0, 0, None, None, None, None, None, t_axes)),
+      step=jax.jit(jax.vmap(step, in_axes=(0, 0, 0, None, None, None, None, None, t_axes, None)),
                    donate_argnums=(0, 1)))
 
 
@@ -254,6 +264,7 @@ def train(key, cfg: TrainConfig, train_buckets: list, view: str, eval_sets: dict
   if teacher is not None:
     tr = _transform(cfg.teacher_transform)
     teacher = [tr(t) for t in teacher]
+  alpha = jnp.float32(cfg.alpha if teacher is not None else 1.0)
   init_keys, order_key = jax.vmap(lambda k: jax.random.split(k))(keys).transpose(1, 0, 2)
   params, opt_state = fns["init"](init_keys, feats[0].shape[-1])
   if init_params is not None:
@@ -271,7 +282,7 @@ def train(key, cfg: TrainConfig, train_buckets: list, view: str, eval_sets: dict
     for b, idx, valid in _epoch_batches(order_key, epoch, sizes, cfg.batch_size):
       t = None if teacher is None else teacher[b]
       params, opt_state, l = fns["step"](params, opt_state, jnp.asarray(idx), jnp.asarray(valid), feats[b],
-                                         train_buckets[b]["y"], train_buckets[b]["mask"], data_w[b], t)
+                                         train_buckets[b]["y"], train_buckets[b]["mask"], data_w[b], t, alpha)
       epoch_loss = epoch_loss + l
     for name, (triples, n) in eval_feats.items():
       curves[name][:, epoch] = np.asarray(_mean_ndcg(cfg, params, triples, n))

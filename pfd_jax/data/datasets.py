@@ -192,6 +192,19 @@ def prepare(name: str, raw: dict, *, t: float = 4.0, tau: Optional[float] = None
   return Dataset(name=name, splits=out, privileged=priv, config=config)
 
 
+def with_synthetic_privileged(ds: Dataset, tau_priv: float) -> Dataset:
+  """Figure 5's setting: every dataset feature regular, and one privileged feature
+  z = 1[t r + G1 > t tau_priv + G0] drawn with the *same* Gumbel draws as y (so z = y at tau_priv = tau)."""
+  t = ds.config["t"]
+  out = {}
+  for split, g in ds.splits.items():
+    x = g.x if g.z is None else np.concatenate([g.x, g.z], axis=1)
+    z = pp.gumbel_labels(g.rel, g.g0, g.g1, t=t, tau=tau_priv)[:, None]
+    out[split] = dataclasses.replace(g, x=x, z=z)
+  return Dataset(name=ds.name, splits=out, privileged=np.zeros(0, np.int64),
+                 config=dict(ds.config, num_privileged=0, tau_priv=tau_priv))
+
+
 def summary(ds: Dataset, max_buckets: int = 8) -> dict:
   """The paper's Table 1 columns (plus padding ratio) for every split of `ds`."""
   rows = {}

@@ -1,0 +1,107 @@
+r"""Figure 3 of the paper: PFD student NDCG@8 against alpha, and against the teacher / data loss ratio.
+
+  python -m experiments.fig3_alpha                       # synthetic default, RankBCE
+  python -m experiments.fig3_alpha --dataset=ohsumed --alphas=0.3,0.5,0.9
+
+One PFD teacher per fold (and the no-distillation baseline) is trained once; a student is trained for every
+alpha. The loss ratio is (1 - alpha) * teacher term / (alpha * data term), both summed over the best epoch of
+each seed (the paper's right-hand plot puts PFD's NDCG against this ratio). Writes results/fig3_alpha/.
+"""
+import time
+
+import numpy as np
+from absl import app, flags
+
+from experiments import common
+from pfd_jax import distill
+
+ALPHAS = [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.99, 0.999]
+
+common.define_data_flags()
+common.define_train_flags()
+common.define_common_flags()
+common.flag(flags.DEFINE_list, "alphas", None, "Values of alpha (Eq. 1 weight of the data loss).")
+FLAGS = flags.FLAGS
+
+
+def run(cfg: dict) -> dict:
+  """Per alpha: the PFD student's best NDCG (pooled over folds x seeds) and the loss ratio."""
+  t0 = time.time()
+  base, rows = [], {a: dict(ndcg=[], ratio=[]) for a in cfg["alphas"]}
+  for fold in common.folds_of(cfg):
+    ds, dd, tc, keys = common.fold_setup(cfg, cfg["loss"], fold)
+    log = common.progress(f"[fold{fold}]")
+    base.append(distill.train_on_data(keys, tc, dd, "x", log("no_distill")).best["test"])
+    teacher = distill.train_on_data(keys, tc, dd, "xz", log("pfd_teacher"))
+    targets = distill.teacher_targets(tc, [(teacher, "xz")], dd)
+    for a in cfg["alphas"]:
+      st = distill.train_student(keys, common.train_config(cfg, cfg["loss"], alpha=a), dd, targets,
+                                 log(f"pfd a={a}"))
+      at_best = st.loss[np.arange(st.loss.shape[0]), st.best_epoch]  # [S, 3] total, data, teacher
+      rows[a]["ndcg"].append(st.best["test"])
+      rows[a]["ratio"].append((1 - a) * at_best[:, 2] / np.maximum(a * at_best[:, 1], 1e-12))
+  base = np.concatenate(base)
+  out = {"config": cfg, "env": common.environment(), "no_distill": base, "alphas": {}}
+  for a, r in rows.items():
+    nd, ratio = np.concatenate(r["ndcg"]), np.concatenate(r["ratio"])
+    out["alphas"][str(a)] = dict(ndcg=nd, ratio=ratio, gain_pct=100 * (nd[:, 0].mean() / base[:, 0].mean() - 1))
+  out["seconds"] = time.time() - t0
+  return out
+
+
+def to_markdown(res: dict, title: str = "Figure 3: PFD against alpha") -> str:
+  cfg, base = res["config"], np.asarray(res["no_distill"])
+  rows = []
+  for a, r in res["alphas"].items():
+    nd, ratio = np.asarray(r["ndcg"]), np.asarray(r["ratio"])
+    rows.append([a, f"{nd[:, 0].mean():.3f} ± {nd[:, 0].std():.3f}", f"{r['gain_pct']:+.1f}%",
+                 f"{np.median(ratio):.2f}"])
+  return (f"# {title} ({cfg['dataset']}, {cfg['loss']})\n\nNo-distillation NDCG@8 {base[:, 0].mean():.3f} ± "
+          f"{base[:, 0].std():.3f}; mean ± std over folds x seeds ({cfg['seeds']} seeds, {cfg['epochs']} epochs, "
+          f"best epoch on {cfg['select_on']}); {res['seconds']:.0f} s.\n\n" +
+          common.markdown_table(["alpha", "PFD NDCG@8", "vs no-distillation",
+                                 "(1-a) teacher loss / (a data loss), median"], rows))
+
+
+def plot(res: dict, path: str) -> None:
+  plt = common.pyplot()
+  a = np.array([float(k) for k in res["alphas"]])
+  nd = np.array([np.asarray(r["ndcg"])[:, 0].mean() for r in res["alphas"].values()])
+  sd = np.array([np.asarray(r["ndcg"])[:, 0].std() for r in res["alphas"].values()])
+  ratio = np.array([np.median(r["ratio"]) for r in res["alphas"].values()])
+  base = np.asarray(res["no_distill"])[:, 0].mean()
+  fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+  for ax, x, lab in ((axes[0], a, "alpha"), (axes[1], ratio, "(1-alpha) teacher loss / (alpha data loss)")):
+    ax.errorbar(x, nd, yerr=sd, fmt="o-", label="PFD student")
+    ax.axhline(base, color="gray", ls="--", label="no-distillation")
+    ax.set_xlabel(lab)
+    ax.set_ylabel("test NDCG@8")
+    ax.legend(fontsize=8)
+  axes[1].set_xscale("log")
+  fig.suptitle(f"{res['config']['dataset']}, {res['config']['loss']}")
+  fig.tight_layout()
+  fig.savefig(path, dpi=120)
+  plt.close(fig)
+
+
+def config_from_flags(default_alphas=ALPHAS) -> dict:
+  cfg = common.data_config_from_flags()
+  cfg.update(common.train_config_from_flags(), loss=common.single_loss(),
+             alphas=[float(a) for a in FLAGS.alphas] if FLAGS.alphas else list(default_alphas))
+  bad = [a for a in cfg["alphas"] if not 0 < a <= 1]
+  if bad:
+    raise app.UsageError(f"--alphas must lie in (0, 1], got {bad}")
+  return cfg
+
+
+def write(res: dict, out_root: str, name: str = "fig3_alpha", title: str = "Figure 3: PFD against alpha") -> str:
+  return common.write_outputs(out_root, res, to_markdown(res, title), plot, f"{name}.png")
+
+
+def main(argv):
+  del argv
+  print(write(run(config_from_flags()), common.out_root("fig3_alpha")))
+
+
+if __name__ == "__main__":
+  app.run(main)

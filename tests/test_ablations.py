@@ -1,0 +1,88 @@
+"""Each ablation driver end to end on a tiny configuration (seconds): structure, not numbers."""
+import json
+import os
+
+import numpy as np
+import pytest
+
+from experiments import (alpha_robustness, common, fig3_alpha, fig4_sparsity, fig5_correlation,  # noqa: F401
+                         table3_logs, table5_positive_groups, table6_imputation)
+from pfd_jax import data as D
+from pfd_jax.data import logs
+
+TINY = dict(dataset="synthetic", synthetic_kwargs=dict(num_queries=(80, 20, 60), mean_docs=16.0), tau=4.0,
+            cache_dir=None, max_buckets=2, seeds=2, seed=0, epochs=2, alpha=0.5, batch_size=None, lr=None,
+            weight_decay=0.005, hidden=16, layers=3, select_on="test", empty_rule="exclude",
+            data_groups="positive", folds=None, t=4.0, num_privileged=None, min_docs=5, query_norm=False,
+            label_seed=0, loss="rankbce")
+
+
+def _written(tmp_path, res, md, plot=None, png=None):
+  common.write_outputs(str(tmp_path), res, md, plot, png)
+  out = tmp_path / res["config"]["dataset"]
+  js = json.loads((out / "results.json").read_text())
+  assert (out / "table.md").read_text() == md
+  if png:
+    assert (out / png).stat().st_size > 1000
+  return js
+
+
+def test_fig3_alpha_and_ratio(tmp_path):
+  res = fig3_alpha.run(dict(TINY, alphas=[0.5, 0.99]))
+  js = _written(tmp_path, res, fig3_alpha.to_markdown(res), fig3_alpha.plot, "fig3_alpha.png")
+  assert set(js["alphas"]) == {"0.5", "0.99"}
+  ratio = np.asarray(js["alphas"]["0.99"]["ratio"])
+  assert ratio.shape == (2,) and np.all(ratio > 0)
+  # the weighted ratio must shrink by ~ (0.01/0.99)/(0.5/0.5) when alpha goes from 0.5 to 0.99
+  assert np.median(ratio) < np.median(js["alphas"]["0.5"]["ratio"])
+
+
+def test_fig4_sparsity(tmp_path):
+  res = fig4_sparsity.run(dict(TINY, taus=[4.0, 2.0]))
+  js = _written(tmp_path, res, fig4_sparsity.to_markdown(res), fig4_sparsity.plot, "fig4_sparsity.png")
+  pct = [js["taus"][t]["positive_groups_pct"] for t in ("4.0", "2.0")]
+  assert pct[0] < pct[1]  # lower tau, more positive groups
+  assert set(js["taus"]["2.0"]["relative"]) == {"no_distill", "self_distill", "pfd_teacher", "pfd"}
+
+
+def test_fig5_correlation(tmp_path):
+  res = fig5_correlation.run(dict(TINY, tau_privs=[2.0, 4.0]))
+  js = _written(tmp_path, res, fig5_correlation.to_markdown(res), fig5_correlation.plot, "fig5_correlation.png")
+  assert js["tau_privs"]["4.0"]["corr"] == pytest.approx(1.0)  # tau_priv = tau_target: z = y
+  assert js["tau_privs"]["2.0"]["corr"] < 1.0
+
+
+def test_synthetic_privileged_feature_is_y_at_tau_target():
+  ds = common.load_dataset(TINY)
+  s = D.with_synthetic_privileged(ds, ds.config["tau"])
+  np.testing.assert_array_equal(s["train"].z[:, 0], s["train"].y)
+  assert s["train"].x.shape[1] == ds["train"].x.shape[1] + ds["train"].z.shape[1]
+
+
+def test_table5_and_table6(tmp_path):
+  res = table5_positive_groups.run(dict(TINY))
+  js = _written(tmp_path, res, table5_positive_groups.to_markdown(res))
+  assert set(js["rows"]) == {"no_distill", "pfd_positive", "pfd_all"}
+  res = table6_imputation.run(dict(TINY))
+  js = _written(tmp_path / "t6", res, table6_imputation.to_markdown(res))
+  assert set(js["rows"]) == {"zero", "mean", "teacher", "no_distill"}
+  assert np.asarray(js["rows"]["zero"]).shape == (2, 3)
+
+
+def test_logs_simulator_cascade_and_seed():
+  a, b = logs.simulate(sessions=(50, 10, 20), seed=1), logs.simulate(sessions=(50, 10, 20), seed=1)
+  g = a["train"]
+  assert g.x.tobytes() == b["train"].x.tobytes()
+  pos, click, add = g.z[:, 0], g.z[:, 1], g.z[:, 2]
+  assert np.all(g.y <= add) and np.all(add <= click)  # purchase => add-to-cart => click
+  sizes = g.sizes
+  first = np.log2(2.0)
+  assert np.sum(pos == first) == g.num_queries and sizes.min() >= 15  # one item at position 1 per session
+
+
+def test_table3_logs(tmp_path):
+  cfg = {k: v for k, v in TINY.items() if k not in ("dataset", "synthetic_kwargs", "tau")}
+  res = table3_logs.run(dict(cfg, sessions=[60, 10, 60], sim_seed=0))
+  js = _written(tmp_path, res, table3_logs.to_markdown(res))
+  assert set(js["rows"]) == {k for k, _ in table3_logs.ROWS}
+  assert "Multi-teacher" in (tmp_path / "logs" / "table.md").read_text()
