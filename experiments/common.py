@@ -218,6 +218,25 @@ def markdown_table(header: list, rows: list) -> str:
   return "\n".join(out) + "\n"
 
 
+def mean_std_table(rows: dict, labels: dict, ks=(8, 16, 32)) -> str:
+  """Markdown rows `labels[k]` with mean ± std over the first axis of rows[k] [runs, len(ks)]."""
+  body = [[labels[k]] + [f"{m:.3f} ± {s:.3f}" for m, s in zip(np.asarray(v).mean(0), np.asarray(v).std(0))]
+          for k, v in rows.items()]
+  return markdown_table([""] + [f"NDCG@{k}" for k in ks], body)
+
+
+def finish_plot(fig, ax, res: dict, path: str, xlabel: str, ylabel: str = "test NDCG@8") -> None:
+  """Labels, a '<dataset>, <loss>' title and the legend, then saves `fig` as a PNG at `path`."""
+  plt = pyplot()
+  ax.set_xlabel(xlabel)
+  ax.set_ylabel(ylabel)
+  ax.set_title(f"{res['config']['dataset']}, {res['config']['loss']}")
+  ax.legend(fontsize=8)
+  fig.tight_layout()
+  fig.savefig(path, dpi=120)
+  plt.close(fig)
+
+
 def pyplot():
   """matplotlib's pyplot on the file-only Agg backend."""
   import matplotlib

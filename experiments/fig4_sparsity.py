@@ -65,13 +65,7 @@ def plot(res: dict, path: str) -> None:
   for k, lab in (("self_distill", "self-distillation"), ("pfd", "PFD")):
     ax.plot(x, [r["relative"][k] for r in taus], "o-", label=lab)
   ax.axhline(1.0, color="gray", ls="--", label="no-distillation")
-  ax.set_xlabel("% positive training query groups")
-  ax.set_ylabel("test NDCG@8 / no-distillation")
-  ax.set_title(f"{res['config']['dataset']}, {res['config']['loss']}")
-  ax.legend(fontsize=8)
-  fig.tight_layout()
-  fig.savefig(path, dpi=120)
-  plt.close(fig)
+  common.finish_plot(fig, ax, res, path, "% positive training query groups", "test NDCG@8 / no-distillation")
 
 
 def config_from_flags() -> dict:

@@ -84,13 +84,7 @@ def plot(res: dict, path: str) -> None:
     sd = [np.asarray(v[k])[:, 0].std() for v in r]
     ax.errorbar(x, m, yerr=sd, fmt="o-", label=lab)
   ax.axhline(np.asarray(res["no_distill"])[:, 0].mean(), color="gray", ls="--", label="no-distillation")
-  ax.set_xlabel("corr(z, y) on training documents")
-  ax.set_ylabel("test NDCG@8")
-  ax.set_title(f"{res['config']['dataset']}, {res['config']['loss']}")
-  ax.legend(fontsize=8)
-  fig.tight_layout()
-  fig.savefig(path, dpi=120)
-  plt.close(fig)
+  common.finish_plot(fig, ax, res, path, "corr(z, y) on training documents")
 
 
 def config_from_flags() -> dict:

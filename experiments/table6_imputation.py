@@ -42,11 +42,9 @@ def run(cfg: dict) -> dict:
 
 def to_markdown(res: dict) -> str:
   cfg = res["config"]
-  rows = [[ROWS[k]] + [f"{m:.3f} ± {s:.3f}" for m, s in zip(np.asarray(v).mean(0), np.asarray(v).std(0))]
-          for k, v in res["rows"].items()]
   return (f"# Table 6: PFD teacher with imputed privileged features ({cfg['dataset']}, {cfg['loss']})\n\n"
           f"Mean ± std over folds x {cfg['seeds']} seeds; * uses the real privileged features (not servable); "
-          f"{res['seconds']:.0f} s.\n\n" + common.markdown_table(["", "NDCG@8", "NDCG@16", "NDCG@32"], rows))
+          f"{res['seconds']:.0f} s.\n\n" + common.mean_std_table(res["rows"], ROWS))
 
 
 def main(argv):
