@@ -225,6 +225,21 @@ def mean_std_table(rows: dict, labels: dict, ks=(8, 16, 32)) -> str:
   return markdown_table([""] + [f"NDCG@{k}" for k in ks], body)
 
 
+def bar_plot(res: dict, path: str, labels: dict, scale_to: Optional[str] = None) -> None:
+  """Horizontal bars of NDCG@8 (mean ± std over runs) of res['rows'][k] for k in `labels`, optionally
+  divided by the mean of row `scale_to`."""
+  plt = pyplot()
+  keys = [k for k in labels if k in res["rows"]]
+  vals = [np.asarray(res["rows"][k])[:, 0] for k in keys]
+  div = np.asarray(res["rows"][scale_to])[:, 0].mean() if scale_to else 1.0
+  fig, ax = plt.subplots(figsize=(7, 0.45 * len(keys) + 1.2))
+  ax.barh(range(len(keys)), [v.mean() / div for v in vals], xerr=[v.std() / div for v in vals], color="C0",
+          label="mean ± std over runs")
+  ax.set_yticks(range(len(keys)), [labels[k] for k in keys], fontsize=8)
+  ax.invert_yaxis()
+  finish_plot(fig, ax, res, path, "test NDCG@8" + (f" / {labels[scale_to]}" if scale_to else ""), "")
+
+
 def finish_plot(fig, ax, res: dict, path: str, xlabel: str, ylabel: str = "test NDCG@8") -> None:
   """Labels, a '<dataset>, <loss>' title and the legend, then saves `fig` as a PNG at `path`."""
   plt = pyplot()

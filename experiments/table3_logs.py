@@ -78,12 +78,16 @@ def to_markdown(res: dict) -> str:
           common.markdown_table(["Model", "NDCG@8", "NDCG@16", "NDCG@32"], rows))
 
 
+def plot(res: dict, path: str) -> None:
+  common.bar_plot(res, path, dict(ROWS), scale_to="no_distill")
+
+
 def main(argv):
   del argv
   cfg = common.train_config_from_flags()
   cfg.update(loss=common.single_loss(), sessions=[int(s) for s in FLAGS.sessions], sim_seed=FLAGS.sim_seed)
   res = run(cfg)
-  print(common.write_outputs(common.out_root("table3_logs"), res, to_markdown(res)))
+  print(common.write_outputs(common.out_root("table3_logs"), res, to_markdown(res), plot, "table3_logs.png"))
 
 
 if __name__ == "__main__":

@@ -46,12 +46,16 @@ def to_markdown(res: dict) -> str:
           common.mean_std_table(res["rows"], ROWS))
 
 
+def plot(res: dict, path: str) -> None:
+  common.bar_plot(res, path, ROWS)
+
+
 def main(argv):
   del argv
   cfg = common.data_config_from_flags()
   cfg.update(common.train_config_from_flags(), loss=common.single_loss())
   res = run(cfg)
-  print(common.write_outputs(common.out_root("table5_positive_groups"), res, to_markdown(res)))
+  print(common.write_outputs(common.out_root("table5_positive_groups"), res, to_markdown(res), plot, "table5.png"))
 
 
 if __name__ == "__main__":

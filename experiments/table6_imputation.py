@@ -47,12 +47,16 @@ def to_markdown(res: dict) -> str:
           f"{res['seconds']:.0f} s.\n\n" + common.mean_std_table(res["rows"], ROWS))
 
 
+def plot(res: dict, path: str) -> None:
+  common.bar_plot(res, path, ROWS)
+
+
 def main(argv):
   del argv
   cfg = common.data_config_from_flags()
   cfg.update(common.train_config_from_flags(), loss=common.single_loss())
   res = run(cfg)
-  print(common.write_outputs(common.out_root("table6_imputation"), res, to_markdown(res)))
+  print(common.write_outputs(common.out_root("table6_imputation"), res, to_markdown(res), plot, "table6.png"))
 
 
 if __name__ == "__main__":

@@ -61,10 +61,10 @@ def test_synthetic_privileged_feature_is_y_at_tau_target():
 
 def test_table5_and_table6(tmp_path):
   res = table5_positive_groups.run(dict(TINY))
-  js = _written(tmp_path, res, table5_positive_groups.to_markdown(res))
+  js = _written(tmp_path, res, table5_positive_groups.to_markdown(res), table5_positive_groups.plot, "t5.png")
   assert set(js["rows"]) == {"no_distill", "pfd_positive", "pfd_all"}
   res = table6_imputation.run(dict(TINY))
-  js = _written(tmp_path / "t6", res, table6_imputation.to_markdown(res))
+  js = _written(tmp_path / "t6", res, table6_imputation.to_markdown(res), table6_imputation.plot, "t6.png")
   assert set(js["rows"]) == {"zero", "mean", "teacher", "no_distill"}
   assert np.asarray(js["rows"]["zero"]).shape == (2, 3)
 
@@ -83,6 +83,6 @@ def test_logs_simulator_cascade_and_seed():
 def test_table3_logs(tmp_path):
   cfg = {k: v for k, v in TINY.items() if k not in ("dataset", "synthetic_kwargs", "tau")}
   res = table3_logs.run(dict(cfg, sessions=[60, 10, 60], sim_seed=0))
-  js = _written(tmp_path, res, table3_logs.to_markdown(res))
+  js = _written(tmp_path, res, table3_logs.to_markdown(res), table3_logs.plot, "t3.png")
   assert set(js["rows"]) == {k for k, _ in table3_logs.ROWS}
   assert "Multi-teacher" in (tmp_path / "logs" / "table.md").read_text()
