@@ -57,6 +57,14 @@ def write_outputs(root: str, res: dict, md: str, plot=None, png: Optional[str] =
   return md
 
 
+def run_and_write(driver: str, run, to_markdown, plot=None, png: Optional[str] = None, **extra) -> None:
+  """A single-loss driver's main: config from the data and training flags (+ extra), run, write, print."""
+  cfg = data_config_from_flags()
+  cfg.update(train_config_from_flags(), loss=single_loss(), **extra)
+  res = run(cfg)
+  print(write_outputs(out_root(driver), res, to_markdown(res), plot, png))
+
+
 def define_data_flags(default_dataset: str = "synthetic"):
   if "dataset" in FLAGS:
     return

@@ -68,17 +68,10 @@ def plot(res: dict, path: str) -> None:
   common.finish_plot(fig, ax, res, path, "% positive training query groups", "test NDCG@8 / no-distillation")
 
 
-def config_from_flags() -> dict:
-  cfg = common.data_config_from_flags()
-  cfg.update(common.train_config_from_flags(), loss=common.single_loss(),
-             taus=[float(t) for t in FLAGS.taus] if FLAGS.taus else TAUS)
-  return cfg
-
-
 def main(argv):
   del argv
-  res = run(config_from_flags())
-  print(common.write_outputs(common.out_root("fig4_sparsity"), res, to_markdown(res), plot, "fig4_sparsity.png"))
+  common.run_and_write("fig4_sparsity", run, to_markdown, plot, "fig4_sparsity.png",
+                       taus=[float(t) for t in FLAGS.taus] if FLAGS.taus else TAUS)
 
 
 if __name__ == "__main__":

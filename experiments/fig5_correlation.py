@@ -87,17 +87,10 @@ def plot(res: dict, path: str) -> None:
   common.finish_plot(fig, ax, res, path, "corr(z, y) on training documents")
 
 
-def config_from_flags() -> dict:
-  cfg = common.data_config_from_flags()
-  cfg.update(common.train_config_from_flags(), loss=common.single_loss(),
-             tau_privs=[float(t) for t in FLAGS.tau_privs] if FLAGS.tau_privs else None)
-  return cfg
-
-
 def main(argv):
   del argv
-  res = run(config_from_flags())
-  print(common.write_outputs(common.out_root("fig5_correlation"), res, to_markdown(res), plot, "fig5_correlation.png"))
+  common.run_and_write("fig5_correlation", run, to_markdown, plot, "fig5_correlation.png",
+                       tau_privs=[float(t) for t in FLAGS.tau_privs] if FLAGS.tau_privs else None)
 
 
 if __name__ == "__main__":

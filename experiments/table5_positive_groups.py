@@ -52,10 +52,7 @@ def plot(res: dict, path: str) -> None:
 
 def main(argv):
   del argv
-  cfg = common.data_config_from_flags()
-  cfg.update(common.train_config_from_flags(), loss=common.single_loss())
-  res = run(cfg)
-  print(common.write_outputs(common.out_root("table5_positive_groups"), res, to_markdown(res), plot, "table5.png"))
+  common.run_and_write("table5_positive_groups", run, to_markdown, plot, "table5.png")
 
 
 if __name__ == "__main__":

@@ -53,10 +53,7 @@ def plot(res: dict, path: str) -> None:
 
 def main(argv):
   del argv
-  cfg = common.data_config_from_flags()
-  cfg.update(common.train_config_from_flags(), loss=common.single_loss())
-  res = run(cfg)
-  print(common.write_outputs(common.out_root("table6_imputation"), res, to_markdown(res), plot, "table6.png"))
+  common.run_and_write("table6_imputation", run, to_markdown, plot, "table6.png")
 
 
 if __name__ == "__main__":
