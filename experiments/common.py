@@ -5,7 +5,7 @@ import json
 import os
 import platform
 import time
-from typing import Optional
+from typing import NamedTuple, Optional
 
 import jax
 import numpy as np
@@ -180,6 +180,29 @@ def fold_setup(cfg: dict, loss: str, fold: int = 1, ds: Optional[D.Dataset] = No
   dd = distill.to_device(ds, cfg.get("max_buckets", 4), splits, tc.data_groups)
   keys = jax.random.split(jax.random.PRNGKey(cfg.get("seed", 0)), cfg.get("seeds", 5))
   return ds, dd, tc, keys
+
+
+class PFDFold(NamedTuple):
+  """One fold of an ablation: its data, config, keys, progress logger, baseline and PFD teacher runs."""
+  ds: D.Dataset
+  dd: object
+  tc: T.TrainConfig
+  keys: jax.Array
+  log: object
+  baseline: T.TrainResult
+  teacher: T.TrainResult
+
+
+def pfd_folds(cfg: dict):
+  """Yields a :class:`PFDFold` per fold of `cfg`: the no-distillation baseline (view x) and the PFD teacher
+  (view xz) that the ablation drivers build on, both trained on the positive groups."""
+  from pfd_jax import distill
+  for fold in folds_of(cfg):
+    ds, dd, tc, keys = fold_setup(cfg, cfg["loss"], fold)
+    log = progress(f"[fold{fold}]")
+    base = distill.train_on_data(keys, tc, dd, "x", log("no_distill"))
+    teacher = distill.train_on_data(keys, tc, dd, "xz", log("pfd_teacher"))
+    yield PFDFold(ds, dd, tc, keys, log, base, teacher)
 
 
 def environment() -> dict:

@@ -28,15 +28,12 @@ def run(cfg: dict) -> dict:
   """Per alpha: the PFD student's best NDCG (pooled over folds x seeds) and the loss ratio."""
   t0 = time.time()
   base, rows = [], {a: dict(ndcg=[], ratio=[]) for a in cfg["alphas"]}
-  for fold in common.folds_of(cfg):
-    ds, dd, tc, keys = common.fold_setup(cfg, cfg["loss"], fold)
-    log = common.progress(f"[fold{fold}]")
-    base.append(distill.train_on_data(keys, tc, dd, "x", log("no_distill")).best["test"])
-    teacher = distill.train_on_data(keys, tc, dd, "xz", log("pfd_teacher"))
-    targets = distill.teacher_targets(tc, [(teacher, "xz")], dd)
+  for f in common.pfd_folds(cfg):
+    base.append(f.baseline.best["test"])
+    targets = distill.teacher_targets(f.tc, [(f.teacher, "xz")], f.dd)
     for a in cfg["alphas"]:
-      st = distill.train_student(keys, common.train_config(cfg, cfg["loss"], alpha=a), dd, targets,
-                                 log(f"pfd a={a}"))
+      st = distill.train_student(f.keys, common.train_config(cfg, cfg["loss"], alpha=a), f.dd, targets,
+                                 f.log(f"pfd a={a}"))
       at_best = st.loss[np.arange(st.loss.shape[0]), st.best_epoch]  # [S, 3] total, data, teacher
       rows[a]["ndcg"].append(st.best["test"])
       rows[a]["ratio"].append((1 - a) * at_best[:, 2] / np.maximum(a * at_best[:, 1], 1e-12))

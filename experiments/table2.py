@@ -16,7 +16,6 @@ from absl import app, flags
 
 from experiments import common
 from pfd_jax import distill
-from pfd_jax import train as T
 
 common.define_data_flags()
 common.define_train_flags()

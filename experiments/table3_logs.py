@@ -11,7 +11,6 @@ results/table3_logs/logs/.
 """
 import time
 
-import jax
 import numpy as np
 from absl import app, flags
 

@@ -26,15 +26,13 @@ ROWS = {"no_distill": "No-distillation", "pfd_positive": "PFD, data loss on posi
 def run(cfg: dict) -> dict:
   t0 = time.time()
   rows = {k: [] for k in ROWS}
-  for fold in common.folds_of(cfg):
-    ds, dd, tc, keys = common.fold_setup(cfg, cfg["loss"], fold)
-    log = common.progress(f"[fold{fold}]")
-    rows["no_distill"].append(distill.train_on_data(keys, tc, dd, "x", log("no_distill")).best["test"])
-    teacher = distill.train_on_data(keys, tc, dd, "xz", log("pfd_teacher"))
-    targets = distill.teacher_targets(tc, [(teacher, "xz")], dd)
+  for f in common.pfd_folds(cfg):
+    rows["no_distill"].append(f.baseline.best["test"])
+    targets = distill.teacher_targets(f.tc, [(f.teacher, "xz")], f.dd)
     for groups in ("positive", "all"):
       tcg = common.train_config(cfg, cfg["loss"], data_groups=groups)
-      rows[f"pfd_{groups}"].append(distill.train_student(keys, tcg, dd, targets, log(f"pfd_{groups}")).best["test"])
+      rows[f"pfd_{groups}"].append(
+          distill.train_student(f.keys, tcg, f.dd, targets, f.log(f"pfd_{groups}")).best["test"])
   return {"config": cfg, "env": common.environment(), "rows": {k: np.concatenate(v) for k, v in rows.items()},
           "seconds": time.time() - t0}
 

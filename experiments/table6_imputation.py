@@ -13,7 +13,6 @@ import numpy as np
 from absl import app
 
 from experiments import common
-from pfd_jax import distill
 from pfd_jax import train as T
 
 common.define_data_flags()
@@ -27,15 +26,12 @@ ROWS = {"zero": "Zero imputation", "mean": "Mean imputation", "teacher": "PFD te
 def run(cfg: dict) -> dict:
   t0 = time.time()
   rows = {k: [] for k in ROWS}
-  for fold in common.folds_of(cfg):
-    ds, dd, tc, keys = common.fold_setup(cfg, cfg["loss"], fold)
-    log = common.progress(f"[fold{fold}]")
-    rows["no_distill"].append(distill.train_on_data(keys, tc, dd, "x", log("no_distill")).best["test"])
-    teacher = distill.train_on_data(keys, tc, dd, "xz", log("pfd_teacher"))
-    rows["teacher"].append(teacher.best["test"])
-    test = dd.eval_sets["test"]
-    rows["zero"].append(T.evaluate(tc, teacher.params, test, "xz", jnp.zeros(())))
-    rows["mean"].append(T.evaluate(tc, teacher.params, test, "xz", jnp.asarray(ds["train"].z.mean(0))))
+  for f in common.pfd_folds(cfg):
+    rows["no_distill"].append(f.baseline.best["test"])
+    rows["teacher"].append(f.teacher.best["test"])
+    test = f.dd.eval_sets["test"]
+    rows["zero"].append(T.evaluate(f.tc, f.teacher.params, test, "xz", jnp.zeros(())))
+    rows["mean"].append(T.evaluate(f.tc, f.teacher.params, test, "xz", jnp.asarray(f.ds["train"].z.mean(0))))
   return {"config": cfg, "env": common.environment(), "rows": {k: np.concatenate(v) for k, v in rows.items()},
           "seconds": time.time() - t0}
 

@@ -17,7 +17,6 @@ Every metric takes ``scores``, ``labels``, ``mask`` of shape ``[..., L]`` and re
 """
 from __future__ import annotations
 
-import jax
 import jax.numpy as jnp
 
 EMPTY_RULES = ("exclude", "zero")

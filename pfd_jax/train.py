@@ -26,6 +26,7 @@ import optax
 
 from pfd_jax import losses as losses_lib
 from pfd_jax import metrics as metrics_lib
+from pfd_jax import data as data_lib
 from pfd_jax.data.padding import Padded
 from pfd_jax.models import MLP
 
@@ -70,7 +71,6 @@ class EvalSet(NamedTuple):
 
 def eval_set(groups, max_buckets: int = 8) -> EvalSet:
   """Buckets the lists of a labelled split that have at least one y = 1."""
-  from pfd_jax import data as data_lib  # local: data imports nothing from here, but keep the layering clear
   keep = np.flatnonzero(data_lib.positive_groups(groups))
   return EvalSet(device_buckets(data_lib.bucketize(groups, max_buckets, keep)), groups.num_queries)
 

@@ -1,6 +1,5 @@
 """Each ablation driver end to end on a tiny configuration (seconds): structure, not numbers."""
 import json
-import os
 
 import numpy as np
 import pytest
