@@ -1,6 +1,7 @@
 """Shared flags and output helpers of the experiment drivers (printing and files live here, not in pfd_jax)."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import platform
@@ -12,6 +13,8 @@ import numpy as np
 from absl import flags, logging
 
 from pfd_jax import data as D
+from pfd_jax import distill
+from pfd_jax import rank_distill
 from pfd_jax import train as T
 
 FLAGS = flags.FLAGS
@@ -99,13 +102,29 @@ def define_train_flags():
   flags.DEFINE_enum("empty_rule", "exclude", ["exclude", "zero"], "Test lists without a positive.")
   flags.DEFINE_enum("data_groups", "positive", ["positive", "all"], "Groups of the data loss (Table 5).")
   flags.DEFINE_integer("max_buckets", 4, "Length buckets per split.")
+  flags.DEFINE_enum("teacher_loss", None, ["pointwise", "pairwise", "listwise", "topk"],
+                    "How teachers teach (default: the student's own loss on sigmoid probabilities, the paper's "
+                    "PFD). pointwise = RankBCE, pairwise = RankNet on sigmoid(t); listwise = SDR softmax on "
+                    "max(a t + b, 0); topk = Ranking Distillation's weighted top-K loss.")
+  flags.DEFINE_float("transform_a", 1.0, "SDR affine teacher transform slope a (listwise).")
+  flags.DEFINE_float("transform_b", 0.0, "SDR affine teacher transform intercept b (listwise).")
+  flags.DEFINE_integer("topk_k", 10, "Ranking Distillation: teacher's top-K unlabelled documents.")
+  flags.DEFINE_enum("topk_scheme", "hybrid", list(rank_distill.SCHEMES), "Ranking Distillation weighting.")
+  flags.DEFINE_float("topk_lambda", 5.0, "Ranking Distillation Eq. 8 lambda.")
+  flags.DEFINE_float("topk_mu", 0.1, "Ranking Distillation Eq. 9 mu.")
+  flags.DEFINE_integer("topk_eps", 10, "Ranking Distillation Algorithm 1 samples epsilon.")
+  flags.DEFINE_integer("topk_warmup", None, "Ranking Distillation warm-up epochs with w^a only (default "
+                       "half the epochs).")
 
 
 def train_config_from_flags() -> dict:
   return dict(seeds=FLAGS.seeds, seed=FLAGS.seed, epochs=FLAGS.epochs, alpha=FLAGS.alpha,
               batch_size=FLAGS.batch_size, lr=FLAGS.lr, weight_decay=FLAGS.weight_decay, hidden=FLAGS.hidden,
               layers=FLAGS.layers, select_on=FLAGS.select_on, empty_rule=FLAGS.empty_rule,
-              data_groups=FLAGS.data_groups, max_buckets=FLAGS.max_buckets)
+              data_groups=FLAGS.data_groups, max_buckets=FLAGS.max_buckets, teacher_loss=FLAGS.teacher_loss,
+              transform_a=FLAGS.transform_a, transform_b=FLAGS.transform_b,
+              topk=dict(k=FLAGS.topk_k, scheme=FLAGS.topk_scheme, lam=FLAGS.topk_lambda, mu=FLAGS.topk_mu,
+                        eps=FLAGS.topk_eps, warmup=FLAGS.topk_warmup))
 
 
 def train_config(cfg: dict, loss: str, **overrides) -> T.TrainConfig:
@@ -117,6 +136,10 @@ def train_config(cfg: dict, loss: str, **overrides) -> T.TrainConfig:
     kw["batch_size"] = cfg["batch_size"]
   if cfg.get("lr"):
     kw["lr"] = cfg["lr"]
+  if cfg.get("teacher_loss"):
+    kw.update(distill.TEACHER_LOSSES[cfg["teacher_loss"]])
+  kw.update(transform_a=cfg.get("transform_a", 1.0), transform_b=cfg.get("transform_b", 0.0),
+            topk=rank_distill.TopK(**(cfg.get("topk") or {})))
   kw.update(overrides)
   return T.TrainConfig.paper(loss, **kw)
 
@@ -169,7 +192,6 @@ def load_dataset(cfg: dict, fold: int = 1) -> D.Dataset:
 
 def fold_setup(cfg: dict, loss: str, fold: int = 1, ds: Optional[D.Dataset] = None, **overrides):
   """(dataset, device data, TrainConfig, seed keys) of one fold, checked for the splits training needs."""
-  from pfd_jax import distill  # the drivers' import, kept out of the data-only drivers' start-up
   ds = load_dataset(cfg, fold) if ds is None else ds
   tc = train_config(cfg, loss, **overrides)
   need = {"train", "test", tc.select_on}
@@ -196,7 +218,6 @@ class PFDFold(NamedTuple):
 def pfd_folds(cfg: dict):
   """Yields a :class:`PFDFold` per fold of `cfg`: the no-distillation baseline (view x) and the PFD teacher
   (view xz) that the ablation drivers build on, both trained on the positive groups."""
-  from pfd_jax import distill
   for fold in folds_of(cfg):
     ds, dd, tc, keys = fold_setup(cfg, cfg["loss"], fold)
     log = progress(f"[fold{fold}]")
@@ -215,6 +236,8 @@ def environment() -> dict:
 
 
 def _jsonable(o):
+  if dataclasses.is_dataclass(o) and not isinstance(o, type):
+    return _jsonable(dataclasses.asdict(o))
   if isinstance(o, dict):
     return {str(k): _jsonable(v) for k, v in o.items()}
   if isinstance(o, (list, tuple)):

@@ -26,6 +26,18 @@ from pfd_jax import train as train_lib
 METHODS = ("no_distill", "self_distill", "gend", "pfd")
 TEACHER_VIEW = {"self_distill": "x", "gend": "z", "pfd": "xz"}
 
+# How a teacher can teach (TrainConfig overrides of the teacher term). 'pointwise' and 'pairwise' are the
+# paper's own PFD for RankBCE and RankNet (sigmoid probabilities as soft labels); 'listwise' is SDR's
+# softmax loss against the affine transform max(a t + b, 0) of the teacher logits (SDR Eq. 8, 10); 'topk'
+# is Ranking Distillation's weighted top-K loss (:mod:`pfd_jax.rank_distill`). The data term keeps the
+# student's own loss.
+TEACHER_LOSSES = {
+    "pointwise": dict(teacher_loss="rankbce", teacher_transform="sigmoid"),
+    "pairwise": dict(teacher_loss="ranknet", teacher_transform="sigmoid"),
+    "listwise": dict(teacher_loss="softmax", teacher_transform="affine"),
+    "topk": dict(teacher_loss="topk"),
+}
+
 
 @dataclasses.dataclass
 class DeviceData:
@@ -62,9 +74,12 @@ def teacher_targets(cfg: train_lib.TrainConfig, teachers: Sequence[tuple], dd: D
                     z_override=None) -> list:
   """Teacher logits on every training group, per bucket: [S, Q, L] (one teacher) or [S, K, Q, L].
 
-  teachers: (TrainResult, view) pairs. The student's loss turns logits into probabilities sigmoid(g).
+  teachers: (TrainResult, view) or (TrainResult, view, TrainConfig) tuples; the config gives the teacher's
+  model shape (default `cfg`: teacher and student alike). The student's teacher term turns logits into its
+  targets (cfg.teacher_transform, or top-K ranks).
   """
-  per_teacher = [train_lib.predict(cfg, res.params, dd.train_all, view, z_override) for res, view in teachers]
+  per_teacher = [train_lib.predict(t[2] if len(t) > 2 else cfg, t[0].params, dd.train_all, t[1], z_override)
+                 for t in teachers]
   if len(per_teacher) == 1:
     return per_teacher[0]
   return [jnp.stack(ts, axis=1) for ts in zip(*per_teacher)]

@@ -12,6 +12,7 @@ A list with no real document contributes exactly 0. Labels may be soft (teacher 
 """
 from __future__ import annotations
 
+import functools
 from typing import Callable, Optional
 
 import jax
@@ -224,10 +225,28 @@ def transform_softmax(t, mask=None, *, temperature: float = 1.0):
   return jnp.where(m, jax.nn.softmax(jnp.where(m, t / temperature, -jnp.inf), axis=-1), 0.0)
 
 
+TRANSFORMS = ("sigmoid", "identity", "affine", "softmax")
+
+
+def get_transform(name: str, *, a: float = 1.0, b: float = 0.0, temperature: float = 1.0) -> Callable:
+  """The teacher-score transform g(t, mask) called `name`, with its parameters bound."""
+  if name == "affine":
+    if a <= 0:
+      raise ValueError(f"affine transform needs slope a > 0 (SDR Eq. 10), got {a}")
+    return functools.partial(transform_affine, a=a, b=b)
+  if name == "softmax":
+    if temperature <= 0:
+      raise ValueError(f"softmax transform needs temperature > 0, got {temperature}")
+    return functools.partial(transform_softmax, temperature=temperature)
+  if name not in TRANSFORMS:
+    raise ValueError(f"unknown teacher transform {name!r}; known: {', '.join(TRANSFORMS)}")
+  return {"sigmoid": transform_sigmoid, "identity": transform_identity}[name]
+
+
 # ---------------------------------------------------------------- Eq. 1
 
 def distillation_terms(loss_fn: Callable, scores, labels, teacher_targets, mask=None, *,
-                       data_weight=None):
+                       data_weight=None, teacher_loss_fn: Optional[Callable] = None):
   r"""Per-list data and teacher terms of Eq. 1, before alpha.
 
   Args:
@@ -237,24 +256,29 @@ def distillation_terms(loss_fn: Callable, scores, labels, teacher_targets, mask=
       the teacher term is the mean over teachers).
     data_weight: ``[...]`` weight of each list in the data term; the paper restricts the data loss to
       positive query groups, i.e. ``data_weight = any(y == 1)``. None = 1.
+    teacher_loss_fn: the loss of the teacher term, called like `loss_fn` (None = `loss_fn`): SDR's
+      listwise softmax or MSE, or Ranking Distillation's top-K loss, under another data loss.
   Returns:
     ``(data [...], teacher [...])``.
   """
   data = loss_fn(scores, labels, mask, reduce_fn=None)
   if data_weight is not None:
     data = data * data_weight
+  t_fn = loss_fn if teacher_loss_fn is None else teacher_loss_fn
   if teacher_targets.ndim == scores.ndim:
-    teacher = loss_fn(scores, teacher_targets, mask, reduce_fn=None)
+    teacher = t_fn(scores, teacher_targets, mask, reduce_fn=None)
   else:
-    teacher = jnp.mean(jax.vmap(lambda t: loss_fn(scores, t, mask, reduce_fn=None))(teacher_targets), 0)
+    teacher = jnp.mean(jax.vmap(lambda t: t_fn(scores, t, mask, reduce_fn=None))(teacher_targets), 0)
   return data, teacher
 
 
 def distillation_loss(loss_fn: Callable, scores, labels, teacher_targets, mask=None, *, alpha: float = 0.5,
-                      data_weight=None, reduce_fn: ReduceFn = jnp.sum):
+                      data_weight=None, teacher_loss_fn: Optional[Callable] = None,
+                      reduce_fn: ReduceFn = jnp.sum):
   r"""Eq. 1: :math:`\alpha \sum_{S_{label}} l(f, y) + (1 - \alpha) \sum_{S_{all}} l(f, g)`, per list then reduced.
 
   See :func:`distillation_terms` for the arguments; alpha = 1 is training on data alone.
   """
-  data, teacher = distillation_terms(loss_fn, scores, labels, teacher_targets, mask, data_weight=data_weight)
+  data, teacher = distillation_terms(loss_fn, scores, labels, teacher_targets, mask, data_weight=data_weight,
+                                     teacher_loss_fn=teacher_loss_fn)
   return _reduce(alpha * data + (1.0 - alpha) * teacher, reduce_fn)

@@ -113,3 +113,16 @@ def ndcg_table(scores, labels, mask, ks=(8, 16, 32)):
     ideal = _dcg_sorted(ideal_sorted, k)
     out.append(jnp.where(ideal > 0, _dcg_sorted(g_sorted, k) / jnp.where(ideal > 0, ideal, 1.0), 0.0))
   return jnp.stack(out)
+
+
+def metric_names(ks=(3, 5, 10)) -> list:
+  """Row names of :func:`metric_table`."""
+  return [f"NDCG@{k}" for k in ks] + [f"P@{k}" for k in ks] + ["MAP"]
+
+
+def metric_table(scores, labels, mask, ks=(3, 5, 10)):
+  """[2 len(ks) + 1, ...] per-list NDCG@k, P@k (relevant = label >= 1) and AP, in :func:`metric_names` order."""
+  rows = [ndcg_table(scores, labels, mask, ks)]
+  rows.append(jnp.stack([precision_at_k(scores, labels, mask, k) for k in ks]))
+  rows.append(average_precision(scores, labels, mask)[None])
+  return jnp.concatenate(rows, 0)

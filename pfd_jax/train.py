@@ -27,6 +27,7 @@ import optax
 from pfd_jax import losses as losses_lib
 from pfd_jax import metrics as metrics_lib
 from pfd_jax import data as data_lib
+from pfd_jax import rank_distill
 from pfd_jax.data.padding import Padded
 from pfd_jax.models import MLP
 
@@ -49,6 +50,12 @@ class TrainConfig:
   empty_rule: str = "exclude"      # lists without a positive: excluded from means (paper) | zero
   data_groups: str = "positive"    # data loss on positive query groups (paper) | all (Table 5)
   teacher_transform: str = "sigmoid"  # teacher logits -> soft labels (paper: sigmoid probabilities)
+  # The teacher term's loss and transform (related systems; the paper's PFD uses loss and sigmoid):
+  teacher_loss: str = ""           # "" = loss | rankbce | ranknet | softmax | mse | topk (Ranking Distillation)
+  transform_a: float = 1.0         # SDR Eq. 10 affine slope a (teacher_transform="affine")
+  transform_b: float = 0.0         # SDR Eq. 10 intercept b
+  temperature: float = 1.0         # softmax transform temperature T (SDR section 5.6)
+  topk: rank_distill.TopK = rank_distill.TopK()  # teacher_loss="topk"
 
   @staticmethod
   def paper(loss: str, **kw) -> "TrainConfig":
@@ -115,15 +122,33 @@ def _loss_fn(cfg: TrainConfig) -> Callable:
   return functools.partial(fn, pairs=cfg.ranknet_pairs) if cfg.loss == "ranknet" else fn
 
 
-def _transform(name):
-  return {"sigmoid": losses_lib.transform_sigmoid, "identity": losses_lib.transform_identity}[name]
+def teacher_inputs(cfg: TrainConfig, logits, bucket: dict):
+  """What the teacher term consumes for one bucket, from teacher logits [S, (K,) Q, L]: g(logits) (the
+  configured transform) or, for teacher_loss='topk', the teacher's top-K ranks among unlabelled documents."""
+  if cfg.teacher_loss == "topk":
+    return rank_distill.teacher_ranks(logits, bucket["y"], bucket["mask"], cfg.topk.k)
+  g = losses_lib.get_transform(cfg.teacher_transform, a=cfg.transform_a, b=cfg.transform_b,
+                               temperature=cfg.temperature)
+  return g(logits, bucket["mask"])
+
+
+def _teacher_loss_fn(cfg: TrainConfig, key, labels, hybrid_on):
+  """The teacher term's loss, called like a loss of :mod:`pfd_jax.losses` (scores, targets, mask)."""
+  name = cfg.teacher_loss or cfg.loss
+  if name == "topk":
+    return lambda s, t, m, reduce_fn=None: rank_distill.topk_loss(s, t, m, labels, key=key, cfg=cfg.topk,
+                                                                 hybrid_on=hybrid_on, reduce_fn=reduce_fn)
+  fn = losses_lib.get_loss(name)
+  return functools.partial(fn, pairs=cfg.ranknet_pairs) if name == "ranknet" else fn
 
 
 def _compiled(cfg: TrainConfig, has_teacher: bool, steps_per_epoch: int):
   """Jitted, seed-vmapped init and step for one configuration, cached across runs. Settings the step
-  does not need at trace time (alpha, epochs, selection) are normalised out of the cache key, so an
-  alpha sweep compiles once."""
-  key = dataclasses.replace(cfg, alpha=0.0, epochs=0, select_on="test", empty_rule="exclude")
+  does not need at trace time (alpha, epochs, selection, the teacher transform, the top-K warm-up) are
+  normalised out of the cache key, so an alpha or temperature sweep compiles once."""
+  key = dataclasses.replace(cfg, alpha=0.0, epochs=0, select_on="test", empty_rule="exclude",
+                            teacher_loss=cfg.teacher_loss or cfg.loss, teacher_transform="sigmoid", transform_a=1.0,
+                            transform_b=0.0, temperature=1.0, topk=dataclasses.replace(cfg.topk, warmup=0))
   return _compiled_cached(key, has_teacher, steps_per_epoch)
 
 
@@ -138,8 +163,10 @@ def _compiled_cached(cfg: TrainConfig, has_teacher: bool, steps_per_epoch: int):
     params = model.init(key, jnp.zeros((1, dim)))
     return params, tx.init(params)
 
-  def step(params, opt_state, idx, valid, feats, y, mask, data_w, teacher, alpha):
-    """One update of one seed. idx, valid: [B] groups of this batch; teacher: [(K,) Q, L] or None."""
+  def step(params, opt_state, key, idx, valid, feats, y, mask, data_w, teacher, alpha, j, hybrid_on):
+    """One update of one seed. idx, valid: [B] groups of this batch; teacher: [(K,) Q, L] or None;
+    key, j: the seed's epoch key and the step number (the teacher loss's samples); hybrid_on: top-K warm-up
+    is over."""
     f, yb, mb = feats[idx], y[idx], mask[idx]
     w = data_w[idx] * valid
 
@@ -149,7 +176,8 @@ def _compiled_cached(cfg: TrainConfig, has_teacher: bool, steps_per_epoch: int):
       if teacher is None:
         return jnp.sum(data), (jnp.sum(data), jnp.zeros(()))
       t = teacher[..., idx, :]
-      _, teach = losses_lib.distillation_terms(loss_fn, s, yb, t, mb)
+      t_fn = _teacher_loss_fn(cfg, jax.random.fold_in(key, j), yb, hybrid_on)
+      _, teach = losses_lib.distillation_terms(loss_fn, s, yb, t, mb, teacher_loss_fn=t_fn)
       teach = teach * valid
       return jnp.sum(alpha * data + (1 - alpha) * teach), (jnp.sum(data), jnp.sum(teach))
 
@@ -160,7 +188,7 @@ def _compiled_cached(cfg: TrainConfig, has_teacher: bool, steps_per_epoch: int):
   t_axes = 0 if has_teacher else None
   return dict(
       init=jax.jit(jax.vmap(init, in_axes=(0, None)), static_argnums=1),
-      step=jax.jit(jax.vmap(step, in_axes=(0, 0, 0, None, None, None, None, None, t_axes, None)),
+      step=jax.jit(jax.vmap(step, in_axes=(0, 0, 0, 0, None, None, None, None, None, t_axes, None, None, None)),
                    donate_argnums=(0, 1)))
 
 
@@ -262,10 +290,11 @@ def train(key, cfg: TrainConfig, train_buckets: list, view: str, eval_sets: dict
   feats = [features(b, view) for b in train_buckets]
   data_w = [b["pos"] if cfg.data_groups == "positive" else jnp.ones_like(b["pos"]) for b in train_buckets]
   if teacher is not None:
-    tr = _transform(cfg.teacher_transform)
-    teacher = [tr(t) for t in teacher]
+    teacher = [teacher_inputs(cfg, t, b) for t, b in zip(teacher, train_buckets)]
   alpha = jnp.float32(cfg.alpha if teacher is not None else 1.0)
+  warmup = cfg.epochs // 2 if cfg.topk.warmup is None else cfg.topk.warmup
   init_keys, order_key = jax.vmap(lambda k: jax.random.split(k))(keys).transpose(1, 0, 2)
+  loss_keys = jax.vmap(lambda k: jax.random.fold_in(k, 1))(init_keys)  # a stream apart from the init's
   params, opt_state = fns["init"](init_keys, feats[0].shape[-1])
   if init_params is not None:
     params = jax.tree_util.tree_map(jnp.copy, init_params)  # ours to donate; the caller's stay intact
@@ -279,10 +308,13 @@ def train(key, cfg: TrainConfig, train_buckets: list, view: str, eval_sets: dict
   t0 = time.time()
   for epoch in range(cfg.epochs):
     epoch_loss = jnp.zeros((s_count, 3))
-    for b, idx, valid in _epoch_batches(order_key, epoch, sizes, cfg.batch_size):
+    ep_keys = jax.vmap(lambda k: jax.random.fold_in(k, epoch))(loss_keys)
+    hybrid_on = jnp.asarray(epoch >= warmup)
+    for j, (b, idx, valid) in enumerate(_epoch_batches(order_key, epoch, sizes, cfg.batch_size)):
       t = None if teacher is None else teacher[b]
-      params, opt_state, l = fns["step"](params, opt_state, jnp.asarray(idx), jnp.asarray(valid), feats[b],
-                                         train_buckets[b]["y"], train_buckets[b]["mask"], data_w[b], t, alpha)
+      params, opt_state, l = fns["step"](params, opt_state, ep_keys, jnp.asarray(idx), jnp.asarray(valid),
+                                         feats[b], train_buckets[b]["y"], train_buckets[b]["mask"], data_w[b], t,
+                                         alpha, jnp.int32(j), hybrid_on)
       epoch_loss = epoch_loss + l
     for name, (triples, n) in eval_feats.items():
       curves[name][:, epoch] = np.asarray(_mean_ndcg(cfg, params, triples, n))
@@ -303,6 +335,26 @@ def predict(cfg: TrainConfig, params, buckets: list, view: str, z_override=None)
   """Logits [S, Q, L] per bucket of S seed-stacked models."""
   fn = _scoring(cfg.hidden, cfg.layers, tuple(cfg.ks))["predict"]
   return [fn(params, features(b, view, z_override)) for b in buckets]
+
+
+def full_metrics(cfg: TrainConfig, params, es: EvalSet, view: str, ks=(3, 5, 10)) -> dict:
+  """{name: [S]} NDCG@k, P@k and MAP (:func:`pfd_jax.metrics.metric_table`) of S seed-stacked models on an
+  :class:`EvalSet`, averaged over lists by cfg.empty_rule."""
+  fn = _table_fn(cfg.hidden, cfg.layers, tuple(ks))
+  tot, cnt = 0.0, 0.0
+  for b in es.buckets:
+    valid = metrics_lib.has_relevant(b["y"], b["mask"])
+    tot = tot + jnp.sum(jnp.where(valid, fn(params, features(b, view), b["y"], b["mask"]), 0.0), -1)
+    cnt = cnt + jnp.sum(valid)
+  mean = np.asarray(tot / (es.num_lists if cfg.empty_rule == "zero" else cnt))  # [S, M]
+  return dict(zip(metrics_lib.metric_names(ks), mean.T))
+
+
+@functools.lru_cache(maxsize=None)
+def _table_fn(hidden: int, layers: int, ks: tuple):
+  model = MLP(hidden=hidden, layers=layers)
+  fn = lambda params, f, y, m: metrics_lib.metric_table(model.apply(params, f), y, m, ks)
+  return jax.jit(jax.vmap(fn, in_axes=(0, None, None, None)))
 
 
 def evaluate(cfg: TrainConfig, params, es: EvalSet, view: str, z_override=None) -> np.ndarray:
