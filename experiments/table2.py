@@ -63,7 +63,8 @@ def to_markdown(res: dict) -> str:
   parts = [f"# Table 4 layout: {cfg['dataset']}\n\n",
            f"Mean +- std over folds x seeds ({cfg['seeds']} seeds); best epoch by NDCG@8 on "
            f"{cfg['select_on']}; test lists without a positive: {cfg['empty_rule']}d; alpha = {cfg['alpha']}; "
-           f"{cfg['epochs']} epochs. Rows marked * use privileged features. "
+           f"{cfg['epochs']} epochs; teacher term: {cfg.get('teacher_loss') or 'the data loss on sigmoid(t) (paper)'}. "
+           f"Rows marked * use privileged features. "
            f"Wall time {res['seconds']:.0f} s on {res['env']['backend']} ({res['env']['cpus']} CPUs).\n"]
   for loss, lr in res["losses"].items():
     tc = lr["train_config"]

@@ -9,21 +9,7 @@ from experiments import (alpha_robustness, common, fig3_alpha, fig4_sparsity, fi
 from pfd_jax import data as D
 from pfd_jax.data import logs
 
-TINY = dict(dataset="synthetic", synthetic_kwargs=dict(num_queries=(80, 20, 60), mean_docs=16.0), tau=4.0,
-            cache_dir=None, max_buckets=2, seeds=2, seed=0, epochs=2, alpha=0.5, batch_size=None, lr=None,
-            weight_decay=0.005, hidden=16, layers=3, select_on="test", empty_rule="exclude",
-            data_groups="positive", folds=None, t=4.0, num_privileged=None, min_docs=5, query_norm=False,
-            label_seed=0, loss="rankbce")
-
-
-def _written(tmp_path, res, md, plot=None, png=None):
-  common.write_outputs(str(tmp_path), res, md, plot, png)
-  out = tmp_path / res["config"]["dataset"]
-  js = json.loads((out / "results.json").read_text())
-  assert (out / "table.md").read_text() == md
-  if png:
-    assert (out / png).stat().st_size > 1000
-  return js
+from conftest import TINY, written as _written
 
 
 def test_fig3_alpha_and_ratio(tmp_path):

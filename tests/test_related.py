@@ -165,3 +165,39 @@ def test_hybrid_warmup_uses_position_weights():
   warm = RD.topk_loss(s, tr, m, y, key=key, cfg=RD.TopK(k=5, scheme="hybrid"), hybrid_on=False)
   pos = RD.topk_loss(s, tr, m, y, key=key, cfg=RD.TopK(k=5, scheme="position"))
   np.testing.assert_allclose(warm, pos, rtol=1e-6)
+
+
+# ---------------------------------------------------------------- the drivers, end to end on a tiny config
+
+from experiments import pfd_teacher_loss, rank_distill as rd_driver, sdr  # noqa: E402
+from conftest import TINY, written  # noqa: E402
+
+
+def test_sdr_driver(tmp_path):
+  cfg = dict(TINY, loss="softmax", sdr_a=0.5, temperatures=[0.5, 2.0], transform_a=1.0, transform_b=0.0)
+  res = sdr.run(cfg)
+  js = written(tmp_path, res, sdr.to_markdown(res), sdr.plot, "sdr.png")
+  assert js["data"]["labels"] == "graded" and js["data"]["num_privileged"] == 0
+  want = {"pointwise teacher", "pointwise -> pointwise", "pointwise -> listwise", "listwise teacher",
+          "listwise -> pointwise", "listwise -> listwise", "teacher-only objective (a = 1)",
+          "softmax transform T = 0.5", "softmax transform T = 2.0"}
+  assert set(js["rows"]) == want
+  v = np.asarray(js["rows"]["listwise -> listwise"])
+  assert v.shape == (2, 3) and np.all((v >= 0) & (v <= 1))
+
+
+def test_rank_distill_driver(tmp_path):
+  cfg = dict(TINY, teacher_hidden=32, student_hidden=8, rd_a=0.5, schemes=["uniform", "hybrid"])
+  res = rd_driver.run(cfg)
+  js = written(tmp_path, res, rd_driver.to_markdown(res), rd_driver.plot, "rank_distill.png")
+  assert list(js["rows"]) == ["teacher", "student", "uniform", "hybrid"]
+  assert js["info"]["teacher"]["params"] > js["info"]["student"]["params"] == js["info"]["hybrid"]["params"]
+  assert set(js["rows"]["hybrid"]) == {"NDCG@3", "NDCG@5", "NDCG@10", "P@3", "P@5", "P@10", "MAP"}
+  assert all(i["ms_per_1000_docs"] > 0 for i in js["info"].values())
+
+
+def test_pfd_teacher_loss_driver(tmp_path):
+  res = pfd_teacher_loss.run(dict(TINY, teacher_losses=["listwise", "topk"], topk=dict(k=5)))
+  js = written(tmp_path, res, pfd_teacher_loss.to_markdown(res), pfd_teacher_loss.plot, "pfd_teacher_loss.png")
+  assert list(js["rows"]) == ["no_distill", "pfd_teacher", "listwise", "topk"]
+  assert np.asarray(js["rows"]["topk"]).shape == (2, 3)

@@ -1,0 +1,134 @@
+r"""Ranking Distillation (Tang & Wang, KDD 2018): a larger teacher's top-K unlabelled documents teach a compact
+student. Rows of RD's Table 2 (teacher, student alone, student with RD) and Table 4 (weighting schemes), with
+RD's Table 3 efficiency columns (parameters, scoring time).
+
+  python -m experiments.rank_distill                          # synthetic default, RankBCE
+  python -m experiments.rank_distill --dataset=ohsumed --teacher_hidden=200 --student_hidden=50
+
+RD's setting on the PFD paper's data: binary Gumbel labels; every feature is an input (no privileged
+split); groups without a y = 1 are the "unlabelled" ones (as in the PFD paper's appendix A.5). The teacher
+(width --teacher_hidden) and the student alone train on the data loss over the positive groups; the RD
+student adds, on every group, the top-K loss of :mod:`pfd_jax.rank_distill` over the teacher's top-K
+documents among those with y = 0, with RD Eq. 4 weight a = --rd_a on it (our alpha = 1 - a).
+
+Metrics on test at each run's best epoch (by NDCG@10 on --select_on): NDCG, P@k and MAP at k = 3, 5, 10.
+Scoring time: one seed's model scoring the whole test split, jitted and warmed up, median of repeats, per
+1,000 documents. Writes results/rank_distill/<dataset>/{results.json, table.md, rank_distill.png}.
+"""
+import dataclasses
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from absl import app, flags
+
+from experiments import common
+from pfd_jax import distill
+from pfd_jax import models
+from pfd_jax import rank_distill
+from pfd_jax import train as T
+
+common.define_data_flags()
+common.define_train_flags()
+common.define_common_flags()
+common.flag(flags.DEFINE_integer, "teacher_hidden", 100, "Teacher MLP width.")
+common.flag(flags.DEFINE_integer, "student_hidden", 60, "Student MLP width.")
+common.flag(flags.DEFINE_float, "rd_a", 0.5, "RD Eq. 4 weight a of the distillation loss.")
+common.flag(flags.DEFINE_list, "schemes", ["uniform", "inverse", "position", "hybrid"], "RD weighting schemes.")
+flags.register_validator("schemes", lambda v: set(v) <= set(rank_distill.SCHEMES),
+                         f"--schemes must be among {', '.join(rank_distill.SCHEMES)}")
+FLAGS = flags.FLAGS
+
+KS = (10, 3, 5)
+METRIC_KS = (3, 5, 10)
+SCHEME_NAMES = {"uniform": "w = 1/K", "inverse": "w = 1/r", "position": "w = w^a (Eq. 8)",
+                "discrepancy": "w = w^b (Eq. 9)", "hybrid": "hybrid w^a w^b (3.2.3)"}
+
+
+def scoring_ms_per_1000(tc: T.TrainConfig, params, es: T.EvalSet, repeats: int = 20) -> float:
+  """Median wall time of one model scoring every test document in one jitted call, ms per 1,000 documents
+  (the model's cost, not the per-bucket dispatch)."""
+  one = jax.tree_util.tree_map(lambda a: a[:1], params)
+  docs = jnp.concatenate([b["x"][b["mask"]] for b in es.buckets])[None]  # [1, N, d]
+  run = lambda: jax.block_until_ready(T.predict(tc, one, [dict(x=docs)], "x"))
+  run()
+  times = []
+  for _ in range(repeats):
+    t0 = time.perf_counter()
+    run()
+    times.append(time.perf_counter() - t0)
+  return 1e6 * float(np.median(times)) / docs.shape[1]
+
+
+def run(cfg: dict) -> dict:
+  t0 = time.time()
+  rows, info = {}, {}
+  for fold in common.folds_of(cfg):
+    ds = common.load_dataset(dict(cfg, num_privileged=0), fold)
+    _, dd, tc_t, keys = common.fold_setup(cfg, cfg["loss"], fold, ds=ds, ks=KS, hidden=cfg["teacher_hidden"])
+    tc_s = dataclasses.replace(tc_t, hidden=cfg["student_hidden"], teacher_loss="topk", alpha=1.0 - cfg["rd_a"])
+    log = common.progress(f"[rd fold{fold}]")
+    runs = {"teacher": (distill.train_on_data(keys, tc_t, dd, "x", log("teacher")), tc_t),
+            "student": (distill.train_on_data(keys, tc_s, dd, "x", log("student")), tc_s)}
+    targets = distill.teacher_targets(tc_s, [(runs["teacher"][0], "x", tc_t)], dd)
+    for scheme in cfg["schemes"]:
+      tc = dataclasses.replace(tc_s, topk=dataclasses.replace(tc_s.topk, scheme=scheme))
+      runs[scheme] = (distill.train_student(keys, tc, dd, targets, log(f"rd {scheme}")), tc)
+    test = dd.eval_sets["test"]
+    for name, (res, tc) in runs.items():
+      rows.setdefault(name, []).append(T.full_metrics(tc, res.params, test, "x", METRIC_KS))
+      if name not in info:
+        info[name] = dict(params=models.num_params(jax.tree_util.tree_map(lambda a: a[0], res.params)),
+                          ms_per_1000_docs=scoring_ms_per_1000(tc, res.params, test), hidden=tc.hidden)
+  rows = {name: {m: np.concatenate([f[m] for f in per_fold]) for m in per_fold[0]} for name, per_fold in rows.items()}
+  return {"config": cfg, "env": common.environment(), "data": ds.config, "topk": dataclasses.asdict(tc_s.topk), "rows": rows,
+          "info": info, "seconds": time.time() - t0}
+
+
+def to_markdown(res: dict) -> str:
+  cfg, rows, info = res["config"], res["rows"], res["info"]
+  names = list(rows)
+  metrics = list(rows[names[0]])
+  p_teacher = info["teacher"]["params"]
+  body = []
+  for n in names:
+    label = {"teacher": "Teacher", "student": "Student alone"}.get(n, f"RD student, {SCHEME_NAMES.get(n, n)}")
+    cells = [f"{np.mean(rows[n][m]):.4f} ± {np.std(rows[n][m]):.4f}" for m in metrics]
+    body.append([label, f"{info[n]['params']:,} ({info[n]['params'] / p_teacher:.2f})",
+                 f"{info[n]['ms_per_1000_docs']:.3f}"] + cells)
+  tk = res["topk"]
+  return (f"# Ranking Distillation on {cfg['dataset']} ({cfg['loss']} data loss)\n\n"
+          f"Teacher width {cfg['teacher_hidden']}, student width {cfg['student_hidden']}, {cfg.get('layers', 5)} "
+          f"layers; a = {cfg['rd_a']}, K = {tk['k']}, lambda = {tk['lam']}, mu = {tk['mu']}, eps = {tk['eps']}, "
+          f"warm-up {tk['warmup'] if tk['warmup'] is not None else cfg['epochs'] // 2} epochs. Mean ± std over "
+          f"folds x {cfg['seeds']} seeds, {cfg['epochs']} epochs, best epoch by NDCG@10 on {cfg['select_on']}; "
+          f"scoring time = one model on the whole test split. {res['seconds']:.0f} s on {res['env']['backend']} "
+          f"({res['env']['cpus']} CPUs).\n\n" +
+          common.markdown_table(["Model", "#params (ratio)", "ms / 1,000 docs"] + metrics, body))
+
+
+def plot(res: dict, path: str) -> None:
+  plt = common.pyplot()
+  rows = res["rows"]
+  names = list(rows)
+  fig, ax = plt.subplots(figsize=(7, 4))
+  x = np.arange(len(names))
+  for i, m in enumerate(("NDCG@10", "MAP")):
+    v = [np.asarray(rows[n][m]) for n in names]
+    ax.bar(x + 0.4 * i - 0.2, [a.mean() for a in v], 0.4, yerr=[a.std() for a in v], label=m, capsize=2)
+  ax.set_xticks(x, names, rotation=20, fontsize=8)
+  common.finish_plot(fig, ax, res, path, "", "test metric")
+
+
+def main(argv):
+  del argv
+  cfg = common.data_config_from_flags()
+  cfg.update(common.train_config_from_flags(), loss=common.single_loss(), teacher_hidden=FLAGS.teacher_hidden,
+             student_hidden=FLAGS.student_hidden, rd_a=FLAGS.rd_a, schemes=FLAGS.schemes)
+  res = run(cfg)
+  print(common.write_outputs(common.out_root("rank_distill"), res, to_markdown(res), plot, "rank_distill.png"))
+
+
+if __name__ == "__main__":
+  app.run(main)
