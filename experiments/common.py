@@ -113,6 +113,8 @@ def define_train_flags():
   flags.DEFINE_float("topk_lambda", 5.0, "Ranking Distillation Eq. 8 lambda.")
   flags.DEFINE_float("topk_mu", 0.1, "Ranking Distillation Eq. 9 mu.")
   flags.DEFINE_integer("topk_eps", 10, "Ranking Distillation Algorithm 1 samples epsilon.")
+  flags.DEFINE_string("mesh", "", "Data-parallel device mesh, e.g. data:4 or seeds:2,data:2 (default: one "
+                      "device). CPU test: XLA_FLAGS=--xla_force_host_platform_device_count=4.")
   flags.DEFINE_integer("topk_warmup", None, "Ranking Distillation warm-up epochs with w^a only (default "
                        "half the epochs).")
 
@@ -124,7 +126,19 @@ def train_config_from_flags() -> dict:
               data_groups=FLAGS.data_groups, max_buckets=FLAGS.max_buckets, teacher_loss=FLAGS.teacher_loss,
               transform_a=FLAGS.transform_a, transform_b=FLAGS.transform_b,
               topk=dict(k=FLAGS.topk_k, scheme=FLAGS.topk_scheme, lam=FLAGS.topk_lambda, mu=FLAGS.topk_mu,
-                        eps=FLAGS.topk_eps, warmup=FLAGS.topk_warmup))
+                        eps=FLAGS.topk_eps, warmup=FLAGS.topk_warmup), mesh=parse_mesh(FLAGS.mesh))
+
+
+def parse_mesh(text: str) -> tuple:
+  """'seeds:2,data:2' -> (('seeds', 2), ('data', 2)); '' -> () (one device)."""
+  from absl import app
+  out = []
+  for part in filter(None, text.split(",")):
+    name, _, size = part.partition(":")
+    if name not in ("data", "seeds") or not size.isdigit() or int(size) < 1:
+      raise app.UsageError(f"--mesh={text!r}: expected axis:size pairs with axes data and/or seeds, e.g. data:4")
+    out.append((name, int(size)))
+  return tuple(out)
 
 
 def train_config(cfg: dict, loss: str, **overrides) -> T.TrainConfig:
@@ -139,7 +153,7 @@ def train_config(cfg: dict, loss: str, **overrides) -> T.TrainConfig:
   if cfg.get("teacher_loss"):
     kw.update(distill.TEACHER_LOSSES[cfg["teacher_loss"]])
   kw.update(transform_a=cfg.get("transform_a", 1.0), transform_b=cfg.get("transform_b", 0.0),
-            topk=rank_distill.TopK(**(cfg.get("topk") or {})))
+            topk=rank_distill.TopK(**(cfg.get("topk") or {})), mesh=tuple(map(tuple, cfg.get("mesh") or ())))
   kw.update(overrides)
   return T.TrainConfig.paper(loss, **kw)
 

@@ -34,18 +34,12 @@ common.define_data_flags()
 common.define_train_flags()
 common.define_common_flags()
 common.flag(flags.DEFINE_float, "sdr_a", 0.5, "SDR Eq. 4 weight a of the distillation loss.")
-common.flag(flags.DEFINE_list, "temperatures", ["0.1", "0.5", "1", "2", "5"], "Softmax-transform temperatures.")
+common.flag(flags.DEFINE_list, "temperatures", ["0.1", "1", "5"], "Softmax-transform temperatures.")
 FLAGS = flags.FLAGS
 
 KS = (5, 1, 10)        # training-time cut-offs: the first (NDCG@5, SDR's headline) selects the best epoch
 SHOW = (1, 5, 10)      # table column order
 TEACHER_LOSS = {"pointwise": "mse", "listwise": "softmax"}
-
-
-def graded(ds: D.Dataset) -> D.Dataset:
-  """The dataset with y = the graded relevance label (SDR trains and evaluates on it)."""
-  splits = {s: dataclasses.replace(g, y=g.rel.astype(np.float32)) for s, g in ds.splits.items()}
-  return D.Dataset(name=ds.name, splits=splits, privileged=ds.privileged, config=dict(ds.config, labels="graded"))
 
 
 def run(cfg: dict) -> dict:
@@ -59,7 +53,7 @@ def run(cfg: dict) -> dict:
       order.append(name)
 
   for fold in common.folds_of(cfg):
-    ds = graded(common.load_dataset(dict(cfg, num_privileged=0), fold))
+    ds = D.with_graded_labels(common.load_dataset(dict(cfg, num_privileged=0), fold))
     log = common.progress(f"[sdr fold{fold}]")
     tcs, logits = {}, {}
     for kind, loss in TEACHER_LOSS.items():

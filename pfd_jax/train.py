@@ -56,6 +56,8 @@ class TrainConfig:
   transform_b: float = 0.0         # SDR Eq. 10 intercept b
   temperature: float = 1.0         # softmax transform temperature T (SDR section 5.6)
   topk: rank_distill.TopK = rank_distill.TopK()  # teacher_loss="topk"
+  # Data parallelism: mesh axes, e.g. (("data", 4),) or (("seeds", 2), ("data", 2)); () = one device.
+  mesh: tuple = ()
 
   @staticmethod
   def paper(loss: str, **kw) -> "TrainConfig":
@@ -240,8 +242,9 @@ def _keep_best(improved, new, old):
       lambda a, b: jnp.where(improved.reshape((-1,) + (1,) * (a.ndim - 1)), a, b), new, old)
 
 
-def _epoch_batches(seed_keys, epoch: int, sizes: Sequence[int], batch: int):
-  """One epoch's batch plan: a list of (bucket, idx [S, B], valid [B]).
+def _epoch_batches(seed_keys, epoch: int, sizes: Sequence[int], batch: int, multiple: int = 1):
+  """One epoch's batch plan: a list of (bucket, idx [S, B], valid [B]); B is rounded up to a multiple of
+  `multiple` (the data-parallel devices) with invalid entries, which carry no weight.
 
   Seed s permutes each bucket with its own key folded with the epoch, so a seed's batches do not depend on
   which other seeds run beside it (a vmapped run equals separate runs). The interleaving of the buckets'
@@ -255,10 +258,65 @@ def _epoch_batches(seed_keys, epoch: int, sizes: Sequence[int], batch: int):
     perm = np.asarray(jax.vmap(lambda k: jax.random.permutation(k, q))(ep_keys[:, b]))
     perm = np.concatenate([perm, np.zeros((perm.shape[0], nb * bb - q), perm.dtype)], 1)
     valid = np.arange(nb * bb) < q
+    extra = -bb % multiple
     for j in range(nb):
-      plan.append((b, perm[:, j * bb:(j + 1) * bb], valid[j * bb:(j + 1) * bb].astype(np.float32)))
+      idx, val = perm[:, j * bb:(j + 1) * bb], valid[j * bb:(j + 1) * bb].astype(np.float32)
+      if extra:
+        idx, val = np.pad(idx, ((0, 0), (0, extra))), np.pad(val, (0, extra))
+      plan.append((b, idx, val))
   order = np.asarray(jax.random.permutation(jax.random.PRNGKey(epoch), len(plan)))
   return [plan[i] for i in order]
+
+
+class _Placement:
+  """Where a run's arrays live: one device, or a ``jax.sharding.Mesh`` with axes 'data' (a batch's groups
+  split across devices; XLA all-reduces the gradient sum) and optionally 'seeds' (each device trains a
+  share of the seeds). Data buckets are replicated; the step is the same jitted function either way (jit
+  follows its inputs' shardings), so a mesh run equals a one-device run up to float summation order."""
+
+  def __init__(self, mesh_axes: tuple, num_seeds: int):
+    self.mesh = None
+    self.data = 1
+    if mesh_axes:
+      from jax.sharding import Mesh
+      names, sizes = zip(*mesh_axes)
+      if set(names) - {"data", "seeds"} or len(set(names)) != len(names):
+        raise ValueError(f"mesh axes must be 'data' and/or 'seeds', got {mesh_axes}")
+      n = int(np.prod(sizes))
+      if n > len(jax.devices()):
+        raise ValueError(f"mesh {mesh_axes} needs {n} devices; {len(jax.devices())} available "
+                         "(CPU: XLA_FLAGS=--xla_force_host_platform_device_count=N)")
+      shape = dict(mesh_axes)
+      if num_seeds % shape.get("seeds", 1):
+        raise ValueError(f"{num_seeds} seeds do not split over a 'seeds' mesh axis of {shape['seeds']}")
+      self.mesh = Mesh(np.asarray(jax.devices()[:n]).reshape(sizes), names)
+      self.data = shape.get("data", 1)
+      self.seed_axis = "seeds" if "seeds" in shape else None
+
+  def _put(self, tree, spec):
+    if self.mesh is None:
+      return tree
+    from jax.sharding import NamedSharding
+    return jax.device_put(tree, NamedSharding(self.mesh, spec))
+
+  def replicated(self, tree):
+    from jax.sharding import PartitionSpec as P
+    return tree if self.mesh is None else self._put(tree, P())
+
+  def per_seed(self, tree):
+    """Arrays with a leading seed axis: split over 'seeds' (replicated without that axis)."""
+    from jax.sharding import PartitionSpec as P
+    return tree if self.mesh is None else self._put(tree, P(self.seed_axis))
+
+  def batch(self, idx, valid):
+    from jax.sharding import PartitionSpec as P
+    if self.mesh is None:
+      return jnp.asarray(idx), jnp.asarray(valid)
+    return self._put(idx, P(self.seed_axis, "data")), self._put(valid, P("data"))
+
+  def gather(self, tree):
+    """Back on the default device (prediction and evaluation outside training use one device)."""
+    return tree if self.mesh is None else jax.device_put(tree, jax.devices()[0])
 
 
 def train(key, cfg: TrainConfig, train_buckets: list, view: str, eval_sets: dict, *,
@@ -284,6 +342,11 @@ def train(key, cfg: TrainConfig, train_buckets: list, view: str, eval_sets: dict
     raise ValueError("no training group (is there any positive query group?)")
   keys = key if num_seeds is None else jax.random.split(key, num_seeds)
   s_count = keys.shape[0]
+  place = _Placement(cfg.mesh, s_count)
+  train_buckets = place.replicated(train_buckets)
+  eval_sets = {n: EvalSet(place.replicated(es.buckets), es.num_lists) for n, es in eval_sets.items()}
+  if teacher is not None:
+    teacher = place.per_seed(teacher)
   sizes = [int(b["x"].shape[0]) for b in train_buckets]
   steps_per_epoch = sum(-(-q // min(cfg.batch_size, q)) for q in sizes)
   fns = _compiled(cfg, teacher is not None, steps_per_epoch)
@@ -298,6 +361,7 @@ def train(key, cfg: TrainConfig, train_buckets: list, view: str, eval_sets: dict
   params, opt_state = fns["init"](init_keys, feats[0].shape[-1])
   if init_params is not None:
     params = jax.tree_util.tree_map(jnp.copy, init_params)  # ours to donate; the caller's stay intact
+  params, opt_state, loss_keys = place.per_seed((params, opt_state, loss_keys))
   best_params = jax.tree_util.tree_map(jnp.copy, params)  # params' buffers are donated to the step
   best_val = jnp.full((s_count,), -jnp.inf)
   curves = {name: np.zeros((s_count, cfg.epochs, len(cfg.ks))) for name in eval_sets}
@@ -310,9 +374,10 @@ def train(key, cfg: TrainConfig, train_buckets: list, view: str, eval_sets: dict
     epoch_loss = jnp.zeros((s_count, 3))
     ep_keys = jax.vmap(lambda k: jax.random.fold_in(k, epoch))(loss_keys)
     hybrid_on = jnp.asarray(epoch >= warmup)
-    for j, (b, idx, valid) in enumerate(_epoch_batches(order_key, epoch, sizes, cfg.batch_size)):
+    for j, (b, idx, valid) in enumerate(_epoch_batches(order_key, epoch, sizes, cfg.batch_size, place.data)):
       t = None if teacher is None else teacher[b]
-      params, opt_state, l = fns["step"](params, opt_state, ep_keys, jnp.asarray(idx), jnp.asarray(valid),
+      idx, valid = place.batch(idx, valid)
+      params, opt_state, l = fns["step"](params, opt_state, ep_keys, idx, valid,
                                          feats[b], train_buckets[b]["y"], train_buckets[b]["mask"], data_w[b], t,
                                          alpha, jnp.int32(j), hybrid_on)
       epoch_loss = epoch_loss + l
@@ -327,7 +392,7 @@ def train(key, cfg: TrainConfig, train_buckets: list, view: str, eval_sets: dict
     if log_fn is not None:
       log_fn(epoch, float(loss_hist[:, epoch, 0].mean()), float(np.mean(sel)), time.time() - t0)
   best = {name: c[np.arange(s_count), best_epoch] for name, c in curves.items()}
-  return TrainResult(params=best_params, curves=curves, loss=loss_hist, best_epoch=best_epoch, best=best,
+  return TrainResult(params=place.gather(best_params), curves=curves, loss=loss_hist, best_epoch=best_epoch, best=best,
                      seconds=time.time() - t0)
 
 

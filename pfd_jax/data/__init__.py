@@ -1,7 +1,7 @@
 """Data layer: LETOR files and synthetic data -> labelled, split, padded query groups."""
 from pfd_jax.data.datasets import (NAMES, SPLITS, Dataset, available_folds, default_num_privileged, default_tau, load_raw,
                                    num_folds, prepare, resolve_data_dir, shared_data_root, split_files,
-                                   summary, with_synthetic_privileged)
+                                   summary, with_graded_labels, with_synthetic_privileged)
 from pfd_jax.data.groups import Groups
 from pfd_jax.data.letor import load_letor, pad_features
 from pfd_jax.data.padding import Padded, bucket_cuts, bucketize, pad, padding_ratio

@@ -192,6 +192,12 @@ def prepare(name: str, raw: dict, *, t: float = 4.0, tau: Optional[float] = None
   return Dataset(name=name, splits=out, privileged=priv, config=config)
 
 
+def with_graded_labels(ds: Dataset) -> Dataset:
+  """The dataset with y = the graded relevance label rel (SDR and the perceptrons train and evaluate on it)."""
+  splits = {s: dataclasses.replace(g, y=g.rel.astype(np.float32)) for s, g in ds.splits.items()}
+  return Dataset(name=ds.name, splits=splits, privileged=ds.privileged, config=dict(ds.config, labels="graded"))
+
+
 def with_synthetic_privileged(ds: Dataset, tau_priv: float) -> Dataset:
   """Figure 5's setting: every dataset feature regular, and one privileged feature
   z = 1[t r + G1 > t tau_priv + G0] drawn with the *same* Gumbel draws as y (so z = y at tau_priv = tau)."""

@@ -1,0 +1,46 @@
+"""Data-parallel training on a 4-device CPU mesh equals the one-device run (float tolerance).
+
+XLA's host device count is fixed when JAX starts, so the comparison runs in a fresh interpreter with
+XLA_FLAGS=--xla_force_host_platform_device_count=4.
+"""
+import json
+import os
+import subprocess
+import sys
+
+SCRIPT = r"""
+import dataclasses, json
+import jax, numpy as np
+from experiments import common
+from pfd_jax import distill, train as T
+
+assert len(jax.devices()) == 4, jax.devices()
+ds = common.load_dataset(dict(dataset="synthetic", synthetic_kwargs=dict(num_queries=(80, 20, 60), mean_docs=16.0),
+                              tau=4.0, cache_dir=None))
+dd = distill.to_device(ds, max_buckets=2, eval_splits=("test",), data_groups="all")
+keys = jax.random.split(jax.random.PRNGKey(0), 2)
+out = {}
+for name, mesh in [("one", ()), ("data4", (("data", 4),)), ("seeds2_data2", (("seeds", 2), ("data", 2)))]:
+  cfg = T.TrainConfig(hidden=16, layers=3, epochs=3, batch_size=30, mesh=mesh)
+  teacher = distill.train_on_data(keys, cfg, dd, "xz")
+  student = distill.train_student(keys, cfg, dd, distill.teacher_targets(cfg, [(teacher, "xz")], dd))
+  leaves = [np.asarray(a).ravel() for a in jax.tree_util.tree_leaves(student.params)]
+  out[name] = dict(params=np.concatenate(leaves).tolist(), curve=student.curves["test"].tolist(),
+                   loss=student.loss.tolist())
+print("RESULT" + json.dumps(out))
+"""
+
+
+def test_mesh_training_equals_one_device():
+  env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4", JAX_PLATFORMS="cpu")
+  root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+  proc = subprocess.run([sys.executable, "-c", SCRIPT], env=env, cwd=root, capture_output=True, text=True,
+                        timeout=600)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  res = json.loads(proc.stdout.split("RESULT", 1)[1])
+  import numpy as np
+  one = res["one"]
+  for name in ("data4", "seeds2_data2"):
+    np.testing.assert_allclose(res[name]["loss"], one["loss"], rtol=2e-4)
+    np.testing.assert_allclose(res[name]["params"], one["params"], rtol=1e-3, atol=2e-4)
+    np.testing.assert_allclose(res[name]["curve"], one["curve"], atol=1e-3)
