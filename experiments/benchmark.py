@@ -1,17 +1,34 @@
-r"""Training throughput at MSLR-WEB30K scale on the synthetic generator, 1 seed vs S vmapped seeds.
+r"""Speed and scale at MSLR-WEB30K size on the synthetic generator, measured side by side in one run.
 
-  python -m experiments.benchmark                 # RankBCE and RankNet, 1 and 5 seeds
-  python -m experiments.benchmark --scale=0.25    # a quicker look
+  python -m experiments.benchmark                  # throughput, roofline, seeds, torch reference, evaluation
+  python -m experiments.benchmark --scale=0.25     # a quicker look
+  /usr/bin/time -v python -m experiments.benchmark --case=memory   # RankNet, 1,300-document lists, batch 300
 
-Times one training epoch over every training group (data loss on all groups, the paper's model, batch and
-learning rate per loss) after a warm-up epoch that includes compilation, and reports documents/s (real
-documents, padding excluded; a vmapped run counts each seed's documents) and the S-seed / 1-seed time ratio.
-Writes results/benchmark/results.json and table.md. A script, not a timed test.
+Default case, per loss (RankBCE, RankNet; the paper's model, batch size and learning rate):
+
+* **throughput**: one training epoch over every training group (data loss on all groups) after a warm-up
+  epoch that compiles; documents/s counts real documents (padding excluded), a vmapped run each seed's;
+* **seeds**: the same epoch with S vmapped seeds, and the S-seed / 1-seed time ratio;
+* **roofline** (RankBCE): the step's FLOPs (fwd + bwd of the MLP's matmuls, 3x the forward's
+  2 * sum(in * out) per document; the loss and optimizer are O(parameters + documents)) per second,
+  against this device's measured rate for the same matmul chain at the same shapes (a jitted forward +
+  backward of bias-free Dense layers over one batch's rows), both in the same run;
+* **torch reference** (where torch is importable): the identical model, loss (summed RankBCE), optimizer
+  (Adam with coupled L2, torch.optim.Adam(weight_decay)), batches and batch order in PyTorch eager, over
+  --torch_batches batches after a warm-up, as the "what users would pick instead" comparison;
+* **evaluation**: NDCG@8/16/32 of one model on the whole test split, one jitted call.
+
+The memory case trains RankNet (all pairs, blocked: pfd_jax.losses.PAIR_BLOCK) on lists of --memory_len
+documents at batch --memory_batch for two steps and reports the process's peak resident memory (the figure
+`/usr/bin/time -v` prints as "Maximum resident set size"). Writes results/benchmark/<case>.json and .md.
+A script, never a timed test.
 """
 import os
+import resource
 import time
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 from absl import app, flags, logging
 
@@ -19,52 +36,182 @@ from experiments import common
 from pfd_jax import data as D
 from pfd_jax import train as T
 
+common.flag(flags.DEFINE_enum, "case", "throughput", ["throughput", "memory"], "What to measure.")
 common.flag(flags.DEFINE_list, "losses", None, "Losses to time (default: rankbce, ranknet).")
 common.flag(flags.DEFINE_list, "seed_counts", ["1", "5"], "Numbers of vmapped seeds.")
 common.flag(flags.DEFINE_float, "scale", 1.0, "Fraction of the Web30k-size query counts.")
 common.flag(flags.DEFINE_integer, "max_buckets", 8, "Length buckets.")
+common.flag(flags.DEFINE_integer, "torch_batches", 30, "Batches timed in the torch eager reference (0 = skip).")
+common.flag(flags.DEFINE_integer, "memory_len", 1300, "Memory case: documents per list.")
+common.flag(flags.DEFINE_integer, "memory_batch", 300, "Memory case: lists per batch.")
 common.flag(flags.DEFINE_string, "out_dir", None, "Output folder (default results/<driver>/).")
 FLAGS = flags.FLAGS
 
 
 def epoch_seconds(cfg, buckets, eval_set, seeds):
-  """Seconds of the second of two epochs (the first compiles)."""
+  """(seconds of the second of two epochs (the first compiles), the trained params)."""
   times = []
-  T.train(jax.random.split(jax.random.PRNGKey(0), seeds), cfg, buckets, "x", {"test": eval_set},
-          log_fn=lambda e, l, n, s: times.append(s))
-  return times[1] - times[0]
+  res = T.train(jax.random.split(jax.random.PRNGKey(0), seeds), cfg, buckets, "x", {"test": eval_set},
+                log_fn=lambda e, l, n, s: times.append(s))
+  return times[1] - times[0], res.params
 
 
-def main(argv):
-  del argv
+def mlp_matmul_flops(dim: int, hidden: int, layers: int) -> int:
+  """Forward multiply-add FLOPs of the MLP's Dense layers per document: 2 * sum(in * out)."""
+  shapes = [(dim, hidden)] + [(hidden, hidden)] * (layers - 2) + [(hidden, 1)]
+  return 2 * sum(a * b for a, b in shapes)
+
+
+def matmul_rate(rows: int, dim: int, hidden: int, layers: int, repeats: int = 5) -> float:
+  """FLOP/s of a jitted forward + backward of the model's bias-free matmul chain on `rows` documents."""
+  shapes = [(dim, hidden)] + [(hidden, hidden)] * (layers - 2) + [(hidden, 1)]
+  keys = jax.random.split(jax.random.PRNGKey(1), len(shapes) + 1)
+  ws = [jax.random.normal(k, s) * 0.05 for k, s in zip(keys[1:], shapes)]
+  x = jax.random.normal(keys[0], (rows, dim))
+
+  def chain(ws, x):
+    for w in ws:
+      x = x @ w
+    return jnp.sum(x)
+
+  fn = jax.jit(jax.grad(chain))
+  jax.block_until_ready(fn(ws, x))
+  best = min(_timed(lambda: jax.block_until_ready(fn(ws, x))) for _ in range(repeats))
+  return 3 * mlp_matmul_flops(dim, hidden, layers) * rows / best
+
+
+def _timed(f) -> float:
+  t0 = time.perf_counter()
+  f()
+  return time.perf_counter() - t0
+
+
+def torch_reference(host_buckets, cfg: T.TrainConfig, n_batches: int, seed: int = 0):
+  """docs/s of the identical model, summed RankBCE, Adam(coupled L2) and batch plan in PyTorch eager."""
+  try:
+    import torch
+  except ImportError:
+    return None
+  torch.manual_seed(seed)
+  torch.set_num_threads(os.cpu_count())
+  dim = host_buckets[0].x.shape[-1]
+  layers = [torch.nn.Linear(dim, cfg.hidden), torch.nn.ReLU()]
+  for _ in range(cfg.layers - 2):
+    layers += [torch.nn.Linear(cfg.hidden, cfg.hidden), torch.nn.ReLU()]
+  model = torch.nn.Sequential(*layers, torch.nn.Linear(cfg.hidden, 1))
+  opt = torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+  plan = T._epoch_batches(jax.random.split(jax.random.PRNGKey(seed), 1), 0,
+                          [b.x.shape[0] for b in host_buckets], cfg.batch_size)
+  warm = 3
+  plan = plan[:n_batches + warm]
+  docs, t0 = 0, None
+  for n, (b, idx, valid) in enumerate(plan):
+    if n == warm:
+      t0 = time.perf_counter()
+    hb, i = host_buckets[b], idx[0][valid > 0]
+    x, y, m = (torch.from_numpy(np.ascontiguousarray(a[i])) for a in (hb.x, hb.y, hb.mask))
+    s = model(x).squeeze(-1)
+    loss = torch.where(m, torch.nn.functional.softplus(s) - y * s, torch.zeros(())).sum()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    if n >= warm:
+      docs += int(m.sum())
+  return dict(docs_per_s=docs / (time.perf_counter() - t0), batches=len(plan) - warm, torch=torch.__version__,
+              threads=torch.get_num_threads())
+
+
+def throughput() -> tuple:
   kw = D.web30k_scale()
   kw["num_queries"] = tuple(max(1, int(q * FLAGS.scale)) for q in kw["num_queries"])
   t0 = time.time()
   ds = D.prepare("synthetic", D.generate_synthetic(**kw))
-  train_b = T.device_buckets(D.bucketize(ds["train"], FLAGS.max_buckets))
+  host = D.bucketize(ds["train"], FLAGS.max_buckets)
+  train_b = T.device_buckets(host)
   test = ds["test"].take(np.arange(min(200, ds["test"].num_queries)))
   eval_set = T.eval_set(test, 2)
+  full_test = T.eval_set(ds["test"], FLAGS.max_buckets)
   docs = ds["train"].num_docs
+  padded = sum(int(np.prod(b.mask.shape)) for b in host)
+  dim = int(ds["train"].x.shape[1])
   logging.info("data ready in %.1fs: %d train groups, %d docs, padding ratio %.3f", time.time() - t0,
-               ds["train"].num_queries, docs, D.padding_ratio(D.bucketize(ds["train"], FLAGS.max_buckets)))
-  res = {"env": common.environment(), "train_docs": docs, "train_groups": ds["train"].num_queries,
-         "features": int(ds["train"].x.shape[1]), "scale": FLAGS.scale, "cases": {}}
+               ds["train"].num_queries, docs, padded / docs)
+  res = {"env": common.environment(), "train_docs": docs, "padded_docs": padded, "train_groups":
+         ds["train"].num_queries, "features": dim, "scale": FLAGS.scale, "cases": {}}
   rows = []
   for loss in FLAGS.losses or ["rankbce", "ranknet"]:
     cfg = T.TrainConfig.paper(loss, epochs=2, data_groups="all")
-    base = None
+    base, params = None, None
     for s in map(int, FLAGS.seed_counts):
-      sec = epoch_seconds(cfg, train_b, eval_set, s)
-      base = sec if base is None else base
+      sec, p = epoch_seconds(cfg, train_b, eval_set, s)
+      base, params = (sec, p) if base is None else (base, params)
       rate = docs * s / sec
-      res["cases"][f"{loss}/seeds={s}"] = dict(epoch_seconds=sec, docs_per_s=rate, time_ratio=sec / base)
+      case = dict(epoch_seconds=sec, docs_per_s=rate, time_ratio=sec / base)
+      if loss == "rankbce":
+        flops = 3 * mlp_matmul_flops(dim, cfg.hidden, cfg.layers)
+        case.update(useful_flops_per_s=flops * docs * s / sec, executed_flops_per_s=flops * padded * s / sec)
+      res["cases"][f"{loss}/seeds={s}"] = case
       rows.append([loss, s, f"{sec:.2f}", f"{rate:,.0f}", f"{sec / base:.2f}"])
       logging.info("%s seeds=%d: %.2fs/epoch, %.0f docs/s", loss, s, sec, rate)
-  md = (f"{docs:,} training documents, {res['features']} regular features, 5-layer width-100 MLP, "
-        f"{res['env']['backend']} ({res['env']['cpus']} CPUs)\n\n" +
-        common.markdown_table(["loss", "seeds", "s / epoch", "docs/s (all seeds)", "time / 1-seed time"], rows))
-  common.write_json(os.path.join(common.out_root("benchmark"), "results.json"), res)
-  common.write_text(os.path.join(common.out_root("benchmark"), "table.md"), md)
+    if FLAGS.torch_batches:
+      ref = torch_reference(host, cfg, FLAGS.torch_batches) if loss == "rankbce" else None
+      if ref is not None:
+        res["cases"][f"{loss}/torch"] = ref
+        jax_rate = res["cases"][f"{loss}/seeds=1"]["docs_per_s"]
+        rows.append([f"{loss} (torch {ref['torch']} eager)", 1, "", f"{ref['docs_per_s']:,.0f}",
+                     f"JAX / torch = {jax_rate / ref['docs_per_s']:.2f}x docs/s"])
+    if loss == "rankbce":
+      rows_per_batch = int(np.mean([min(cfg.batch_size, b.x.shape[0]) * b.x.shape[1] for b in host]))
+      peak = matmul_rate(rows_per_batch, dim, cfg.hidden, cfg.layers)
+      one = res["cases"]["rankbce/seeds=1"]
+      res["roofline"] = dict(matmul_flops_per_s=peak, rows=rows_per_batch,
+                             useful_fraction=one["useful_flops_per_s"] / peak,
+                             executed_fraction=one["executed_flops_per_s"] / peak)
+      one_seed = jax.tree_util.tree_map(lambda a: a[:1], params)
+      T.evaluate(cfg, one_seed, full_test, "x")  # compile
+      sec = _timed(lambda: T.evaluate(cfg, one_seed, full_test, "x"))
+      res["evaluation"] = dict(seconds=sec, lists=ds["test"].num_queries, docs=ds["test"].num_docs)
+  rf, ev = res["roofline"], res["evaluation"]
+  md = (f"{docs:,} training documents ({padded / docs:.3f} padded / real), {dim} regular features, 5-layer "
+        f"width-100 MLP, {res['env']['backend']} ({res['env']['cpus']} CPUs)\n\n" +
+        common.markdown_table(["loss", "seeds", "s / epoch", "docs/s (all seeds)", "vs 1 seed"], rows) +
+        f"\nRoofline (RankBCE, 1 seed): the step achieves {one['useful_flops_per_s'] / 1e9:.1f} GFLOP/s on real "
+        f"documents ({one['executed_flops_per_s'] / 1e9:.1f} executed, padding included) against "
+        f"{rf['matmul_flops_per_s'] / 1e9:.1f} GFLOP/s measured for the same matmul chain (fwd + bwd, "
+        f"{rf['rows']:,} rows): {100 * rf['useful_fraction']:.0f}% ({100 * rf['executed_fraction']:.0f}% "
+        f"executed).\n\nEvaluation: NDCG@8/16/32 of the whole test split ({ev['lists']:,} lists, {ev['docs']:,} "
+        f"documents) in one jitted call: {ev['seconds']:.2f} s.\n")
+  return res, md
+
+
+def memory() -> tuple:
+  """RankNet on [batch, L] lists: two steps (one compiles), peak RSS of this process."""
+  rng = np.random.default_rng(0)
+  q, l, dim = FLAGS.memory_batch, FLAGS.memory_len, 96
+  bucket = dict(x=jnp.asarray(rng.normal(size=(q, l, dim)).astype(np.float32)),
+                y=jnp.asarray((rng.random((q, l)) < 0.05).astype(np.float32)), mask=jnp.ones((q, l), bool),
+                pos=jnp.ones(q))
+  es = T.EvalSet([bucket], q)
+  cfg = T.TrainConfig.paper("ranknet", epochs=2, batch_size=q)
+  t0 = time.time()
+  times = []
+  T.train(jax.random.split(jax.random.PRNGKey(0), 1), cfg, [bucket], "x", {"test": es},
+          log_fn=lambda e, loss, n, s: times.append(s))
+  rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2 ** 20  # KiB -> GiB on Linux
+  res = {"env": common.environment(), "lists": q, "docs_per_list": l, "features": dim,
+         "peak_rss_gib": rss, "step_seconds": times[1] - times[0], "total_seconds": time.time() - t0}
+  md = (f"RankNet (all pairs, blocked) on a batch of {q} lists x {l} documents, {dim} features: peak resident "
+        f"memory {rss:.2f} GiB; one epoch (1 step + evaluation) {res['step_seconds']:.1f} s after compiling. "
+        f"{res['env']['backend']} ({res['env']['cpus']} CPUs).\n")
+  return res, md
+
+
+def main(argv):
+  del argv
+  res, md = throughput() if FLAGS.case == "throughput" else memory()
+  out = common.out_root("benchmark")
+  common.write_json(os.path.join(out, f"{FLAGS.case}.json"), res)
+  common.write_text(os.path.join(out, f"{FLAGS.case}.md"), md)
   print(md)
 
 

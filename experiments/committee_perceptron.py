@@ -35,7 +35,7 @@ from pfd_jax.data import padding
 
 common.define_data_flags(default_dataset="ohsumed")
 common.define_common_flags()
-common.flag(flags.DEFINE_integer, "passes", 50, "Passes over the pair stream (T is chosen among 1..passes).")
+common.flag(flags.DEFINE_integer, "passes", 30, "Passes over the pair stream (T is chosen among 1..passes).")
 common.flag(flags.DEFINE_list, "committee_sizes", ["5", "10", "20", "50"], "Committee sizes K (chosen on vali).")
 common.flag(flags.DEFINE_integer, "vote_capacity", 200, "Hypotheses the voted perceptron keeps.")
 common.flag(flags.DEFINE_list, "svm_c", ["0.001", "0.01", "0.1"], "RankSVM C values (chosen on vali).")

@@ -162,7 +162,7 @@ def progress(prefix: str):
   """A run_methods log_fn factory: one absl log line per epoch of every row."""
   def make(row):
     def log(epoch, loss, ndcg, seconds):
-      logging.info("%s %-13s epoch %3d  loss %10.3f  NDCG@8 %.4f  %6.1fs", prefix, row, epoch + 1, loss, ndcg,
+      logging.info("%s %-13s epoch %3d  loss %10.3f  select NDCG %.4f  %6.1fs", prefix, row, epoch + 1, loss, ndcg,
                    seconds)
     return log
   return make

@@ -196,26 +196,31 @@ def _compiled_cached(cfg: TrainConfig, has_teacher: bool, steps_per_epoch: int):
 
 @functools.lru_cache(maxsize=None)
 def _scoring(hidden: int, layers: int, ks: tuple):
-  """Jitted, seed-vmapped predict and per-list NDCG for one model shape (shared by every run)."""
+  """Jitted, seed-vmapped predict and whole-split NDCG sums for one model shape (shared by every run)."""
   model = MLP(hidden=hidden, layers=layers)
   predict = lambda params, feats: model.apply(params, feats)
-  evaluate = lambda params, feats, y, mask: metrics_lib.ndcg_table(model.apply(params, feats), y, mask, ks)
-  return dict(predict=jax.jit(jax.vmap(predict, in_axes=(0, None))),
-              evaluate=jax.jit(jax.vmap(evaluate, in_axes=(0, None, None, None))))
+  per_list = jax.vmap(lambda params, f, y, m: metrics_lib.ndcg_table(model.apply(params, f), y, m, ks),
+                      in_axes=(0, None, None, None))
+
+  def ndcg_sums(params, triples):
+    """(sum over lists with a positive [S, K], their count) over every bucket: one call per split."""
+    tot, cnt = 0.0, 0
+    for f, y, m in triples:
+      valid = metrics_lib.has_relevant(y, m)
+      tot = tot + jnp.sum(jnp.where(valid, per_list(params, f, y, m), 0.0), -1)
+      cnt = cnt + jnp.sum(valid)
+    return tot, cnt
+
+  return dict(predict=jax.jit(jax.vmap(predict, in_axes=(0, None))), ndcg_sums=jax.jit(ndcg_sums))
 
 
 def _mean_ndcg(cfg: TrainConfig, params, triples, num_lists: int) -> jax.Array:
   """[S, len(ks)] NDCG averaged over lists of (features, y, mask) buckets, cfg.empty_rule applied.
 
   Lists without a positive score 0; 'exclude' leaves them out of the mean, 'zero' counts them among the
-  `num_lists` lists of the split.
+  `num_lists` lists of the split. The whole split is scored in one jitted call.
   """
-  evaluate = _scoring(cfg.hidden, cfg.layers, tuple(cfg.ks))["evaluate"]
-  tot, cnt = 0.0, 0.0
-  for f, y, m in triples:
-    valid = metrics_lib.has_relevant(y, m)
-    tot = tot + jnp.sum(jnp.where(valid, evaluate(params, f, y, m), 0.0), -1)  # [S, K]
-    cnt = cnt + jnp.sum(valid)
+  tot, cnt = _scoring(cfg.hidden, cfg.layers, tuple(cfg.ks))["ndcg_sums"](params, tuple(map(tuple, triples)))
   return tot / (num_lists if cfg.empty_rule == "zero" else cnt)
 
 
