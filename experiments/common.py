@@ -113,10 +113,10 @@ def define_train_flags():
   flags.DEFINE_float("topk_lambda", 5.0, "Ranking Distillation Eq. 8 lambda.")
   flags.DEFINE_float("topk_mu", 0.1, "Ranking Distillation Eq. 9 mu.")
   flags.DEFINE_integer("topk_eps", 10, "Ranking Distillation Algorithm 1 samples epsilon.")
-  flags.DEFINE_string("mesh", "", "Data-parallel device mesh, e.g. data:4 or seeds:2,data:2 (default: one "
-                      "device). CPU test: XLA_FLAGS=--xla_force_host_platform_device_count=4.")
   flags.DEFINE_integer("topk_warmup", None, "Ranking Distillation warm-up epochs with w^a only (default "
                        "half the epochs).")
+  flags.DEFINE_string("mesh", "", "Data-parallel device mesh, e.g. data:4 or seeds:2,data:2 (default: one "
+                      "device). CPU test: XLA_FLAGS=--xla_force_host_platform_device_count=4.")
 
 
 def train_config_from_flags() -> dict:
@@ -162,8 +162,8 @@ def progress(prefix: str):
   """A run_methods log_fn factory: one absl log line per epoch of every row."""
   def make(row):
     def log(epoch, loss, ndcg, seconds):
-      logging.info("%s %-13s epoch %3d  loss %10.3f  select NDCG %.4f  %6.1fs", prefix, row, epoch + 1, loss, ndcg,
-                   seconds)
+      logging.info("%s %-13s epoch %3d  loss %10.3f  select NDCG %.4f  %6.1fs", prefix, row, epoch + 1, loss,
+                   ndcg, seconds)
     return log
   return make
 

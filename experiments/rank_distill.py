@@ -82,7 +82,8 @@ def run(cfg: dict) -> dict:
         info[name] = dict(params=models.num_params(jax.tree_util.tree_map(lambda a: a[0], res.params)),
                           ms_per_1000_docs=scoring_ms_per_1000(tc, res.params, test), hidden=tc.hidden)
   rows = {name: {m: np.concatenate([f[m] for f in per_fold]) for m in per_fold[0]} for name, per_fold in rows.items()}
-  return {"config": cfg, "env": common.environment(), "data": ds.config, "topk": dataclasses.asdict(tc_s.topk), "rows": rows,
+  return {"config": cfg, "env": common.environment(), "data": ds.config, "topk": dataclasses.asdict(tc_s.topk),
+          "rows": rows,
           "info": info, "seconds": time.time() - t0}
 
 

@@ -23,6 +23,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from pfd_jax import losses as losses_lib
 from pfd_jax import metrics as metrics_lib
@@ -283,7 +284,6 @@ class _Placement:
     self.mesh = None
     self.data = 1
     if mesh_axes:
-      from jax.sharding import Mesh
       names, sizes = zip(*mesh_axes)
       if set(names) - {"data", "seeds"} or len(set(names)) != len(names):
         raise ValueError(f"mesh axes must be 'data' and/or 'seeds', got {mesh_axes}")
@@ -301,23 +301,19 @@ class _Placement:
   def _put(self, tree, spec):
     if self.mesh is None:
       return tree
-    from jax.sharding import NamedSharding
     return jax.device_put(tree, NamedSharding(self.mesh, spec))
 
   def replicated(self, tree):
-    from jax.sharding import PartitionSpec as P
-    return tree if self.mesh is None else self._put(tree, P())
+    return tree if self.mesh is None else self._put(tree, PartitionSpec())
 
   def per_seed(self, tree):
     """Arrays with a leading seed axis: split over 'seeds' (replicated without that axis)."""
-    from jax.sharding import PartitionSpec as P
-    return tree if self.mesh is None else self._put(tree, P(self.seed_axis))
+    return tree if self.mesh is None else self._put(tree, PartitionSpec(self.seed_axis))
 
   def batch(self, idx, valid):
-    from jax.sharding import PartitionSpec as P
     if self.mesh is None:
       return jnp.asarray(idx), jnp.asarray(valid)
-    return self._put(idx, P(self.seed_axis, "data")), self._put(valid, P("data"))
+    return self._put(idx, PartitionSpec(self.seed_axis, "data")), self._put(valid, PartitionSpec("data"))
 
   def gather(self, tree):
     """Back on the default device (prediction and evaluation outside training use one device)."""
