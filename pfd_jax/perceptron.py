@@ -99,14 +99,11 @@ def step(state: PerceptronState, diff, eta) -> PerceptronState:
   return jax.lax.cond(jnp.dot(diff, state.w) <= 0, mistake, lambda s: s._replace(c=s.c + 1), state)
 
 
-UNROLL = 8  # scan iterations per loop trip (measured faster on CPU than 1)
-
-
 def _stream(state, diffs, eta, order, keep_trace: bool = False):
   def body(s, p):
     s = step(s, diffs[p], eta[p])
     return s, (s if keep_trace else None)
-  return jax.lax.scan(body, state, order, unroll=UNROLL)
+  return jax.lax.scan(body, state, order)
 
 
 def train(key, x, pairs, eta, passes: int, caps: Sequence[int] = (20,)) -> PerceptronState:
