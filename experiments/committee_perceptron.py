@@ -123,21 +123,14 @@ def timing(diffs_x, pairs, eta, passes: int, variants: dict, seed: int) -> dict:
   return out
 
 
-def load(cfg: dict, fold: int) -> D.Dataset:
-  raw = D.load_raw(cfg["dataset"], cfg.get("data_dir"), fold=fold, cache_dir=cfg.get("cache_dir"),
-                   synthetic_kwargs=cfg.get("synthetic_kwargs"))
-  ds = D.prepare(cfg["dataset"], raw, num_privileged=0, min_docs=cfg.get("min_docs", 1), query_norm=True,
-                 log1p=False, seed=cfg.get("label_seed", 0))
-  return D.with_graded_labels(ds)
-
-
 def run(cfg: dict) -> dict:
   t_all = time.time()
   sizes, vote_cap = list(cfg["committee_sizes"]), cfg["vote_capacity"]
   caps = sorted(set(sizes) | {1, vote_cap})
   per_fold = {}
   for fold in common.folds_of(cfg):
-    ds = load(cfg, fold)
+    ds = D.with_graded_labels(common.load_dataset(dict(cfg, num_privileged=0, query_norm=True, log1p=False),
+                                                  fold))
     tr_name, sel_name, te_name = splits_of(ds)
     tr = ds[tr_name]
     pairs, eta = P.query_pairs(tr.rel, tr.offsets)

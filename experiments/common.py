@@ -201,6 +201,7 @@ def load_dataset(cfg: dict, fold: int = 1) -> D.Dataset:
     tau = SYNTHETIC_TAU
   return D.prepare(name, raw, t=cfg.get("t", 4.0), tau=tau, num_privileged=cfg.get("num_privileged"),
                    min_docs=cfg.get("min_docs", 10), query_norm=cfg.get("query_norm", False),
+                   log1p=cfg.get("log1p", True),
                    seed=cfg.get("label_seed", 0))
 
 

@@ -55,10 +55,11 @@ def run(cfg: dict) -> dict:
   for fold in common.folds_of(cfg):
     ds = D.with_graded_labels(common.load_dataset(dict(cfg, num_privileged=0), fold))
     log = common.progress(f"[sdr fold{fold}]")
+    _, dd, base, keys = common.fold_setup(cfg, "softmax", fold, ds=ds, data_groups="all", ks=KS,
+                                          teacher_transform="affine", alpha=1.0 - a)
     tcs, logits = {}, {}
     for kind, loss in TEACHER_LOSS.items():
-      _, dd, tc, keys = common.fold_setup(cfg, loss, fold, ds=ds, data_groups="all", ks=KS,
-                                          teacher_transform="affine", alpha=1.0 - a)
+      tc = dataclasses.replace(base, loss=loss)
       teacher = distill.train_on_data(keys, tc, dd, "x", log(f"{kind} teacher"))
       tcs[kind], logits[kind] = tc, distill.teacher_targets(tc, [(teacher, "x")], dd)
       add(f"{kind} teacher", teacher)
