@@ -8,15 +8,16 @@ results/alpha_robustness/<dataset>/.
 """
 from absl import app
 
-from experiments import common, fig3_alpha
+from experiments import fig3_alpha
 
 ALPHAS = [0.3, 0.5, 0.7, 0.9, 0.95, 0.99, 0.999]
 
 
 def main(argv):
   del argv
-  res = fig3_alpha.run(fig3_alpha.config_from_flags(ALPHAS))
-  print(fig3_alpha.write(res, common.out_root("alpha_robustness"), "alpha_robustness",
+  cfg = fig3_alpha.config_from_flags(ALPHAS, "alpha_robustness")
+  res = fig3_alpha.run(cfg)
+  print(fig3_alpha.write(res, cfg["out_dir"], "alpha_robustness",
                          "Appendix A.7: PFD's gain over no-distillation against alpha"))
 
 

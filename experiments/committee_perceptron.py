@@ -129,7 +129,7 @@ def run(cfg: dict) -> dict:
   caps = sorted(set(sizes) | {1, vote_cap})
   per_fold = {}
   for fold in common.folds_of(cfg):
-    ds = D.with_graded_labels(common.load_dataset(dict(cfg, num_privileged=0, query_norm=True, log1p=False),
+    ds = D.with_graded_labels(common.load_dataset(dict(cfg, num_privileged=0, privileged=None, query_norm=True, log1p=False),
                                                   fold))
     tr_name, sel_name, te_name = splits_of(ds)
     tr = ds[tr_name]
@@ -225,7 +225,9 @@ def plot(res: dict, path: str) -> None:
 
 def main(argv):
   del argv
-  cfg = common.data_config_from_flags()
+  if FLAGS.save_models:
+    raise app.UsageError("--save_models saves MLP rankers; the perceptron family's linear models are not saved")
+  cfg = common.data_config_from_flags(needs_privileged=False)
   cfg.update(passes=FLAGS.passes, committee_sizes=[int(k) for k in FLAGS.committee_sizes],
              vote_capacity=FLAGS.vote_capacity, svm_c=[float(c) for c in FLAGS.svm_c],
              timing_passes=FLAGS.timing_passes, cp_seed=FLAGS.cp_seed, max_buckets=4, loss="pairwise")

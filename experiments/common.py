@@ -15,6 +15,7 @@ from absl import flags, logging
 from pfd_jax import data as D
 from pfd_jax import distill
 from pfd_jax import rank_distill
+from pfd_jax import serving
 from pfd_jax import train as T
 
 FLAGS = flags.FLAGS
@@ -35,6 +36,9 @@ def define_common_flags():
   flag(flags.DEFINE_string, "out_dir", None, "Output root (default results/<driver>/); files go to "
        "<out_dir>/<dataset>/.")
   flag(flags.DEFINE_enum, "loss", None, ["rankbce", "ranknet", "both"], "Ranking loss (default per driver).")
+  flag(flags.DEFINE_boolean, "save_models", False, "Save every trained row's model (all seeds + feature recipe) "
+       "under <out_dir>/<dataset>/models/[<loss>/][fold<k>/]<row>/, loadable with pfd_jax.load_model and "
+       "python -m experiments.predict.")
 
 
 def out_root(driver: str) -> str:
@@ -60,10 +64,15 @@ def write_outputs(root: str, res: dict, md: str, plot=None, png: Optional[str] =
   return md
 
 
+def output_config(driver: str) -> dict:
+  """Where a driver writes (out_dir) and whether it saves its models."""
+  return dict(out_dir=out_root(driver), save_models=FLAGS.save_models)
+
+
 def run_and_write(driver: str, run, to_markdown, plot=None, png: Optional[str] = None, **extra) -> None:
   """A single-loss driver's main: config from the data and training flags (+ extra), run, write, print."""
   cfg = data_config_from_flags()
-  cfg.update(train_config_from_flags(), loss=single_loss(), **extra)
+  cfg.update(**train_config_from_flags(), **output_config(driver), loss=single_loss(), **extra)
   res = run(cfg)
   print(write_outputs(out_root(driver), res, to_markdown(res), plot, png))
 
@@ -77,7 +86,16 @@ def define_data_flags(default_dataset: str = "synthetic"):
   flags.DEFINE_list("folds", None, "Folds to run (default: all folds of the dataset).")
   flags.DEFINE_float("t", 4.0, "Eq. 2 temperature.")
   flags.DEFINE_float("tau", None, "Eq. 2 tau_target (default: per dataset, see README).")
-  flags.DEFINE_integer("num_privileged", None, "Privileged features (default: per dataset).")
+  flags.DEFINE_integer("num_privileged", None, "With --privileged=auto: how many features are privileged "
+                       "(default: per dataset).")
+  flags.DEFINE_string("privileged", None, "Privileged features: 'auto' (the paper's protocol: the "
+                      "--num_privileged columns most |correlated| with y on the training split) or a comma list "
+                      "of 1-based feature ids as written in the files, e.g. 7,15. Default: auto for named "
+                      "datasets; required with --dataset=letor.")
+  flags.DEFINE_enum("labels", None, list(D.LABEL_MODES), "Training labels: gumbel (the paper's Eq. 2 draws) or "
+                    "file (the file's own labels; graded ones need --positive_grade). Default: file for "
+                    "--dataset=letor, gumbel otherwise.")
+  flags.DEFINE_float("positive_grade", None, "With --labels=file: y = 1[label >= this grade].")
   flags.DEFINE_integer("min_docs", 10, "Drop query groups with fewer documents.")
   flags.DEFINE_boolean("query_norm", False, "LETOR QueryLevelNorm (per-query min-max) before log1p.")
   flags.DEFINE_integer("label_seed", 0, "Seed of the Gumbel label draws (fixed across training seeds).")
@@ -171,12 +189,55 @@ def progress(prefix: str):
 SYNTHETIC_TAU = 4.4  # see README: tau 4.8 leaves ~16 positive training groups in the small default
 
 
-def data_config_from_flags() -> dict:
+def parse_privileged(text: Optional[str]) -> Optional[list]:
+  """--privileged: None or 'auto' -> None (automatic choice); '7,15' -> [7, 15] (1-based ids)."""
+  from absl import app
+  if text is None or text.strip() == "auto":
+    return None
+  ids = []
+  for tok in text.split(","):
+    tok = tok.strip()
+    if not tok.isdigit() or int(tok) < 1:
+      raise app.UsageError(f"--privileged={text!r}: {tok!r} is not a feature id (1-based integers, e.g. "
+                           "--privileged=7,15, or --privileged=auto)")
+    ids.append(int(tok))
+  if len(set(ids)) != len(ids):
+    raise app.UsageError(f"--privileged={text!r}: duplicate feature ids")
+  return ids
+
+
+def data_config_from_flags(needs_privileged: bool = True) -> dict:
+  """The data flags as a config dict, checked. needs_privileged: the driver trains on privileged features,
+  so a folder given by path must name them (--privileged) rather than fall back to a silent default."""
+  from absl import app
+  labels = FLAGS.labels or ("file" if FLAGS.dataset == "letor" else "gumbel")
+  if FLAGS.positive_grade is not None and labels != "file":
+    raise app.UsageError("--positive_grade applies to --labels=file only")
+  privileged = parse_privileged(FLAGS.privileged)
+  if needs_privileged and FLAGS.dataset == "letor" and FLAGS.privileged is None:
+    raise app.UsageError("--dataset=letor reads your own folder, so say which features are privileged (known at "
+                         "training time only): --privileged=ID,ID,... with 1-based feature ids as in the files, "
+                         "or --privileged=auto for the paper's protocol (the --num_privileged features most "
+                         "correlated with the labels)")
   return dict(dataset=FLAGS.dataset, data_dir=FLAGS.data_dir, cache_dir=FLAGS.cache_dir,
               folds=[int(f) for f in FLAGS.folds] if FLAGS.folds else None, t=FLAGS.t, tau=FLAGS.tau,
               num_privileged=FLAGS.num_privileged, min_docs=FLAGS.min_docs, query_norm=FLAGS.query_norm,
               label_seed=FLAGS.label_seed, synthetic_scale=FLAGS.synthetic_scale,
-              synthetic_web30k=FLAGS.synthetic_web30k)
+              synthetic_web30k=FLAGS.synthetic_web30k, labels=labels, positive_grade=FLAGS.positive_grade,
+              privileged=privileged)
+
+
+def describe_data(cfg: dict) -> str:
+  """One line: the label mode and the privileged features in force (printed when a run starts)."""
+  labels = cfg.get("labels", "gumbel")
+  if labels == "file":
+    lab = "the file's own labels" + (f", y = 1[label >= {cfg['positive_grade']}]" if cfg.get("positive_grade")
+                                     is not None else " (0/1)")
+  else:
+    lab = "Gumbel draws of Eq. 2 (the paper's protocol)"
+  priv = (f"feature ids {','.join(map(str, cfg['privileged']))}" if cfg.get("privileged")
+          else "chosen automatically (most correlated with y)")
+  return f"labels: {lab}; privileged features: {priv}"
 
 
 def folds_of(cfg: dict) -> list:
@@ -199,10 +260,19 @@ def load_dataset(cfg: dict, fold: int = 1) -> D.Dataset:
   tau = cfg.get("tau")
   if tau is None and name == "synthetic":
     tau = SYNTHETIC_TAU
+  privileged = cfg.get("privileged")
+  if privileged:
+    width = max(g.x.shape[1] for g in raw.values())
+    bad = [i for i in privileged if i > width]
+    if bad:
+      from absl import app
+      raise app.UsageError(f"--privileged: feature ids {bad} are out of range; dataset {name!r} has features "
+                           f"1..{width}")
   return D.prepare(name, raw, t=cfg.get("t", 4.0), tau=tau, num_privileged=cfg.get("num_privileged"),
                    min_docs=cfg.get("min_docs", 10), query_norm=cfg.get("query_norm", False),
-                   log1p=cfg.get("log1p", True),
-                   seed=cfg.get("label_seed", 0))
+                   log1p=cfg.get("log1p", True), seed=cfg.get("label_seed", 0),
+                   labels=cfg.get("labels", "gumbel"), positive_grade=cfg.get("positive_grade"),
+                   privileged=privileged)
 
 
 def fold_setup(cfg: dict, loss: str, fold: int = 1, ds: Optional[D.Dataset] = None, **overrides):
@@ -219,6 +289,29 @@ def fold_setup(cfg: dict, loss: str, fold: int = 1, ds: Optional[D.Dataset] = No
   return ds, dd, tc, keys
 
 
+class ModelSink:
+  """Saves trained rows as :class:`pfd_jax.serving.Ranker` folders when the config asks (--save_models):
+  ``<out_dir>/<dataset>/models/[<loss>/][fold<k>/]<row>/`` (the loss level when a run trains both losses,
+  the fold level for multi-fold runs). Calling it returns the result, so it wraps a training call inline."""
+
+  def __init__(self, cfg: dict, ds: D.Dataset, fold: int = 1, loss: Optional[str] = None):
+    self.cfg, self.ds, self.fold, self.loss = cfg, ds, fold, loss
+    self.enabled = bool(cfg.get("save_models"))
+    parts = [cfg.get("out_dir") or "results", cfg["dataset"], "models"]
+    if cfg.get("loss") == "both" and loss:
+      parts.append(loss)
+    if cfg["dataset"] in D.NAMES and len(folds_of(cfg)) > 1:
+      parts.append(f"fold{fold}")
+    self.root = os.path.join(*parts)
+
+  def __call__(self, row: str, result: T.TrainResult, view: str, tc: T.TrainConfig) -> T.TrainResult:
+    if self.enabled:
+      serving.make_ranker(result, tc, view, self.ds.config, dataset=self.cfg["dataset"],
+                          data_dir=self.cfg.get("data_dir"), fold=self.fold, row=row).save(
+                              os.path.join(self.root, row.replace(" ", "_").replace("/", "_")))
+    return result
+
+
 class PFDFold(NamedTuple):
   """One fold of an ablation: its data, config, keys, progress logger, baseline and PFD teacher runs."""
   ds: D.Dataset
@@ -228,6 +321,7 @@ class PFDFold(NamedTuple):
   log: object
   baseline: T.TrainResult
   teacher: T.TrainResult
+  save: ModelSink
 
 
 def pfd_folds(cfg: dict):
@@ -236,9 +330,10 @@ def pfd_folds(cfg: dict):
   for fold in folds_of(cfg):
     ds, dd, tc, keys = fold_setup(cfg, cfg["loss"], fold)
     log = progress(f"[fold{fold}]")
-    base = distill.train_on_data(keys, tc, dd, "x", log("no_distill"))
-    teacher = distill.train_on_data(keys, tc, dd, "xz", log("pfd_teacher"))
-    yield PFDFold(ds, dd, tc, keys, log, base, teacher)
+    save = ModelSink(cfg, ds, fold)
+    base = save("no_distill", distill.train_on_data(keys, tc, dd, "x", log("no_distill")), "x", tc)
+    teacher = save("pfd_teacher", distill.train_on_data(keys, tc, dd, "xz", log("pfd_teacher")), "xz", tc)
+    yield PFDFold(ds, dd, tc, keys, log, base, teacher, save)
 
 
 def environment() -> dict:

@@ -47,7 +47,7 @@ def to_markdown(name: str, res: dict) -> str:
 
 def main(argv):
   del argv
-  cfg = common.data_config_from_flags()
+  cfg = common.data_config_from_flags(needs_privileged=False)
   res = run(cfg, FLAGS.max_buckets)
   md = to_markdown(cfg["dataset"], res)
   out = common.out_root("data_summary")

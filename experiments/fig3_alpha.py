@@ -32,8 +32,8 @@ def run(cfg: dict) -> dict:
     base.append(f.baseline.best["test"])
     targets = distill.teacher_targets(f.tc, [(f.teacher, "xz")], f.dd)
     for a in cfg["alphas"]:
-      st = distill.train_student(f.keys, common.train_config(cfg, cfg["loss"], alpha=a), f.dd, targets,
-                                 f.log(f"pfd a={a}"))
+      tc = common.train_config(cfg, cfg["loss"], alpha=a)
+      st = f.save(f"pfd_alpha{a}", distill.train_student(f.keys, tc, f.dd, targets, f.log(f"pfd a={a}")), "x", tc)
       at_best = st.loss[np.arange(st.loss.shape[0]), st.best_epoch]  # [S, 3] total, data, teacher
       rows[a]["ndcg"].append(st.best["test"])
       rows[a]["ratio"].append((1 - a) * at_best[:, 2] / np.maximum(a * at_best[:, 1], 1e-12))
@@ -81,9 +81,9 @@ def plot(res: dict, path: str) -> None:
   plt.close(fig)
 
 
-def config_from_flags(default_alphas=ALPHAS) -> dict:
+def config_from_flags(default_alphas=ALPHAS, driver: str = "fig3_alpha") -> dict:
   cfg = common.data_config_from_flags()
-  cfg.update(common.train_config_from_flags(), loss=common.single_loss(),
+  cfg.update(**common.train_config_from_flags(), **common.output_config(driver), loss=common.single_loss(),
              alphas=[float(a) for a in FLAGS.alphas] if FLAGS.alphas else list(default_alphas))
   bad = [a for a in cfg["alphas"] if not 0 < a <= 1]
   if bad:
@@ -97,7 +97,8 @@ def write(res: dict, out_root: str, name: str = "fig3_alpha", title: str = "Figu
 
 def main(argv):
   del argv
-  print(write(run(config_from_flags()), common.out_root("fig3_alpha")))
+  cfg = config_from_flags()
+  print(write(run(cfg), cfg["out_dir"]))
 
 
 if __name__ == "__main__":

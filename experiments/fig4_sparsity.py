@@ -33,7 +33,9 @@ def run(cfg: dict) -> dict:
       ds, dd, tc, keys = common.fold_setup(dict(cfg, tau=tau), cfg["loss"], fold)
       pos.append(100.0 * dd.num_positive_groups / dd.num_train_groups)
       r = distill.run_methods(keys, tc, dd, ("self_distill", "pfd"), common.progress(f"[tau={tau} fold{fold}]"))
+      save = common.ModelSink(cfg, ds, fold)
       for name, res in r.items():
+        save(f"tau{tau}_{name}", res, "xz" if name == "pfd_teacher" else "x", tc)
         rows.setdefault(name, []).append(res.best["test"])
     rows = {k: np.concatenate(v) for k, v in rows.items()}
     base = rows["no_distill"][:, 0].mean()

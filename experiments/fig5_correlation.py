@@ -39,10 +39,13 @@ def run(cfg: dict) -> dict:
       ds = D.with_synthetic_privileged(ds0, tp)
       _, dd, tc, keys = common.fold_setup(cfg, cfg["loss"], fold, ds)
       log = common.progress(f"[tau_priv={tp} fold{fold}]")
+      save = common.ModelSink(cfg, ds, fold)  # students only: the teachers read the synthetic z, no file has it
       if i == 0:  # no privileged input: the same for every tau_priv
-        base.append(distill.train_on_data(keys, tc, dd, "x", log("no_distill")).best["test"])
+        base.append(save("no_distill", distill.train_on_data(keys, tc, dd, "x", log("no_distill")), "x",
+                         tc).best["test"])
       teacher = distill.train_on_data(keys, tc, dd, "xz", log("pfd_teacher"))
-      student = distill.train_student(keys, tc, dd, distill.teacher_targets(tc, [(teacher, "xz")], dd), log("pfd"))
+      student = save(f"pfd_tau_priv{tp}", distill.train_student(
+          keys, tc, dd, distill.teacher_targets(tc, [(teacher, "xz")], dd), log("pfd")), "x", tc)
       tr = ds["train"]
       r = per.setdefault(tp, dict(corr=[], teacher=[], student=[]))
       r["corr"].append(float(np.corrcoef(tr.z[:, 0], tr.y)[0, 1]))

@@ -42,7 +42,8 @@ def run(cfg: dict) -> dict:
     logits = distill.teacher_targets(f.tc, [(f.teacher, "xz")], f.dd)
     for name in cfg["teacher_losses"]:
       tc = common.train_config(dict(cfg, teacher_loss=name), cfg["loss"])
-      rows[name].append(distill.train_student(f.keys, tc, f.dd, logits, f.log(f"pfd {name}")).best["test"])
+      st = distill.train_student(f.keys, tc, f.dd, logits, f.log(f"pfd {name}"))
+      rows[name].append(f.save(f"pfd_{name}", st, "x", tc).best["test"])
   return {"config": cfg, "env": common.environment(), "rows": {k: np.concatenate(v) for k, v in rows.items()},
           "seconds": time.time() - t0}
 

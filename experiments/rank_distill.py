@@ -65,7 +65,7 @@ def run(cfg: dict) -> dict:
   t0 = time.time()
   rows, info = {}, {}
   for fold in common.folds_of(cfg):
-    ds = common.load_dataset(dict(cfg, num_privileged=0), fold)
+    ds = common.load_dataset(dict(cfg, num_privileged=0, privileged=None), fold)
     _, dd, tc_t, keys = common.fold_setup(cfg, cfg["loss"], fold, ds=ds, ks=KS, hidden=cfg["teacher_hidden"])
     tc_s = dataclasses.replace(tc_t, hidden=cfg["student_hidden"], teacher_loss="topk", alpha=1.0 - cfg["rd_a"])
     log = common.progress(f"[rd fold{fold}]")
@@ -76,7 +76,9 @@ def run(cfg: dict) -> dict:
       tc = dataclasses.replace(tc_s, topk=dataclasses.replace(tc_s.topk, scheme=scheme))
       runs[scheme] = (distill.train_student(keys, tc, dd, targets, log(f"rd {scheme}")), tc)
     test = dd.eval_sets["test"]
+    save = common.ModelSink(cfg, ds, fold)
     for name, (res, tc) in runs.items():
+      save(name if name in ("teacher", "student") else f"rd_{name}", res, "x", tc)
       rows.setdefault(name, []).append(T.full_metrics(tc, res.params, test, "x", METRIC_KS))
       if name not in info:
         info[name] = dict(params=models.num_params(jax.tree_util.tree_map(lambda a: a[0], res.params)),
@@ -124,11 +126,12 @@ def plot(res: dict, path: str) -> None:
 
 def main(argv):
   del argv
-  cfg = common.data_config_from_flags()
-  cfg.update(common.train_config_from_flags(), loss=common.single_loss(), teacher_hidden=FLAGS.teacher_hidden,
+  cfg = common.data_config_from_flags(needs_privileged=False)
+  cfg.update(**common.train_config_from_flags(), **common.output_config("rank_distill"), loss=common.single_loss(),
+             teacher_hidden=FLAGS.teacher_hidden,
              student_hidden=FLAGS.student_hidden, rd_a=FLAGS.rd_a, schemes=FLAGS.schemes)
   res = run(cfg)
-  print(common.write_outputs(common.out_root("rank_distill"), res, to_markdown(res), plot, "rank_distill.png"))
+  print(common.write_outputs(cfg["out_dir"], res, to_markdown(res), plot, "rank_distill.png"))
 
 
 if __name__ == "__main__":

@@ -47,14 +47,16 @@ def run(cfg: dict) -> dict:
   a = cfg["sdr_a"]
   rows, order = {}, []
 
-  def add(name, res):
+  def add(name, res, tc):
+    save(name.replace(" -> ", "_to_").replace(" = ", "").replace(" ", "_").strip("()"), res, "x", tc)
     rows.setdefault(name, []).append(res.best["test"][:, [KS.index(k) for k in SHOW]])
     if name not in order:
       order.append(name)
 
   for fold in common.folds_of(cfg):
-    ds = D.with_graded_labels(common.load_dataset(dict(cfg, num_privileged=0), fold))
+    ds = D.with_graded_labels(common.load_dataset(dict(cfg, num_privileged=0, privileged=None), fold))
     log = common.progress(f"[sdr fold{fold}]")
+    save = common.ModelSink(cfg, ds, fold)
     _, dd, base, keys = common.fold_setup(cfg, "softmax", fold, ds=ds, data_groups="all", ks=KS,
                                           teacher_transform="affine", alpha=1.0 - a)
     tcs, logits = {}, {}
@@ -62,18 +64,18 @@ def run(cfg: dict) -> dict:
       tc = dataclasses.replace(base, loss=loss)
       teacher = distill.train_on_data(keys, tc, dd, "x", log(f"{kind} teacher"))
       tcs[kind], logits[kind] = tc, distill.teacher_targets(tc, [(teacher, "x")], dd)
-      add(f"{kind} teacher", teacher)
+      add(f"{kind} teacher", teacher, tc)
       for student, t_loss in TEACHER_LOSS.items():
-        st = distill.train_student(keys, dataclasses.replace(tc, teacher_loss=t_loss), dd, logits[kind],
-                                   log(f"{kind}->{student}"))
-        add(f"{kind} -> {student}", st)
+        tcs_ = dataclasses.replace(tc, teacher_loss=t_loss)
+        add(f"{kind} -> {student}", distill.train_student(keys, tcs_, dd, logits[kind], log(f"{kind}->{student}")),
+            tcs_)
     lw = dataclasses.replace(tcs["listwise"], teacher_loss="softmax")
-    add("teacher-only objective (a = 1)",
-        distill.train_student(keys, dataclasses.replace(lw, alpha=0.0), dd, logits["listwise"], log("a=1")))
+    lw0 = dataclasses.replace(lw, alpha=0.0)
+    add("teacher-only objective (a = 1)", distill.train_student(keys, lw0, dd, logits["listwise"], log("a=1")), lw0)
     for temp in cfg["temperatures"]:
-      st = distill.train_student(keys, dataclasses.replace(lw, teacher_transform="softmax", temperature=temp), dd,
-                                 logits["listwise"], log(f"softmax T={temp}"))
-      add(f"softmax transform T = {temp}", st)
+      tct = dataclasses.replace(lw, teacher_transform="softmax", temperature=temp)
+      add(f"softmax transform T = {temp}", distill.train_student(keys, tct, dd, logits["listwise"],
+                                                                 log(f"softmax T={temp}")), tct)
   return {"config": cfg, "env": common.environment(), "data": ds.config, "order": order,
           "rows": {k: np.concatenate(v) for k, v in rows.items()}, "seconds": time.time() - t0}
 
@@ -121,11 +123,11 @@ def plot(res: dict, path: str) -> None:
 
 def main(argv):
   del argv
-  cfg = common.data_config_from_flags()
-  cfg.update(common.train_config_from_flags(), loss="softmax", sdr_a=FLAGS.sdr_a,
+  cfg = common.data_config_from_flags(needs_privileged=False)
+  cfg.update(**common.train_config_from_flags(), **common.output_config("sdr"), loss="softmax", sdr_a=FLAGS.sdr_a,
              temperatures=[float(t) for t in FLAGS.temperatures])
   res = run(cfg)
-  print(common.write_outputs(common.out_root("sdr"), res, to_markdown(res), plot, "sdr.png"))
+  print(common.write_outputs(cfg["out_dir"], res, to_markdown(res), plot, "sdr.png"))
 
 
 if __name__ == "__main__":

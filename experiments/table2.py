@@ -24,6 +24,7 @@ common.flag(flags.DEFINE_list, "methods", list(distill.METHODS), "Methods (rows)
 FLAGS = flags.FLAGS
 
 ROW_ORDER = ["no_distill", "self_distill", "gend_teacher", "gend", "pfd_teacher", "pfd"]
+ROW_VIEW = {"no_distill": "x", "self_distill": "x", "gend_teacher": "z", "gend": "x", "pfd_teacher": "xz", "pfd": "x"}
 ROW_NAMES = {"no_distill": "No-distillation", "self_distill": "Self-distillation", "gend_teacher": "GenD teacher*",
              "gend": "GenD student", "pfd_teacher": "PFD teacher*", "pfd": "PFD student"}
 
@@ -39,6 +40,9 @@ def run(cfg: dict) -> dict:
       t0 = time.time()
       ds, dd, tc, keys = common.fold_setup(cfg, loss, fold)
       rows = distill.run_methods(keys, tc, dd, cfg["methods"], common.progress(f"[{loss} fold{fold}]"))
+      save = common.ModelSink(cfg, ds, fold, loss)
+      for name, r in rows.items():
+        save(name, r, ROW_VIEW[name], tc)
       per_fold[f"fold{fold}"] = dict(
           data=ds.config, train_groups=dd.num_train_groups, positive_train_groups=dd.num_positive_groups,
           seconds=time.time() - t0,
@@ -66,6 +70,9 @@ def to_markdown(res: dict) -> str:
            f"{cfg['epochs']} epochs; teacher term: {cfg.get('teacher_loss') or 'the data loss on sigmoid(t) (paper)'}. "
            f"Rows marked * use privileged features. "
            f"Wall time {res['seconds']:.0f} s on {res['env']['backend']} ({res['env']['cpus']} CPUs).\n"]
+  d = next(iter(next(iter(res["losses"].values()))["folds"].values()))["data"]
+  parts.append(f"Labels: {_labels_text(d)}. Privileged feature ids ({d['privileged_choice']}): "
+               f"{_ids_text(d['privileged_ids'])}; regular: {_ids_text(d['regular_ids'])}.\n")
   for loss, lr in res["losses"].items():
     tc = lr["train_config"]
     pooled = aggregate(lr)
@@ -73,7 +80,8 @@ def to_markdown(res: dict) -> str:
     base = pooled["no_distill"].mean(0)
     fold0 = next(iter(lr["folds"].values()))
     d = fold0["data"]
-    parts.append(f"\n## Loss: {loss} (batch {tc['batch_size']}, lr {tc['lr']}); tau_target={d['tau']}, "
+    tau = f"tau_target={d['tau']}, " if d.get("tau") is not None else ""
+    parts.append(f"\n## Loss: {loss} (batch {tc['batch_size']}, lr {tc['lr']}); {tau}"
                  f"{fold0['positive_train_groups']}/{fold0['train_groups']} positive train groups (fold "
                  f"{list(lr['folds'])[0][4:]})\n\n")
     table = []
@@ -85,6 +93,26 @@ def to_markdown(res: dict) -> str:
       table.append([ROW_NAMES[name]] + cells)
     parts.append(common.markdown_table(["Training method"] + [f"NDCG@{k}" for k in ks], table))
   return "".join(parts)
+
+
+def _labels_text(d: dict) -> str:
+  if d.get("labels") == "file":
+    g = d.get("positive_grade")
+    return "the files' own labels" + (f", y = 1[label >= {g}]" if g is not None else " (0/1)")
+  return f"Gumbel draws of Eq. 2 (t = {d['t']}, tau = {d['tau']}, label seed {d['seed']})"
+
+
+def _ids_text(ids: list) -> str:
+  """1-based ids, runs collapsed: [1, 2, 3, 7] -> '1-3,7'."""
+  out, i = [], 0
+  ids = list(ids)
+  while i < len(ids):
+    j = i
+    while j + 1 < len(ids) and ids[j + 1] == ids[j] + 1:
+      j += 1
+    out.append(str(ids[i]) if j == i else f"{ids[i]}-{ids[j]}")
+    i = j + 1
+  return ",".join(out) or "none"
 
 
 def plot_curves(res: dict, out_dir: str) -> list:
@@ -114,8 +142,12 @@ def plot_curves(res: dict, out_dir: str) -> list:
 
 
 def config_from_flags() -> dict:
-  cfg = common.data_config_from_flags()
-  cfg.update(common.train_config_from_flags(), loss=FLAGS.loss or "both", methods=FLAGS.methods)
+  bad = [m for m in FLAGS.methods if m not in distill.METHODS]
+  if bad:
+    raise app.UsageError(f"--methods: unknown {bad}; known: {','.join(distill.METHODS)}")
+  cfg = common.data_config_from_flags(needs_privileged=bool({"gend", "pfd"} & set(FLAGS.methods)))
+  cfg.update(**common.train_config_from_flags(), **common.output_config("table2"), loss=FLAGS.loss or "both",
+             methods=FLAGS.methods)
   return cfg
 
 
@@ -130,8 +162,10 @@ def write(res: dict, out_root: str) -> str:
 
 def main(argv):
   del argv
-  res = run(config_from_flags())
-  print(write(res, common.out_root("table2")))
+  cfg = config_from_flags()
+  print(common.describe_data(cfg), flush=True)
+  res = run(cfg)
+  print(write(res, cfg["out_dir"]))
 
 
 if __name__ == "__main__":

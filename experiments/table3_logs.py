@@ -35,6 +35,9 @@ ROWS = [("no_distill", "Baseline: no-distillation"),
         ("multi", "Multi-teacher: distill from position + click + add")]
 
 
+VIEWS = {"position_teacher": "xz:0", "click_teacher": "xz:1", "add_teacher": "xz:2"}
+
+
 def run(cfg: dict) -> dict:
   t0 = time.time()
   ds = logs.simulate(sessions=tuple(cfg["sessions"]), seed=cfg["sim_seed"])
@@ -58,6 +61,10 @@ def run(cfg: dict) -> dict:
     teachers.append((teacher, view))
     res[name] = distill.train_student(keys, tc, dd, distill.teacher_targets(tc, [(teacher, view)], dd), log(name))
   res["multi"] = distill.train_student(keys, tc, dd, distill.teacher_targets(tc, teachers, dd), log("multi"))
+  save = common.ModelSink(cfg, ds)
+  for row, r in res.items():
+    if row != "self_teacher":  # the same run as no_distill
+      save(row, r, VIEWS.get(row, "x"), tc)
   sim = ds["train"]
   return {"config": cfg, "env": common.environment(), "simulator": ds.config,
           "positive_train_sessions_pct": 100.0 * dd.num_positive_groups / dd.num_train_groups,
@@ -84,9 +91,9 @@ def plot(res: dict, path: str) -> None:
 def main(argv):
   del argv
   cfg = common.train_config_from_flags()
-  cfg.update(loss=common.single_loss(), sessions=[int(s) for s in FLAGS.sessions], sim_seed=FLAGS.sim_seed)
+  cfg.update(**common.output_config("table3_logs"), loss=common.single_loss(), sessions=[int(s) for s in FLAGS.sessions], sim_seed=FLAGS.sim_seed)
   res = run(cfg)
-  print(common.write_outputs(common.out_root("table3_logs"), res, to_markdown(res), plot, "table3_logs.png"))
+  print(common.write_outputs(cfg["out_dir"], res, to_markdown(res), plot, "table3_logs.png"))
 
 
 if __name__ == "__main__":

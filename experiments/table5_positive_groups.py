@@ -31,8 +31,8 @@ def run(cfg: dict) -> dict:
     targets = distill.teacher_targets(f.tc, [(f.teacher, "xz")], f.dd)
     for groups in ("positive", "all"):
       tcg = common.train_config(cfg, cfg["loss"], data_groups=groups)
-      rows[f"pfd_{groups}"].append(
-          distill.train_student(f.keys, tcg, f.dd, targets, f.log(f"pfd_{groups}")).best["test"])
+      st = distill.train_student(f.keys, tcg, f.dd, targets, f.log(f"pfd_{groups}"))
+      rows[f"pfd_{groups}"].append(f.save(f"pfd_{groups}", st, "x", tcg).best["test"])
   return {"config": cfg, "env": common.environment(), "rows": {k: np.concatenate(v) for k, v in rows.items()},
           "seconds": time.time() - t0}
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import zlib
-from typing import Optional
+from typing import Optional, Sequence
 
 import numpy as np
 
@@ -148,10 +148,41 @@ class Dataset:
     return self.splits[split]
 
 
+LABEL_MODES = ("gumbel", "file")
+
+
+def file_labels(rel: np.ndarray, positive_grade: Optional[float] = None, where: str = "") -> np.ndarray:
+  """Binary training labels from a file's own labels: 0/1 as they are, else y = 1[rel >= positive_grade].
+
+  Graded labels without `positive_grade` are refused: which grade counts as a positive (a purchase, a
+  'relevant' judgement) is the user's decision, never a silent default.
+  """
+  if positive_grade is not None:
+    return (rel >= positive_grade).astype(np.float32)
+  grades = np.unique(rel)
+  if not np.isin(grades, (0.0, 1.0)).all():
+    shown = ", ".join(f"{g:g}" for g in grades[:8]) + (", ..." if grades.size > 8 else "")
+    raise ValueError(f"{where}labels are graded ({shown}), not 0/1: name the lowest positive grade with "
+                     "--positive_grade=g (y = 1[label >= g])")
+  return rel.astype(np.float32)
+
+
+def privileged_indices(ids: Sequence[int], num_features: int) -> np.ndarray:
+  """0-based columns of 1-based feature ids (as written in LETOR files), checked against the data's width."""
+  ids = [int(i) for i in ids]
+  bad = [i for i in ids if not 1 <= i <= num_features]
+  if bad:
+    raise ValueError(f"--privileged: feature ids {bad} are out of range; the data has features 1..{num_features}")
+  if len(set(ids)) != len(ids):
+    raise ValueError(f"--privileged: duplicate feature ids in {ids}")
+  return np.asarray(ids, np.int64) - 1
+
+
 def prepare(name: str, raw: dict, *, t: float = 4.0, tau: Optional[float] = None,
-            num_privileged: Optional[int] = None, min_docs: int = 10, require_positive: bool = True,
-            log1p: bool = True, query_norm: bool = False, seed: int = 0) -> Dataset:
-  """The paper's pipeline on raw splits: filter, (query-level min-max), log1p, Eq. 2 labels, split.
+            num_privileged: Optional[int] = None, min_docs: int = 10, require_positive: Optional[bool] = None,
+            log1p: bool = True, query_norm: bool = False, seed: int = 0, labels: str = "gumbel",
+            positive_grade: Optional[float] = None, privileged: Optional[Sequence[int]] = None) -> Dataset:
+  """The paper's pipeline on raw splits: filter, (query-level min-max), log1p, labels, privileged split.
 
   Args:
     name: dataset name (for per-dataset defaults and the record).
@@ -159,36 +190,57 @@ def prepare(name: str, raw: dict, *, t: float = 4.0, tau: Optional[float] = None
       'train'; a set without train (the staged MQ2008 vali/test pair) uses its first split instead and
       records that as config['reference_split'].
     t, tau: Eq. 2 temperature and tau_target (None: :func:`default_tau` of the reference split's top grade).
-    num_privileged: k most |corr|-with-y reference columns moved to z (None: the paper's per-dataset k).
-    min_docs, require_positive: drop groups shorter than min_docs / with no rel > 0.
+    num_privileged: with privileged=None, the k most |corr|-with-y reference columns moved to z (None: the
+      paper's per-dataset k).
+    min_docs: drop groups shorter than min_docs.
+    require_positive: drop groups with no rel > 0 (default: True for Gumbel labels, the paper's filter;
+      False for file labels, whose groups without a positive are the ones only the teacher term teaches).
     log1p, query_norm: feature transforms (query_norm = LETOR QueryLevelNorm, applied before log1p).
     seed: label seed; each split draws from its own stream derived from (seed, split name).
+    labels: 'gumbel' (Eq. 2, the paper's protocol) or 'file' (the file's own labels, :func:`file_labels`).
+    positive_grade: with labels='file', y = 1[rel >= positive_grade] (needed for graded labels).
+    privileged: 1-based feature ids (as in the files) to move to z, in this order; None = the paper's
+      automatic choice by correlation (num_privileged).
+
+  The recipe (config) records the label mode and the 1-based regular and privileged feature ids, whichever
+  way they were chosen, so that a saved model can rebuild its inputs from a raw file.
   """
   if not raw:
     raise ValueError(f"dataset {name!r} has no split")
+  if labels not in LABEL_MODES:
+    raise ValueError(f"labels must be one of {LABEL_MODES}, got {labels!r}")
+  if require_positive is None:
+    require_positive = labels == "gumbel"
   ref = "train" if "train" in raw else next(iter(raw))
-  if tau is None:
+  if labels == "gumbel" and tau is None:
     tau = default_tau(raw[ref].rel.max())
+  num_features = raw[ref].x.shape[1]
+  given = None if privileged is None else privileged_indices(privileged, num_features)
   out = {}
   for split, g in raw.items():
     g = pp.filter_groups(g, min_docs=min_docs, require_positive=require_positive)
     if g.num_queries == 0:
       raise ValueError(f"dataset {name!r}: no {split} group left after filtering "
                        f"(min_docs={min_docs}, require_positive={require_positive})")
-    x = g.x
-    if query_norm:
-      x = pp.query_level_minmax(x, g.offsets)
-    if log1p:
-      x = pp.log1p_transform(x)
-    g = dataclasses.replace(g, x=x)
-    rng = np.random.default_rng([seed, zlib.crc32(split.encode())])
-    out[split] = pp.with_labels(g, rng, t=t, tau=tau)
-  k = default_num_privileged(name, out[ref].x.shape[1]) if num_privileged is None else num_privileged
-  priv = pp.privileged_columns(out[ref], k)
+    g = dataclasses.replace(g, x=pp.transform_features(g.x, g.offsets, log1p=log1p, query_norm=query_norm))
+    if labels == "gumbel":
+      rng = np.random.default_rng([seed, zlib.crc32(split.encode())])
+      out[split] = pp.with_labels(g, rng, t=t, tau=tau)
+    else:
+      out[split] = dataclasses.replace(g, y=file_labels(g.rel, positive_grade, f"dataset {name!r} {split}: "))
+  if given is None:
+    k = default_num_privileged(name, num_features) if num_privileged is None else num_privileged
+    priv = pp.privileged_columns(out[ref], k)
+  else:
+    priv = given
   out = {s: pp.split_features(g, priv) for s, g in out.items()}
-  config = dict(name=name, t=t, tau=tau, num_privileged=k, min_docs=min_docs,
-                require_positive=require_positive, log1p=log1p, query_norm=query_norm, seed=seed,
-                reference_split=ref)
+  regular = np.setdiff1d(np.arange(num_features), priv)
+  config = dict(name=name, labels=labels, positive_grade=positive_grade,
+                t=t if labels == "gumbel" else None, tau=tau if labels == "gumbel" else None,
+                num_privileged=int(priv.size), privileged_choice="auto" if given is None else "given",
+                privileged_ids=[int(i) + 1 for i in priv], regular_ids=[int(i) + 1 for i in regular],
+                num_features=int(num_features), min_docs=min_docs, require_positive=require_positive,
+                log1p=log1p, query_norm=query_norm, seed=seed, reference_split=ref)
   return Dataset(name=name, splits=out, privileged=priv, config=config)
 
 
@@ -207,8 +259,10 @@ def with_synthetic_privileged(ds: Dataset, tau_priv: float) -> Dataset:
     x = g.x if g.z is None else np.concatenate([g.x, g.z], axis=1)
     z = pp.gumbel_labels(g.rel, g.g0, g.g1, t=t, tau=tau_priv)[:, None]
     out[split] = dataclasses.replace(g, x=x, z=z)
+  ids = ds.config.get("regular_ids", []) + ds.config.get("privileged_ids", [])  # x's columns, in order
   return Dataset(name=ds.name, splits=out, privileged=np.zeros(0, np.int64),
-                 config=dict(ds.config, num_privileged=0, tau_priv=tau_priv))
+                 config=dict(ds.config, num_privileged=0, tau_priv=tau_priv, regular_ids=ids, privileged_ids=[],
+                             privileged_choice=f"synthetic z = 1[t r + G1 > t {tau_priv} + G0]"))
 
 
 def summary(ds: Dataset, max_buckets: int = 8) -> dict:

@@ -18,7 +18,7 @@ class Groups:
 
   Attributes:
     x: f32[N, Dx] regular features (all features before the privileged split).
-    rel: f32[N] graded relevance from the file.
+    rel: f32[N] graded relevance from the file (None for a serving file without labels).
     qid: i64[Q] query ids, in file order.
     offsets: i64[Q + 1] group boundaries; group q is rows offsets[q]:offsets[q+1].
     z: f32[N, Dz] privileged features, or None before the split.
@@ -26,7 +26,7 @@ class Groups:
     g0, g1: f32[N] the Gumbel draws behind y (kept so a synthetic privileged feature can reuse them).
   """
   x: np.ndarray
-  rel: np.ndarray
+  rel: Optional[np.ndarray]
   qid: np.ndarray
   offsets: np.ndarray
   z: Optional[np.ndarray] = None

@@ -32,8 +32,12 @@ def _open_text(path: str):
   return gzip.open(path, "rt") if path.endswith(".gz") else open(path, "rt")
 
 
-def _locate_error(path: str) -> None:
-  """Re-read `path` line by line and raise ValueError at the first line breaking the format."""
+def _locate_error(path: str, labelled: bool = True, num_features: Optional[int] = None) -> None:
+  """Re-read `path` line by line and raise ValueError at the first line breaking the format.
+
+  labelled=False: lines are ``qid:Q idx:val ...`` without a label (a serving file). num_features: feature
+  ids above it are errors (ids a model never saw).
+  """
   seen, last = set(), None
   with _open_text(path) as f:
     for lineno, line in enumerate(f, 1):
@@ -42,10 +46,18 @@ def _locate_error(path: str) -> None:
         continue
       where = f"{path}:{lineno}"
       tokens = body.split()
+      if not labelled:
+        if tokens[0].startswith("qid:"):
+          tokens = ["0"] + tokens
+        else:
+          raise ValueError(f"{where}: this file's first line has no label, so no line may have one; got "
+                           f"{tokens[0]!r} before the qid")
       try:
-        float(tokens[0])
+        label = float(tokens[0])
       except ValueError:
         raise ValueError(f"{where}: label {tokens[0]!r} is not a number") from None
+      if not np.isfinite(label):
+        raise ValueError(f"{where}: non-finite label {tokens[0]!r}")
       if len(tokens) < 2 or not tokens[1].startswith("qid:"):
         raise ValueError(f"{where}: expected 'qid:<id>' after the label, got {body[:60]!r}")
       qid = tokens[1][4:]
@@ -69,6 +81,8 @@ def _locate_error(path: str) -> None:
           raise ValueError(f"{where}: feature ids must increase, {i} after {prev}")
         if not np.isfinite(v):
           raise ValueError(f"{where}: non-finite value {tok!r}")
+        if num_features is not None and i > num_features:
+          raise ValueError(f"{where}: feature id {i} was never seen by the model (it knows ids 1..{num_features})")
         prev = i
 
 
@@ -142,3 +156,49 @@ def pad_features(splits: dict) -> dict:
       g = Groups(x=x, rel=g.rel, qid=g.qid, offsets=g.offsets)
     out[name] = g
   return out
+
+
+def load_serving(path: str, num_features: Optional[int] = None) -> Groups:
+  """Reads a LETOR/SVMlight file as it exists at serving time: labels optional, sparse ids.
+
+  Every data line either starts with a label (``label qid:Q ...``) or none does (``qid:Q ...``); the
+  returned :class:`Groups` has ``rel=None`` when the file has no label. Absent feature ids read as 0 (the
+  privileged ids of a model's training data are normally absent). Raises ValueError naming file:line for a
+  malformed line, a label on only some lines, or (with `num_features`) an id above `num_features`.
+  """
+  import io
+  from sklearn.datasets import load_svmlight_file
+  if not os.path.isfile(path):
+    raise FileNotFoundError(f"no such LETOR file: {path}")
+  with _open_text(path) as f:
+    lines = f.read().splitlines()
+  first = next((ln.split("#", 1)[0].strip() for ln in lines if ln.split("#", 1)[0].strip()), None)
+  if first is None:
+    raise ValueError(f"{path}: empty file (no data line)")
+  labelled = not first.startswith("qid:")
+  if not labelled:
+    if any((b := ln.split("#", 1)[0].strip()) and not b.startswith("qid:") for ln in lines):
+      _locate_error(path, labelled, num_features)
+    lines = ["0 " + ln if ln.lstrip().startswith("qid:") else ln for ln in lines]
+  try:
+    x, rel, qid = load_svmlight_file(io.BytesIO("\n".join(lines).encode()), query_id=True, zero_based=False,
+                                     dtype=np.float32)
+  except ValueError:
+    _locate_error(path, labelled, num_features)
+    raise
+  if qid.shape[0] != x.shape[0]:
+    _locate_error(path, labelled, num_features)
+    raise ValueError(f"{path}: some lines have no qid")
+  if (num_features is not None and x.shape[1] > num_features) or not np.isfinite(x.data).all() \
+      or not np.isfinite(rel).all():
+    _locate_error(path, labelled, num_features)
+    raise ValueError(f"{path}: a feature id above {num_features} or a non-finite value")
+  width = x.shape[1] if num_features is None else num_features
+  dense = np.zeros((x.shape[0], width), np.float32)
+  dense[:, :x.shape[1]] = x.toarray()
+  starts = np.flatnonzero(np.concatenate([[True], qid[1:] != qid[:-1]]))
+  if len(np.unique(qid[starts])) != len(starts):
+    _locate_error(path, labelled, num_features)
+  offsets = np.concatenate([starts, [x.shape[0]]]).astype(np.int64)
+  return Groups(x=dense, rel=rel.astype(np.float32) if labelled else None, qid=qid[starts].astype(np.int64),
+                offsets=offsets)

@@ -12,7 +12,9 @@ Generative model (one ``numpy.random.Generator``; every split drawn from it in t
   click = examined and Bernoulli(sigmoid(a_i - 2.5)); add-to-cart = click and Bernoulli(sigmoid(a_i + u_i - 1));
   purchase = add and Bernoulli(sigmoid(a_i + u_i - 2)).
 * Target y = purchase (also stored as ``rel``). Privileged features z, never available at serving time:
-  column 0 = log2(1 + position), column 1 = click, column 2 = add-to-cart. Add-to-cart is the most
+  column 0 = log2(1 + position), column 1 = click, column 2 = add-to-cart. As a LETOR file
+  (:func:`to_letor_lines`, ``experiments/export_logs.py``) the regular features are ids 1..num_features and
+  position, click, add-to-cart the next three ids. Add-to-cart is the most
   predictive of purchase, click less, position least (the paper's ordering).
 
 Positive groups are sessions with a purchase; the others play the role of the paper's unlabeled logs. With the
@@ -65,8 +67,11 @@ def simulate(*, sessions=(800, 200, 800), min_items: int = 15, max_items: int = 
   splits = {name: _split(rng, s, min_items, max_items, lam, fac, eta)
             for name, s in zip(("train", "vali", "test"), sessions)}
   cfg = dict(name="logs", sessions=list(sessions), min_items=min_items, max_items=max_items,
-             num_features=num_features, eta=eta, seed=seed, privileged=list(PRIVILEGED), t=None, tau=None,
-             reference_split="train")
+             num_features=num_features + len(PRIVILEGED), num_regular=num_features, eta=eta, seed=seed,
+             privileged=list(PRIVILEGED), labels="file", positive_grade=None, t=None, tau=None,
+             regular_ids=list(range(1, num_features + 1)),
+             privileged_ids=list(range(num_features + 1, num_features + len(PRIVILEGED) + 1)),
+             log1p=False, query_norm=False, min_docs=min_items, reference_split="train")
   return Dataset(name="logs", splits=splits, privileged=np.arange(len(PRIVILEGED)), config=cfg)
 
 
@@ -75,3 +80,14 @@ def relabel(ds: Dataset, column: int) -> Dataset:
   out = {s: Groups(x=g.x, rel=g.z[:, column], y=g.z[:, column], z=g.z, qid=g.qid, offsets=g.offsets)
          for s, g in ds.splits.items()}
   return Dataset(name=ds.name, splits=out, privileged=ds.privileged, config=dict(ds.config, label=column))
+
+
+def to_letor_lines(g: Groups, qid_offset: int = 0, privileged: bool = True):
+  """LETOR lines of simulated sessions: ``purchase qid:Q 1:x1 ... [21:position 22:click 23:add]``.
+
+  privileged=False leaves the privileged ids out (the file as it exists at serving time).
+  """
+  feats = np.concatenate([g.x, g.z], 1) if privileged else g.x
+  qid = np.repeat(g.qid + qid_offset, g.sizes)
+  for label, q, row in zip(g.y, qid, feats):
+    yield f"{label:g} qid:{q} " + " ".join(f"{j}:{v:.7g}" for j, v in enumerate(row, 1)) + "\n"

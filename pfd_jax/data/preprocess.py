@@ -37,6 +37,20 @@ def query_level_minmax(x: np.ndarray, offsets: np.ndarray) -> np.ndarray:
   return np.where(span > 0, (x - lo) / np.where(span > 0, span, 1), 0).astype(np.float32)
 
 
+def transform_features(x: np.ndarray, offsets: np.ndarray, *, log1p: bool = True,
+                       query_norm: bool = False) -> np.ndarray:
+  """The feature transforms of a recipe, in order: (query-level min-max), then (log1p).
+
+  Both act column by column, so selecting columns before or after gives the same bits (a saved model
+  transforms only the columns it reads).
+  """
+  if query_norm:
+    x = query_level_minmax(x, offsets)
+  if log1p:
+    x = log1p_transform(x)
+  return x
+
+
 def draw_gumbel(rng: np.random.Generator, n: int):
   """Two independent standard Gumbel vectors (G0, G1), f32[n] each: G = -log(-log U)."""
   g = rng.gumbel(size=(2, n)).astype(np.float32)

@@ -1,0 +1,202 @@
+"""PFD on your own data: file labels, named privileged ids, saved models, and scoring serving files."""
+import json
+import os
+import subprocess
+import sys
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from absl import app
+
+import pfd_jax
+from conftest import TINY
+from experiments import common, export_logs, table2
+from pfd_jax import data as D
+from pfd_jax import distill
+from pfd_jax import train as T
+from pfd_jax.data import logs
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PRIV = [21, 22, 23]  # position, click, add-to-cart in the exported logs
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory):
+  """A LETOR folder of simulated logs: purchase labels, ids 1-20 regular, 21-23 privileged; serve.txt."""
+  out = tmp_path_factory.mktemp("logs_letor")
+  export_logs.write_folder(str(out), logs.simulate(sessions=(60, 20, 40), min_items=10, max_items=20, seed=3))
+  return str(out)
+
+
+def _cfg(folder, **kw):
+  cfg = dict(TINY, dataset="letor", data_dir=folder, synthetic_kwargs=None, tau=None, labels="file",
+             privileged=PRIV, positive_grade=None, methods=["pfd"], min_docs=5)
+  cfg.update(kw)
+  return cfg
+
+
+def test_file_labels_are_kept_bit_for_bit_with_every_group(folder):
+  raw = D.load_raw("letor", folder)
+  ds = common.load_dataset(_cfg(folder))
+  for split, g in raw.items():
+    np.testing.assert_array_equal(ds[split].y, g.rel)  # 0/1 purchases as they are
+    assert ds[split].num_queries == g.num_queries  # groups without a purchase stay
+  assert not D.positive_groups(ds["train"]).all()
+  assert ds.config["labels"] == "file" and ds.config["t"] is None
+
+
+def test_graded_file_labels_need_positive_grade(folder):
+  raw = {"train": D.Groups(x=np.ones((4, 2), np.float32), rel=np.array([0, 1, 2, 3], np.float32),
+                           qid=np.array([1]), offsets=np.array([0, 4]))}
+  with pytest.raises(ValueError, match="--positive_grade"):
+    D.prepare("letor", raw, labels="file", min_docs=1, privileged=[2])
+  ds = D.prepare("letor", raw, labels="file", positive_grade=2, min_docs=1, privileged=[2])
+  np.testing.assert_array_equal(ds["train"].y, [0, 0, 1, 1])
+
+
+def test_privileged_ids_move_exactly_those_columns(folder):
+  raw = D.load_raw("letor", folder)
+  ids = [22, 3]
+  ds = common.load_dataset(_cfg(folder, privileged=ids))
+  x = D.log1p_transform(raw["train"].x)
+  np.testing.assert_array_equal(ds["train"].z, x[:, [21, 2]])
+  regular = [i for i in range(1, 24) if i not in ids]
+  np.testing.assert_array_equal(ds["train"].x, x[:, np.array(regular) - 1])
+  assert ds.config["privileged_ids"] == ids and ds.config["regular_ids"] == regular
+  auto = common.load_dataset(_cfg(folder, privileged=None, num_privileged=3))
+  assert auto.config["privileged_choice"] == "auto" and len(auto.config["privileged_ids"]) == 3
+  assert sorted(auto.config["privileged_ids"] + auto.config["regular_ids"]) == list(range(1, 24))
+
+
+@pytest.mark.parametrize("text,what", [("abc", "not a feature id"), ("3,3", "duplicate"), ("0", "not a feature"),
+                                       ("2.5", "not a feature id")])
+def test_bad_privileged_flag_is_a_usage_error(text, what):
+  with pytest.raises(app.UsageError, match=f"--privileged=.*{what}"):
+    common.parse_privileged(text)
+
+
+def test_out_of_range_privileged_id_names_the_flag(folder):
+  with pytest.raises(app.UsageError, match=r"--privileged: feature ids \[99\] are out of range.*1\.\.23"):
+    common.load_dataset(_cfg(folder, privileged=[99]))
+
+
+def test_save_load_score_equals_in_memory_bit_for_bit(folder, tmp_path):
+  ds = common.load_dataset(_cfg(folder))
+  dd = distill.to_device(ds, 2, ("test",))
+  cfg = T.TrainConfig(epochs=2, batch_size=16, hidden=16, layers=3)
+  keys = jax.random.split(jax.random.PRNGKey(0), 3)
+  rows = distill.run_methods(keys, cfg, dd, ["pfd"])
+  for row, view in (("pfd", "x"), ("pfd_teacher", "xz")):
+    ranker = pfd_jax.make_ranker(rows[row], cfg, view, ds.config, row=row)
+    ranker.save(str(tmp_path / row))
+    back = pfd_jax.load_model(str(tmp_path / row))
+    assert back.recipe == json.loads(json.dumps(ranker.recipe))
+    assert back.best_seed == int(np.argmax(rows[row].best["test"][:, 0]))
+    mem = T.predict(cfg, rows[row].params, dd.eval_sets["test"].buckets, view)
+    for b, m in zip(dd.eval_sets["test"].buckets, mem):
+      for s in range(3):
+        np.testing.assert_array_equal(np.asarray(back.score(T.features(b, view), seed=s)), np.asarray(m[s]))
+  # raw file -> recipe -> flat scores: the same inputs as training's, so the same scores
+  student = pfd_jax.load_model(str(tmp_path / "pfd"))
+  test = ds["test"]
+  raw = D.load_serving(os.path.join(folder, "serve.txt"), student.num_features)
+  np.testing.assert_array_equal(student.inputs(raw), test.x)
+  flat = student.score_groups(raw)
+  mem = T.predict(cfg, rows["pfd"].params, [dict(x=jnp.asarray(test.x))], "x")[0]
+  np.testing.assert_allclose(flat, np.asarray(mem[student.best_seed]), rtol=1e-6, atol=1e-6)
+
+
+def _run(module, *args):
+  return subprocess.run([sys.executable, "-m", module, *args], cwd=ROOT, capture_output=True, text=True,
+                        timeout=300)
+
+
+def _numpy_ndcg8(score_file, labelled_file, min_docs):
+  """NDCG@8 over lists with a positive (and >= min_docs documents), from the score file: a few lines of NumPy."""
+  rows = [ln.split("\t") for ln in open(score_file).read().splitlines()]
+  qid = np.array([int(r[0]) for r in rows])
+  score = np.array([float(r[2]) for r in rows])
+  y = np.array([float(ln.split()[0]) for ln in open(labelled_file)])
+  vals = []
+  for q in np.unique(qid):
+    s, t = score[qid == q], y[qid == q]
+    if t.sum() == 0 or t.size < min_docs:
+      continue
+    disc = 1 / np.log2(np.arange(2, 10))
+    dcg = ((2 ** t[np.argsort(-s, kind="stable")][:8] - 1) * disc[:min(8, t.size)]).sum()
+    ideal = ((2 ** np.sort(t)[::-1][:8] - 1) * disc[:min(8, t.size)]).sum()
+    vals.append(dcg / ideal)
+  return float(np.mean(vals))
+
+
+def test_driver_saves_models_and_predict_scores_serving_files(folder, tmp_path):
+  cfg = _cfg(folder, save_models=True, out_dir=str(tmp_path), seeds=2)
+  res = table2.run(cfg)
+  table2.write(res, str(tmp_path))
+  data = res["losses"]["rankbce"]["folds"]["fold1"]["data"]
+  assert data["privileged_ids"] == PRIV and data["regular_ids"] == list(range(1, 21))
+  assert "Privileged feature ids (given): 21-23; regular: 1-20" in table2.to_markdown(res)
+  models = tmp_path / "letor" / "models"
+  assert sorted(os.listdir(models)) == ["no_distill", "pfd", "pfd_teacher"]
+  assert sorted(os.listdir(models / "pfd")) == ["model.json", "params.msgpack"]
+  recorded = np.asarray(res["losses"]["rankbce"]["folds"]["fold1"]["rows"]["pfd"]["best"]["test"])
+
+  serve, full = str(tmp_path / "serve.tsv"), str(tmp_path / "full.tsv")
+  p = _run("experiments.predict", f"--model={models / 'pfd'}", f"--data={folder}/serve.txt", f"--out={serve}",
+           "--seed=1")
+  assert p.returncode == 0, p.stderr
+  assert "NDCG over" in p.stdout
+  p = _run("experiments.predict", f"--model={models / 'pfd'}", f"--data={folder}/test.txt", f"--out={full}",
+           "--seed=1")
+  assert p.returncode == 0, p.stderr
+  assert open(serve).read() == open(full).read()  # privileged ids present or absent: same scores
+  lines = open(serve).read().splitlines()
+  assert len(lines) == sum(1 for _ in open(f"{folder}/test.txt"))
+  assert lines[0].split("\t")[:2] == ["200000", "0"] and lines[1].split("\t")[:2] == ["200000", "1"]
+  assert _numpy_ndcg8(serve, f"{folder}/test.txt", 5) == pytest.approx(recorded[1, 0], abs=1e-5)
+
+  # unlabelled serving file (lines start with qid:): same scores, no NDCG
+  unl = tmp_path / "unlabelled.txt"
+  unl.write_text("".join(ln.split(" ", 1)[1] for ln in open(f"{folder}/serve.txt")))
+  p = _run("experiments.predict", f"--model={models / 'pfd'}", f"--data={unl}", f"--out={tmp_path / 'u.tsv'}",
+           "--seed=1")
+  assert p.returncode == 0, p.stderr
+  assert "NDCG" not in p.stdout and open(tmp_path / "u.tsv").read() == open(serve).read()
+
+  # bad input: the error names file:line and nothing is written
+  bad = tmp_path / "bad.txt"
+  text = open(f"{folder}/serve.txt").read().splitlines(True)
+  for i, line, what in ((3, text[2].rstrip() + " 30:1.0\n", "feature id 30 was never seen"),
+                        (2, text[1].replace("5:", "5-"), "malformed feature"),
+                        (4, "1 " + text[3], "")):
+    bad.write_text("".join(text[:i - 1] + [line] + text[i:]))
+    out = tmp_path / "never.tsv"
+    p = _run("experiments.predict", f"--model={models / 'pfd'}", f"--data={bad}", f"--out={out}")
+    assert p.returncode != 0 and f"{bad}:{i}: {what}" in p.stderr, p.stderr[-600:]
+    assert not out.exists() and not os.path.exists(str(out) + ".tmp")
+
+
+def test_serving_file_with_labels_on_some_lines_only(tmp_path):
+  p = tmp_path / "s.txt"
+  p.write_text("qid:1 1:0.5\n1 qid:1 1:0.2\n")
+  with pytest.raises(ValueError, match=rf"{p}:2: this file's first line has no label"):
+    D.load_serving(str(p))
+  p.write_text("qid:1 1:0.5 2:1\nqid:1 1:0.2\nqid:2 2:3\n")
+  g = D.load_serving(str(p), num_features=4)
+  assert g.rel is None and g.x.shape == (3, 4) and list(g.offsets) == [0, 2, 3]
+
+
+def test_letor_folder_without_privileged_is_a_usage_error(folder):
+  p = _run("experiments.table2", "--dataset=letor", f"--data_dir={folder}", "--epochs=1")
+  assert p.returncode != 0 and "--privileged=ID,ID" in p.stderr
+  p = _run("experiments.table2", "--dataset=letor", f"--data_dir={folder}", "--privileged=7,x")
+  assert p.returncode != 0 and "--privileged='7,x': 'x' is not a feature id" in p.stderr
+
+
+def test_public_api_is_reexported():
+  for name in pfd_jax.__all__:
+    assert getattr(pfd_jax, name) is not None
+  assert {"load_raw", "prepare", "run_methods", "make_ranker", "save_model", "load_model", "Ranker",
+          "load_serving", "TrainConfig"} <= set(pfd_jax.__all__)
