@@ -193,6 +193,8 @@ def test_letor_folder_without_privileged_is_a_usage_error(folder):
   assert p.returncode != 0 and "--privileged=ID,ID" in p.stderr
   p = _run("experiments.table2", "--dataset=letor", f"--data_dir={folder}", "--privileged=7,x")
   assert p.returncode != 0 and "--privileged='7,x': 'x' is not a feature id" in p.stderr
+  p = _run("experiments.table2", "--positive_grade=2")
+  assert p.returncode != 0 and "--positive_grade applies to --labels=file only" in p.stderr
 
 
 def test_public_api_is_reexported():
