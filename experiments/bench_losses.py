@@ -4,23 +4,25 @@ r"""Micro-benchmark: loss + gradient throughput (lists/s) of the ranking losses 
 
 A script, not a timed test: the numbers depend on the machine. Writes results/bench_losses/results.json.
 """
-import os
+import dataclasses
 import time
+from typing import Tuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-from absl import app, flags
 
 from experiments import common
 from pfd_jax import losses as L
+from pfd_jax.config import option
 
-common.flag(flags.DEFINE_list, "list_sizes", ["32", "128", "512"], "List sizes L.")
-common.flag(flags.DEFINE_list, "losses", None, "Losses to time (default: rankbce, ranknet, softmax).")
-common.flag(flags.DEFINE_integer, "batch", 256, "Lists per call.")
-common.flag(flags.DEFINE_float, "min_seconds", 1.0, "Time each case for at least this long.")
-common.flag(flags.DEFINE_string, "out_dir", None, "Output folder (default results/<driver>/).")
-FLAGS = flags.FLAGS
+
+@dataclasses.dataclass(frozen=True)
+class Options:
+  list_sizes: Tuple[int, ...] = option((32, 128, 512), "List sizes L.", lo=1)
+  losses: Tuple[str, ...] = option(("rankbce", "ranknet", "softmax"), "Losses to time.", choices=tuple(L.LOSSES))
+  batch: int = option(256, "Lists per call.", lo=1)
+  min_seconds: float = option(1.0, "Time each case for at least this long.", lo=0)
 
 
 def time_case(name, b, l, min_seconds):
@@ -38,19 +40,21 @@ def time_case(name, b, l, min_seconds):
   return n * b / (time.perf_counter() - t0)
 
 
-def main(argv):
-  del argv
-  rows, res = [], {"env": common.environment(), "batch": FLAGS.batch, "lists_per_s": {}}
-  for name in FLAGS.losses or ["rankbce", "ranknet", "softmax"]:
-    for l in map(int, FLAGS.list_sizes):
-      rate = time_case(name, FLAGS.batch, l, FLAGS.min_seconds)
-      res["lists_per_s"][f"{name}@{l}"] = rate
-      rows.append([name, l, f"{rate:,.0f}"])
-  md = common.markdown_table(["loss", "L", "lists/s (loss + grad)"], rows)
-  common.write_json(os.path.join(common.out_root("bench_losses"), "results.json"), res)
-  common.write_text(os.path.join(common.out_root("bench_losses"), "table.md"), md)
-  print(md)
+def run(cfg: common.Config) -> dict:
+  o = cfg.options
+  res = {"config": cfg, "env": common.environment(), "batch": o.batch, "lists_per_s": {}}
+  for name in o.losses:
+    for size in o.list_sizes:
+      res["lists_per_s"][f"{name}@{size}"] = time_case(name, o.batch, size, o.min_seconds)
+  return res
 
+
+def to_markdown(res: dict) -> str:
+  rows = [k.split("@") + [f"{v:,.0f}"] for k, v in res["lists_per_s"].items()]
+  return common.markdown_table(["loss", "L", "lists/s (loss + grad)"], rows)
+
+
+DRIVER = common.Driver("bench_losses", run, to_markdown, options=Options, groups=("output",), per_dataset=False)
 
 if __name__ == "__main__":
-  app.run(main)
+  common.main(DRIVER)

@@ -23,29 +23,34 @@ documents at batch --memory_batch for two steps and reports the process's peak r
 `/usr/bin/time -v` prints as "Maximum resident set size"). Writes results/benchmark/<case>.json and .md.
 A script, never a timed test.
 """
+import dataclasses
 import os
 import resource
 import time
+from typing import Tuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-from absl import app, flags, logging
+from absl import logging
 
 from experiments import common
 from pfd_jax import data as D
 from pfd_jax import train as T
+from pfd_jax.config import option
 
-common.flag(flags.DEFINE_enum, "case", "throughput", ["throughput", "memory"], "What to measure.")
-common.flag(flags.DEFINE_list, "losses", None, "Losses to time (default: rankbce, ranknet).")
-common.flag(flags.DEFINE_list, "seed_counts", ["1", "5"], "Numbers of vmapped seeds.")
-common.flag(flags.DEFINE_float, "scale", 1.0, "Fraction of the Web30k-size query counts.")
-common.flag(flags.DEFINE_integer, "max_buckets", 8, "Length buckets.")
-common.flag(flags.DEFINE_integer, "torch_batches", 30, "Batches timed in the torch eager reference (0 = skip).")
-common.flag(flags.DEFINE_integer, "memory_len", 1300, "Memory case: documents per list.")
-common.flag(flags.DEFINE_integer, "memory_batch", 300, "Memory case: lists per batch.")
-common.flag(flags.DEFINE_string, "out_dir", None, "Output folder (default results/<driver>/).")
-FLAGS = flags.FLAGS
+
+
+@dataclasses.dataclass(frozen=True)
+class Options:
+  case: str = option("throughput", "What to measure.", choices=("throughput", "memory"))
+  losses: Tuple[str, ...] = option(("rankbce", "ranknet"), "Losses to time.", choices=("rankbce", "ranknet"))
+  seed_counts: Tuple[int, ...] = option((1, 5), "Numbers of vmapped seeds (the first is the reference).", lo=1)
+  scale: float = option(1.0, "Fraction of the Web30k-size query counts.", lo=0, lo_open=True)
+  max_buckets: int = option(8, "Length buckets.", lo=1)
+  torch_batches: int = option(30, "Batches timed in the torch eager reference (0 = skip).", lo=0)
+  memory_len: int = option(1300, "Memory case: documents per list.", lo=1)
+  memory_batch: int = option(300, "Memory case: lists per batch.", lo=1)
 
 
 def epoch_seconds(cfg, buckets, eval_set, seeds):
@@ -99,9 +104,9 @@ def torch_reference(host_buckets, cfg: T.TrainConfig, n_batches: int, seed: int 
   for _ in range(cfg.layers - 2):
     layers += [torch.nn.Linear(cfg.hidden, cfg.hidden), torch.nn.ReLU()]
   model = torch.nn.Sequential(*layers, torch.nn.Linear(cfg.hidden, 1))
-  opt = torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+  opt = torch.optim.Adam(model.parameters(), lr=cfg.effective_lr, weight_decay=cfg.weight_decay)
   plan = T._epoch_batches(jax.random.split(jax.random.PRNGKey(seed), 1), 0,
-                          [b.x.shape[0] for b in host_buckets], cfg.batch_size)
+                          [b.x.shape[0] for b in host_buckets], cfg.effective_batch_size)
   warm = 3
   plan = plan[:n_batches + warm]
   docs, t0 = 0, None
@@ -121,28 +126,28 @@ def torch_reference(host_buckets, cfg: T.TrainConfig, n_batches: int, seed: int 
               threads=torch.get_num_threads())
 
 
-def throughput() -> tuple:
+def throughput(o: Options) -> tuple:
   kw = D.web30k_scale()
-  kw["num_queries"] = tuple(max(1, int(q * FLAGS.scale)) for q in kw["num_queries"])
+  kw["num_queries"] = tuple(max(1, int(q * o.scale)) for q in kw["num_queries"])
   t0 = time.time()
   ds = D.prepare("synthetic", D.generate_synthetic(**kw))
-  host = D.bucketize(ds["train"], FLAGS.max_buckets)
+  host = D.bucketize(ds["train"], o.max_buckets)
   train_b = T.device_buckets(host)
   test = ds["test"].take(np.arange(min(200, ds["test"].num_queries)))
   eval_set = T.eval_set(test, 2)
-  full_test = T.eval_set(ds["test"], FLAGS.max_buckets)
+  full_test = T.eval_set(ds["test"], o.max_buckets)
   docs = ds["train"].num_docs
   padded = sum(int(np.prod(b.mask.shape)) for b in host)
   dim = int(ds["train"].x.shape[1])
   logging.info("data ready in %.1fs: %d train groups, %d docs, padding ratio %.3f", time.time() - t0,
                ds["train"].num_queries, docs, padded / docs)
   res = {"env": common.environment(), "train_docs": docs, "padded_docs": padded, "train_groups":
-         ds["train"].num_queries, "features": dim, "scale": FLAGS.scale, "cases": {}}
+         ds["train"].num_queries, "features": dim, "scale": o.scale, "cases": {}}
   rows = []
-  for loss in FLAGS.losses or ["rankbce", "ranknet"]:
-    cfg = T.TrainConfig.paper(loss, epochs=2, data_groups="all")
+  for loss in o.losses:
+    cfg = T.TrainConfig(loss=loss, epochs=2, data_groups="all")
     base, params = None, None
-    for s in map(int, FLAGS.seed_counts):
+    for s in o.seed_counts:
       sec, p = epoch_seconds(cfg, train_b, eval_set, s)
       if base is None:  # the first seed count is the reference
         base, params = sec, p
@@ -154,17 +159,17 @@ def throughput() -> tuple:
       res["cases"][f"{loss}/seeds={s}"] = case
       rows.append([loss, s, f"{sec:.2f}", f"{rate:,.0f}", f"{sec / base:.2f}"])
       logging.info("%s seeds=%d: %.2fs/epoch, %.0f docs/s", loss, s, sec, rate)
-    if FLAGS.torch_batches:
-      ref = torch_reference(host, cfg, FLAGS.torch_batches) if loss == "rankbce" else None
+    if o.torch_batches:
+      ref = torch_reference(host, cfg, o.torch_batches) if loss == "rankbce" else None
       if ref is not None:
         res["cases"][f"{loss}/torch"] = ref
         jax_rate = res["cases"][f"{loss}/seeds=1"]["docs_per_s"]
         rows.append([f"{loss} (torch {ref['torch']} eager)", 1, "", f"{ref['docs_per_s']:,.0f}",
                      f"JAX / torch = {jax_rate / ref['docs_per_s']:.2f}x docs/s"])
     if loss == "rankbce":
-      rows_per_batch = int(np.mean([min(cfg.batch_size, b.x.shape[0]) * b.x.shape[1] for b in host]))
+      rows_per_batch = int(np.mean([min(cfg.effective_batch_size, b.x.shape[0]) * b.x.shape[1] for b in host]))
       peak = matmul_rate(rows_per_batch, dim, cfg.hidden, cfg.layers)
-      first = int(FLAGS.seed_counts[0])
+      first = o.seed_counts[0]
       one = res["cases"][f"rankbce/seeds={first}"]
       res["roofline"] = dict(matmul_flops_per_s=peak, rows=rows_per_batch, seeds=first,
                              useful_fraction=one["useful_flops_per_s"] / peak,
@@ -188,15 +193,15 @@ def throughput() -> tuple:
   return res, md
 
 
-def memory() -> tuple:
+def memory(o: Options) -> tuple:
   """RankNet on [batch, L] lists: two steps (one compiles), peak RSS of this process."""
   rng = np.random.default_rng(0)
-  q, l, dim = FLAGS.memory_batch, FLAGS.memory_len, 96
+  q, l, dim = o.memory_batch, o.memory_len, 96
   bucket = dict(x=jnp.asarray(rng.normal(size=(q, l, dim)).astype(np.float32)),
                 y=jnp.asarray((rng.random((q, l)) < 0.05).astype(np.float32)), mask=jnp.ones((q, l), bool),
                 pos=jnp.ones(q))
   es = T.EvalSet([bucket], q)
-  cfg = T.TrainConfig.paper("ranknet", epochs=2, batch_size=q)
+  cfg = T.TrainConfig(loss="ranknet", epochs=2, batch_size=q)
   t0 = time.time()
   times = []
   T.train(jax.random.split(jax.random.PRNGKey(0), 1), cfg, [bucket], "x", {"test": es},
@@ -210,14 +215,14 @@ def memory() -> tuple:
   return res, md
 
 
-def main(argv):
-  del argv
-  res, md = throughput() if FLAGS.case == "throughput" else memory()
-  out = common.out_root("benchmark")
-  common.write_json(os.path.join(out, f"{FLAGS.case}.json"), res)
-  common.write_text(os.path.join(out, f"{FLAGS.case}.md"), md)
-  print(md)
+def run(cfg: common.Config) -> dict:
+  o = cfg.options
+  res, md = throughput(o) if o.case == "throughput" else memory(o)
+  return dict(res, config=cfg, folder=o.case, markdown=md)
 
+
+DRIVER = common.Driver("benchmark", run, lambda res: res["markdown"], options=Options, groups=("output",),
+                       per_dataset=False)
 
 if __name__ == "__main__":
-  app.run(main)
+  common.main(DRIVER)

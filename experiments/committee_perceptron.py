@@ -20,28 +20,30 @@ test split, which the table says. Training wall times: RankSVM per fit; each per
 (a scan keeping only its own state) for --timing_passes passes on the last fold, reported per pass and at
 its chosen T. Writes results/committee_perceptron/<dataset>/{results.json, table.md, committee.png}.
 """
+import dataclasses
 import time
+from typing import Tuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-from absl import app, flags
 
 from experiments import common
 from pfd_jax import data as D
 from pfd_jax import metrics
 from pfd_jax import perceptron as P
+from pfd_jax.config import option
 from pfd_jax.data import padding
 
-common.define_data_flags(default_dataset="ohsumed")
-common.define_common_flags()
-common.flag(flags.DEFINE_integer, "passes", 30, "Passes over the pair stream (T is chosen among 1..passes).")
-common.flag(flags.DEFINE_list, "committee_sizes", ["5", "10", "20", "50"], "Committee sizes K (chosen on vali).")
-common.flag(flags.DEFINE_integer, "vote_capacity", 200, "Hypotheses the voted perceptron keeps.")
-common.flag(flags.DEFINE_list, "svm_c", ["0.001", "0.01", "0.1"], "RankSVM C values (chosen on vali).")
-common.flag(flags.DEFINE_integer, "timing_passes", 10, "Passes of the per-variant timing scans (last fold).")
-common.flag(flags.DEFINE_integer, "cp_seed", 0, "Seed of the pass shuffles and of RankSVM's pair signs.")
-FLAGS = flags.FLAGS
+
+@dataclasses.dataclass(frozen=True)
+class Options:
+  passes: int = option(30, "Passes over the pair stream (T is chosen among 1..passes).", lo=1)
+  committee_sizes: Tuple[int, ...] = option((5, 10, 20, 50), "Committee sizes K (chosen on vali).", lo=1)
+  vote_capacity: int = option(200, "Hypotheses the voted perceptron keeps.", lo=1)
+  svm_c: Tuple[float, ...] = option((0.001, 0.01, 0.1), "RankSVM C values (chosen on vali).", lo=0, lo_open=True)
+  timing_passes: int = option(10, "Passes of the per-variant timing scans (last fold).", lo=1)
+  cp_seed: int = option(0, "Seed of the pass shuffles and of RankSVM's pair signs.")
 
 KS = tuple(range(1, 11))
 NAMES = metrics.metric_names(KS)  # NDCG@1..10, P@1..10, MAP
@@ -123,21 +125,22 @@ def timing(diffs_x, pairs, eta, passes: int, variants: dict, seed: int) -> dict:
   return out
 
 
-def run(cfg: dict) -> dict:
+def run(cfg: common.Config) -> dict:
   t_all = time.time()
-  sizes, vote_cap = list(cfg["committee_sizes"]), cfg["vote_capacity"]
+  o = cfg.options
+  sizes, vote_cap = list(o.committee_sizes), o.vote_capacity
   caps = sorted(set(sizes) | {1, vote_cap})
   per_fold = {}
-  for fold in common.folds_of(cfg):
-    ds = D.with_graded_labels(common.load_dataset(dict(cfg, num_privileged=0, privileged=None, query_norm=True, log1p=False),
-                                                  fold))
+  data = dataclasses.replace(cfg.data, num_privileged=0, privileged="", query_norm=True, log1p=False)
+  for fold in common.folds_of(cfg.data):
+    ds = D.with_graded_labels(common.load_dataset(data, fold))
     tr_name, sel_name, te_name = splits_of(ds)
     tr = ds[tr_name]
     pairs, eta = P.query_pairs(tr.rel, tr.offsets)
-    sel_b, te_b = (padding.bucketize(ds[s], cfg.get("max_buckets", 4)) for s in (sel_name, te_name))
-    key = jax.random.PRNGKey(cfg["cp_seed"])
+    sel_b, te_b = (padding.bucketize(ds[s], cfg.data.max_buckets) for s in (sel_name, te_name))
+    key = jax.random.PRNGKey(o.cp_seed)
     t0 = time.time()
-    out = jax.block_until_ready(P.train(key, tr.x, pairs, eta, cfg["passes"], caps))
+    out = jax.block_until_ready(P.train(key, tr.x, pairs, eta, o.passes, caps))
     scan_s = time.time() - t0
     sel, test = variant_tables(out, caps, sizes, vote_cap, sel_b), variant_tables(out, caps, sizes, vote_cap, te_b)
     rows = {}
@@ -148,7 +151,7 @@ def run(cfg: dict) -> dict:
       cands = [f"committee K={k} ({form})" for k in sizes]
       best = max(cands, key=lambda n: rows[n]["select_map"])
       rows[f"committee ({form}), K chosen"] = dict(rows[best], K=int(best.split("=")[1].split()[0]))
-    svm = rank_svm(tr.x, pairs, cfg["svm_c"], cfg["cp_seed"], lambda w: evaluate(sel_b, ws=w)[:, MAP])
+    svm = rank_svm(tr.x, pairs, o.svm_c, o.cp_seed, lambda w: evaluate(sel_b, ws=w)[:, MAP])
     best = max(svm, key=lambda f: f["select"])
     rows["RankSVM (LinearSVC)"] = dict(C=best["C"], select_map=best["select"], seconds=best["seconds"],
                                        test=evaluate(te_b, ws=best["w"][None])[0])
@@ -161,7 +164,7 @@ def run(cfg: dict) -> dict:
   # timing scans on the last fold's pairs (its data are still at hand)
   variants = {"vanilla / averaged": (), "pocket": (1,), "voted": (vote_cap,),
               f"committee K={max(sizes)}": (max(sizes),)}
-  per_pass = timing(tr.x, pairs, eta, cfg["timing_passes"], variants, cfg["cp_seed"])
+  per_pass = timing(tr.x, pairs, eta, o.timing_passes, variants, o.cp_seed)
   return {"config": cfg, "env": common.environment(), "data": ds.config, "folds": per_fold,
           "seconds_per_pass": per_pass, "timing_pairs": int(len(eta)), "seconds": time.time() - t_all}
 
@@ -196,10 +199,10 @@ def to_markdown(res: dict) -> str:
       secs = (per_pass[TIMING_OF[name]] if name in TIMING_OF else com_pp) * t.mean()
     body.append([name, choice, f"{secs:.2f}"] + cells)
   sel = folds[0]["selected_on"]
-  return (f"# Committee Perceptron family vs RankSVM ({cfg['dataset']}, QueryLevelNorm, graded labels)\n\n"
+  return (f"# Committee Perceptron family vs RankSVM ({cfg['data']['dataset']}, QueryLevelNorm, graded labels)\n\n"
           f"Mean ± std over {len(folds)} fold(s) of the test metrics at the choices made on **{sel}** "
           f"(trained on {folds[0]['trained_on']}); {np.mean([f['pairs'] for f in folds]):,.0f} training pairs per "
-          f"fold; {cfg['passes']} passes streamed; voted keeps {cfg['vote_capacity']} hypotheses (of "
+          f"fold; {cfg['options']['passes']} passes streamed; voted keeps {cfg['options']['vote_capacity']} hypotheses (of "
           f"{np.mean([f['hypotheses'][-1] for f in folds]):,.0f} per fold). Training seconds: RankSVM = one "
           f"LinearSVC fit at the chosen C (mean over folds); perceptrons = seconds per pass of the variant alone "
           f"({', '.join(f'{k}: {v:.3f}' for k, v in per_pass.items())} s/pass on the last fold's "
@@ -212,31 +215,20 @@ def to_markdown(res: dict) -> str:
 def plot(res: dict, path: str) -> None:
   plt = common.pyplot()
   fig, ax = plt.subplots(figsize=(6.5, 4))
-  sizes = res["config"]["committee_sizes"]
+  sizes = res["config"]["options"]["committee_sizes"]
   names = ["vanilla", "pocket", "averaged", "voted"] + [f"committee K={k} (avg)" for k in sizes]
   for name in names:
     c = np.stack([np.asarray(f["curves"][name]["test"]) for f in res["folds"].values()])
     ax.plot(np.arange(1, c.shape[1] + 1), c.mean(0), label=name, ls="-" if "committee" in name else "--")
   svm = np.mean([np.asarray(f["rows"]["RankSVM (LinearSVC)"]["test"])[MAP] for f in res["folds"].values()])
   ax.axhline(svm, color="k", ls=":", label="RankSVM")
-  res = dict(res, config=dict(res["config"], loss="test MAP per pass"))
+  res = dict(res, config=dict(res["config"], run=dict(loss="test MAP per pass")))
   common.finish_plot(fig, ax, res, path, "passes over the pair stream", "test MAP")
 
 
-def main(argv):
-  del argv
-  if FLAGS.save_models:
-    raise app.UsageError("--save_models saves MLP rankers; the perceptron family's linear models are not saved")
-  cfg = common.data_config_from_flags(needs_privileged=False)
-  cfg.update(passes=FLAGS.passes, committee_sizes=[int(k) for k in FLAGS.committee_sizes],
-             vote_capacity=FLAGS.vote_capacity, svm_c=[float(c) for c in FLAGS.svm_c],
-             timing_passes=FLAGS.timing_passes, cp_seed=FLAGS.cp_seed, max_buckets=4, loss="pairwise")
-  if FLAGS["min_docs"].using_default_value:
-    cfg["min_docs"] = 1  # LETOR evaluation keeps every query
-  res = run(cfg)
-  print(common.write_outputs(common.out_root("committee_perceptron"), res, to_markdown(res), plot,
-                             "committee.png"))
-
+DRIVER = common.Driver("committee_perceptron", run, to_markdown, plot, "committee.png", options=Options,
+                       groups=("data", "output"), needs_privileged=False,
+                       defaults=(("dataset", "ohsumed"), ("min_docs", 1)))  # LETOR evaluation keeps every query
 
 if __name__ == "__main__":
-  app.run(main)
+  common.main(DRIVER)

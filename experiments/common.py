@@ -1,179 +1,305 @@
-"""Shared flags and output helpers of the experiment drivers (printing and files live here, not in pfd_jax)."""
+"""The drivers' shared machinery: one typed configuration, flags made from it, one main, output helpers.
+
+Configuration (defined once, from flag to function): a driver's :class:`Config` holds a
+:class:`pfd_jax.config.DataConfig` (the data recipe), a :class:`pfd_jax.train.TrainConfig` (training), a
+:class:`RunConfig` (seeds, loss, output) and the driver's own options dataclass. The absl flags are
+generated from those fields (:func:`define_flags`): a flag's name, default, help and checks are its field's,
+so a new setting is one field. Flags are defined only when a driver runs as ``__main__`` (:func:`main`), so
+importing drivers defines nothing and never collides. Bad values are absl usage errors naming the flag,
+raised before any data is loaded.
+
+Every driver is ``run(Config) -> results``, ``to_markdown(results)``, optionally ``plot(results, path)``,
+declared as a :class:`Driver` and started by :func:`main`. Printing and files live here, never in pfd_jax.
+"""
 from __future__ import annotations
 
 import dataclasses
 import json
 import os
 import platform
+import sys
 import time
-from typing import NamedTuple, Optional
+import typing
+from typing import Any, Callable, NamedTuple, Optional, Tuple
 
 import jax
 import numpy as np
-from absl import flags, logging
+from absl import app, flags, logging
 
+from pfd_jax import config as C
 from pfd_jax import data as D
 from pfd_jax import distill
-from pfd_jax import rank_distill
 from pfd_jax import serving
 from pfd_jax import train as T
+from pfd_jax.config import DataConfig, option
+from pfd_jax.train import TrainConfig
 
 FLAGS = flags.FLAGS
+RESULTS = "results"
+SINGLE_LOSSES = ("rankbce", "ranknet")
 
 
-def flag(define, name: str, *args, **kw):
-  """Defines an absl flag unless a driver imported earlier in this process already did.
+@dataclasses.dataclass(frozen=True)
+class RunConfig:
+  """What a run trains and where it writes."""
+  loss: str = option("rankbce", "Ranking loss of the trained rows (both = RankBCE and RankNet, one after the "
+                     "other).", choices=("rankbce", "ranknet", "both", "softmax"))
+  seeds: int = option(5, "Training seeds, vmapped in one program.", lo=1)
+  seed: int = option(0, "Base PRNG seed of the training keys.")
+  teaching: Optional[str] = option(None, "How teachers teach (default: the student's own loss on sigmoid "
+                                   "probabilities, the paper's PFD): pointwise = RankBCE, pairwise = RankNet on "
+                                   "sigmoid(t); listwise = SDR softmax on max(a t + b, 0); topk = Ranking "
+                                   "Distillation's top-K loss.", choices=tuple(distill.TEACHING))
+  save_models: bool = option(False, "Save every trained row's model (all seeds + feature recipe) under "
+                             "<out_dir>/<dataset>/models/[<loss>/][fold<k>/]<row>/ (pfd_jax.load_model, "
+                             "python -m experiments.predict).")
 
-  Drivers share flag names (dataset, loss, out_dir, ...); a test process imports several drivers. Defaults
-  that differ per driver are None here and resolved by the driver at run time.
+  def __post_init__(self):
+    C.check(self)
+
+
+@dataclasses.dataclass(frozen=True)
+class OutputConfig:
+  """Where a driver writes."""
+  out_dir: Optional[str] = option(None, "Output root (default results/<driver>); files go to "
+                                  "<out_dir>/<dataset>/ for drivers that read a dataset.")
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+  """A driver's whole configuration (recorded in results.json as config; see :func:`config_from_json`)."""
+  data: DataConfig = DataConfig()
+  train: TrainConfig = TrainConfig()
+  run: RunConfig = RunConfig()
+  output: OutputConfig = OutputConfig()
+  options: Any = None
+
+  @property
+  def losses(self) -> tuple:
+    return SINGLE_LOSSES if self.run.loss == "both" else (self.run.loss,)
+
+  def train_config(self, loss: Optional[str] = None, **overrides) -> TrainConfig:
+    """The TrainConfig of a row: training settings, `loss` (default: the run's), --teaching, overrides."""
+    loss = loss or self.losses[0]
+    return dataclasses.replace(self.train, loss=loss, **distill.TEACHING.get(self.run.teaching, {}), **overrides)
+
+  def replace(self, **groups) -> "Config":
+    """A copy with fields of groups replaced: cfg.replace(data=dict(tau=4.0), run=dict(seeds=2))."""
+    return dataclasses.replace(self, **{g: dataclasses.replace(getattr(self, g), **kw) if isinstance(kw, dict)
+                                        else kw for g, kw in groups.items()})
+
+
+def config_from_json(d: dict, options: Optional[type] = None) -> Config:
+  """The :class:`Config` a results.json recorded (options: the driver's options class)."""
+  return C.from_dict(Config, d, **({"options": options} if options else {}))
+
+
+GROUPS = {"data": DataConfig, "train": TrainConfig, "run": RunConfig, "output": OutputConfig}
+
+
+@dataclasses.dataclass(frozen=True)
+class Driver:
+  """An experiment driver: its functions, options and the shared settings it reads.
+
+  run(Config) -> results dict; to_markdown(results) -> str; plot(results, path) writes `png`.
+  groups: the shared configuration groups whose flags it has; defaults: per-driver flag defaults
+  ((flag name, value) pairs); losses: the values --loss may take; needs_privileged (bool or function of
+  the Config): a folder given by path must name its privileged features; check(Config): the driver's own
+  checks (raise pfd_jax.config.ConfigError naming the flag); per_dataset: outputs go to <out_dir>/<dataset>/ (else <out_dir>/).
   """
-  if name not in FLAGS:
-    define(name, *args, **kw)
+  name: str
+  run: Callable
+  to_markdown: Callable
+  plot: Optional[Callable] = None
+  png: Optional[str] = None
+  options: Optional[type] = None
+  groups: tuple = ("data", "train", "run", "output")
+  defaults: tuple = ()
+  losses: tuple = SINGLE_LOSSES
+  needs_privileged: Any = True  # or a function of the Config
+  per_dataset: bool = True
+  check: Optional[Callable] = None
+  write: bool = True  # False: a tool whose output is its own files; main prints to_markdown(results) only
 
 
-def define_common_flags():
-  """Flags every training driver has: output root and loss (defaults resolved per driver)."""
-  flag(flags.DEFINE_string, "out_dir", None, "Output root (default results/<driver>/); files go to "
-       "<out_dir>/<dataset>/.")
-  flag(flags.DEFINE_enum, "loss", None, ["rankbce", "ranknet", "both"], "Ranking loss (default per driver).")
-  flag(flags.DEFINE_boolean, "save_models", False, "Save every trained row's model (all seeds + feature recipe) "
-       "under <out_dir>/<dataset>/models/[<loss>/][fold<k>/]<row>/, loadable with pfd_jax.load_model and "
-       "python -m experiments.predict.")
+def _unwrap(t):
+  """Optional[X] -> X."""
+  args = [a for a in typing.get_args(t) if a is not type(None)]
+  return args[0] if typing.get_origin(t) is typing.Union and len(args) == 1 else t
 
 
-def out_root(driver: str) -> str:
-  return FLAGS.out_dir or os.path.join("results", driver)
+def _flag_items(cls):
+  """(field, type) of the fields of `cls` that are flags (Optional unwrapped)."""
+  hints = typing.get_type_hints(cls)
+  return [(f, _unwrap(hints[f.name])) for f in dataclasses.fields(cls) if f.metadata.get("flag", False)]
 
 
-def single_loss(default: str = "rankbce") -> str:
-  """--loss for drivers that study one loss at a time."""
-  from absl import app
-  loss = FLAGS.loss or default
-  if loss == "both":
-    raise app.UsageError("--loss must be rankbce or ranknet for this driver")
-  return loss
+def flag_fields(cls, prefix: str = ""):
+  """(flag name, field, type, prefix) of every flag of `cls`, nested dataclasses flattened with '<field>_'
+  prefixes (topk_k, topk_scheme, ...)."""
+  for f, t in _flag_items(cls):
+    if dataclasses.is_dataclass(t):
+      yield from flag_fields(t, f"{prefix}{f.name}_")
+    else:
+      yield prefix + f.name, f, t, prefix
 
 
-def write_outputs(root: str, res: dict, md: str, plot=None, png: Optional[str] = None) -> str:
-  """<root>/<dataset>/{results.json, table.md, png}; returns the Markdown."""
-  out_dir = os.path.join(root, res["config"]["dataset"])
+def _driver_fields(driver: Driver):
+  for g in driver.groups:
+    for item in flag_fields(GROUPS[g]):
+      yield g, item
+  if driver.options is not None:
+    for item in flag_fields(driver.options):
+      yield "options", item
+
+
+def _text(value, f) -> Optional[str]:
+  if value is None:
+    return None
+  if f.metadata.get("fmt"):
+    return f.metadata["fmt"](value)
+  return ",".join(map(str, value)) if isinstance(value, tuple) else value
+
+
+def define_flags(driver: Driver, flag_values=FLAGS, key_module: Optional[str] = None) -> None:
+  """Defines the driver's flags from its configuration fields (key flags of the main module, so that
+  --help lists them)."""
+  defaults = dict(driver.defaults)
+  for group, (name, f, t, _) in _driver_fields(driver):
+    default = defaults.get(name, f.default)
+    help_ = f.metadata["help"]
+    lo, hi = f.metadata.get("lo"), f.metadata.get("hi")
+    if lo is not None or hi is not None:
+      help_ += f" Range {'(' if f.metadata.get('lo_open') else '['}{lo if lo is not None else '-inf'}, " \
+               f"{hi if hi is not None else 'inf'}{']' if hi is not None else ')'}."
+    choices = f.metadata.get("choices")
+    if name == "loss":
+      choices = driver.losses
+    if t is bool:
+      flags.DEFINE_boolean(name, default, help_, flag_values=flag_values)
+    elif t is int:
+      flags.DEFINE_integer(name, default, help_, flag_values=flag_values)
+    elif t is float:
+      flags.DEFINE_float(name, default, help_, flag_values=flag_values)
+    elif choices is not None and t is str:
+      flags.DEFINE_enum(name, default, [c for c in choices if c], help_, flag_values=flag_values)
+    else:  # strings, comma lists and parsed text
+      if choices is not None:
+        help_ += f" (each one of {', '.join(map(str, choices))})"
+      flags.DEFINE_string(name, _text(default, f), help_, flag_values=flag_values)
+    flag_values.register_key_flag_for_module(key_module or sys.argv[0], flag_values[name])
+
+
+def _value(name, f, t, text):
+  """A flag's value as its field's type (comma lists and parsed text converted)."""
+  if f.metadata.get("parse"):
+    return f.metadata["parse"](text or "")
+  if typing.get_origin(t) is tuple:
+    elem = typing.get_args(t)[0]
+    out = []
+    for tok in filter(None, (text or "").split(",")):
+      try:
+        out.append(elem(tok.strip()))
+      except ValueError:
+        raise C.ConfigError(name, f"{tok.strip()!r} is not {'an integer' if elem is int else 'a number'}") from None
+    return tuple(out)
+  return text
+
+
+def _build(cls, flag_values, prefix: str = ""):
+  """An instance of `cls` from the parsed flags (nested dataclasses from their prefixed flags), checked."""
+  kw = {}
+  for f, t in _flag_items(cls):
+    name = prefix + f.name
+    if dataclasses.is_dataclass(t):
+      kw[f.name] = _build(t, flag_values, name + "_")
+      continue
+    try:
+      kw[f.name] = _value(name, f, t, flag_values[name].value)
+    except C.ConfigError as e:
+      raise C.ConfigError(name, str(e).split(": ", 1)[1]) from None
+  try:
+    obj = cls(**kw)
+    C.check(obj)  # options classes need not call it themselves
+    return obj
+  except C.ConfigError as e:
+    raise C.ConfigError(prefix + e.field, str(e).split(": ", 1)[1]) from None
+
+
+def config_from_flags(driver: Driver, flag_values=FLAGS) -> Config:
+  """The driver's :class:`Config` from the parsed flags; bad values raise app.UsageError naming the flag."""
+  try:
+    parts = {g: _build(GROUPS[g], flag_values) for g in driver.groups}
+    if driver.options is not None:
+      parts["options"] = _build(driver.options, flag_values)
+    cfg = Config(**parts)
+    if cfg.output.out_dir is None:
+      cfg = cfg.replace(output=dict(out_dir=os.path.join(RESULTS, driver.name)))
+    needs = driver.needs_privileged(cfg) if callable(driver.needs_privileged) else driver.needs_privileged
+    if "data" in driver.groups and cfg.data.dataset == "letor" and needs and not cfg.data.privileged:
+      raise C.ConfigError("privileged", "dataset=letor reads your own folder, so say which features are "
+                          "privileged (known at training time only): --privileged=ID,ID,... with 1-based feature "
+                          "ids as in the files, or --privileged=auto for the paper's protocol (the "
+                          "--num_privileged features most correlated with the labels)")
+    if driver.check is not None:
+      driver.check(cfg)
+  except C.ConfigError as e:
+    value = flag_values[e.field].value if e.field in flag_values else None
+    shown = f"={value!r}" if value not in (None, "") else ""
+    raise app.UsageError(f"--{e.field}{shown}: {str(e).split(': ', 1)[1]}") from None
+  return cfg
+
+
+def main(driver: Driver) -> None:
+  """Defines the driver's flags and runs it: config -> run -> results.json, table.md, plot; prints the table."""
+  define_flags(driver)
+
+  def _main(argv):
+    try:
+      if len(argv) > 1:
+        raise app.UsageError(f"unexpected arguments {argv[1:]}: settings are flags with two dashes, e.g. --seeds=5")
+      cfg = config_from_flags(driver)
+    except app.UsageError as e:  # one readable line, not absl's page of usage
+      print(f"error: {e}\n(python -m experiments.{driver.name} --help lists the flags)", file=sys.stderr)
+      sys.exit(2)
+    if "data" in driver.groups:
+      print(describe_data(cfg.data), flush=True)
+    res = driver.run(cfg)
+    print(write_outputs(output_dir(cfg, driver, res), res, driver) if driver.write else driver.to_markdown(as_json(res)))
+
+  app.run(_main)
+
+
+def output_dir(cfg: Config, driver: Driver, res: dict) -> str:
+  """<out_dir>/<folder>/ (the subfolder a driver names in its results as 'folder', else the dataset), or
+  <out_dir>/ for drivers that read no dataset."""
+  root = cfg.output.out_dir
+  sub = res.get("folder") or (cfg.data.dataset if driver.per_dataset else None)
+  return os.path.join(root, sub) if sub else root
+
+
+def write_outputs(out_dir: str, res: dict, driver: Driver) -> str:
+  """<out_dir>/{results.json, table.md, <png>}; returns the Markdown. The table and the plot are made from the
+  results as results.json holds them, so either can be remade later from the file alone."""
+  res = as_json(res)
+  md = driver.to_markdown(res)
   write_json(os.path.join(out_dir, "results.json"), res)
   write_text(os.path.join(out_dir, "table.md"), md)
-  if plot is not None:
-    plot(res, os.path.join(out_dir, png))
+  if driver.plot is not None and driver.png:
+    driver.plot(res, os.path.join(out_dir, driver.png))
   return md
 
 
-def output_config(driver: str) -> dict:
-  """Where a driver writes (out_dir) and whether it saves its models."""
-  return dict(out_dir=out_root(driver), save_models=FLAGS.save_models)
-
-
-def run_and_write(driver: str, run, to_markdown, plot=None, png: Optional[str] = None, **extra) -> None:
-  """A single-loss driver's main: config from the data and training flags (+ extra), run, write, print."""
-  cfg = data_config_from_flags()
-  cfg.update(**train_config_from_flags(), **output_config(driver), loss=single_loss(), **extra)
-  res = run(cfg)
-  print(write_outputs(out_root(driver), res, to_markdown(res), plot, png))
-
-
-def define_data_flags(default_dataset: str = "synthetic"):
-  if "dataset" in FLAGS:
-    return
-  flags.DEFINE_enum("dataset", default_dataset, list(D.NAMES), "Dataset name (letor = any folder by --data_dir).")
-  flags.DEFINE_string("data_dir", None, "Dataset folder; default $PFD_DATA_DIR/<name> or ../shared/data.")
-  flags.DEFINE_string("cache_dir", "cache", "Where parsed LETOR files are cached as .npz.")
-  flags.DEFINE_list("folds", None, "Folds to run (default: all folds of the dataset).")
-  flags.DEFINE_float("t", 4.0, "Eq. 2 temperature.")
-  flags.DEFINE_float("tau", None, "Eq. 2 tau_target (default: per dataset, see README).")
-  flags.DEFINE_integer("num_privileged", None, "With --privileged=auto: how many features are privileged "
-                       "(default: per dataset).")
-  flags.DEFINE_string("privileged", None, "Privileged features: 'auto' (the paper's protocol: the "
-                      "--num_privileged columns most |correlated| with y on the training split) or a comma list "
-                      "of 1-based feature ids as written in the files, e.g. 7,15. Default: auto for named "
-                      "datasets; required with --dataset=letor.")
-  flags.DEFINE_enum("labels", None, list(D.LABEL_MODES), "Training labels: gumbel (the paper's Eq. 2 draws) or "
-                    "file (the file's own labels; graded ones need --positive_grade). Default: file for "
-                    "--dataset=letor, gumbel otherwise.")
-  flags.DEFINE_float("positive_grade", None, "With --labels=file: y = 1[label >= this grade].")
-  flags.DEFINE_integer("min_docs", 10, "Drop query groups with fewer documents.")
-  flags.DEFINE_boolean("query_norm", False, "LETOR QueryLevelNorm (per-query min-max) before log1p.")
-  flags.DEFINE_integer("label_seed", 0, "Seed of the Gumbel label draws (fixed across training seeds).")
-  flags.DEFINE_float("synthetic_scale", 1.0, "Synthetic data: multiply query counts.")
-  flags.DEFINE_boolean("synthetic_web30k", False, "Synthetic data at MSLR-WEB30K size (overrides scale).")
-
-
-def define_train_flags():
-  """Training flags shared by the drivers (defaults: the paper's protocol, appendix A.3)."""
-  if "seeds" in FLAGS:
-    return
-  flags.DEFINE_integer("seeds", 5, "Training seeds, vmapped in one program.")
-  flags.DEFINE_integer("seed", 0, "Base PRNG seed of the training keys.")
-  flags.DEFINE_integer("epochs", 100, "Training epochs.")
-  flags.DEFINE_float("alpha", 0.5, "Eq. 1 weight of the data loss.")
-  flags.DEFINE_integer("batch_size", None, "Groups per batch (default: paper's 500 RankBCE / 300 RankNet).")
-  flags.DEFINE_float("lr", None, "Learning rate (default: paper's 1e-3 RankBCE / 3e-4 RankNet).")
-  flags.DEFINE_float("weight_decay", 0.005, "Coupled L2 weight decay.")
-  flags.DEFINE_integer("hidden", 100, "Hidden width.")
-  flags.DEFINE_integer("layers", 5, "Dense layers.")
-  flags.DEFINE_enum("select_on", "test", ["test", "vali"], "Best epoch by NDCG@8 on this split.")
-  flags.DEFINE_enum("empty_rule", "exclude", ["exclude", "zero"], "Test lists without a positive.")
-  flags.DEFINE_enum("data_groups", "positive", ["positive", "all"], "Groups of the data loss (Table 5).")
-  flags.DEFINE_integer("max_buckets", 4, "Length buckets per split.")
-  flags.DEFINE_enum("teacher_loss", None, ["pointwise", "pairwise", "listwise", "topk"],
-                    "How teachers teach (default: the student's own loss on sigmoid probabilities, the paper's "
-                    "PFD). pointwise = RankBCE, pairwise = RankNet on sigmoid(t); listwise = SDR softmax on "
-                    "max(a t + b, 0); topk = Ranking Distillation's weighted top-K loss.")
-  flags.DEFINE_float("transform_a", 1.0, "SDR affine teacher transform slope a (listwise).")
-  flags.DEFINE_float("transform_b", 0.0, "SDR affine teacher transform intercept b (listwise).")
-  flags.DEFINE_integer("topk_k", 10, "Ranking Distillation: teacher's top-K unlabelled documents.")
-  flags.DEFINE_enum("topk_scheme", "hybrid", list(rank_distill.SCHEMES), "Ranking Distillation weighting.")
-  flags.DEFINE_float("topk_lambda", 5.0, "Ranking Distillation Eq. 8 lambda.")
-  flags.DEFINE_float("topk_mu", 0.1, "Ranking Distillation Eq. 9 mu.")
-  flags.DEFINE_integer("topk_eps", 10, "Ranking Distillation Algorithm 1 samples epsilon.")
-  flags.DEFINE_integer("topk_warmup", None, "Ranking Distillation warm-up epochs with w^a only (default "
-                       "half the epochs).")
-  flags.DEFINE_string("mesh", "", "Data-parallel device mesh, e.g. data:4 or seeds:2,data:2 (default: one "
-                      "device). CPU test: XLA_FLAGS=--xla_force_host_platform_device_count=4.")
-
-
-def train_config_from_flags() -> dict:
-  return dict(seeds=FLAGS.seeds, seed=FLAGS.seed, epochs=FLAGS.epochs, alpha=FLAGS.alpha,
-              batch_size=FLAGS.batch_size, lr=FLAGS.lr, weight_decay=FLAGS.weight_decay, hidden=FLAGS.hidden,
-              layers=FLAGS.layers, select_on=FLAGS.select_on, empty_rule=FLAGS.empty_rule,
-              data_groups=FLAGS.data_groups, max_buckets=FLAGS.max_buckets, teacher_loss=FLAGS.teacher_loss,
-              transform_a=FLAGS.transform_a, transform_b=FLAGS.transform_b,
-              topk=dict(k=FLAGS.topk_k, scheme=FLAGS.topk_scheme, lam=FLAGS.topk_lambda, mu=FLAGS.topk_mu,
-                        eps=FLAGS.topk_eps, warmup=FLAGS.topk_warmup), mesh=parse_mesh(FLAGS.mesh))
-
-
-def parse_mesh(text: str) -> tuple:
-  """'seeds:2,data:2' -> (('seeds', 2), ('data', 2)); '' -> () (one device)."""
-  from absl import app
-  out = []
-  for part in filter(None, text.split(",")):
-    name, _, size = part.partition(":")
-    if name not in ("data", "seeds") or not size.isdigit() or int(size) < 1:
-      raise app.UsageError(f"--mesh={text!r}: expected axis:size pairs with axes data and/or seeds, e.g. data:4")
-    out.append((name, int(size)))
-  return tuple(out)
-
-
-def train_config(cfg: dict, loss: str, **overrides) -> T.TrainConfig:
-  """The TrainConfig of a driver's config dict for `loss` (paper's batch size and lr unless given)."""
-  kw = dict(epochs=cfg["epochs"], alpha=cfg["alpha"], weight_decay=cfg["weight_decay"], hidden=cfg["hidden"],
-            layers=cfg["layers"], select_on=cfg["select_on"], empty_rule=cfg["empty_rule"],
-            data_groups=cfg["data_groups"])
-  if cfg.get("batch_size"):
-    kw["batch_size"] = cfg["batch_size"]
-  if cfg.get("lr"):
-    kw["lr"] = cfg["lr"]
-  if cfg.get("teacher_loss"):
-    kw.update(distill.TEACHER_LOSSES[cfg["teacher_loss"]])
-  kw.update(transform_a=cfg.get("transform_a", 1.0), transform_b=cfg.get("transform_b", 0.0),
-            topk=rank_distill.TopK(**(cfg.get("topk") or {})), mesh=tuple(map(tuple, cfg.get("mesh") or ())))
-  kw.update(overrides)
-  return T.TrainConfig.paper(loss, **kw)
+def describe_data(d: DataConfig) -> str:
+  """One line: the label mode and the privileged features in force (printed when a run starts)."""
+  if d.label_mode == "file":
+    lab = "the file's own labels" + (f", y = 1[label >= {d.positive_grade}]" if d.positive_grade is not None
+                                     else " (0/1)")
+  else:
+    lab = "Gumbel draws of Eq. 2 (the paper's protocol)"
+  ids = d.privileged_ids
+  priv = f"feature ids {','.join(map(str, ids))}" if ids else "chosen automatically (most correlated with y)"
+  return f"labels: {lab}; privileged features: {priv}"
 
 
 def progress(prefix: str):
@@ -189,103 +315,45 @@ def progress(prefix: str):
 SYNTHETIC_TAU = 4.4  # see README: tau 4.8 leaves ~16 positive training groups in the small default
 
 
-def parse_privileged(text: Optional[str]) -> Optional[list]:
-  """--privileged: None or 'auto' -> None (automatic choice); '7,15' -> [7, 15] (1-based ids)."""
-  from absl import app
-  if text is None or text.strip() == "auto":
-    return None
-  ids = []
-  for tok in text.split(","):
-    tok = tok.strip()
-    if not tok.isdigit() or int(tok) < 1:
-      raise app.UsageError(f"--privileged={text!r}: {tok!r} is not a feature id (1-based integers, e.g. "
-                           "--privileged=7,15, or --privileged=auto)")
-    ids.append(int(tok))
-  if len(set(ids)) != len(ids):
-    raise app.UsageError(f"--privileged={text!r}: duplicate feature ids")
-  return ids
-
-
-def data_config_from_flags(needs_privileged: bool = True) -> dict:
-  """The data flags as a config dict, checked. needs_privileged: the driver trains on privileged features,
-  so a folder given by path must name them (--privileged) rather than fall back to a silent default."""
-  from absl import app
-  labels = FLAGS.labels or ("file" if FLAGS.dataset == "letor" else "gumbel")
-  if FLAGS.positive_grade is not None and labels != "file":
-    raise app.UsageError("--positive_grade applies to --labels=file only")
-  privileged = parse_privileged(FLAGS.privileged)
-  if needs_privileged and FLAGS.dataset == "letor" and FLAGS.privileged is None:
-    raise app.UsageError("--dataset=letor reads your own folder, so say which features are privileged (known at "
-                         "training time only): --privileged=ID,ID,... with 1-based feature ids as in the files, "
-                         "or --privileged=auto for the paper's protocol (the --num_privileged features most "
-                         "correlated with the labels)")
-  return dict(dataset=FLAGS.dataset, data_dir=FLAGS.data_dir, cache_dir=FLAGS.cache_dir,
-              folds=[int(f) for f in FLAGS.folds] if FLAGS.folds else None, t=FLAGS.t, tau=FLAGS.tau,
-              num_privileged=FLAGS.num_privileged, min_docs=FLAGS.min_docs, query_norm=FLAGS.query_norm,
-              label_seed=FLAGS.label_seed, synthetic_scale=FLAGS.synthetic_scale,
-              synthetic_web30k=FLAGS.synthetic_web30k, labels=labels, positive_grade=FLAGS.positive_grade,
-              privileged=privileged)
-
-
-def describe_data(cfg: dict) -> str:
-  """One line: the label mode and the privileged features in force (printed when a run starts)."""
-  labels = cfg.get("labels", "gumbel")
-  if labels == "file":
-    lab = "the file's own labels" + (f", y = 1[label >= {cfg['positive_grade']}]" if cfg.get("positive_grade")
-                                     is not None else " (0/1)")
-  else:
-    lab = "Gumbel draws of Eq. 2 (the paper's protocol)"
-  priv = (f"feature ids {','.join(map(str, cfg['privileged']))}" if cfg.get("privileged")
-          else "chosen automatically (most correlated with y)")
-  return f"labels: {lab}; privileged features: {priv}"
-
-
-def folds_of(cfg: dict) -> list:
-  have = D.available_folds(cfg["dataset"], cfg.get("data_dir"))
-  folds = cfg.get("folds") or have
+def folds_of(d: DataConfig) -> list:
+  have = D.available_folds(d.dataset, d.data_dir)
+  folds = list(d.folds) or have
   bad = [f for f in folds if f not in have]
   if bad:
-    raise ValueError(f"--folds {bad}: dataset {cfg['dataset']!r} has folds {have} on disk")
+    raise app.UsageError(f"--folds={','.join(map(str, d.folds))}: dataset {d.dataset!r} has folds {have} on disk")
   return folds
 
 
-def load_dataset(cfg: dict, fold: int = 1) -> D.Dataset:
-  """Loads and preprocesses one fold as configured by `cfg` (see data_config_from_flags)."""
-  name = cfg["dataset"]
-  syn = None
-  if name == "synthetic":
-    syn = D.web30k_scale() if cfg.get("synthetic_web30k") else dict(scale=cfg.get("synthetic_scale", 1.0))
-    syn.update(cfg.get("synthetic_kwargs") or {})
-  raw = D.load_raw(name, cfg.get("data_dir"), fold=fold, cache_dir=cfg.get("cache_dir"), synthetic_kwargs=syn)
-  tau = cfg.get("tau")
-  if tau is None and name == "synthetic":
-    tau = SYNTHETIC_TAU
-  privileged = cfg.get("privileged")
+def load_dataset(d: DataConfig, fold: int = 1) -> D.Dataset:
+  """Loads and preprocesses one fold as the data recipe `d` says."""
+  name = d.dataset
+  raw = D.load_raw(name, d.data_dir, fold=fold, cache_dir=d.cache_dir or None,
+                   synthetic_kwargs=d.synthetic_kwargs() if name == "synthetic" else None)
+  tau = SYNTHETIC_TAU if d.tau is None and name == "synthetic" else d.tau
+  privileged = d.privileged_ids
   if privileged:
     width = max(g.x.shape[1] for g in raw.values())
     bad = [i for i in privileged if i > width]
     if bad:
-      from absl import app
       raise app.UsageError(f"--privileged: feature ids {bad} are out of range; dataset {name!r} has features "
                            f"1..{width}")
-  return D.prepare(name, raw, t=cfg.get("t", 4.0), tau=tau, num_privileged=cfg.get("num_privileged"),
-                   min_docs=cfg.get("min_docs", 10), query_norm=cfg.get("query_norm", False),
-                   log1p=cfg.get("log1p", True), seed=cfg.get("label_seed", 0),
-                   labels=cfg.get("labels", "gumbel"), positive_grade=cfg.get("positive_grade"),
-                   privileged=privileged)
+  return D.prepare(name, raw, t=d.t, tau=tau, num_privileged=d.num_privileged, min_docs=d.min_docs,
+                   query_norm=d.query_norm, log1p=d.log1p, seed=d.label_seed, labels=d.label_mode,
+                   positive_grade=d.positive_grade, privileged=privileged)
 
 
-def fold_setup(cfg: dict, loss: str, fold: int = 1, ds: Optional[D.Dataset] = None, **overrides):
+def fold_setup(cfg: Config, loss: Optional[str] = None, fold: int = 1, ds: Optional[D.Dataset] = None,
+               **overrides):
   """(dataset, device data, TrainConfig, seed keys) of one fold, checked for the splits training needs."""
-  ds = load_dataset(cfg, fold) if ds is None else ds
-  tc = train_config(cfg, loss, **overrides)
+  ds = load_dataset(cfg.data, fold) if ds is None else ds
+  tc = cfg.train_config(loss, **overrides)
   need = {"train", "test", tc.select_on}
   if not need <= set(ds.splits):
-    raise ValueError(f"dataset {cfg['dataset']!r} fold {fold} needs the splits {sorted(need)}; it has "
+    raise ValueError(f"dataset {cfg.data.dataset!r} fold {fold} needs the splits {sorted(need)}; it has "
                      f"{list(ds.splits)}")
   splits = ("test", "vali") if tc.select_on == "vali" else ("test",)
-  dd = distill.to_device(ds, cfg.get("max_buckets", 4), splits, tc.data_groups)
-  keys = jax.random.split(jax.random.PRNGKey(cfg.get("seed", 0)), cfg.get("seeds", 5))
+  dd = distill.to_device(ds, cfg.data.max_buckets, splits, tc.data_groups)
+  keys = jax.random.split(jax.random.PRNGKey(cfg.run.seed), cfg.run.seeds)
   return ds, dd, tc, keys
 
 
@@ -294,21 +362,20 @@ class ModelSink:
   ``<out_dir>/<dataset>/models/[<loss>/][fold<k>/]<row>/`` (the loss level when a run trains both losses,
   the fold level for multi-fold runs). Calling it returns the result, so it wraps a training call inline."""
 
-  def __init__(self, cfg: dict, ds: D.Dataset, fold: int = 1, loss: Optional[str] = None):
-    self.cfg, self.ds, self.fold, self.loss = cfg, ds, fold, loss
-    self.enabled = bool(cfg.get("save_models"))
-    parts = [cfg.get("out_dir") or "results", cfg["dataset"], "models"]
-    if cfg.get("loss") == "both" and loss:
+  def __init__(self, cfg: Config, ds: D.Dataset, fold: int = 1, loss: Optional[str] = None):
+    self.cfg, self.ds, self.fold = cfg, ds, fold
+    self.enabled = cfg.run.save_models
+    parts = [cfg.output.out_dir or RESULTS, ds.name, "models"]
+    if len(cfg.losses) > 1 and loss:
       parts.append(loss)
-    if cfg["dataset"] in D.NAMES and len(folds_of(cfg)) > 1:
+    if ds.name in D.NAMES and len(folds_of(cfg.data)) > 1:
       parts.append(f"fold{fold}")
     self.root = os.path.join(*parts)
 
-  def __call__(self, row: str, result: T.TrainResult, view: str, tc: T.TrainConfig) -> T.TrainResult:
+  def __call__(self, row: str, result: T.TrainResult, view: str, tc: TrainConfig) -> T.TrainResult:
     if self.enabled:
-      serving.make_ranker(result, tc, view, self.ds.config, dataset=self.cfg["dataset"],
-                          data_dir=self.cfg.get("data_dir"), fold=self.fold, row=row).save(
-                              os.path.join(self.root, row.replace(" ", "_").replace("/", "_")))
+      serving.make_ranker(result, tc, view, self.ds.config, dataset=self.ds.name, data_dir=self.cfg.data.data_dir,
+                          fold=self.fold, row=row).save(os.path.join(self.root, row.replace(" ", "_").replace("/", "_")))
     return result
 
 
@@ -316,7 +383,7 @@ class PFDFold(NamedTuple):
   """One fold of an ablation: its data, config, keys, progress logger, baseline and PFD teacher runs."""
   ds: D.Dataset
   dd: object
-  tc: T.TrainConfig
+  tc: TrainConfig
   keys: jax.Array
   log: object
   baseline: T.TrainResult
@@ -324,11 +391,11 @@ class PFDFold(NamedTuple):
   save: ModelSink
 
 
-def pfd_folds(cfg: dict):
+def pfd_folds(cfg: Config):
   """Yields a :class:`PFDFold` per fold of `cfg`: the no-distillation baseline (view x) and the PFD teacher
   (view xz) that the ablation drivers build on, both trained on the positive groups."""
-  for fold in folds_of(cfg):
-    ds, dd, tc, keys = fold_setup(cfg, cfg["loss"], fold)
+  for fold in folds_of(cfg.data):
+    ds, dd, tc, keys = fold_setup(cfg, None, fold)
     log = progress(f"[fold{fold}]")
     save = ModelSink(cfg, ds, fold)
     base = save("no_distill", distill.train_on_data(keys, tc, dd, "x", log("no_distill")), "x", tc)
@@ -343,6 +410,11 @@ def environment() -> dict:
               optax=optax.__version__, numpy=np.__version__, backend=jax.default_backend(),
               devices=[str(d) for d in jax.devices()], machine=platform.machine(),
               cpus=os.cpu_count(), time=time.strftime("%Y-%m-%d %H:%M:%S"))
+
+
+def as_json(res: dict) -> dict:
+  """Results as results.json holds them (configs and arrays as plain lists and dicts)."""
+  return json.loads(json.dumps(_jsonable(res)))
 
 
 def _jsonable(o):
@@ -409,7 +481,7 @@ def finish_plot(fig, ax, res: dict, path: str, xlabel: str, ylabel: str = "test 
   plt = pyplot()
   ax.set_xlabel(xlabel)
   ax.set_ylabel(ylabel)
-  ax.set_title(f"{res['config']['dataset']}, {res['config']['loss']}")
+  ax.set_title(f"{res['config']['data']['dataset']}, {res['config']['run']['loss']}")
   ax.legend(fontsize=8)
   fig.tight_layout()
   fig.savefig(path, dpi=120)

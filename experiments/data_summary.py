@@ -3,40 +3,33 @@ r"""Table 1 of the paper for any loadable dataset: features, query groups, docs/
   python -m experiments.data_summary --dataset=ohsumed
   python -m experiments.data_summary --dataset=synthetic --synthetic_web30k
 """
-import os
 import time
-
-from absl import app, flags
 
 from experiments import common
 from pfd_jax import data as D
 
-common.define_data_flags()
-common.flag(flags.DEFINE_string, "out_dir", None, "Output root (default results/data_summary/).")
-common.flag(flags.DEFINE_integer, "max_buckets", 8, "Length buckets.")
-FLAGS = flags.FLAGS
 
-
-def run(cfg: dict, max_buckets: int = 8) -> dict:
+def run(cfg: common.Config) -> dict:
   out = {}
-  for fold in common.folds_of(cfg):
+  for fold in common.folds_of(cfg.data):
     t0 = time.time()
-    ds = common.load_dataset(cfg, fold)
-    s = D.summary(ds, max_buckets)
+    ds = common.load_dataset(cfg.data, fold)
+    s = D.summary(ds, cfg.data.max_buckets)
     s["load_seconds"] = time.time() - t0
     out[f"fold{fold}"] = s
-  return out
+  return {"config": cfg, "folds": out}
 
 
-def to_markdown(name: str, res: dict) -> str:
+def to_markdown(res: dict) -> str:
+  name = res["config"]["data"]["dataset"]
   rows = []
-  for fold, s in res.items():
+  for fold, s in res["folds"].items():
     sp = s["splits"]
     cell = lambda k, fmt: " / ".join(fmt.format(sp[x][k]) for x in sp)
     rows.append([fold, s["regular_features"], s["privileged_features"], " / ".join(sp),
                  cell("query_groups", "{}"), cell("docs_per_query", "{:.2f}"),
                  cell("positive_groups_pct", "{:.2f}%"), cell("padding_ratio", "{:.3f}")])
-  cfg = next(iter(res.values()))["config"]
+  cfg = next(iter(res["folds"].values()))["config"]
   head = (f"Dataset **{name}** (t={cfg['t']}, tau_target={cfg['tau']}, min_docs={cfg['min_docs']}, "
           f"log1p={cfg['log1p']}, query_norm={cfg['query_norm']}, label seed={cfg['seed']}, "
           f"privileged split on {cfg['reference_split']})\n\n")
@@ -45,16 +38,8 @@ def to_markdown(name: str, res: dict) -> str:
        "padded / real"], rows)
 
 
-def main(argv):
-  del argv
-  cfg = common.data_config_from_flags(needs_privileged=False)
-  res = run(cfg, FLAGS.max_buckets)
-  md = to_markdown(cfg["dataset"], res)
-  out = common.out_root("data_summary")
-  common.write_json(os.path.join(out, f"{cfg['dataset']}.json"), res)
-  common.write_text(os.path.join(out, f"{cfg['dataset']}.md"), md)
-  print(md)
-
+DRIVER = common.Driver("data_summary", run, to_markdown, groups=("data", "output"), needs_privileged=False,
+                       defaults=(("max_buckets", 8),))
 
 if __name__ == "__main__":
-  app.run(main)
+  common.main(DRIVER)

@@ -12,19 +12,20 @@ test 200000... Then (README, "PFD on your own data"):
   python -m experiments.predict --model=results/table2/letor/models/rankbce/pfd --data=logs_letor/serve.txt \
       --out=scores.tsv
 """
+import dataclasses
 import os
 
-from absl import app, flags
-
 from experiments import common
+from experiments.table3_logs import Options as SimulatorOptions
+from pfd_jax.config import option
 from pfd_jax.data import logs
 
-common.flag(flags.DEFINE_string, "out", "logs_letor", "Folder to write.")
-common.flag(flags.DEFINE_list, "sessions", ["800", "200", "800"], "Simulated sessions in train, vali, test.")
-common.flag(flags.DEFINE_integer, "sim_seed", 0, "Seed of the log simulator.")
-FLAGS = flags.FLAGS
-
 QID_OFFSET = {"train": 0, "vali": 100000, "test": 200000}
+
+
+@dataclasses.dataclass(frozen=True)
+class Options(SimulatorOptions):
+  out: str = option("logs_letor", "Folder to write.")
 
 
 def write_folder(out: str, ds) -> dict:
@@ -40,22 +41,22 @@ def write_folder(out: str, ds) -> dict:
   return {k: len(v) for k, v in files.items()}
 
 
-def main(argv):
-  if len(argv) > 1:
-    raise app.UsageError(f"unexpected arguments {argv[1:]}")
-  try:
-    sessions = tuple(int(s) for s in FLAGS.sessions)
-  except ValueError:
-    raise app.UsageError(f"--sessions={','.join(FLAGS.sessions)}: three integers expected") from None
-  if len(sessions) != 3 or min(sessions) < 1:
-    raise app.UsageError(f"--sessions={','.join(FLAGS.sessions)}: three positive integers expected")
-  ds = logs.simulate(sessions=sessions, seed=FLAGS.sim_seed)
-  counts = write_folder(FLAGS.out, ds)
+def run(cfg: common.Config) -> dict:
+  o = cfg.options
+  ds = logs.simulate(sessions=o.sessions, seed=o.sim_seed)
   n = ds.config["num_regular"]
-  print(f"{FLAGS.out}: " + ", ".join(f"{k} {v} lines" for k, v in counts.items()) +
-        f"; labels = purchase; regular ids 1-{n}; privileged ids {n + 1} position, {n + 2} click, "
-        f"{n + 3} add-to-cart (absent from serve.txt)")
+  return dict(config=cfg, written=o.out, lines=write_folder(o.out, ds), num_regular=n,
+              privileged={n + 1: "position", n + 2: "click", n + 3: "add-to-cart"})
 
+
+def to_markdown(res: dict) -> str:
+  n = res["num_regular"]
+  return (f"{res['written']}: " + ", ".join(f"{k} {v} lines" for k, v in res["lines"].items()) +
+          f"; labels = purchase; regular ids 1-{n}; privileged ids {n + 1} position, {n + 2} click, "
+          f"{n + 3} add-to-cart (absent from serve.txt)")
+
+
+DRIVER = common.Driver("export_logs", run, to_markdown, options=Options, groups=(), write=False)
 
 if __name__ == "__main__":
-  app.run(main)
+  common.main(DRIVER)

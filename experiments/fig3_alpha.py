@@ -7,32 +7,34 @@ One PFD teacher per fold (and the no-distillation baseline) is trained once; a s
 alpha. The loss ratio is (1 - alpha) * teacher term / (alpha * data term), both summed over the best epoch of
 each seed (the paper's right-hand plot puts PFD's NDCG against this ratio). Writes results/fig3_alpha/.
 """
+import dataclasses
 import time
+from typing import Tuple
 
 import numpy as np
-from absl import app, flags
 
 from experiments import common
 from pfd_jax import distill
+from pfd_jax.config import option
 
-ALPHAS = [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.99, 0.999]
-
-common.define_data_flags()
-common.define_train_flags()
-common.define_common_flags()
-common.flag(flags.DEFINE_list, "alphas", None, "Values of alpha (Eq. 1 weight of the data loss).")
-FLAGS = flags.FLAGS
+ALPHAS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.99, 0.999)
 
 
-def run(cfg: dict) -> dict:
+@dataclasses.dataclass(frozen=True)
+class Options:
+  alphas: Tuple[float, ...] = option(ALPHAS, "Values of alpha (Eq. 1 weight of the data loss).", lo=0, hi=1,
+                                     lo_open=True)
+
+
+def run(cfg: common.Config) -> dict:
   """Per alpha: the PFD student's best NDCG (pooled over folds x seeds) and the loss ratio."""
   t0 = time.time()
-  base, rows = [], {a: dict(ndcg=[], ratio=[]) for a in cfg["alphas"]}
+  base, rows = [], {a: dict(ndcg=[], ratio=[]) for a in cfg.options.alphas}
   for f in common.pfd_folds(cfg):
     base.append(f.baseline.best["test"])
     targets = distill.teacher_targets(f.tc, [(f.teacher, "xz")], f.dd)
-    for a in cfg["alphas"]:
-      tc = common.train_config(cfg, cfg["loss"], alpha=a)
+    for a in cfg.options.alphas:
+      tc = cfg.train_config(alpha=a)
       st = f.save(f"pfd_alpha{a}", distill.train_student(f.keys, tc, f.dd, targets, f.log(f"pfd a={a}")), "x", tc)
       at_best = st.loss[np.arange(st.loss.shape[0]), st.best_epoch]  # [S, 3] total, data, teacher
       rows[a]["ndcg"].append(st.best["test"])
@@ -48,14 +50,15 @@ def run(cfg: dict) -> dict:
 
 def to_markdown(res: dict, title: str = "Figure 3: PFD against alpha") -> str:
   cfg, base = res["config"], np.asarray(res["no_distill"])
+  tr = cfg["train"]
   rows = []
   for a, r in res["alphas"].items():
     nd, ratio = np.asarray(r["ndcg"]), np.asarray(r["ratio"])
     rows.append([a, f"{nd[:, 0].mean():.3f} ± {nd[:, 0].std():.3f}", f"{r['gain_pct']:+.1f}%",
                  f"{np.median(ratio):.2f}"])
-  return (f"# {title} ({cfg['dataset']}, {cfg['loss']})\n\nNo-distillation NDCG@8 {base[:, 0].mean():.3f} ± "
-          f"{base[:, 0].std():.3f}; mean ± std over folds x seeds ({cfg['seeds']} seeds, {cfg['epochs']} epochs, "
-          f"best epoch on {cfg['select_on']}); {res['seconds']:.0f} s.\n\n" +
+  return (f"# {title} ({cfg['data']['dataset']}, {cfg['run']['loss']})\n\nNo-distillation NDCG@8 "
+          f"{base[:, 0].mean():.3f} ± {base[:, 0].std():.3f}; mean ± std over folds x seeds ({cfg['run']['seeds']} "
+          f"seeds, {tr['epochs']} epochs, best epoch on {tr['select_on']}); {res['seconds']:.0f} s.\n\n" +
           common.markdown_table(["alpha", "PFD NDCG@8", "vs no-distillation",
                                  "(1-a) teacher loss / (a data loss), median"], rows))
 
@@ -75,31 +78,13 @@ def plot(res: dict, path: str) -> None:
     ax.set_ylabel("test NDCG@8")
     ax.legend(fontsize=8)
   axes[1].set_xscale("log")
-  fig.suptitle(f"{res['config']['dataset']}, {res['config']['loss']}")
+  fig.suptitle(f"{res['config']['data']['dataset']}, {res['config']['run']['loss']}")
   fig.tight_layout()
   fig.savefig(path, dpi=120)
   plt.close(fig)
 
 
-def config_from_flags(default_alphas=ALPHAS, driver: str = "fig3_alpha") -> dict:
-  cfg = common.data_config_from_flags()
-  cfg.update(**common.train_config_from_flags(), **common.output_config(driver), loss=common.single_loss(),
-             alphas=[float(a) for a in FLAGS.alphas] if FLAGS.alphas else list(default_alphas))
-  bad = [a for a in cfg["alphas"] if not 0 < a <= 1]
-  if bad:
-    raise app.UsageError(f"--alphas must lie in (0, 1], got {bad}")
-  return cfg
-
-
-def write(res: dict, out_root: str, name: str = "fig3_alpha", title: str = "Figure 3: PFD against alpha") -> str:
-  return common.write_outputs(out_root, res, to_markdown(res, title), plot, f"{name}.png")
-
-
-def main(argv):
-  del argv
-  cfg = config_from_flags()
-  print(write(run(cfg), cfg["out_dir"]))
-
+DRIVER = common.Driver("fig3_alpha", run, to_markdown, plot, "fig3_alpha.png", options=Options)
 
 if __name__ == "__main__":
-  app.run(main)
+  common.main(DRIVER)

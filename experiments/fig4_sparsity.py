@@ -7,30 +7,31 @@ tau_target is swept (the paper goes from 4.8 down to 0.4); the labels are redraw
 for every tau, the privileged split is redone on each tau's labels (the paper's recipe), and the x-axis is
 the measured share of positive training groups. Writes results/fig4_sparsity/<dataset>/.
 """
+import dataclasses
 import time
+from typing import Tuple
 
 import numpy as np
-from absl import app, flags
 
 from experiments import common
 from pfd_jax import distill
+from pfd_jax.config import option
 
-TAUS = [4.8, 4.4, 3.6, 2.4]
-
-common.define_data_flags()
-common.define_train_flags()
-common.define_common_flags()
-common.flag(flags.DEFINE_list, "taus", None, f"Values of tau_target (default {TAUS}).")
-FLAGS = flags.FLAGS
+TAUS = (4.8, 4.4, 3.6, 2.4)
 
 
-def run(cfg: dict) -> dict:
+@dataclasses.dataclass(frozen=True)
+class Options:
+  taus: Tuple[float, ...] = option(TAUS, "Values of tau_target.")
+
+
+def run(cfg: common.Config) -> dict:
   t0 = time.time()
   out = {"config": cfg, "env": common.environment(), "taus": {}}
-  for tau in cfg["taus"]:
+  for tau in cfg.options.taus:
     rows, pos = {}, []
-    for fold in common.folds_of(cfg):
-      ds, dd, tc, keys = common.fold_setup(dict(cfg, tau=tau), cfg["loss"], fold)
+    for fold in common.folds_of(cfg.data):
+      ds, dd, tc, keys = common.fold_setup(cfg.replace(data=dict(tau=tau)), None, fold)
       pos.append(100.0 * dd.num_positive_groups / dd.num_train_groups)
       r = distill.run_methods(keys, tc, dd, ("self_distill", "pfd"), common.progress(f"[tau={tau} fold{fold}]"))
       save = common.ModelSink(cfg, ds, fold)
@@ -53,8 +54,8 @@ def to_markdown(res: dict) -> str:
     rows.append([tau, f"{r['positive_groups_pct']:.1f}%"] +
                 [f"{np.asarray(nd[k])[:, 0].mean():.3f} ({r['relative'][k]:.3f})"
                  for k in ("no_distill", "self_distill", "pfd_teacher", "pfd")])
-  return (f"# Figure 4: gains against label sparsity ({cfg['dataset']}, {cfg['loss']})\n\nTest NDCG@8 (relative to "
-          f"no-distillation), mean over folds x {cfg['seeds']} seeds, {cfg['epochs']} epochs; {res['seconds']:.0f} s."
+  return (f"# Figure 4: gains against label sparsity ({cfg['data']['dataset']}, {cfg['run']['loss']})\n\nTest NDCG@8 (relative to "
+          f"no-distillation), mean over folds x {cfg['run']['seeds']} seeds, {cfg['train']['epochs']} epochs; {res['seconds']:.0f} s."
           "\n\n" + common.markdown_table(["tau_target", "positive train groups", "no-distillation",
                                           "self-distillation", "PFD teacher*", "PFD student"], rows))
 
@@ -70,11 +71,7 @@ def plot(res: dict, path: str) -> None:
   common.finish_plot(fig, ax, res, path, "% positive training query groups", "test NDCG@8 / no-distillation")
 
 
-def main(argv):
-  del argv
-  common.run_and_write("fig4_sparsity", run, to_markdown, plot, "fig4_sparsity.png",
-                       taus=[float(t) for t in FLAGS.taus] if FLAGS.taus else TAUS)
-
+DRIVER = common.Driver("fig4_sparsity", run, to_markdown, plot, "fig4_sparsity.png", options=Options)
 
 if __name__ == "__main__":
-  app.run(main)
+  common.main(DRIVER)

@@ -8,36 +8,38 @@ own Gumbel draws, so z = y at tau_priv = tau_target and z is less discriminative
 is the measured corr(z, y) on the training documents; the paper's finding to check is that the most
 correlated z does not give the best student. Writes results/fig5_correlation/<dataset>/.
 """
+import dataclasses
 import time
+from typing import Tuple
 
 import numpy as np
-from absl import app, flags
 
 from experiments import common
 from pfd_jax import data as D
 from pfd_jax import distill
+from pfd_jax.config import option
 
-common.define_data_flags()
-common.define_train_flags()
-common.define_common_flags()
-common.flag(flags.DEFINE_list, "tau_privs", None, "Values of tau_privileged (default: tau_target minus "
-            "[2.4, 1.6, 1.0, 0.6, 0.3, 0.0]).")
-FLAGS = flags.FLAGS
+
+@dataclasses.dataclass(frozen=True)
+class Options:
+  tau_privs: Tuple[float, ...] = option((), "Values of tau_privileged (default: tau_target minus "
+                                        "2.4, 1.6, 1.0, 0.6, 0.3, 0.0).")
+
 
 OFFSETS = [2.4, 1.6, 1.0, 0.6, 0.3, 0.0]
 
 
-def run(cfg: dict) -> dict:
+def run(cfg: common.Config) -> dict:
   t0 = time.time()
   out = {"config": cfg, "env": common.environment(), "tau_privs": {}}
   base, per = [], {}
-  for fold in common.folds_of(cfg):
-    ds0 = common.load_dataset(cfg, fold)
+  for fold in common.folds_of(cfg.data):
+    ds0 = common.load_dataset(cfg.data, fold)
     tau = ds0.config["tau"]
-    taus = cfg["tau_privs"] or [round(tau - o, 4) for o in OFFSETS]
+    taus = cfg.options.tau_privs or [round(tau - o, 4) for o in OFFSETS]
     for i, tp in enumerate(taus):
       ds = D.with_synthetic_privileged(ds0, tp)
-      _, dd, tc, keys = common.fold_setup(cfg, cfg["loss"], fold, ds)
+      _, dd, tc, keys = common.fold_setup(cfg, None, fold, ds)
       log = common.progress(f"[tau_priv={tp} fold{fold}]")
       save = common.ModelSink(cfg, ds, fold)  # students only: the teachers read the synthetic z, no file has it
       if i == 0:  # no privileged input: the same for every tau_priv
@@ -68,8 +70,8 @@ def to_markdown(res: dict) -> str:
            f"{r['student_rel']:.3f}"] for tp, r in res["tau_privs"].items()]
   best = max(res["tau_privs"].items(), key=lambda kv: np.asarray(kv[1]["student"])[:, 0].mean())
   top = max(res["tau_privs"].items(), key=lambda kv: kv[1]["corr"])
-  return (f"# Figure 5: PFD against corr(z, y) ({cfg['dataset']}, {cfg['loss']})\n\nNo-distillation NDCG@8 "
-          f"{base[:, 0].mean():.3f} ± {base[:, 0].std():.3f}; mean ± std over folds x {cfg['seeds']} seeds; "
+  return (f"# Figure 5: PFD against corr(z, y) ({cfg['data']['dataset']}, {cfg['run']['loss']})\n\nNo-distillation NDCG@8 "
+          f"{base[:, 0].mean():.3f} ± {base[:, 0].std():.3f}; mean ± std over folds x {cfg['run']['seeds']} seeds; "
           f"{res['seconds']:.0f} s. Best student at tau_priv = {best[0]} (corr {best[1]['corr']:.3f}); the most "
           f"correlated z (tau_priv = {top[0]}, corr {top[1]['corr']:.3f}) gives "
           f"{np.asarray(top[1]['student'])[:, 0].mean():.3f}.\n\n" +
@@ -90,11 +92,7 @@ def plot(res: dict, path: str) -> None:
   common.finish_plot(fig, ax, res, path, "corr(z, y) on training documents")
 
 
-def main(argv):
-  del argv
-  common.run_and_write("fig5_correlation", run, to_markdown, plot, "fig5_correlation.png",
-                       tau_privs=[float(t) for t in FLAGS.tau_privs] if FLAGS.tau_privs else None)
-
+DRIVER = common.Driver("fig5_correlation", run, to_markdown, plot, "fig5_correlation.png", options=Options)
 
 if __name__ == "__main__":
-  app.run(main)
+  common.main(DRIVER)

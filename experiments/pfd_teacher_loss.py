@@ -4,28 +4,27 @@ r"""PFD x teacher loss: one privileged teacher (x + z) teaching its student thro
   python -m experiments.pfd_teacher_loss --dataset=ohsumed
 
 The combination none of the papers ran. Per fold, the no-distillation baseline and the PFD teacher are
-trained once (as in Table 2); then a student on x alone for every --teacher_losses entry
-(:data:`pfd_jax.distill.TEACHER_LOSSES`): pointwise = RankBCE on sigmoid(t) (the paper's PFD), pairwise =
+trained once (as in Table 2); then a student on x alone for every --teachings entry
+(:data:`pfd_jax.distill.TEACHING`): pointwise = RankBCE on sigmoid(t) (the paper's PFD), pairwise =
 RankNet on sigmoid(t), listwise = SDR's softmax on max(a t + b, 0) (--transform_a/b), topk = Ranking
 Distillation's weighted top-K positives among y = 0 documents (--topk_* flags). The data term stays the
 student's --loss on the positive groups; alpha weights it (Eq. 1). Writes results/pfd_teacher_loss/<dataset>/.
 """
+import dataclasses
 import time
+from typing import Tuple
 
 import numpy as np
-from absl import app, flags
 
 from experiments import common
 from pfd_jax import distill
-from pfd_jax import rank_distill
+from pfd_jax.config import option
 
-common.define_data_flags()
-common.define_train_flags()
-common.define_common_flags()
-common.flag(flags.DEFINE_list, "teacher_losses", list(distill.TEACHER_LOSSES), "Ways of teaching (rows).")
-flags.register_validator("teacher_losses", lambda v: set(v) <= set(distill.TEACHER_LOSSES),
-                         f"--teacher_losses must be among {', '.join(distill.TEACHER_LOSSES)}")
-FLAGS = flags.FLAGS
+
+@dataclasses.dataclass(frozen=True)
+class Options:
+  teachings: Tuple[str, ...] = option(tuple(distill.TEACHING), "Ways of teaching (rows).",
+                                      choices=tuple(distill.TEACHING))
 
 LABELS = {"no_distill": "No-distillation", "pfd_teacher": "PFD teacher* (x + z)",
           "pointwise": "PFD, pointwise (RankBCE on sigmoid t)", "pairwise": "PFD, pairwise (RankNet on sigmoid t)",
@@ -33,15 +32,15 @@ LABELS = {"no_distill": "No-distillation", "pfd_teacher": "PFD teacher* (x + z)"
           "topk": "PFD, top-K (Ranking Distillation)"}
 
 
-def run(cfg: dict) -> dict:
+def run(cfg: common.Config) -> dict:
   t0 = time.time()
-  rows = {k: [] for k in ["no_distill", "pfd_teacher"] + list(cfg["teacher_losses"])}
+  rows = {k: [] for k in ["no_distill", "pfd_teacher"] + list(cfg.options.teachings)}
   for f in common.pfd_folds(cfg):
     rows["no_distill"].append(f.baseline.best["test"])
     rows["pfd_teacher"].append(f.teacher.best["test"])
     logits = distill.teacher_targets(f.tc, [(f.teacher, "xz")], f.dd)
-    for name in cfg["teacher_losses"]:
-      tc = common.train_config(dict(cfg, teacher_loss=name), cfg["loss"])
+    for name in cfg.options.teachings:
+      tc = cfg.train_config(**distill.TEACHING[name])
       st = distill.train_student(f.keys, tc, f.dd, logits, f.log(f"pfd {name}"))
       rows[name].append(f.save(f"pfd_{name}", st, "x", tc).best["test"])
   return {"config": cfg, "env": common.environment(), "rows": {k: np.concatenate(v) for k, v in rows.items()},
@@ -50,16 +49,17 @@ def run(cfg: dict) -> dict:
 
 def to_markdown(res: dict) -> str:
   cfg = res["config"]
-  tk = rank_distill.TopK(**(cfg.get("topk") or {}))
+  tr = cfg["train"]
+  tk = tr["topk"]
   rows = {k: np.asarray(v) for k, v in res["rows"].items()}
   base = rows["no_distill"][:, 0].mean()
   labels = {k: LABELS[k] + ("" if k == "no_distill" else f" [{100 * (rows[k][:, 0].mean() / base - 1):+.1f}%]")
             for k in rows}
-  return (f"# PFD x teacher loss ({cfg['dataset']}, {cfg['loss']} data loss)\n\n"
-          f"Mean ± std over folds x {cfg['seeds']} seeds, {cfg['epochs']} epochs, alpha = {cfg['alpha']}, best epoch "
-          f"on {cfg['select_on']}; [NDCG@8 change vs no-distillation]; affine g = max({cfg.get('transform_a', 1.0)} t"
-          f" + {cfg.get('transform_b', 0.0)}, 0); top-K: K = {tk.k}, {tk.scheme} weights, lambda = {tk.lam}, "
-          f"mu = {tk.mu}, eps = {tk.eps}. {res['seconds']:.0f} s.\n\n"
+  return (f"# PFD x teacher loss ({cfg['data']['dataset']}, {cfg['run']['loss']} data loss)\n\n"
+          f"Mean ± std over folds x {cfg['run']['seeds']} seeds, {tr['epochs']} epochs, alpha = {tr['alpha']}, best "
+          f"epoch on {tr['select_on']}; [NDCG@8 change vs no-distillation]; affine g = max({tr['transform_a']} t"
+          f" + {tr['transform_b']}, 0); top-K: K = {tk['k']}, {tk['scheme']} weights, lambda = {tk['lam']}, "
+          f"mu = {tk['mu']}, eps = {tk['eps']}. {res['seconds']:.0f} s.\n\n"
           + common.mean_std_table(rows, labels))
 
 
@@ -67,11 +67,7 @@ def plot(res: dict, path: str) -> None:
   common.bar_plot(res, path, LABELS)
 
 
-def main(argv):
-  del argv
-  common.run_and_write("pfd_teacher_loss", run, to_markdown, plot, "pfd_teacher_loss.png",
-                       teacher_losses=FLAGS.teacher_losses)
-
+DRIVER = common.Driver("pfd_teacher_loss", run, to_markdown, plot, "pfd_teacher_loss.png", options=Options)
 
 if __name__ == "__main__":
-  app.run(main)
+  common.main(DRIVER)

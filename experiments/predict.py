@@ -14,21 +14,32 @@ Where the file has labels and the model was trained on file labels, NDCG@k (the 
 printed over the lists the training drivers evaluate: at least ``min_docs`` documents and one positive.
 Nothing is written when the input is bad (the error names file:line).
 """
+import dataclasses
 import os
+from typing import Optional
 
 import numpy as np
-from absl import app, flags
+from absl import app
 
+from experiments import common
 from pfd_jax import data as D
 from pfd_jax import metrics
 from pfd_jax import serving
+from pfd_jax.config import ConfigError, check, option
 
-flags.DEFINE_string("model", None, "Saved model folder (model.json + params.msgpack).")
-flags.DEFINE_string("data", None, "LETOR/SVMlight file to score (.txt or .gz; labels optional).")
-flags.DEFINE_string("out", None, "Score file to write (qid, index within query, score; tab-separated).")
-flags.DEFINE_integer("seed", None, "Index of the saved seed to score with (default: the recorded best).")
-flags.mark_flags_as_required(["model", "data", "out"])
-FLAGS = flags.FLAGS
+
+@dataclasses.dataclass(frozen=True)
+class Options:
+  model: str = option("", "Saved model folder (model.json + params.msgpack).")
+  data: str = option("", "LETOR/SVMlight file to score (.txt or .gz; labels optional).")
+  out: str = option("", "Score file to write (qid, index within query, score; tab-separated).")
+  seed: Optional[int] = option(None, "Index of the saved seed to score with (default: the recorded best).", lo=0)
+
+  def __post_init__(self):
+    for name in ("model", "data", "out"):
+      if not getattr(self, name):
+        raise ConfigError(name, "required")
+    check(self)
 
 
 def ndcg(ranker: serving.Ranker, groups: D.Groups, scores: np.ndarray):
@@ -60,31 +71,38 @@ def write_scores(path: str, groups: D.Groups, scores: np.ndarray) -> None:
   os.replace(tmp, path)
 
 
-def main(argv):
-  if len(argv) > 1:
-    raise app.UsageError(f"unexpected arguments {argv[1:]} (flags need dashes: --model=DIR)")
+def run(cfg: common.Config) -> dict:
+  o = cfg.options
   try:
-    ranker = serving.load_model(FLAGS.model)
+    ranker = serving.load_model(o.model)
   except FileNotFoundError as e:
     raise app.UsageError(f"--model: {e}")
-  if FLAGS.seed is not None and not 0 <= FLAGS.seed < ranker.num_seeds:
-    raise app.UsageError(f"--seed={FLAGS.seed}: the model holds seeds 0..{ranker.num_seeds - 1}")
-  groups = D.load_serving(FLAGS.data, ranker.num_features)
-  scores = ranker.score_groups(groups, FLAGS.seed)
-  write_scores(FLAGS.out, groups, scores)
-  seed = ranker.best_seed if FLAGS.seed is None else FLAGS.seed
-  print(f"{FLAGS.out}: {groups.num_docs} documents in {groups.num_queries} queries scored with seed {seed} of "
-        f"{ranker.num_seeds} (model {FLAGS.model}: view {ranker.recipe['view']}, feature ids "
-        f"{','.join(map(str, ranker.input_ids))})")
+  if o.seed is not None and o.seed >= ranker.num_seeds:
+    raise app.UsageError(f"--seed={o.seed}: the model holds seeds 0..{ranker.num_seeds - 1}")
+  groups = D.load_serving(o.data, ranker.num_features)
+  scores = ranker.score_groups(groups, o.seed)
+  write_scores(o.out, groups, scores)
   res = ndcg(ranker, groups, scores)
-  if res is not None:
-    vals, n = res
-    print(f"NDCG over {n} lists with a positive: " + "  ".join(f"@{k} {v:.4f}" for k, v in vals.items()))
-  elif groups.rel is not None:
-    print(f"no NDCG: the model was trained on labels mode {ranker.recipe['labels']['mode']!r}, which a new "
-          "file's labels cannot reproduce" if ranker.recipe["labels"]["mode"] == "gumbel"
-          else "no NDCG: no list with a positive")
+  return dict(options=o, docs=groups.num_docs, queries=groups.num_queries, seeds=ranker.num_seeds,
+              seed=ranker.best_seed if o.seed is None else o.seed, view=ranker.recipe["view"],
+              input_ids=ranker.input_ids, ndcg=res, labelled=groups.rel is not None,
+              label_mode=ranker.recipe["labels"]["mode"])
 
+
+def to_markdown(res: dict) -> str:
+  o = res["options"]
+  lines = [f"{o['out']}: {res['docs']} documents in {res['queries']} queries scored with seed {res['seed']} of "
+           f"{res['seeds']} (model {o['model']}: view {res['view']}, feature ids {','.join(map(str, res['input_ids']))})"]
+  if res["ndcg"] is not None:
+    vals, n = res["ndcg"]
+    lines.append(f"NDCG over {n} lists with a positive: " + "  ".join(f"@{k} {v:.4f}" for k, v in vals.items()))
+  elif res["labelled"]:
+    lines.append("no NDCG: the model was trained on Gumbel labels (Eq. 2), which a new file's labels cannot "
+                 "reproduce" if res["label_mode"] == "gumbel" else "no NDCG: no list with a positive")
+  return "\n".join(lines)
+
+
+DRIVER = common.Driver("predict", run, to_markdown, options=Options, groups=(), write=False)
 
 if __name__ == "__main__":
-  app.run(main)
+  common.main(DRIVER)

@@ -17,28 +17,28 @@ Scoring time: one seed's model scoring the whole test split, jitted and warmed u
 """
 import dataclasses
 import time
+from typing import Tuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-from absl import app, flags
 
 from experiments import common
 from pfd_jax import distill
 from pfd_jax import models
 from pfd_jax import rank_distill
 from pfd_jax import train as T
+from pfd_jax.config import option
 
-common.define_data_flags()
-common.define_train_flags()
-common.define_common_flags()
-common.flag(flags.DEFINE_integer, "teacher_hidden", 100, "Teacher MLP width.")
-common.flag(flags.DEFINE_integer, "student_hidden", 60, "Student MLP width.")
-common.flag(flags.DEFINE_float, "rd_a", 0.5, "RD Eq. 4 weight a of the distillation loss.")
-common.flag(flags.DEFINE_list, "schemes", ["uniform", "inverse", "position", "hybrid"], "RD weighting schemes.")
-flags.register_validator("schemes", lambda v: set(v) <= set(rank_distill.SCHEMES),
-                         f"--schemes must be among {', '.join(rank_distill.SCHEMES)}")
-FLAGS = flags.FLAGS
+
+@dataclasses.dataclass(frozen=True)
+class Options:
+  teacher_hidden: int = option(100, "Teacher MLP width.", lo=1)
+  student_hidden: int = option(60, "Student MLP width.", lo=1)
+  rd_a: float = option(0.5, "RD Eq. 4 weight a of the distillation loss (alpha = 1 - a).", lo=0, hi=1)
+  schemes: Tuple[str, ...] = option(("uniform", "inverse", "position", "hybrid"), "RD weighting schemes (rows).",
+                                    choices=rank_distill.SCHEMES)
+
 
 KS = (10, 3, 5)
 METRIC_KS = (3, 5, 10)
@@ -61,18 +61,19 @@ def scoring_ms_per_1000(tc: T.TrainConfig, params, es: T.EvalSet, repeats: int =
   return 1e6 * min(times) / docs.shape[1]
 
 
-def run(cfg: dict) -> dict:
+def run(cfg: common.Config) -> dict:
   t0 = time.time()
   rows, info = {}, {}
-  for fold in common.folds_of(cfg):
-    ds = common.load_dataset(dict(cfg, num_privileged=0, privileged=None), fold)
-    _, dd, tc_t, keys = common.fold_setup(cfg, cfg["loss"], fold, ds=ds, ks=KS, hidden=cfg["teacher_hidden"])
-    tc_s = dataclasses.replace(tc_t, hidden=cfg["student_hidden"], teacher_loss="topk", alpha=1.0 - cfg["rd_a"])
+  o = cfg.options
+  for fold in common.folds_of(cfg.data):
+    ds = common.load_dataset(dataclasses.replace(cfg.data, num_privileged=0, privileged=""), fold)
+    _, dd, tc_t, keys = common.fold_setup(cfg, None, fold, ds=ds, ks=KS, hidden=o.teacher_hidden)
+    tc_s = dataclasses.replace(tc_t, hidden=o.student_hidden, teacher_loss="topk", alpha=1.0 - o.rd_a)
     log = common.progress(f"[rd fold{fold}]")
     runs = {"teacher": (distill.train_on_data(keys, tc_t, dd, "x", log("teacher")), tc_t),
             "student": (distill.train_on_data(keys, tc_s, dd, "x", log("student")), tc_s)}
     targets = distill.teacher_targets(tc_s, [(runs["teacher"][0], "x", tc_t)], dd)
-    for scheme in cfg["schemes"]:
+    for scheme in o.schemes:
       tc = dataclasses.replace(tc_s, topk=dataclasses.replace(tc_s.topk, scheme=scheme))
       runs[scheme] = (distill.train_student(keys, tc, dd, targets, log(f"rd {scheme}")), tc)
     test = dd.eval_sets["test"]
@@ -101,11 +102,12 @@ def to_markdown(res: dict) -> str:
     body.append([label, f"{info[n]['params']:,} ({info[n]['params'] / p_teacher:.2f})",
                  f"{info[n]['ms_per_1000_docs']:.3f}"] + cells)
   tk = res["topk"]
-  return (f"# Ranking Distillation on {cfg['dataset']} ({cfg['loss']} data loss)\n\n"
-          f"Teacher width {cfg['teacher_hidden']}, student width {cfg['student_hidden']}, {cfg.get('layers', 5)} "
-          f"layers; a = {cfg['rd_a']}, K = {tk['k']}, lambda = {tk['lam']}, mu = {tk['mu']}, eps = {tk['eps']}, "
-          f"warm-up {tk['warmup'] if tk['warmup'] is not None else cfg['epochs'] // 2} epochs. Mean ± std over "
-          f"folds x {cfg['seeds']} seeds, {cfg['epochs']} epochs, best epoch by NDCG@10 on {cfg['select_on']}; "
+  o, tr = cfg["options"], cfg["train"]
+  return (f"# Ranking Distillation on {cfg['data']['dataset']} ({cfg['run']['loss']} data loss)\n\n"
+          f"Teacher width {o['teacher_hidden']}, student width {o['student_hidden']}, {tr['layers']} "
+          f"layers; a = {o['rd_a']}, K = {tk['k']}, lambda = {tk['lam']}, mu = {tk['mu']}, eps = {tk['eps']}, "
+          f"warm-up {tk['warmup'] if tk['warmup'] is not None else tr['epochs'] // 2} epochs. Mean ± std over "
+          f"folds x {cfg['run']['seeds']} seeds, {tr['epochs']} epochs, best epoch by NDCG@10 on {tr['select_on']}; "
           f"scoring time = one model on the whole test split. {res['seconds']:.0f} s on {res['env']['backend']} "
           f"({res['env']['cpus']} CPUs).\n\n" +
           common.markdown_table(["Model", "#params (ratio)", "ms / 1,000 docs"] + metrics, body))
@@ -124,15 +126,8 @@ def plot(res: dict, path: str) -> None:
   common.finish_plot(fig, ax, res, path, "", "test metric")
 
 
-def main(argv):
-  del argv
-  cfg = common.data_config_from_flags(needs_privileged=False)
-  cfg.update(**common.train_config_from_flags(), **common.output_config("rank_distill"), loss=common.single_loss(),
-             teacher_hidden=FLAGS.teacher_hidden,
-             student_hidden=FLAGS.student_hidden, rd_a=FLAGS.rd_a, schemes=FLAGS.schemes)
-  res = run(cfg)
-  print(common.write_outputs(cfg["out_dir"], res, to_markdown(res), plot, "rank_distill.png"))
-
+DRIVER = common.Driver("rank_distill", run, to_markdown, plot, "rank_distill.png", options=Options,
+                       needs_privileged=False)
 
 if __name__ == "__main__":
-  app.run(main)
+  common.main(DRIVER)

@@ -22,29 +22,29 @@ results/sdr/<dataset>/{results.json, table.md, sdr.png}.
 """
 import dataclasses
 import time
+from typing import Tuple
 
 import numpy as np
-from absl import app, flags
 
 from experiments import common
 from pfd_jax import data as D
 from pfd_jax import distill
+from pfd_jax.config import option
 
-common.define_data_flags()
-common.define_train_flags()
-common.define_common_flags()
-common.flag(flags.DEFINE_float, "sdr_a", 0.5, "SDR Eq. 4 weight a of the distillation loss.")
-common.flag(flags.DEFINE_list, "temperatures", ["0.1", "1", "5"], "Softmax-transform temperatures.")
-FLAGS = flags.FLAGS
+
+@dataclasses.dataclass(frozen=True)
+class Options:
+  sdr_a: float = option(0.5, "SDR Eq. 4 weight a of the distillation loss (alpha = 1 - a).", lo=0, hi=1)
+  temperatures: Tuple[float, ...] = option((0.1, 1.0, 5.0), "Softmax-transform temperatures T.", lo=0, lo_open=True)
 
 KS = (5, 1, 10)        # training-time cut-offs: the first (NDCG@5, SDR's headline) selects the best epoch
 SHOW = (1, 5, 10)      # table column order
 TEACHER_LOSS = {"pointwise": "mse", "listwise": "softmax"}
 
 
-def run(cfg: dict) -> dict:
+def run(cfg: common.Config) -> dict:
   t0 = time.time()
-  a = cfg["sdr_a"]
+  a = cfg.options.sdr_a
   rows, order = {}, []
 
   def add(name, res, tc):
@@ -53,8 +53,9 @@ def run(cfg: dict) -> dict:
     if name not in order:
       order.append(name)
 
-  for fold in common.folds_of(cfg):
-    ds = D.with_graded_labels(common.load_dataset(dict(cfg, num_privileged=0, privileged=None), fold))
+  for fold in common.folds_of(cfg.data):
+    ds = D.with_graded_labels(common.load_dataset(dataclasses.replace(cfg.data, num_privileged=0, privileged=""),
+                                                  fold))
     log = common.progress(f"[sdr fold{fold}]")
     save = common.ModelSink(cfg, ds, fold)
     _, dd, base, keys = common.fold_setup(cfg, "softmax", fold, ds=ds, data_groups="all", ks=KS,
@@ -72,7 +73,7 @@ def run(cfg: dict) -> dict:
     lw = dataclasses.replace(tcs["listwise"], teacher_loss="softmax")
     lw0 = dataclasses.replace(lw, alpha=0.0)
     add("teacher-only objective (a = 1)", distill.train_student(keys, lw0, dd, logits["listwise"], log("a=1")), lw0)
-    for temp in cfg["temperatures"]:
+    for temp in cfg.options.temperatures:
       tct = dataclasses.replace(lw, teacher_transform="softmax", temperature=temp)
       add(f"softmax transform T = {temp}", distill.train_student(keys, tct, dd, logits["listwise"],
                                                                  log(f"softmax T={temp}")), tct)
@@ -92,10 +93,11 @@ def to_markdown(res: dict) -> str:
       body.append([n] + cells)
     return common.markdown_table(["teacher -> distillation loss"] + [f"NDCG@{k}" for k in SHOW], body)
 
-  head = (f"# SDR on {cfg['dataset']} (graded labels, all features, same-size student)\n\n"
-          f"Mean ± std over folds x {cfg['seeds']} seeds, {cfg['epochs']} epochs, best epoch by NDCG@5 on "
-          f"{cfg['select_on']}; a = {cfg['sdr_a']} (alpha = {1 - cfg['sdr_a']}); affine g = max({cfg['transform_a']}"
-          f" t + {cfg['transform_b']}, 0). Student rows: change against their own teacher. {res['seconds']:.0f} s "
+  tr, a = cfg["train"], cfg["options"]["sdr_a"]
+  head = (f"# SDR on {cfg['data']['dataset']} (graded labels, all features, same-size student)\n\n"
+          f"Mean ± std over folds x {cfg['run']['seeds']} seeds, {tr['epochs']} epochs, best epoch by NDCG@5 on "
+          f"{tr['select_on']}; a = {a} (alpha = {1 - a}); affine g = max({tr['transform_a']}"
+          f" t + {tr['transform_b']}, 0). Student rows: change against their own teacher. {res['seconds']:.0f} s "
           f"on {res['env']['backend']} ({res['env']['cpus']} CPUs).\n\n")
   t2 = ["pointwise teacher", "pointwise -> pointwise", "pointwise -> listwise"]
   t2b = ["listwise teacher", "listwise -> pointwise", "listwise -> listwise"]
@@ -109,26 +111,20 @@ def to_markdown(res: dict) -> str:
 def plot(res: dict, path: str) -> None:
   plt = common.pyplot()
   rows = {k: np.asarray(v) for k, v in res["rows"].items()}
-  temps = [float(t) for t in res["config"]["temperatures"]]
-  sm = np.stack([rows[f"softmax transform T = {t}"][:, 1] for t in res["config"]["temperatures"]], 1)
+  temps = res["config"]["options"]["temperatures"]
+  sm = np.stack([rows[f"softmax transform T = {t}"][:, 1] for t in temps], 1)
   fig, ax = plt.subplots(figsize=(6, 4))
   ax.errorbar(temps, sm.mean(0), yerr=sm.std(0), marker="o", capsize=3, label="SDR, softmax transform")
   for name, ls in (("listwise -> listwise", "-"), ("listwise teacher", "--")):
     ax.axhline(rows[name][:, 1].mean(), ls=ls, color="k" if ls == "--" else "C1",
                label="SDR, affine transform" if ls == "-" else "teacher")
   ax.set_xscale("log")
-  res = dict(res, config=dict(res["config"], loss="softmax teacher"))
+  res = dict(res, config=dict(res["config"], run=dict(res["config"]["run"], loss="softmax teacher")))
   common.finish_plot(fig, ax, res, path, "temperature T", "test NDCG@5")
 
 
-def main(argv):
-  del argv
-  cfg = common.data_config_from_flags(needs_privileged=False)
-  cfg.update(**common.train_config_from_flags(), **common.output_config("sdr"), loss="softmax", sdr_a=FLAGS.sdr_a,
-             temperatures=[float(t) for t in FLAGS.temperatures])
-  res = run(cfg)
-  print(common.write_outputs(cfg["out_dir"], res, to_markdown(res), plot, "sdr.png"))
-
+DRIVER = common.Driver("sdr", run, to_markdown, plot, "sdr.png", options=Options, needs_privileged=False,
+                       defaults=(("loss", "softmax"),), losses=("softmax",))
 
 if __name__ == "__main__":
-  app.run(main)
+  common.main(DRIVER)

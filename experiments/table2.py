@@ -8,20 +8,20 @@ Writes <out_dir>/<dataset>/results.json (config, environment, per-seed best metr
 of every row, wall times), table.md (the paper's Table 4 layout: mean +- std over folds x seeds and the
 change against no-distillation) and fig2_<loss>.png (test NDCG@8 per epoch of every method).
 """
-import os
+import dataclasses
 import time
+from typing import Tuple
 
 import numpy as np
-from absl import app, flags
 
 from experiments import common
 from pfd_jax import distill
+from pfd_jax.config import option
 
-common.define_data_flags()
-common.define_train_flags()
-common.define_common_flags()
-common.flag(flags.DEFINE_list, "methods", list(distill.METHODS), "Methods (rows) to run.")
-FLAGS = flags.FLAGS
+
+@dataclasses.dataclass(frozen=True)
+class Options:
+  methods: Tuple[str, ...] = option(distill.METHODS, "Methods (rows) to run.", choices=distill.METHODS)
 
 ROW_ORDER = ["no_distill", "self_distill", "gend_teacher", "gend", "pfd_teacher", "pfd"]
 ROW_VIEW = {"no_distill": "x", "self_distill": "x", "gend_teacher": "z", "gend": "x", "pfd_teacher": "xz", "pfd": "x"}
@@ -29,17 +29,16 @@ ROW_NAMES = {"no_distill": "No-distillation", "self_distill": "Self-distillation
              "gend": "GenD student", "pfd_teacher": "PFD teacher*", "pfd": "PFD student"}
 
 
-def run(cfg: dict) -> dict:
+def run(cfg: common.Config) -> dict:
   """Runs every (loss, fold) of `cfg` and returns the results dictionary written to results.json."""
-  losses = ["rankbce", "ranknet"] if cfg["loss"] == "both" else [cfg["loss"]]
   out = {"config": cfg, "env": common.environment(), "losses": {}}
   t_all = time.time()
-  for loss in losses:
+  for loss in cfg.losses:
     per_fold = {}
-    for fold in common.folds_of(cfg):
+    for fold in common.folds_of(cfg.data):
       t0 = time.time()
       ds, dd, tc, keys = common.fold_setup(cfg, loss, fold)
-      rows = distill.run_methods(keys, tc, dd, cfg["methods"], common.progress(f"[{loss} fold{fold}]"))
+      rows = distill.run_methods(keys, tc, dd, cfg.options.methods, common.progress(f"[{loss} fold{fold}]"))
       save = common.ModelSink(cfg, ds, fold, loss)
       for name, r in rows.items():
         save(name, r, ROW_VIEW[name], tc)
@@ -48,7 +47,7 @@ def run(cfg: dict) -> dict:
           seconds=time.time() - t0,
           rows={name: dict(best=r.best, best_epoch=r.best_epoch, curves=r.curves, loss=r.loss, seconds=r.seconds)
                 for name, r in rows.items()})
-    out["losses"][loss] = dict(train_config=common.train_config(cfg, loss).__dict__, folds=per_fold)
+    out["losses"][loss] = dict(train_config=cfg.train_config(loss).record(), folds=per_fold)
   out["seconds"] = time.time() - t_all
   return out
 
@@ -64,10 +63,11 @@ def aggregate(loss_res: dict, split: str = "test") -> dict:
 
 def to_markdown(res: dict) -> str:
   cfg = res["config"]
-  parts = [f"# Table 4 layout: {cfg['dataset']}\n\n",
-           f"Mean +- std over folds x seeds ({cfg['seeds']} seeds); best epoch by NDCG@8 on "
-           f"{cfg['select_on']}; test lists without a positive: {cfg['empty_rule']}d; alpha = {cfg['alpha']}; "
-           f"{cfg['epochs']} epochs; teacher term: {cfg.get('teacher_loss') or 'the data loss on sigmoid(t) (paper)'}. "
+  tr, rn = cfg["train"], cfg["run"]
+  parts = [f"# Table 4 layout: {cfg['data']['dataset']}\n\n",
+           f"Mean +- std over folds x seeds ({rn['seeds']} seeds); best epoch by NDCG@8 on "
+           f"{tr['select_on']}; test lists without a positive: {tr['empty_rule']}d; alpha = {tr['alpha']}; "
+           f"{tr['epochs']} epochs; teacher term: {rn.get('teaching') or 'the data loss on sigmoid(t) (paper)'}. "
            f"Rows marked * use privileged features. "
            f"Wall time {res['seconds']:.0f} s on {res['env']['backend']} ({res['env']['cpus']} CPUs).\n"]
   d = next(iter(next(iter(res["losses"].values()))["folds"].values()))["data"]
@@ -115,7 +115,8 @@ def _ids_text(ids: list) -> str:
   return ",".join(out) or "none"
 
 
-def plot_curves(res: dict, out_dir: str) -> list:
+def plot_curves(res: dict, path: str) -> list:
+  """Figure 2: test NDCG@8 per epoch of every row, one PNG per loss (`path` with _<loss> before .png)."""
   plt = common.pyplot()
   paths = []
   for loss, lr in res["losses"].items():
@@ -131,42 +132,18 @@ def plot_curves(res: dict, out_dir: str) -> list:
       ax.fill_between(x, c.mean(0) - c.std(0), c.mean(0) + c.std(0), alpha=0.15)
     ax.set_xlabel("epoch")
     ax.set_ylabel("test NDCG@8")
-    ax.set_title(f"{res['config']['dataset']}, {loss}")
+    ax.set_title(f"{res['config']['data']['dataset']}, {loss}")
     ax.legend(fontsize=8)
     fig.tight_layout()
-    path = os.path.join(out_dir, f"fig2_{loss}.png")
-    fig.savefig(path, dpi=120)
+    paths.append(path.replace(".png", f"_{loss}.png"))
+    fig.savefig(paths[-1], dpi=120)
     plt.close(fig)
-    paths.append(path)
   return paths
 
 
-def config_from_flags() -> dict:
-  bad = [m for m in FLAGS.methods if m not in distill.METHODS]
-  if bad:
-    raise app.UsageError(f"--methods: unknown {bad}; known: {','.join(distill.METHODS)}")
-  cfg = common.data_config_from_flags(needs_privileged=bool({"gend", "pfd"} & set(FLAGS.methods)))
-  cfg.update(**common.train_config_from_flags(), **common.output_config("table2"), loss=FLAGS.loss or "both",
-             methods=FLAGS.methods)
-  return cfg
-
-
-def write(res: dict, out_root: str) -> str:
-  out_dir = os.path.join(out_root, res["config"]["dataset"])
-  common.write_json(os.path.join(out_dir, "results.json"), res)
-  md = to_markdown(res)
-  common.write_text(os.path.join(out_dir, "table.md"), md)
-  plot_curves(res, out_dir)
-  return md
-
-
-def main(argv):
-  del argv
-  cfg = config_from_flags()
-  print(common.describe_data(cfg), flush=True)
-  res = run(cfg)
-  print(write(res, cfg["out_dir"]))
-
+DRIVER = common.Driver("table2", run, to_markdown, plot_curves, "fig2.png", options=Options,
+                       defaults=(("loss", "both"),), losses=("rankbce", "ranknet", "both"),
+                       needs_privileged=lambda cfg: bool({"gend", "pfd"} & set(cfg.options.methods)))
 
 if __name__ == "__main__":
-  app.run(main)
+  common.main(DRIVER)

@@ -11,19 +11,27 @@ results/table3_logs/logs/.
 """
 import time
 
+import dataclasses
+from typing import Tuple
+
 import numpy as np
-from absl import app, flags
 
 from experiments import common
 from pfd_jax import distill
 from pfd_jax import train as T
+from pfd_jax.config import ConfigError, option
 from pfd_jax.data import logs
 
-common.define_train_flags()
-common.define_common_flags()
-common.flag(flags.DEFINE_list, "sessions", ["800", "200", "800"], "Simulated sessions in train, vali, test.")
-common.flag(flags.DEFINE_integer, "sim_seed", 0, "Seed of the log simulator.")
-FLAGS = flags.FLAGS
+
+@dataclasses.dataclass(frozen=True)
+class Options:
+  """The log simulator's settings (shared with experiments.export_logs)."""
+  sessions: Tuple[int, ...] = option((800, 200, 800), "Simulated sessions in train, vali, test.", lo=1)
+  sim_seed: int = option(0, "Seed of the log simulator.")
+
+  def __post_init__(self):
+    if len(self.sessions) != 3:
+      raise ConfigError("sessions", f"three counts (train,vali,test) expected, got {self.sessions}")
 
 ROWS = [("no_distill", "Baseline: no-distillation"),
         ("pre_click", "Pretrain on click"), ("pre_click_ft", "Pretrain on click + finetune on purchase"),
@@ -38,16 +46,15 @@ ROWS = [("no_distill", "Baseline: no-distillation"),
 VIEWS = {"position_teacher": "xz:0", "click_teacher": "xz:1", "add_teacher": "xz:2"}
 
 
-def run(cfg: dict) -> dict:
+def run(cfg: common.Config) -> dict:
   t0 = time.time()
-  ds = logs.simulate(sessions=tuple(cfg["sessions"]), seed=cfg["sim_seed"])
-  cfg = dict(cfg, dataset="logs")
-  _, dd, tc, keys = common.fold_setup(cfg, cfg["loss"], 1, ds)
+  ds = logs.simulate(sessions=cfg.options.sessions, seed=cfg.options.sim_seed)
+  _, dd, tc, keys = common.fold_setup(cfg, None, 1, ds)
   log = common.progress("[logs]")
   res = {"no_distill": distill.train_on_data(keys, tc, dd, "x", log("no_distill"))}
   res["self_teacher"] = res["no_distill"]
   for col, name in ((1, "click"), (2, "add")):
-    pre_dd = distill.to_device(logs.relabel(ds, col), cfg["max_buckets"], ())
+    pre_dd = distill.to_device(logs.relabel(ds, col), cfg.data.max_buckets, ())
     pre = T.train(keys, tc, pre_dd.train_pos, "x", dd.eval_sets, log_fn=log(f"pre_{name}"))
     res[f"pre_{name}"] = pre
     res[f"pre_{name}_ft"] = T.train(keys, tc, dd.train_pos, "x", dd.eval_sets, log_fn=log(f"pre_{name}_ft"),
@@ -66,7 +73,7 @@ def run(cfg: dict) -> dict:
     if row != "self_teacher":  # the same run as no_distill
       save(row, r, VIEWS.get(row, "x"), tc)
   sim = ds["train"]
-  return {"config": cfg, "env": common.environment(), "simulator": ds.config,
+  return {"config": cfg, "folder": ds.name, "env": common.environment(), "simulator": ds.config,
           "positive_train_sessions_pct": 100.0 * dd.num_positive_groups / dd.num_train_groups,
           "privileged_corr": {n: float(np.corrcoef(sim.z[:, j], sim.y)[0, 1]) for j, n in enumerate(logs.PRIVILEGED)},
           "rows": {k: r.best["test"] for k, r in res.items()}, "seconds": time.time() - t0}
@@ -77,8 +84,8 @@ def to_markdown(res: dict) -> str:
   base = np.asarray(res["rows"]["no_distill"]).mean(0)
   rows = [[label] + [f"{m / b:.3f}" for m, b in zip(np.asarray(res["rows"][k]).mean(0), base)] for k, label in ROWS]
   corr = ", ".join(f"{k} {v:+.2f}" for k, v in res["privileged_corr"].items())
-  return (f"# Table 3 on simulated logs ({cfg['loss']})\n\nPurchase NDCG@k at each row's best epoch, mean over "
-          f"{cfg['seeds']} seeds, scaled to the baseline (absolute baseline NDCG@8/16/32: "
+  return (f"# Table 3 on simulated logs ({cfg['run']['loss']})\n\nPurchase NDCG@k at each row's best epoch, mean over "
+          f"{cfg['run']['seeds']} seeds, scaled to the baseline (absolute baseline NDCG@8/16/32: "
           f"{' / '.join(f'{b:.3f}' for b in base)}). {res['positive_train_sessions_pct']:.1f}% of training "
           f"sessions have a purchase; corr with purchase: {corr}. {res['seconds']:.0f} s.\n\n" +
           common.markdown_table(["Model", "NDCG@8", "NDCG@16", "NDCG@32"], rows))
@@ -88,13 +95,8 @@ def plot(res: dict, path: str) -> None:
   common.bar_plot(res, path, dict(ROWS), scale_to="no_distill")
 
 
-def main(argv):
-  del argv
-  cfg = common.train_config_from_flags()
-  cfg.update(**common.output_config("table3_logs"), loss=common.single_loss(), sessions=[int(s) for s in FLAGS.sessions], sim_seed=FLAGS.sim_seed)
-  res = run(cfg)
-  print(common.write_outputs(cfg["out_dir"], res, to_markdown(res), plot, "table3_logs.png"))
-
+DRIVER = common.Driver("table3_logs", run, to_markdown, plot, "table3_logs.png", options=Options,
+                       groups=("train", "run", "output"))
 
 if __name__ == "__main__":
-  app.run(main)
+  common.main(DRIVER)

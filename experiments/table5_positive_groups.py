@@ -10,27 +10,22 @@ reported for scale. Writes results/table5_positive_groups/<dataset>/.
 import time
 
 import numpy as np
-from absl import app
 
 from experiments import common
 from pfd_jax import distill
-
-common.define_data_flags()
-common.define_train_flags()
-common.define_common_flags()
 
 ROWS = {"no_distill": "No-distillation", "pfd_positive": "PFD, data loss on positive query groups",
         "pfd_all": "PFD, data loss on all query groups"}
 
 
-def run(cfg: dict) -> dict:
+def run(cfg: common.Config) -> dict:
   t0 = time.time()
   rows = {k: [] for k in ROWS}
   for f in common.pfd_folds(cfg):
     rows["no_distill"].append(f.baseline.best["test"])
     targets = distill.teacher_targets(f.tc, [(f.teacher, "xz")], f.dd)
     for groups in ("positive", "all"):
-      tcg = common.train_config(cfg, cfg["loss"], data_groups=groups)
+      tcg = cfg.train_config(data_groups=groups)
       st = distill.train_student(f.keys, tcg, f.dd, targets, f.log(f"pfd_{groups}"))
       rows[f"pfd_{groups}"].append(f.save(f"pfd_{groups}", st, "x", tcg).best["test"])
   return {"config": cfg, "env": common.environment(), "rows": {k: np.concatenate(v) for k, v in rows.items()},
@@ -39,8 +34,8 @@ def run(cfg: dict) -> dict:
 
 def to_markdown(res: dict) -> str:
   cfg = res["config"]
-  return (f"# Table 5: data loss on positive vs all query groups ({cfg['dataset']}, {cfg['loss']})\n\nMean ± std "
-          f"over folds x {cfg['seeds']} seeds, {cfg['epochs']} epochs; {res['seconds']:.0f} s.\n\n" +
+  return (f"# Table 5: data loss on positive vs all query groups ({cfg['data']['dataset']}, {cfg['run']['loss']})\n\nMean ± std "
+          f"over folds x {cfg['run']['seeds']} seeds, {cfg['train']['epochs']} epochs; {res['seconds']:.0f} s.\n\n" +
           common.mean_std_table(res["rows"], ROWS))
 
 
@@ -48,10 +43,7 @@ def plot(res: dict, path: str) -> None:
   common.bar_plot(res, path, ROWS)
 
 
-def main(argv):
-  del argv
-  common.run_and_write("table5_positive_groups", run, to_markdown, plot, "table5.png")
-
+DRIVER = common.Driver("table5_positive_groups", run, to_markdown, plot, "table5.png")
 
 if __name__ == "__main__":
-  app.run(main)
+  common.main(DRIVER)

@@ -10,20 +10,15 @@ import time
 
 import jax.numpy as jnp
 import numpy as np
-from absl import app
 
 from experiments import common
 from pfd_jax import train as T
-
-common.define_data_flags()
-common.define_train_flags()
-common.define_common_flags()
 
 ROWS = {"zero": "Zero imputation", "mean": "Mean imputation", "teacher": "PFD teacher with true z*",
         "no_distill": "Baseline: trained with no privileged features"}
 
 
-def run(cfg: dict) -> dict:
+def run(cfg: common.Config) -> dict:
   t0 = time.time()
   rows = {k: [] for k in ROWS}
   for f in common.pfd_folds(cfg):
@@ -38,8 +33,8 @@ def run(cfg: dict) -> dict:
 
 def to_markdown(res: dict) -> str:
   cfg = res["config"]
-  return (f"# Table 6: PFD teacher with imputed privileged features ({cfg['dataset']}, {cfg['loss']})\n\n"
-          f"Mean ± std over folds x {cfg['seeds']} seeds; * uses the real privileged features (not servable); "
+  return (f"# Table 6: PFD teacher with imputed privileged features ({cfg['data']['dataset']}, {cfg['run']['loss']})\n\n"
+          f"Mean ± std over folds x {cfg['run']['seeds']} seeds; * uses the real privileged features (not servable); "
           f"{res['seconds']:.0f} s.\n\n" + common.mean_std_table(res["rows"], ROWS))
 
 
@@ -47,10 +42,7 @@ def plot(res: dict, path: str) -> None:
   common.bar_plot(res, path, ROWS)
 
 
-def main(argv):
-  del argv
-  common.run_and_write("table6_imputation", run, to_markdown, plot, "table6.png")
-
+DRIVER = common.Driver("table6_imputation", run, to_markdown, plot, "table6.png")
 
 if __name__ == "__main__":
-  app.run(main)
+  common.main(DRIVER)

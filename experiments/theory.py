@@ -5,22 +5,23 @@ r"""Section 5 of the paper: Theorems 1-2 against Monte-Carlo, Example 1 / Figure
 
 Writes results/theory/{results.json, table.md, fig6.png}.
 """
-import os
+import dataclasses
 import time
 
 import jax
 import numpy as np
-from absl import app, flags
 
 from experiments import common
+from pfd_jax.config import option
 
-common.flag(flags.DEFINE_integer, "trials", 4096, "Monte-Carlo designs per cell with n <= 100 (n = 300: 1/4, n = 3000: 1/32).")
-common.flag(flags.DEFINE_integer, "seed", 0, "PRNG seed (theory: of the designs).")
-common.flag(flags.DEFINE_integer, "w_seed", 0, "Seed of w* ~ N(0, I) in Example 1.")
-common.flag(flags.DEFINE_boolean, "x64", False, "Run the Monte-Carlo in float64.")
-common.flag(flags.DEFINE_boolean, "reduce_noise", True, "Average each design's error over the label noise analytically.")
-common.flag(flags.DEFINE_string, "out_dir", None, "Output folder (default results/<driver>/).")
-FLAGS = flags.FLAGS
+
+@dataclasses.dataclass(frozen=True)
+class Options:
+  trials: int = option(4096, "Monte-Carlo designs per cell with n <= 100 (n = 300: 1/4, n = 3000: 1/32).", lo=1)
+  design_seed: int = option(0, "PRNG seed of the designs.")
+  w_seed: int = option(0, "Seed of w* ~ N(0, I) in Example 1.")
+  x64: bool = option(False, "Run the Monte-Carlo in float64.")
+  reduce_noise: bool = option(True, "Average each design's error over the label noise analytically.")
 
 GRID = [(30, 200, 2), (30, 200, 6), (30, 200, 10), (100, 1000, 5), (100, 1000, 10), (300, 3000, 10)]
 SCALING = [(30, 300), (300, 3000), (3000, 30000)]
@@ -126,17 +127,15 @@ def plot(res: dict, path: str) -> None:
   plt.close(fig)
 
 
-def main(argv):
-  del argv
-  if FLAGS.x64:
+def run_config(cfg: common.Config) -> dict:
+  o = cfg.options
+  if o.x64:
     jax.config.update("jax_enable_x64", True)
-  res = run(FLAGS.trials, FLAGS.seed, FLAGS.w_seed, FLAGS.reduce_noise, FLAGS.x64)
-  common.write_json(os.path.join(common.out_root("theory"), "results.json"), res)
-  md = to_markdown(res)
-  common.write_text(os.path.join(common.out_root("theory"), "table.md"), md)
-  plot(res, os.path.join(common.out_root("theory"), "fig6.png"))
-  print(md)
+  return dict(run(o.trials, o.design_seed, o.w_seed, o.reduce_noise, o.x64), config=cfg)
 
+
+DRIVER = common.Driver("theory", run_config, to_markdown, plot, "fig6.png", options=Options, groups=("output",),
+                       per_dataset=False)
 
 if __name__ == "__main__":
-  app.run(main)
+  common.main(DRIVER)

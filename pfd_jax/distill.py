@@ -20,6 +20,7 @@ from typing import Callable, Optional, Sequence
 import jax.numpy as jnp
 import numpy as np
 
+from pfd_jax import config
 from pfd_jax import data as data_lib
 from pfd_jax import train as train_lib
 
@@ -31,7 +32,7 @@ TEACHER_VIEW = {"self_distill": "x", "gend": "z", "pfd": "xz"}
 # softmax loss against the affine transform max(a t + b, 0) of the teacher logits (SDR Eq. 8, 10); 'topk'
 # is Ranking Distillation's weighted top-K loss (:mod:`pfd_jax.rank_distill`). The data term keeps the
 # student's own loss.
-TEACHER_LOSSES = {
+TEACHING = {
     "pointwise": dict(teacher_loss="rankbce", teacher_transform="sigmoid"),
     "pairwise": dict(teacher_loss="ranknet", teacher_transform="sigmoid"),
     "listwise": dict(teacher_loss="softmax", teacher_transform="affine"),
@@ -49,12 +50,15 @@ class DeviceData:
   num_positive_groups: int
 
 
-def to_device(ds: data_lib.Dataset, max_buckets: int = 8, eval_splits: Sequence[str] = ("test", "vali"),
+def to_device(ds: data_lib.Dataset, max_buckets: Optional[int] = None, eval_splits: Sequence[str] = ("test", "vali"),
               data_groups: str = "positive") -> DeviceData:
   """Buckets the training split twice (all groups; the groups the data-only runs visit) and the eval splits.
 
   data_groups='positive' (the paper) makes the data-only runs visit the positive groups; 'all' every group.
+  max_buckets: None = :attr:`pfd_jax.config.DataConfig.max_buckets`.
   """
+  if max_buckets is None:
+    max_buckets = config.DataConfig.max_buckets
   tr = ds["train"]
   pos = np.flatnonzero(data_lib.positive_groups(tr))
   visit = pos if data_groups == "positive" else np.arange(tr.num_queries)

@@ -35,6 +35,7 @@ from typing import Optional
 import jax
 import jax.numpy as jnp
 
+from pfd_jax import config
 from pfd_jax import metrics
 
 SCHEMES = ("uniform", "inverse", "position", "discrepancy", "hybrid")
@@ -43,18 +44,17 @@ SCHEMES = ("uniform", "inverse", "position", "discrepancy", "hybrid")
 @dataclasses.dataclass(frozen=True)
 class TopK:
   """Hyper-parameters of the top-K distillation loss (the paper tunes all of them on validation data)."""
-  k: int = 10                  # teacher's top-K unlabelled documents per list
-  scheme: str = "hybrid"       # one of SCHEMES
-  lam: float = 5.0             # Eq. 8 sharpness lambda (large = uniform)
-  mu: float = 0.1              # Eq. 9 sharpness mu
-  eps: int = 10                # Algorithm 1 samples per document
-  warmup: Optional[int] = None  # epochs with w^a only (None: half of the training epochs)
+  k: int = config.option(10, "Ranking Distillation: the teacher's top-K unlabelled documents per list.", lo=1)
+  scheme: str = config.option("hybrid", "Ranking Distillation weighting scheme.", choices=SCHEMES)
+  lam: float = config.option(5.0, "Ranking Distillation Eq. 8 sharpness lambda (large = uniform).", lo=0,
+                             lo_open=True)
+  mu: float = config.option(0.1, "Ranking Distillation Eq. 9 sharpness mu.", lo=0, lo_open=True)
+  eps: int = config.option(10, "Ranking Distillation Algorithm 1 samples per document.", lo=1)
+  warmup: Optional[int] = config.option(None, "Ranking Distillation warm-up epochs with w^a only (default: half "
+                                        "the epochs).", lo=0)
 
   def __post_init__(self):
-    if self.scheme not in SCHEMES:
-      raise ValueError(f"top-K weighting scheme must be one of {SCHEMES}, got {self.scheme!r}")
-    if self.k < 1 or self.eps < 1 or self.lam <= 0 or self.mu <= 0:
-      raise ValueError(f"top-K needs k >= 1, eps >= 1, lam > 0, mu > 0; got {self}")
+    config.check(self)
 
 
 def unlabelled(labels, mask):

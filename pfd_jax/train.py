@@ -17,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import time
-from typing import Callable, NamedTuple, Optional, Sequence
+from typing import Callable, NamedTuple, Optional, Sequence, Tuple
 
 import jax
 import jax.numpy as jnp
@@ -25,6 +25,7 @@ import numpy as np
 import optax
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
+from pfd_jax import config
 from pfd_jax import losses as losses_lib
 from pfd_jax import metrics as metrics_lib
 from pfd_jax import data as data_lib
@@ -33,39 +34,81 @@ from pfd_jax.data.padding import Padded
 from pfd_jax.models import MLP
 
 
+# The paper's batch size and learning rate per loss (appendix A.3): RankNet 300 / 3e-4, the others 500 / 1e-3.
+PAPER_BATCH = {"ranknet": (300, 3e-4)}
+PAPER_BATCH_DEFAULT = (500, 1e-3)
+
+
+def parse_mesh(text: str) -> tuple:
+  """'seeds:2,data:2' -> (('seeds', 2), ('data', 2)); '' -> () (one device)."""
+  out = []
+  for part in filter(None, text.split(",")):
+    name, _, size = part.partition(":")
+    if name not in ("data", "seeds") or not size.isdigit() or int(size) < 1:
+      raise config.ConfigError("mesh", f"{text!r}: expected axis:size pairs with axes data and/or seeds, e.g. data:4")
+    out.append((name, int(size)))
+  return tuple(out)
+
+
+def format_mesh(mesh: tuple) -> str:
+  return ",".join(f"{n}:{s}" for n, s in mesh)
+
+
 @dataclasses.dataclass(frozen=True)
 class TrainConfig:
-  """Hyper-parameters (defaults: the paper's RankBCE setting, appendix A.3)."""
-  loss: str = "rankbce"            # rankbce | ranknet | softmax | mse
-  ranknet_pairs: str = "all"       # RankNet pairs: all (paper) | positive
-  batch_size: int = 500            # query groups per batch (RankNet: 300)
-  lr: float = 1e-3                 # RankNet: 3e-4
-  weight_decay: float = 0.005      # coupled L2, as torch.optim.Adam(weight_decay=...)
-  lr_halve_every: int = 20         # epochs
-  epochs: int = 100
-  hidden: int = 100
-  layers: int = 5
-  alpha: float = 0.5               # Eq. 1 mixing weight of the data loss
-  ks: tuple = (8, 16, 32)          # NDCG cut-offs; the first selects the best epoch
-  select_on: str = "test"          # best epoch by NDCG@ks[0] on: test (paper) | vali
-  empty_rule: str = "exclude"      # lists without a positive: excluded from means (paper) | zero
-  data_groups: str = "positive"    # data loss on positive query groups (paper) | all (Table 5)
-  teacher_transform: str = "sigmoid"  # teacher logits -> soft labels (paper: sigmoid probabilities)
-  # The teacher term's loss and transform (related systems; the paper's PFD uses loss and sigmoid):
-  teacher_loss: str = ""           # "" = loss | rankbce | ranknet | softmax | mse | topk (Ranking Distillation)
-  transform_a: float = 1.0         # SDR Eq. 10 affine slope a (teacher_transform="affine")
-  transform_b: float = 0.0         # SDR Eq. 10 intercept b
-  temperature: float = 1.0         # softmax transform temperature T (SDR section 5.6)
-  topk: rank_distill.TopK = rank_distill.TopK()  # teacher_loss="topk"
-  # Data parallelism: mesh axes, e.g. (("data", 4),) or (("seeds", 2), ("data", 2)); () = one device.
-  mesh: tuple = ()
+  """Training hyper-parameters (defaults: the paper's protocol, appendix A.3). Fields with flag=False are
+  set by the drivers (which loss a row trains, how its teacher teaches), not by flags."""
+  loss: str = config.option("rankbce", "Ranking loss.", choices=tuple(losses_lib.LOSSES), flag=False)
+  ranknet_pairs: str = config.option("all", "RankNet pairs: all (paper) or positive.", choices=("all", "positive"))
+  batch_size: Optional[int] = config.option(None, "Query groups per batch (default: the paper's, 500; RankNet "
+                                            "300).", lo=1)
+  lr: Optional[float] = config.option(None, "Learning rate (default: the paper's, 1e-3; RankNet 3e-4).", lo=0,
+                                      lo_open=True)
+  weight_decay: float = config.option(0.005, "Coupled L2 weight decay (as torch Adam(weight_decay=...)).", lo=0)
+  lr_halve_every: int = config.option(20, "Halve the learning rate every this many epochs.", lo=1)
+  epochs: int = config.option(100, "Training epochs.", lo=1)
+  hidden: int = config.option(100, "Hidden width of the MLP.", lo=1)
+  layers: int = config.option(5, "Dense layers of the MLP (layers - 1 hidden ReLU layers).", lo=1)
+  alpha: float = config.option(0.5, "Eq. 1 weight of the data loss (1 - alpha: the teacher term).", lo=0, hi=1)
+  ks: Tuple[int, ...] = config.option((8, 16, 32), "NDCG cut-offs; the first selects the best epoch.", lo=1, flag=False)
+  select_on: str = config.option("test", "Best epoch by NDCG@ks[0] on this split (the paper: test).",
+                                 choices=("test", "vali"))
+  empty_rule: str = config.option("exclude", "Lists without a positive: excluded from means (paper) or zero.",
+                                  choices=("exclude", "zero"))
+  data_groups: str = config.option("positive", "Groups of the data loss: positive (paper) or all (Table 5).",
+                                   choices=("positive", "all"))
+  teacher_transform: str = config.option("sigmoid", "Teacher logits -> targets (paper: sigmoid "
+                                         "probabilities).", choices=losses_lib.TRANSFORMS, flag=False)
+  teacher_loss: str = config.option("", "The teacher term's loss function ('' = the data loss; topk = Ranking "
+                                    "Distillation).", choices=("",) + tuple(losses_lib.LOSSES) + ("topk",),
+                                    flag=False)
+  transform_a: float = config.option(1.0, "SDR Eq. 10 affine teacher transform slope a (teaching=listwise).",
+                                     lo=0, lo_open=True)
+  transform_b: float = config.option(0.0, "SDR Eq. 10 affine teacher transform intercept b (teaching=listwise).")
+  temperature: float = config.option(1.0, "Softmax teacher transform temperature T (SDR section 5.6).", lo=0,
+                                     lo_open=True, flag=False)
+  topk: rank_distill.TopK = config.option(rank_distill.TopK(), "Ranking Distillation's top-K teacher loss.")
+  mesh: Tuple[Tuple[str, int], ...] = config.option((), "Data-parallel device mesh, e.g. data:4 or seeds:2,data:2 (default: one "
+                              "device; CPU: XLA_FLAGS=--xla_force_host_platform_device_count=4).",
+                              parse=parse_mesh, fmt=format_mesh)
 
-  @staticmethod
-  def paper(loss: str, **kw) -> "TrainConfig":
-    """The paper's batch size and learning rate for `loss` (RankNet: 300 / 3e-4; others 500 / 1e-3)."""
-    base = dict(batch_size=300, lr=3e-4) if loss == "ranknet" else {}
-    base.update(kw)
-    return TrainConfig(loss=loss, **base)
+  def __post_init__(self):
+    config.check(self)
+    object.__setattr__(self, "mesh", tuple(tuple(p) for p in self.mesh))
+
+  @property
+  def effective_batch_size(self) -> int:
+    """batch_size, or the paper's for this loss."""
+    return self.batch_size or PAPER_BATCH.get(self.loss, PAPER_BATCH_DEFAULT)[0]
+
+  @property
+  def effective_lr(self) -> float:
+    """lr, or the paper's for this loss."""
+    return self.lr or PAPER_BATCH.get(self.loss, PAPER_BATCH_DEFAULT)[1]
+
+  def record(self) -> dict:
+    """The configuration as results.json records it, with the batch size and learning rate in force."""
+    return dict(config.to_dict(self), batch_size=self.effective_batch_size, lr=self.effective_lr)
 
 
 VIEWS = ("x", "z", "xz")
@@ -149,7 +192,7 @@ def _compiled(cfg: TrainConfig, has_teacher: bool, steps_per_epoch: int):
   """Jitted, seed-vmapped init and step for one configuration, cached across runs. Settings the step
   does not need at trace time (alpha, epochs, selection, the teacher transform, the top-K warm-up) are
   normalised out of the cache key, so an alpha or temperature sweep compiles once."""
-  key = dataclasses.replace(cfg, alpha=0.0, epochs=0, select_on="test", empty_rule="exclude",
+  key = dataclasses.replace(cfg, alpha=0.0, epochs=1, select_on="test", empty_rule="exclude",
                             teacher_loss=cfg.teacher_loss or cfg.loss, teacher_transform="sigmoid", transform_a=1.0,
                             transform_b=0.0, temperature=1.0, topk=dataclasses.replace(cfg.topk, warmup=0))
   return _compiled_cached(key, has_teacher, steps_per_epoch)
@@ -159,7 +202,7 @@ def _compiled(cfg: TrainConfig, has_teacher: bool, steps_per_epoch: int):
 def _compiled_cached(cfg: TrainConfig, has_teacher: bool, steps_per_epoch: int):
   model = make_model(cfg)
   loss_fn = _loss_fn(cfg)
-  schedule = lambda step: cfg.lr * 0.5 ** (step // (cfg.lr_halve_every * steps_per_epoch))
+  schedule = lambda step: cfg.effective_lr * 0.5 ** (step // (cfg.lr_halve_every * steps_per_epoch))
   tx = optax.chain(optax.add_decayed_weights(cfg.weight_decay), optax.adam(schedule))
 
   def init(key, dim):
@@ -349,7 +392,8 @@ def train(key, cfg: TrainConfig, train_buckets: list, view: str, eval_sets: dict
   if teacher is not None:
     teacher = place.per_seed(teacher)
   sizes = [int(b["x"].shape[0]) for b in train_buckets]
-  steps_per_epoch = sum(-(-q // min(cfg.batch_size, q)) for q in sizes)
+  batch_size = cfg.effective_batch_size
+  steps_per_epoch = sum(-(-q // min(batch_size, q)) for q in sizes)
   fns = _compiled(cfg, teacher is not None, steps_per_epoch)
   feats = [features(b, view) for b in train_buckets]
   data_w = [b["pos"] if cfg.data_groups == "positive" else jnp.ones_like(b["pos"]) for b in train_buckets]
@@ -375,7 +419,7 @@ def train(key, cfg: TrainConfig, train_buckets: list, view: str, eval_sets: dict
     epoch_loss = jnp.zeros((s_count, 3))
     ep_keys = jax.vmap(lambda k: jax.random.fold_in(k, epoch))(loss_keys)
     hybrid_on = jnp.asarray(epoch >= warmup)
-    for j, (b, idx, valid) in enumerate(_epoch_batches(order_key, epoch, sizes, cfg.batch_size, place.data)):
+    for j, (b, idx, valid) in enumerate(_epoch_batches(order_key, epoch, sizes, batch_size, place.data)):
       t = None if teacher is None else teacher[b]
       idx, valid = place.batch(idx, valid)
       params, opt_state, l = fns["step"](params, opt_state, ep_keys, idx, valid,

@@ -3,14 +3,23 @@ import os
 
 import pytest
 
+from experiments import common
+from pfd_jax.config import DataConfig
 from pfd_jax.data import shared_data_root
+from pfd_jax.train import TrainConfig
 
-# A tiny training configuration: every driver end to end in seconds (structure, not numbers).
-TINY = dict(dataset="synthetic", synthetic_kwargs=dict(num_queries=(80, 20, 60), mean_docs=16.0), tau=4.0,
-            cache_dir=None, max_buckets=2, seeds=2, seed=0, epochs=2, alpha=0.5, batch_size=None, lr=None,
-            weight_decay=0.005, hidden=16, layers=3, select_on="test", empty_rule="exclude",
-            data_groups="positive", folds=None, t=4.0, num_privileged=None, min_docs=5, query_norm=False,
-            label_seed=0, loss="rankbce")
+# A tiny configuration, built through the same typed objects as the flags: every driver end to end in
+# seconds (structure, not numbers).
+TINY = common.Config(
+    data=DataConfig(dataset="synthetic", synthetic_queries=(80, 20, 60), synthetic_mean_docs=16.0, tau=4.0,
+                    cache_dir="", max_buckets=2, min_docs=5),
+    train=TrainConfig(epochs=2, hidden=16, layers=3),
+    run=common.RunConfig(seeds=2))
+
+
+def tiny(options=None, **groups) -> common.Config:
+  """TINY with a driver's options and group overrides, e.g. tiny(Options(alphas=(0.5,)), run=dict(seeds=3))."""
+  return TINY.replace(options=options, **groups)
 
 
 def shared(sub: str) -> str:
@@ -21,13 +30,14 @@ def shared(sub: str) -> str:
   pytest.skip(f"staged data {sub} not found (set PFD_DATA_DIR)")
 
 
-def written(tmp_path, res, md, plot=None, png=None):
-  """Writes a driver's outputs under tmp_path and returns the JSON read back (checks table and PNG)."""
-  from experiments import common
-  common.write_outputs(str(tmp_path), res, md, plot, png)
-  out = tmp_path / res["config"]["dataset"]
+def written(tmp_path, res, driver):
+  """Writes a driver's outputs under tmp_path as its main would and returns the JSON read back (checks the
+  table and the PNG)."""
+  out = tmp_path / "out"
+  md = common.write_outputs(str(out), res, driver)
   js = json.loads((out / "results.json").read_text())
   assert (out / "table.md").read_text() == md
-  if png:
-    assert (out / png).stat().st_size > 1000
+  if driver.png:
+    pngs = [p for p in os.listdir(out) if p.endswith(".png")]
+    assert pngs and all((out / p).stat().st_size > 1000 for p in pngs)
   return js

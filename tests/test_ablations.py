@@ -9,12 +9,12 @@ from experiments import (alpha_robustness, common, fig3_alpha, fig4_sparsity, fi
 from pfd_jax import data as D
 from pfd_jax.data import logs
 
-from conftest import TINY, written as _written
+from conftest import TINY, tiny, written
 
 
 def test_fig3_alpha_and_ratio(tmp_path):
-  res = fig3_alpha.run(dict(TINY, alphas=[0.5, 0.99]))
-  js = _written(tmp_path, res, fig3_alpha.to_markdown(res), fig3_alpha.plot, "fig3_alpha.png")
+  res = fig3_alpha.run(tiny(fig3_alpha.Options(alphas=(0.5, 0.99))))
+  js = written(tmp_path, res, fig3_alpha.DRIVER)
   assert set(js["alphas"]) == {"0.5", "0.99"}
   ratio = np.asarray(js["alphas"]["0.99"]["ratio"])
   assert ratio.shape == (2,) and np.all(ratio > 0)
@@ -23,33 +23,33 @@ def test_fig3_alpha_and_ratio(tmp_path):
 
 
 def test_fig4_sparsity(tmp_path):
-  res = fig4_sparsity.run(dict(TINY, taus=[4.0, 2.0]))
-  js = _written(tmp_path, res, fig4_sparsity.to_markdown(res), fig4_sparsity.plot, "fig4_sparsity.png")
+  res = fig4_sparsity.run(tiny(fig4_sparsity.Options(taus=(4.0, 2.0))))
+  js = written(tmp_path, res, fig4_sparsity.DRIVER)
   pct = [js["taus"][t]["positive_groups_pct"] for t in ("4.0", "2.0")]
   assert pct[0] < pct[1]  # lower tau, more positive groups
   assert set(js["taus"]["2.0"]["relative"]) == {"no_distill", "self_distill", "pfd_teacher", "pfd"}
 
 
 def test_fig5_correlation(tmp_path):
-  res = fig5_correlation.run(dict(TINY, tau_privs=[2.0, 4.0]))
-  js = _written(tmp_path, res, fig5_correlation.to_markdown(res), fig5_correlation.plot, "fig5_correlation.png")
+  res = fig5_correlation.run(tiny(fig5_correlation.Options(tau_privs=(2.0, 4.0))))
+  js = written(tmp_path, res, fig5_correlation.DRIVER)
   assert js["tau_privs"]["4.0"]["corr"] == pytest.approx(1.0)  # tau_priv = tau_target: z = y
   assert js["tau_privs"]["2.0"]["corr"] < 1.0
 
 
 def test_synthetic_privileged_feature_is_y_at_tau_target():
-  ds = common.load_dataset(TINY)
+  ds = common.load_dataset(TINY.data)
   s = D.with_synthetic_privileged(ds, ds.config["tau"])
   np.testing.assert_array_equal(s["train"].z[:, 0], s["train"].y)
   assert s["train"].x.shape[1] == ds["train"].x.shape[1] + ds["train"].z.shape[1]
 
 
 def test_table5_and_table6(tmp_path):
-  res = table5_positive_groups.run(dict(TINY))
-  js = _written(tmp_path, res, table5_positive_groups.to_markdown(res), table5_positive_groups.plot, "t5.png")
+  res = table5_positive_groups.run(TINY)
+  js = written(tmp_path, res, table5_positive_groups.DRIVER)
   assert set(js["rows"]) == {"no_distill", "pfd_positive", "pfd_all"}
-  res = table6_imputation.run(dict(TINY))
-  js = _written(tmp_path / "t6", res, table6_imputation.to_markdown(res), table6_imputation.plot, "t6.png")
+  res = table6_imputation.run(TINY)
+  js = written(tmp_path / "t6", res, table6_imputation.DRIVER)
   assert set(js["rows"]) == {"zero", "mean", "teacher", "no_distill"}
   assert np.asarray(js["rows"]["zero"]).shape == (2, 3)
 
@@ -66,8 +66,7 @@ def test_logs_simulator_cascade_and_seed():
 
 
 def test_table3_logs(tmp_path):
-  cfg = {k: v for k, v in TINY.items() if k not in ("dataset", "synthetic_kwargs", "tau")}
-  res = table3_logs.run(dict(cfg, sessions=[60, 10, 60], sim_seed=0))
-  js = _written(tmp_path, res, table3_logs.to_markdown(res), table3_logs.plot, "t3.png")
-  assert set(js["rows"]) == {k for k, _ in table3_logs.ROWS}
-  assert "Multi-teacher" in (tmp_path / "logs" / "table.md").read_text()
+  res = table3_logs.run(tiny(table3_logs.Options(sessions=(60, 10, 60), sim_seed=0)))
+  js = written(tmp_path, res, table3_logs.DRIVER)
+  assert set(js["rows"]) == {k for k, _ in table3_logs.ROWS} and js["folder"] == "logs"
+  assert "Multi-teacher" in (tmp_path / "out" / "table.md").read_text()

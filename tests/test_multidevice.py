@@ -15,8 +15,8 @@ from experiments import common
 from pfd_jax import distill, train as T
 
 assert len(jax.devices()) == 4, jax.devices()
-ds = common.load_dataset(dict(dataset="synthetic", synthetic_kwargs=dict(num_queries=(80, 20, 60), mean_docs=16.0),
-                              tau=4.0, cache_dir=None))
+from pfd_jax.config import DataConfig
+ds = common.load_dataset(DataConfig(synthetic_queries=(80, 20, 60), synthetic_mean_docs=16.0, tau=4.0, cache_dir=""))
 dd = distill.to_device(ds, max_buckets=2, eval_splits=("test",), data_groups="all")
 keys = jax.random.split(jax.random.PRNGKey(0), 2)
 out = {}

@@ -117,12 +117,11 @@ def test_committee_prediction_forms():
 
 
 def test_committee_perceptron_driver_end_to_end(tmp_path):
-  from conftest import TINY, written
+  from conftest import tiny, written
   from experiments import committee_perceptron as cp
-  cfg = dict(TINY, passes=3, committee_sizes=[2, 3], vote_capacity=4, svm_c=[0.01, 0.1], timing_passes=1,
-             cp_seed=0, min_docs=1)
-  res = cp.run(cfg)
-  js = written(tmp_path, res, cp.to_markdown(res), cp.plot, "committee.png")
+  opts = cp.Options(passes=3, committee_sizes=(2, 3), vote_capacity=4, svm_c=(0.01, 0.1), timing_passes=1, cp_seed=0)
+  res = cp.run(tiny(opts, data=dict(min_docs=1)))
+  js = written(tmp_path, res, cp.DRIVER)
   rows = js["folds"]["fold1"]["rows"]
   assert set(cp.ROW_ORDER) <= set(rows)
   assert rows["committee (avg), K chosen"]["K"] in (2, 3) and 1 <= rows["vanilla"]["passes"] <= 3

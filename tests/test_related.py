@@ -170,13 +170,12 @@ def test_hybrid_warmup_uses_position_weights():
 # ---------------------------------------------------------------- the drivers, end to end on a tiny config
 
 from experiments import pfd_teacher_loss, rank_distill as rd_driver, sdr  # noqa: E402
-from conftest import TINY, written  # noqa: E402
+from conftest import tiny, written  # noqa: E402
 
 
 def test_sdr_driver(tmp_path):
-  cfg = dict(TINY, loss="softmax", sdr_a=0.5, temperatures=[0.5, 2.0], transform_a=1.0, transform_b=0.0)
-  res = sdr.run(cfg)
-  js = written(tmp_path, res, sdr.to_markdown(res), sdr.plot, "sdr.png")
+  res = sdr.run(tiny(sdr.Options(sdr_a=0.5, temperatures=(0.5, 2.0)), run=dict(loss="softmax")))
+  js = written(tmp_path, res, sdr.DRIVER)
   assert js["data"]["labels"] == "graded" and js["data"]["num_privileged"] == 0
   want = {"pointwise teacher", "pointwise -> pointwise", "pointwise -> listwise", "listwise teacher",
           "listwise -> pointwise", "listwise -> listwise", "teacher-only objective (a = 1)",
@@ -187,9 +186,9 @@ def test_sdr_driver(tmp_path):
 
 
 def test_rank_distill_driver(tmp_path):
-  cfg = dict(TINY, teacher_hidden=32, student_hidden=8, rd_a=0.5, schemes=["uniform", "hybrid"])
-  res = rd_driver.run(cfg)
-  js = written(tmp_path, res, rd_driver.to_markdown(res), rd_driver.plot, "rank_distill.png")
+  res = rd_driver.run(tiny(rd_driver.Options(teacher_hidden=32, student_hidden=8, rd_a=0.5,
+                                             schemes=("uniform", "hybrid"))))
+  js = written(tmp_path, res, rd_driver.DRIVER)
   assert list(js["rows"]) == ["teacher", "student", "uniform", "hybrid"]
   assert js["info"]["teacher"]["params"] > js["info"]["student"]["params"] == js["info"]["hybrid"]["params"]
   assert set(js["rows"]["hybrid"]) == {"NDCG@3", "NDCG@5", "NDCG@10", "P@3", "P@5", "P@10", "MAP"}
@@ -197,7 +196,9 @@ def test_rank_distill_driver(tmp_path):
 
 
 def test_pfd_teacher_loss_driver(tmp_path):
-  res = pfd_teacher_loss.run(dict(TINY, teacher_losses=["listwise", "topk"], topk=dict(k=5)))
-  js = written(tmp_path, res, pfd_teacher_loss.to_markdown(res), pfd_teacher_loss.plot, "pfd_teacher_loss.png")
+  from pfd_jax.rank_distill import TopK
+  res = pfd_teacher_loss.run(tiny(pfd_teacher_loss.Options(teachings=("listwise", "topk")),
+                                  train=dict(topk=TopK(k=5))))
+  js = written(tmp_path, res, pfd_teacher_loss.DRIVER)
   assert list(js["rows"]) == ["no_distill", "pfd_teacher", "listwise", "topk"]
   assert np.asarray(js["rows"]["topk"]).shape == (2, 3)

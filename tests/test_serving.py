@@ -13,6 +13,7 @@ from absl import app
 import pfd_jax
 from conftest import TINY
 from experiments import common, export_logs, table2
+from pfd_jax.config import ConfigError, DataConfig, parse_ids
 from pfd_jax import data as D
 from pfd_jax import distill
 from pfd_jax import train as T
@@ -30,16 +31,14 @@ def folder(tmp_path_factory):
   return str(out)
 
 
-def _cfg(folder, **kw):
-  cfg = dict(TINY, dataset="letor", data_dir=folder, synthetic_kwargs=None, tau=None, labels="file",
-             privileged=PRIV, positive_grade=None, methods=["pfd"], min_docs=5)
-  cfg.update(kw)
-  return cfg
+def _data(folder, **kw):
+  return DataConfig(**dict(dict(dataset="letor", data_dir=folder, privileged="21,22,23", min_docs=5, cache_dir="",
+                                max_buckets=2), **kw))
 
 
 def test_file_labels_are_kept_bit_for_bit_with_every_group(folder):
   raw = D.load_raw("letor", folder)
-  ds = common.load_dataset(_cfg(folder))
+  ds = common.load_dataset(_data(folder))
   for split, g in raw.items():
     np.testing.assert_array_equal(ds[split].y, g.rel)  # 0/1 purchases as they are
     assert ds[split].num_queries == g.num_queries  # groups without a purchase stay
@@ -59,31 +58,33 @@ def test_graded_file_labels_need_positive_grade(folder):
 def test_privileged_ids_move_exactly_those_columns(folder):
   raw = D.load_raw("letor", folder)
   ids = [22, 3]
-  ds = common.load_dataset(_cfg(folder, privileged=ids))
+  ds = common.load_dataset(_data(folder, privileged="22,3"))
   x = D.log1p_transform(raw["train"].x)
   np.testing.assert_array_equal(ds["train"].z, x[:, [21, 2]])
   regular = [i for i in range(1, 24) if i not in ids]
   np.testing.assert_array_equal(ds["train"].x, x[:, np.array(regular) - 1])
   assert ds.config["privileged_ids"] == ids and ds.config["regular_ids"] == regular
-  auto = common.load_dataset(_cfg(folder, privileged=None, num_privileged=3))
+  auto = common.load_dataset(_data(folder, privileged="auto", num_privileged=3))
   assert auto.config["privileged_choice"] == "auto" and len(auto.config["privileged_ids"]) == 3
   assert sorted(auto.config["privileged_ids"] + auto.config["regular_ids"]) == list(range(1, 24))
 
 
 @pytest.mark.parametrize("text,what", [("abc", "not a feature id"), ("3,3", "duplicate"), ("0", "not a feature"),
                                        ("2.5", "not a feature id")])
-def test_bad_privileged_flag_is_a_usage_error(text, what):
-  with pytest.raises(app.UsageError, match=f"--privileged=.*{what}"):
-    common.parse_privileged(text)
+def test_bad_privileged_value_names_the_setting(text, what):
+  with pytest.raises(ConfigError, match=f"privileged: .*{what}"):
+    parse_ids(text)
+  with pytest.raises(ConfigError, match="privileged"):
+    DataConfig(privileged=text)
 
 
 def test_out_of_range_privileged_id_names_the_flag(folder):
   with pytest.raises(app.UsageError, match=r"--privileged: feature ids \[99\] are out of range.*1\.\.23"):
-    common.load_dataset(_cfg(folder, privileged=[99]))
+    common.load_dataset(_data(folder, privileged="99"))
 
 
 def test_save_load_score_equals_in_memory_bit_for_bit(folder, tmp_path):
-  ds = common.load_dataset(_cfg(folder))
+  ds = common.load_dataset(_data(folder))
   dd = distill.to_device(ds, 2, ("test",))
   cfg = T.TrainConfig(epochs=2, batch_size=16, hidden=16, layers=3)
   keys = jax.random.split(jax.random.PRNGKey(0), 3)
@@ -132,12 +133,12 @@ def _numpy_ndcg8(score_file, labelled_file, min_docs):
 
 
 def test_driver_saves_models_and_predict_scores_serving_files(folder, tmp_path):
-  cfg = _cfg(folder, save_models=True, out_dir=str(tmp_path), seeds=2)
+  cfg = TINY.replace(data=_data(folder), run=dict(save_models=True), output=dict(out_dir=str(tmp_path)),
+                     options=table2.Options(methods=("pfd",)))
   res = table2.run(cfg)
-  table2.write(res, str(tmp_path))
   data = res["losses"]["rankbce"]["folds"]["fold1"]["data"]
   assert data["privileged_ids"] == PRIV and data["regular_ids"] == list(range(1, 21))
-  assert "Privileged feature ids (given): 21-23; regular: 1-20" in table2.to_markdown(res)
+  assert "Privileged feature ids (given): 21-23; regular: 1-20" in table2.to_markdown(common.as_json(res))
   models = tmp_path / "letor" / "models"
   assert sorted(os.listdir(models)) == ["no_distill", "pfd", "pfd_teacher"]
   assert sorted(os.listdir(models / "pfd")) == ["model.json", "params.msgpack"]
@@ -192,9 +193,9 @@ def test_letor_folder_without_privileged_is_a_usage_error(folder):
   p = _run("experiments.table2", "--dataset=letor", f"--data_dir={folder}", "--epochs=1")
   assert p.returncode != 0 and "--privileged=ID,ID" in p.stderr
   p = _run("experiments.table2", "--dataset=letor", f"--data_dir={folder}", "--privileged=7,x")
-  assert p.returncode != 0 and "--privileged='7,x': 'x' is not a feature id" in p.stderr
+  assert p.returncode != 0 and "--privileged='7,x': '7,x': 'x' is not a feature id" in p.stderr
   p = _run("experiments.table2", "--positive_grade=2")
-  assert p.returncode != 0 and "--positive_grade applies to --labels=file only" in p.stderr
+  assert p.returncode != 0 and "--positive_grade=2.0: applies to labels=file only" in p.stderr
 
 
 def test_public_api_is_reexported():

@@ -1,4 +1,3 @@
-import json
 import os
 
 import jax
@@ -9,13 +8,12 @@ from experiments import common, table2
 from pfd_jax import distill
 from pfd_jax import train as T
 
-TINY = dict(dataset="synthetic", synthetic_kwargs=dict(num_queries=(80, 20, 60), mean_docs=16.0), tau=4.0,
-            cache_dir=None, max_buckets=2)
+from conftest import TINY, tiny, written
 
 
 @pytest.fixture(scope="module")
 def tiny_device():
-  ds = common.load_dataset(TINY)
+  ds = common.load_dataset(TINY.data)
   return distill.to_device(ds, max_buckets=2, eval_splits=("test", "vali"))
 
 
@@ -58,15 +56,10 @@ def test_student_with_alpha_one_ignores_teacher(tiny_device):
 
 
 def test_table2_driver_end_to_end(tmp_path):
-  cfg = dict(TINY, loss="both", seeds=3, seed=0, epochs=2, alpha=0.5, methods=list(distill.METHODS),
-             batch_size=None, lr=None, weight_decay=0.005, hidden=16, layers=3, select_on="test",
-             empty_rule="exclude", data_groups="positive", folds=None, t=4.0, num_privileged=None, min_docs=5,
-             query_norm=False, label_seed=0)
+  cfg = tiny(table2.Options(), run=dict(loss="both", seeds=3))
   res = table2.run(cfg)
-  md = table2.write(res, str(tmp_path))
-  out = tmp_path / "synthetic"
-  assert sorted(os.listdir(out)) == ["fig2_rankbce.png", "fig2_ranknet.png", "results.json", "table.md"]
-  js = json.loads((out / "results.json").read_text())
+  js = written(tmp_path, res, table2.DRIVER)
+  assert sorted(os.listdir(tmp_path / "out")) == ["fig2_rankbce.png", "fig2_ranknet.png", "results.json", "table.md"]
   assert set(js["losses"]) == {"rankbce", "ranknet"}
   rows = js["losses"]["rankbce"]["folds"]["fold1"]["rows"]
   assert set(rows) == {"no_distill", "self_distill", "gend_teacher", "gend", "pfd_teacher", "pfd"}
@@ -74,8 +67,12 @@ def test_table2_driver_end_to_end(tmp_path):
   assert best.shape == (3, 3) and np.all((best >= 0) & (best <= 1))
   assert np.array(rows["pfd"]["curves"]["test"]).shape == (3, 2, 3)
   assert len(set(np.round(best[:, 0], 7))) > 1, "seeds must differ"
-  assert js["env"]["jax"] and js["config"]["seeds"] == 3
+  assert js["env"]["jax"] and js["config"]["run"]["seeds"] == 3
+  assert js["losses"]["ranknet"]["train_config"]["batch_size"] == 300  # the paper's, in force and recorded
+  md = (tmp_path / "out" / "table.md").read_text()
   assert "PFD student" in md and "GenD teacher*" in md
+  # the configuration round-trips through results.json
+  assert common.config_from_json(js["config"], table2.Options) == cfg
   again = table2.run(cfg)
   for loss in ("rankbce", "ranknet"):
     for name, r in again["losses"][loss]["folds"]["fold1"]["rows"].items():

@@ -1,0 +1,135 @@
+"""One typed configuration: flags generated from the dataclasses, checked before any data is loaded."""
+import dataclasses
+import importlib
+import os
+import subprocess
+import sys
+
+import pytest
+from absl import app, flags
+
+from experiments import common
+from pfd_jax import config as C
+from pfd_jax.config import DataConfig
+from pfd_jax.train import TrainConfig
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DRIVERS = ["table2", "fig3_alpha", "alpha_robustness", "fig4_sparsity", "fig5_correlation", "table5_positive_groups",
+           "table6_imputation", "table3_logs", "sdr", "rank_distill", "pfd_teacher_loss", "committee_perceptron",
+           "data_summary", "theory", "benchmark", "bench_losses", "export_logs", "predict"]
+
+
+def _driver(name):
+  return importlib.import_module(f"experiments.{name}").DRIVER
+
+
+REQUIRED = {"predict": ("--model=m", "--data=d", "--out=o")}
+
+
+def _parsed(driver, *argv):
+  fv = flags.FlagValues()
+  common.define_flags(driver, fv, key_module="test")
+  fv(["prog", *argv])
+  return fv
+
+
+@pytest.mark.parametrize("name", DRIVERS)
+def test_generated_flag_defaults_are_the_dataclass_defaults(name):
+  """No default is written twice: every flag's default is its field's (or the driver's declared override)."""
+  driver = _driver(name)
+  fv = _parsed(driver, *REQUIRED.get(name, ()))
+  cfg = common.config_from_flags(driver, fv)
+  overrides = dict(driver.defaults)
+  for group, (flag, f, _, prefix) in common._driver_fields(driver):
+    if flag == "out_dir" or any(a.startswith(f"--{flag}=") for a in REQUIRED.get(name, ())):
+      continue  # out_dir None = results/<driver>, filled in below
+    obj = getattr(cfg, group)
+    for part in prefix.rstrip("_").split("_") if prefix else ():
+      obj = getattr(obj, part)
+    want = overrides.get(flag, f.default)
+    assert getattr(obj, f.name) == want, flag
+  if "output" in driver.groups:
+    assert cfg.output.out_dir == os.path.join("results", name)
+
+
+def test_every_shared_setting_is_a_flag_once():
+  names = [flag for _, (flag, *_rest) in common._driver_fields(_driver("table2"))]
+  assert len(names) == len(set(names))
+  assert {"dataset", "labels", "privileged", "seeds", "epochs", "alpha", "teaching", "topk_k", "mesh",
+          "save_models", "out_dir", "methods"} <= set(names)
+  assert "teacher_loss" not in names and "loss" in names  # one word per concept: teaching = how, loss = what
+
+
+def test_flag_values_reach_the_config_typed():
+  driver = _driver("fig3_alpha")
+  cfg = common.config_from_flags(driver, _parsed(driver, "--alphas=0.3,0.9", "--folds=1", "--mesh=data:2",
+                                                 "--topk_k=4", "--privileged=3,5", "--seeds=2"))
+  assert cfg.options.alphas == (0.3, 0.9) and cfg.data.folds == (1,) and cfg.train.mesh == (("data", 2),)
+  assert cfg.train.topk.k == 4 and cfg.data.privileged_ids == (3, 5) and cfg.run.seeds == 2
+  tc = cfg.train_config("ranknet")
+  assert (tc.effective_batch_size, tc.effective_lr) == (300, 3e-4)  # the paper's for RankNet, from one place
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--seeds=0"], "--seeds=0: must be >= 1"),
+    (["--epochs=0"], "--epochs=0: must be >= 1"),
+    (["--alpha=2"], "--alpha=2.0: must be <= 1"),
+    (["--alpha=-0.1"], "--alpha=-0.1: must be >= 0"),
+    (["--batch_size=0"], "--batch_size=0: must be >= 1"),
+    (["--tau=inf"], "--tau=inf: must be finite"),
+    (["--folds=abc"], "--folds='abc': 'abc' is not an integer"),
+    (["--methods=pfd,nope"], "--methods='pfd,nope': 'nope' is not one of"),
+    (["--topk_eps=0"], "--topk_eps=0: must be >= 1"),
+    (["--positive_grade=2"], "--positive_grade=2.0: applies to labels=file only"),
+    (["--privileged=4", "--num_privileged=3"], "--num_privileged=3: applies to privileged=auto only"),
+    (["--dataset=letor", "--data_dir=x"], "--privileged: dataset=letor reads your own folder"),
+])
+def test_bad_values_are_usage_errors_naming_the_flag(argv, message):
+  driver = _driver("table2")
+  with pytest.raises(app.UsageError, match=message.replace("(", r"\(").replace("+", r"\+")):
+    common.config_from_flags(driver, _parsed(driver, *argv))
+
+
+def test_config_round_trips_through_json():
+  from experiments import sdr
+  cfg = common.Config(data=DataConfig(dataset="ohsumed", folds=(1, 3), privileged="2,9"),
+                      train=TrainConfig(loss="ranknet", mesh=(("seeds", 2), ("data", 2)), alpha=0.3),
+                      run=common.RunConfig(seeds=3, teaching="topk"), options=sdr.Options(temperatures=(0.5,)))
+  js = common.as_json({"config": cfg})["config"]
+  assert common.config_from_json(js, sdr.Options) == cfg
+
+
+def test_library_configs_check_themselves():
+  with pytest.raises(C.ConfigError, match="alpha"):
+    TrainConfig(alpha=1.5)
+  with pytest.raises(C.ConfigError, match="dataset"):
+    DataConfig(dataset="nope")
+  assert TrainConfig(loss="ranknet").effective_batch_size == 300
+
+
+def _run(*args):
+  return subprocess.run([sys.executable, "-m", *args], cwd=ROOT, capture_output=True, text=True, timeout=120)
+
+
+def test_bad_flags_fail_before_loading_data_in_a_real_process():
+  """Exit code 2 with one line naming the flag, before any data is read (the data folder does not exist)."""
+  for argv, want in ((["--seeds=0", "--dataset=ohsumed", "--data_dir=/nonexistent"], "--seeds=0"),
+                     (["--alpha=2", "--data_dir=/nonexistent"], "--alpha=2.0"),
+                     (["seeds=5", "epochs=100"], "unexpected arguments ['seeds=5', 'epochs=100']")):
+    p = _run("experiments.table2", *argv)
+    assert p.returncode == 2 and want in p.stderr and "Traceback" not in p.stderr, p.stderr[-500:]
+    assert len(p.stderr.strip().splitlines()) == 2
+
+
+@pytest.mark.parametrize("name", ["table2", "committee_perceptron", "predict"])
+def test_help_lists_the_drivers_flags(name):
+  p = _run(f"experiments.{name}", "--help")
+  for _, (flag, f, t, _) in common._driver_fields(_driver(name)):
+    assert (f"--[no]{flag}" if t is bool else f"--{flag}") in p.stdout, flag
+
+
+def test_installing_claims_no_experiments_package():
+  import tomllib
+  with open(os.path.join(ROOT, "pyproject.toml"), "rb") as f:
+    found = tomllib.load(f)["tool"]["setuptools"]["packages"]["find"]["include"]
+  assert found == ["pfd_jax*"]
