@@ -54,7 +54,8 @@ def to_markdown(res: dict) -> str:
   return common.markdown_table(["loss", "L", "lists/s (loss + grad)"], rows)
 
 
-DRIVER = common.Driver("bench_losses", run, to_markdown, options=Options, groups=("output",), per_dataset=False)
+DRIVER = common.Driver("bench_losses", run, to_markdown, options=Options, groups=("output",),
+                       folder=lambda cfg: "lists")
 
 if __name__ == "__main__":
   common.main(DRIVER)

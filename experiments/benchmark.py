@@ -218,11 +218,11 @@ def memory(o: Options) -> tuple:
 def run(cfg: common.Config) -> dict:
   o = cfg.options
   res, md = throughput(o) if o.case == "throughput" else memory(o)
-  return dict(res, config=cfg, folder=o.case, markdown=md)
+  return dict(res, config=cfg, markdown=md)
 
 
 DRIVER = common.Driver("benchmark", run, lambda res: res["markdown"], options=Options, groups=("output",),
-                       per_dataset=False)
+                       folder=lambda cfg: cfg.options.case)
 
 if __name__ == "__main__":
   common.main(DRIVER)

@@ -14,18 +14,24 @@ declared as a :class:`Driver` and started by :func:`main`. Printing and files li
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import os
 import platform
+import signal
+import subprocess
 import sys
 import time
 import typing
 from typing import Any, Callable, NamedTuple, Optional, Tuple
 
+import flax.serialization
 import jax
+import jax.numpy as jnp
 import numpy as np
 from absl import app, flags, logging
 
+import pfd_jax
 from pfd_jax import config as C
 from pfd_jax import data as D
 from pfd_jax import distill
@@ -51,8 +57,10 @@ class RunConfig:
                                    "sigmoid(t); listwise = SDR softmax on max(a t + b, 0); topk = Ranking "
                                    "Distillation's top-K loss.", choices=tuple(distill.TEACHING))
   save_models: bool = option(False, "Save every trained row's model (all seeds + feature recipe) under "
-                             "<out_dir>/<dataset>/models/[<loss>/][fold<k>/]<row>/ (pfd_jax.load_model, "
+                             "<run folder>/models/[<loss>/][fold<k>/]<row>/ (pfd_jax.load_model, "
                              "python -m experiments.predict).")
+  restart: bool = option(False, "Ignore the finished rows saved by an earlier run of this configuration and "
+                         "train everything again (default: resume, loading them).")
 
   def __post_init__(self):
     C.check(self)
@@ -61,8 +69,10 @@ class RunConfig:
 @dataclasses.dataclass(frozen=True)
 class OutputConfig:
   """Where a driver writes."""
-  out_dir: Optional[str] = option(None, "Output root (default results/<driver>); files go to "
-                                  "<out_dir>/<dataset>/ for drivers that read a dataset.")
+  out_dir: Optional[str] = option(None, "Output root (default results/<driver>); each configuration writes "
+                                  "its own run folder <out_dir>/<dataset>[-<data folder>]/<hash>/, with a "
+                                  "'latest' link beside it.")
+  run_dir: Optional[str] = option(None, "The run folder (set by the driver's main).", flag=False)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -105,7 +115,8 @@ class Driver:
   groups: the shared configuration groups whose flags it has; defaults: per-driver flag defaults
   ((flag name, value) pairs); losses: the values --loss may take; needs_privileged (bool or function of
   the Config): a folder given by path must name its privileged features; check(Config): the driver's own
-  checks (raise pfd_jax.config.ConfigError naming the flag); per_dataset: outputs go to <out_dir>/<dataset>/ (else <out_dir>/).
+  checks (raise pfd_jax.config.ConfigError naming the flag); rows(Config): how many models the run trains (progress);
+  folder(Config): the run folder's label for drivers that read no dataset (default: the driver's name).
   """
   name: str
   run: Callable
@@ -117,8 +128,9 @@ class Driver:
   defaults: tuple = ()
   losses: tuple = SINGLE_LOSSES
   needs_privileged: Any = True  # or a function of the Config
-  per_dataset: bool = True
   check: Optional[Callable] = None
+  rows: Optional[Callable] = None  # rows(Config) -> how many models the run trains (progress and its ETA)
+  folder: Optional[Callable] = None  # folder(Config) -> run folder label of a driver that reads no dataset
   write: bool = True  # False: a tool whose output is its own files; main prints to_markdown(results) only
 
 
@@ -251,7 +263,12 @@ def config_from_flags(driver: Driver, flag_values=FLAGS) -> Config:
 
 
 def main(driver: Driver) -> None:
-  """Defines the driver's flags and runs it: config -> run -> results.json, table.md, plot; prints the table."""
+  """Defines the driver's flags and runs it: config -> run folder -> run -> results.json, table.md, plot.
+
+  Known user errors (a bad flag, a missing folder, a malformed file) end with one line and exit code 2 or 1;
+  unexpected exceptions keep their traceback. Ctrl-C or SIGTERM leave every finished row saved: the same
+  command resumes.
+  """
   define_flags(driver)
 
   def _main(argv):
@@ -260,22 +277,36 @@ def main(driver: Driver) -> None:
         raise app.UsageError(f"unexpected arguments {argv[1:]}: settings are flags with two dashes, e.g. --seeds=5")
       cfg = config_from_flags(driver)
     except app.UsageError as e:  # one readable line, not absl's page of usage
-      print(f"error: {e}\n(python -m experiments.{driver.name} --help lists the flags)", file=sys.stderr)
-      sys.exit(2)
-    if "data" in driver.groups:
-      print(describe_data(cfg.data), flush=True)
-    res = driver.run(cfg)
-    print(write_outputs(output_dir(cfg, driver, res), res, driver) if driver.write else driver.to_markdown(as_json(res)))
+      _fail(f"{e}\n(python -m experiments.{driver.name} --help lists the flags)", 2)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # unwind (and say where to resume) on a kill
+    try:
+      if "data" in driver.groups:
+        print(describe_data(cfg.data), flush=True)
+      if not driver.write:
+        print(driver.to_markdown(as_json(driver.run(cfg))))
+        return
+      run_dir, prov = prepare_run(cfg, driver)
+      cfg = cfg.replace(output=dict(run_dir=run_dir))
+      PROGRESS.start(driver.rows(cfg) if driver.rows else None)
+      res = driver.run(cfg)
+      res["provenance"] = prov
+      print(write_outputs(run_dir, res, driver))
+      print(f"wrote {run_dir} (also {os.path.join(os.path.dirname(run_dir), 'latest')})")
+    except (FileNotFoundError, D.DataError, C.ConfigError) as e:
+      _fail(str(e), 1)
+    except (KeyboardInterrupt, SystemExit) as e:
+      if isinstance(e, SystemExit) and e.code in (0, None):
+        raise
+      where = cfg.output.run_dir
+      _fail(f"interrupted; the finished rows are saved in {where}: the same command resumes from them" if where
+            else "interrupted", 130 if isinstance(e, KeyboardInterrupt) else 143)
 
   app.run(_main)
 
 
-def output_dir(cfg: Config, driver: Driver, res: dict) -> str:
-  """<out_dir>/<folder>/ (the subfolder a driver names in its results as 'folder', else the dataset), or
-  <out_dir>/ for drivers that read no dataset."""
-  root = cfg.output.out_dir
-  sub = res.get("folder") or (cfg.data.dataset if driver.per_dataset else None)
-  return os.path.join(root, sub) if sub else root
+def _fail(message: str, code: int):
+  print(f"error: {message}", file=sys.stderr, flush=True)
+  sys.exit(code)
 
 
 def write_outputs(out_dir: str, res: dict, driver: Driver) -> str:
@@ -302,12 +333,12 @@ def describe_data(d: DataConfig) -> str:
   return f"labels: {lab}; privileged features: {priv}"
 
 
-def progress(prefix: str):
-  """A run_methods log_fn factory: one absl log line per epoch of every row."""
+def progress(prefix: str, epochs: int):
+  """A log_fn factory: one absl log line per epoch of every row, with the run's progress and its ETA."""
   def make(row):
     def log(epoch, loss, ndcg, seconds):
-      logging.info("%s %-13s epoch %3d  loss %10.3f  select NDCG %.4f  %6.1fs", prefix, row, epoch + 1, loss,
-                   ndcg, seconds)
+      logging.info("%s %-13s %s epoch %3d/%d  loss %10.3f  select NDCG %.4f  %s", prefix, row, PROGRESS.of(),
+                   epoch + 1, epochs, loss, ndcg, PROGRESS.eta((epoch + 1) / epochs))
     return log
   return make
 
@@ -353,30 +384,187 @@ def fold_setup(cfg: Config, loss: Optional[str] = None, fold: int = 1, ds: Optio
                      f"{list(ds.splits)}")
   splits = ("test", "vali") if tc.select_on == "vali" else ("test",)
   dd = distill.to_device(ds, cfg.data.max_buckets, splits, tc.data_groups)
+  labels = ds.config.get("labels", "gumbel")
+  how = (f"labels={labels}" + (f", t={ds.config.get('t')}, tau={ds.config.get('tau')}, label_seed="
+                               f"{ds.config.get('seed')}" if labels == "gumbel" else
+                               f", positive_grade={ds.config.get('positive_grade')}"))
+  for split in splits:
+    if not dd.eval_sets[split].buckets:
+      raise D.DataError(f"dataset {ds.name!r} fold {fold}: no {split} list has a positive label ({how}), so NDCG on "
+                        f"{split} is undefined; {'selection and ' if split == tc.select_on else ''}evaluation need "
+                        "one (lower --tau, or --positive_grade, or check the file)")
+  if dd.num_positive_groups == 0:
+    raise D.DataError(f"dataset {ds.name!r} fold {fold}: no training query group has a positive label ({how})")
   keys = jax.random.split(jax.random.PRNGKey(cfg.run.seed), cfg.run.seeds)
   return ds, dd, tc, keys
 
 
-class ModelSink:
-  """Saves trained rows as :class:`pfd_jax.serving.Ranker` folders when the config asks (--save_models):
-  ``<out_dir>/<dataset>/models/[<loss>/][fold<k>/]<row>/`` (the loss level when a run trains both losses,
-  the fold level for multi-fold runs). Calling it returns the result, so it wraps a training call inline."""
+class Rows:
+  """The trained rows of one (loss, fold) of a run: each is trained once, saved atomically as soon as it
+  ends (``<run folder>/runs/<loss>/fold<k>/<row>.msgpack``: parameters of every seed, curves, losses, best
+  epochs), and loaded instead of trained when a saved one exists (an interrupted run resumes; --restart
+  trains again). With --save_models each row is also written as a :class:`pfd_jax.serving.Ranker` to
+  ``models/[<loss>/][fold<k>/]<row>/`` (the loss level when the run trains both losses, the fold level for
+  multi-fold runs). Outside a driver's main (no run folder) rows are trained and never saved."""
 
   def __init__(self, cfg: Config, ds: D.Dataset, fold: int = 1, loss: Optional[str] = None):
     self.cfg, self.ds, self.fold = cfg, ds, fold
-    self.enabled = cfg.run.save_models
-    parts = [cfg.output.out_dir or RESULTS, ds.name, "models"]
-    if len(cfg.losses) > 1 and loss:
-      parts.append(loss)
+    self.loss = loss or cfg.losses[0]
+    root = cfg.output.run_dir or os.path.join(cfg.output.out_dir or RESULTS, ds.name)
+    self.store = os.path.join(root, "runs", self.loss, f"fold{fold}") if cfg.output.run_dir else None
+    parts = [root, "models"]
+    if len(cfg.losses) > 1:
+      parts.append(self.loss)
     if ds.name in D.NAMES and len(folds_of(cfg.data)) > 1:
       parts.append(f"fold{fold}")
-    self.root = os.path.join(*parts)
+    self.models = os.path.join(*parts)
 
-  def __call__(self, row: str, result: T.TrainResult, view: str, tc: TrainConfig) -> T.TrainResult:
-    if self.enabled:
+  def __call__(self, row: str, view: str, tc: TrainConfig, train: Callable[[], T.TrainResult],
+               servable: bool = True) -> T.TrainResult:
+    """The result of `train()` for `row` (input `view`, config `tc`): loaded if saved, else trained and saved.
+    servable=False: never written as a model (its inputs exist in no file, e.g. Figure 5's synthetic z)."""
+    name = row.replace(" ", "_").replace("/", "_")
+    path = os.path.join(self.store, name + ".msgpack") if self.store else None
+    PROGRESS.begin_row()
+    if path and os.path.exists(path) and not self.cfg.run.restart:
+      result = load_result(path)
+      logging.info("%s %s: loaded from %s", PROGRESS.of(), row, path)
+    else:
+      result = train()
+      if path:
+        save_result(path, result)
+    if self.cfg.run.save_models and servable:
       serving.make_ranker(result, tc, view, self.ds.config, dataset=self.ds.name, data_dir=self.cfg.data.data_dir,
-                          fold=self.fold, row=row).save(os.path.join(self.root, row.replace(" ", "_").replace("/", "_")))
+                          fold=self.fold, row=row).save(os.path.join(self.models, name))
     return result
+
+
+def save_result(path: str, r: T.TrainResult) -> None:
+  """A TrainResult as one msgpack file (flax.serialization; exact bytes), written atomically."""
+  blob = flax.serialization.to_bytes(dict(
+      params=jax.tree_util.tree_map(np.asarray, r.params), curves=r.curves, loss=np.asarray(r.loss),
+      best_epoch=np.asarray(r.best_epoch), best=r.best, seconds=float(r.seconds)))
+  os.makedirs(os.path.dirname(path), exist_ok=True)
+  with open(path + ".tmp", "wb") as f:
+    f.write(blob)
+  os.replace(path + ".tmp", path)
+
+
+def load_result(path: str) -> T.TrainResult:
+  with open(path, "rb") as f:
+    d = flax.serialization.msgpack_restore(f.read())
+  return T.TrainResult(params=jax.tree_util.tree_map(jnp.asarray, d["params"]), curves=dict(d["curves"]),
+                       loss=d["loss"], best_epoch=d["best_epoch"], best=dict(d["best"]), seconds=float(d["seconds"]))
+
+
+def prepare_run(cfg: Config, driver: Driver) -> tuple:
+  """(run folder, provenance): <out_dir>/<label>/<hash>/, where the hash covers everything that determines
+  the results (the configuration less where it is written, the data files or generator, the code), and
+  <out_dir>/<label>/latest links to it. Different configurations never share a folder; the same one finds
+  its saved rows there."""
+  prov = provenance(cfg, driver)
+  key = dict(prov, code={k: prov["code"][k] for k in ("pfd_jax", "source_sha256")})
+  digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:10]
+  if "data" in driver.groups:
+    label = cfg.data.dataset + (f"-{os.path.basename(os.path.normpath(cfg.data.data_dir))}" if cfg.data.data_dir
+                                else "")
+  else:
+    label = driver.folder(cfg) if driver.folder else driver.name
+  parent = os.path.join(cfg.output.out_dir, label)
+  run_dir = os.path.join(parent, digest)
+  os.makedirs(run_dir, exist_ok=True)
+  write_json(os.path.join(run_dir, "provenance.json"), prov)
+  latest = os.path.join(parent, "latest")
+  if os.path.lexists(latest + ".tmp"):
+    os.remove(latest + ".tmp")
+  os.symlink(digest, latest + ".tmp")
+  os.replace(latest + ".tmp", latest)
+  return run_dir, prov
+
+
+def provenance(cfg: Config, driver: Driver) -> dict:
+  """What determines a run's results: its configuration (less output settings, --restart and
+  --save_models), its data (files with sizes and SHA-256, or the synthetic generator's arguments) and the
+  code (package version, git commit, SHA-256 of the sources)."""
+  run = dataclasses.replace(cfg.run, restart=False, save_models=False)
+  out = dict(driver=driver.name, config=as_json({"c": cfg.replace(output=OutputConfig(), run=run)})["c"],
+             code=code_version())
+  if "data" in driver.groups:
+    out["data"] = data_provenance(cfg.data)
+  return out
+
+
+def data_provenance(d: DataConfig) -> dict:
+  if d.dataset == "synthetic":
+    return dict(generator="pfd_jax.data.synthetic.generate", arguments=d.synthetic_kwargs())
+  files = {}
+  for fold in folds_of(d):
+    for split, path in D.split_files(d.dataset, d.data_dir, fold).items():
+      files[f"fold{fold}/{split}"] = dict(path=os.path.abspath(path), bytes=os.path.getsize(path),
+                                          sha256=_file_sha256(path))
+  return dict(folder=os.path.abspath(D.resolve_data_dir(d.dataset, d.data_dir)), files=files)
+
+
+def _file_sha256(path: str) -> str:
+  h = hashlib.sha256()
+  with open(path, "rb") as f:
+    for block in iter(lambda: f.read(1 << 20), b""):
+      h.update(block)
+  return h.hexdigest()
+
+
+def code_version() -> dict:
+  """pfd_jax's version, the git commit (and whether the tree has changes) when there is one, and the SHA-256
+  of the library's and the drivers' sources (what a saved row depends on)."""
+  root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+  h = hashlib.sha256()
+  for sub in ("pfd_jax", "experiments"):
+    for dirpath, _, names in sorted(os.walk(os.path.join(root, sub))):
+      for name in sorted(n for n in names if n.endswith(".py")):
+        h.update(name.encode())
+        with open(os.path.join(dirpath, name), "rb") as f:
+          h.update(f.read())
+  out = dict(pfd_jax=pfd_jax.__version__, source_sha256=h.hexdigest(), git_commit=None, git_dirty=None)
+  try:
+    git = lambda *a: subprocess.run(["git", *a], cwd=root, capture_output=True, text=True, timeout=10)
+    head = git("rev-parse", "HEAD")
+    if head.returncode == 0:
+      out.update(git_commit=head.stdout.strip(), git_dirty=bool(git("status", "--porcelain").stdout.strip()))
+  except (OSError, subprocess.SubprocessError):
+    pass
+  return out
+
+
+class Progress:
+  """Per-epoch progress of a whole run: row i of n, epoch e of E, elapsed time and an estimate for the run
+  (main starts it with the driver's row count; rows loaded from a saved run count as done)."""
+
+  def __init__(self):
+    self.start(None)
+
+  def start(self, total: Optional[int]) -> None:
+    self.total, self.row, self.t0 = total, 0, time.time()
+
+  def begin_row(self) -> None:
+    self.row += 1
+
+  def of(self) -> str:
+    return f"row {self.row}/{self.total}" if self.total else f"row {self.row}"
+
+  def eta(self, frac_of_row: float) -> str:
+    """'elapsed 1m02s, ETA 3m10s' (the ETA from the pace of the rows so far)."""
+    el = time.time() - self.t0
+    done = self.row - 1 + frac_of_row
+    eta = f", ETA {_hms(el / done * max(self.total - done, 0))}" if self.total and done > 0 else ""
+    return f"elapsed {_hms(el)}{eta}"
+
+
+def _hms(sec: float) -> str:
+  sec = int(round(sec))
+  return f"{sec // 3600}h{sec % 3600 // 60:02d}m{sec % 60:02d}s" if sec >= 3600 else f"{sec // 60}m{sec % 60:02d}s"
+
+
+PROGRESS = Progress()
 
 
 class PFDFold(NamedTuple):
@@ -388,7 +576,7 @@ class PFDFold(NamedTuple):
   log: object
   baseline: T.TrainResult
   teacher: T.TrainResult
-  save: ModelSink
+  rows: Rows
 
 
 def pfd_folds(cfg: Config):
@@ -396,11 +584,11 @@ def pfd_folds(cfg: Config):
   (view xz) that the ablation drivers build on, both trained on the positive groups."""
   for fold in folds_of(cfg.data):
     ds, dd, tc, keys = fold_setup(cfg, None, fold)
-    log = progress(f"[fold{fold}]")
-    save = ModelSink(cfg, ds, fold)
-    base = save("no_distill", distill.train_on_data(keys, tc, dd, "x", log("no_distill")), "x", tc)
-    teacher = save("pfd_teacher", distill.train_on_data(keys, tc, dd, "xz", log("pfd_teacher")), "xz", tc)
-    yield PFDFold(ds, dd, tc, keys, log, base, teacher, save)
+    log = progress(f"[fold{fold}]", tc.epochs)
+    rows = Rows(cfg, ds, fold)
+    base = rows("no_distill", "x", tc, lambda: distill.train_on_data(keys, tc, dd, "x", log("no_distill")))
+    teacher = rows("pfd_teacher", "xz", tc, lambda: distill.train_on_data(keys, tc, dd, "xz", log("pfd_teacher")))
+    yield PFDFold(ds, dd, tc, keys, log, base, teacher, rows)
 
 
 def environment() -> dict:
@@ -454,9 +642,26 @@ def markdown_table(header: list, rows: list) -> str:
   return "\n".join(out) + "\n"
 
 
+def ratio(value: float, base: float) -> Optional[float]:
+  """value / base, or None where base is zero or either is not finite (never inf or nan in a table)."""
+  value, base = float(value), float(base)
+  return value / base if base != 0 and np.isfinite(value) and np.isfinite(base) else None
+
+
+def fmt_change(value: float, base: float) -> str:
+  """'+7.1%' against the baseline, or 'n/a' (zero or non-finite baseline)."""
+  r = ratio(value, base)
+  return "n/a" if r is None else f"{100 * (r - 1):+.1f}%"
+
+
+def fmt_pm(mean: float, std: float, digits: int = 3) -> str:
+  """'0.308 ± 0.019', or 'n/a' for a non-finite value."""
+  return f"{mean:.{digits}f} ± {std:.{digits}f}" if np.isfinite(mean) and np.isfinite(std) else "n/a"
+
+
 def mean_std_table(rows: dict, labels: dict, ks=(8, 16, 32)) -> str:
   """Markdown rows `labels[k]` with mean ± std over the first axis of rows[k] [runs, len(ks)]."""
-  body = [[labels[k]] + [f"{m:.3f} ± {s:.3f}" for m, s in zip(np.asarray(v).mean(0), np.asarray(v).std(0))]
+  body = [[labels[k]] + [fmt_pm(m, s) for m, s in zip(np.asarray(v).mean(0), np.asarray(v).std(0))]
           for k, v in rows.items()]
   return markdown_table([""] + [f"NDCG@{k}" for k in ks], body)
 

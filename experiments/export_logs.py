@@ -9,7 +9,7 @@ so that experiments.predict can report NDCG). qids: training sessions 0.., valid
 test 200000... Then (README, "PFD on your own data"):
 
   python -m experiments.table2 --dataset=letor --data_dir=logs_letor --privileged=21,22,23 --save_models
-  python -m experiments.predict --model=results/table2/letor/models/rankbce/pfd --data=logs_letor/serve.txt \
+  python -m experiments.predict --model=results/table2/letor-logs_letor/latest/models/pfd --data=logs_letor/serve.txt \
       --out=scores.tsv
 """
 import dataclasses

@@ -35,7 +35,7 @@ def run(cfg: common.Config) -> dict:
     targets = distill.teacher_targets(f.tc, [(f.teacher, "xz")], f.dd)
     for a in cfg.options.alphas:
       tc = cfg.train_config(alpha=a)
-      st = f.save(f"pfd_alpha{a}", distill.train_student(f.keys, tc, f.dd, targets, f.log(f"pfd a={a}")), "x", tc)
+      st = f.rows(f"pfd_alpha{a}", "x", tc, lambda: distill.train_student(f.keys, tc, f.dd, targets, f.log(f"pfd a={a}")))
       at_best = st.loss[np.arange(st.loss.shape[0]), st.best_epoch]  # [S, 3] total, data, teacher
       rows[a]["ndcg"].append(st.best["test"])
       rows[a]["ratio"].append((1 - a) * at_best[:, 2] / np.maximum(a * at_best[:, 1], 1e-12))
@@ -43,7 +43,7 @@ def run(cfg: common.Config) -> dict:
   out = {"config": cfg, "env": common.environment(), "no_distill": base, "alphas": {}}
   for a, r in rows.items():
     nd, ratio = np.concatenate(r["ndcg"]), np.concatenate(r["ratio"])
-    out["alphas"][str(a)] = dict(ndcg=nd, ratio=ratio, gain_pct=100 * (nd[:, 0].mean() / base[:, 0].mean() - 1))
+    out["alphas"][str(a)] = dict(ndcg=nd, ratio=ratio, gain=common.ratio(nd[:, 0].mean(), base[:, 0].mean()))
   out["seconds"] = time.time() - t0
   return out
 
@@ -54,7 +54,7 @@ def to_markdown(res: dict, title: str = "Figure 3: PFD against alpha") -> str:
   rows = []
   for a, r in res["alphas"].items():
     nd, ratio = np.asarray(r["ndcg"]), np.asarray(r["ratio"])
-    rows.append([a, f"{nd[:, 0].mean():.3f} ± {nd[:, 0].std():.3f}", f"{r['gain_pct']:+.1f}%",
+    rows.append([a, common.fmt_pm(nd[:, 0].mean(), nd[:, 0].std()), common.fmt_change(nd[:, 0].mean(), base[:, 0].mean()),
                  f"{np.median(ratio):.2f}"])
   return (f"# {title} ({cfg['data']['dataset']}, {cfg['run']['loss']})\n\nNo-distillation NDCG@8 "
           f"{base[:, 0].mean():.3f} ± {base[:, 0].std():.3f}; mean ± std over folds x seeds ({cfg['run']['seeds']} "
@@ -84,7 +84,8 @@ def plot(res: dict, path: str) -> None:
   plt.close(fig)
 
 
-DRIVER = common.Driver("fig3_alpha", run, to_markdown, plot, "fig3_alpha.png", options=Options)
+DRIVER = common.Driver("fig3_alpha", run, to_markdown, plot, "fig3_alpha.png", options=Options,
+                       rows=lambda cfg: len(common.folds_of(cfg.data)) * (2 + len(cfg.options.alphas)))
 
 if __name__ == "__main__":
   common.main(DRIVER)

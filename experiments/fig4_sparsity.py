@@ -18,6 +18,7 @@ from pfd_jax import distill
 from pfd_jax.config import option
 
 TAUS = (4.8, 4.4, 3.6, 2.4)
+METHODS = ("self_distill", "pfd")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -33,15 +34,15 @@ def run(cfg: common.Config) -> dict:
     for fold in common.folds_of(cfg.data):
       ds, dd, tc, keys = common.fold_setup(cfg.replace(data=dict(tau=tau)), None, fold)
       pos.append(100.0 * dd.num_positive_groups / dd.num_train_groups)
-      r = distill.run_methods(keys, tc, dd, ("self_distill", "pfd"), common.progress(f"[tau={tau} fold{fold}]"))
-      save = common.ModelSink(cfg, ds, fold)
+      store = common.Rows(cfg, ds, fold)
+      r = distill.run_methods(keys, tc, dd, METHODS, common.progress(f"[tau={tau} fold{fold}]", tc.epochs),
+                              fit=lambda row, view, train: store(f"tau{tau}_{row}", view, tc, train))
       for name, res in r.items():
-        save(f"tau{tau}_{name}", res, "xz" if name == "pfd_teacher" else "x", tc)
         rows.setdefault(name, []).append(res.best["test"])
     rows = {k: np.concatenate(v) for k, v in rows.items()}
     base = rows["no_distill"][:, 0].mean()
     out["taus"][str(tau)] = dict(positive_groups_pct=float(np.mean(pos)), rows=rows,
-                                 relative={k: float(v[:, 0].mean() / base) for k, v in rows.items()})
+                                 relative={k: common.ratio(v[:, 0].mean(), base) for k, v in rows.items()})
   out["seconds"] = time.time() - t0
   return out
 
@@ -52,7 +53,7 @@ def to_markdown(res: dict) -> str:
   for tau, r in res["taus"].items():
     nd = r["rows"]
     rows.append([tau, f"{r['positive_groups_pct']:.1f}%"] +
-                [f"{np.asarray(nd[k])[:, 0].mean():.3f} ({r['relative'][k]:.3f})"
+                [f"{np.asarray(nd[k])[:, 0].mean():.3f} (" + ("n/a" if r['relative'][k] is None else f"{r['relative'][k]:.3f}") + ")"
                  for k in ("no_distill", "self_distill", "pfd_teacher", "pfd")])
   return (f"# Figure 4: gains against label sparsity ({cfg['data']['dataset']}, {cfg['run']['loss']})\n\nTest NDCG@8 (relative to "
           f"no-distillation), mean over folds x {cfg['run']['seeds']} seeds, {cfg['train']['epochs']} epochs; {res['seconds']:.0f} s."
@@ -66,12 +67,14 @@ def plot(res: dict, path: str) -> None:
   x = np.array([r["positive_groups_pct"] for r in taus])
   fig, ax = plt.subplots(figsize=(6, 4))
   for k, lab in (("self_distill", "self-distillation"), ("pfd", "PFD")):
-    ax.plot(x, [r["relative"][k] for r in taus], "o-", label=lab)
+    ax.plot(x, [np.nan if r["relative"][k] is None else r["relative"][k] for r in taus], "o-", label=lab)
   ax.axhline(1.0, color="gray", ls="--", label="no-distillation")
   common.finish_plot(fig, ax, res, path, "% positive training query groups", "test NDCG@8 / no-distillation")
 
 
-DRIVER = common.Driver("fig4_sparsity", run, to_markdown, plot, "fig4_sparsity.png", options=Options)
+DRIVER = common.Driver("fig4_sparsity", run, to_markdown, plot, "fig4_sparsity.png", options=Options,
+                       rows=lambda cfg: len(cfg.options.taus) * len(common.folds_of(cfg.data)) *
+                       distill.num_rows(METHODS))
 
 if __name__ == "__main__":
   common.main(DRIVER)

@@ -40,14 +40,16 @@ def run(cfg: common.Config) -> dict:
     for i, tp in enumerate(taus):
       ds = D.with_synthetic_privileged(ds0, tp)
       _, dd, tc, keys = common.fold_setup(cfg, None, fold, ds)
-      log = common.progress(f"[tau_priv={tp} fold{fold}]")
-      save = common.ModelSink(cfg, ds, fold)  # students only: the teachers read the synthetic z, no file has it
+      log = common.progress(f"[tau_priv={tp} fold{fold}]", tc.epochs)
+      rows = common.Rows(cfg, ds, fold)
       if i == 0:  # no privileged input: the same for every tau_priv
-        base.append(save("no_distill", distill.train_on_data(keys, tc, dd, "x", log("no_distill")), "x",
-                         tc).best["test"])
-      teacher = distill.train_on_data(keys, tc, dd, "xz", log("pfd_teacher"))
-      student = save(f"pfd_tau_priv{tp}", distill.train_student(
-          keys, tc, dd, distill.teacher_targets(tc, [(teacher, "xz")], dd), log("pfd")), "x", tc)
+        base.append(rows("no_distill", "x", tc, lambda: distill.train_on_data(keys, tc, dd, "x",
+                                                                               log("no_distill"))).best["test"])
+      # the teacher reads the synthetic z, which no file has: kept for resuming, never saved as a model
+      teacher = rows(f"pfd_teacher_tau_priv{tp}", "xz", tc,
+                     lambda: distill.train_on_data(keys, tc, dd, "xz", log("pfd_teacher")), servable=False)
+      student = rows(f"pfd_tau_priv{tp}", "x", tc, lambda: distill.train_student(
+          keys, tc, dd, distill.teacher_targets(tc, [(teacher, "xz")], dd), log("pfd")))
       tr = ds["train"]
       r = per.setdefault(tp, dict(corr=[], teacher=[], student=[]))
       r["corr"].append(float(np.corrcoef(tr.z[:, 0], tr.y)[0, 1]))
@@ -58,7 +60,7 @@ def run(cfg: common.Config) -> dict:
   for tp, r in per.items():
     st, te = np.concatenate(r["student"]), np.concatenate(r["teacher"])
     out["tau_privs"][str(tp)] = dict(corr=float(np.mean(r["corr"])), teacher=te, student=st,
-                                     student_rel=float(st[:, 0].mean() / base[:, 0].mean()))
+                                     student_rel=common.ratio(st[:, 0].mean(), base[:, 0].mean()))
   out["seconds"] = time.time() - t0
   return out
 
@@ -67,7 +69,7 @@ def to_markdown(res: dict) -> str:
   cfg, base = res["config"], np.asarray(res["no_distill"])
   rows = [[tp, f"{r['corr']:.3f}", f"{np.asarray(r['teacher'])[:, 0].mean():.3f} ± {np.asarray(r['teacher'])[:, 0].std():.3f}",
            f"{np.asarray(r['student'])[:, 0].mean():.3f} ± {np.asarray(r['student'])[:, 0].std():.3f}",
-           f"{r['student_rel']:.3f}"] for tp, r in res["tau_privs"].items()]
+           "n/a" if r["student_rel"] is None else f"{r['student_rel']:.3f}"] for tp, r in res["tau_privs"].items()]
   best = max(res["tau_privs"].items(), key=lambda kv: np.asarray(kv[1]["student"])[:, 0].mean())
   top = max(res["tau_privs"].items(), key=lambda kv: kv[1]["corr"])
   return (f"# Figure 5: PFD against corr(z, y) ({cfg['data']['dataset']}, {cfg['run']['loss']})\n\nNo-distillation NDCG@8 "
@@ -92,7 +94,8 @@ def plot(res: dict, path: str) -> None:
   common.finish_plot(fig, ax, res, path, "corr(z, y) on training documents")
 
 
-DRIVER = common.Driver("fig5_correlation", run, to_markdown, plot, "fig5_correlation.png", options=Options)
+DRIVER = common.Driver("fig5_correlation", run, to_markdown, plot, "fig5_correlation.png", options=Options,
+                       rows=lambda cfg: len(common.folds_of(cfg.data)) * (1 + 2 * len(cfg.options.tau_privs or OFFSETS)))
 
 if __name__ == "__main__":
   common.main(DRIVER)

@@ -41,8 +41,9 @@ def run(cfg: common.Config) -> dict:
     logits = distill.teacher_targets(f.tc, [(f.teacher, "xz")], f.dd)
     for name in cfg.options.teachings:
       tc = cfg.train_config(**distill.TEACHING[name])
-      st = distill.train_student(f.keys, tc, f.dd, logits, f.log(f"pfd {name}"))
-      rows[name].append(f.save(f"pfd_{name}", st, "x", tc).best["test"])
+      st = f.rows(f"pfd_{name}", "x", tc, lambda: distill.train_student(f.keys, tc, f.dd, logits,
+                                                                        f.log(f"pfd {name}")))
+      rows[name].append(st.best["test"])
   return {"config": cfg, "env": common.environment(), "rows": {k: np.concatenate(v) for k, v in rows.items()},
           "seconds": time.time() - t0}
 
@@ -53,7 +54,7 @@ def to_markdown(res: dict) -> str:
   tk = tr["topk"]
   rows = {k: np.asarray(v) for k, v in res["rows"].items()}
   base = rows["no_distill"][:, 0].mean()
-  labels = {k: LABELS[k] + ("" if k == "no_distill" else f" [{100 * (rows[k][:, 0].mean() / base - 1):+.1f}%]")
+  labels = {k: LABELS[k] + ("" if k == "no_distill" else f" [{common.fmt_change(rows[k][:, 0].mean(), base)}]")
             for k in rows}
   return (f"# PFD x teacher loss ({cfg['data']['dataset']}, {cfg['run']['loss']} data loss)\n\n"
           f"Mean ± std over folds x {cfg['run']['seeds']} seeds, {tr['epochs']} epochs, alpha = {tr['alpha']}, best "
@@ -67,7 +68,8 @@ def plot(res: dict, path: str) -> None:
   common.bar_plot(res, path, LABELS)
 
 
-DRIVER = common.Driver("pfd_teacher_loss", run, to_markdown, plot, "pfd_teacher_loss.png", options=Options)
+DRIVER = common.Driver("pfd_teacher_loss", run, to_markdown, plot, "pfd_teacher_loss.png", options=Options,
+                       rows=lambda cfg: len(common.folds_of(cfg.data)) * (2 + len(cfg.options.teachings)))
 
 if __name__ == "__main__":
   common.main(DRIVER)

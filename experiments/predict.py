@@ -1,6 +1,6 @@
 r"""Scores a LETOR/SVMlight file with a saved model: RankLib's score-file layout, one line per document.
 
-  python -m experiments.predict --model=results/table2/letor/models/pfd --data=serve.txt --out=scores.tsv
+  python -m experiments.predict --model=results/table2/letor-logs_letor/latest/models/pfd --data=serve.txt --out=scores.tsv
   python -m experiments.predict --model=DIR --data=FILE --out=SCORES --seed=2
 
 The file is read as it exists at serving time: privileged feature ids may be absent (ids the model does not

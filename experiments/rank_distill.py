@@ -69,17 +69,17 @@ def run(cfg: common.Config) -> dict:
     ds = common.load_dataset(dataclasses.replace(cfg.data, num_privileged=0, privileged=""), fold)
     _, dd, tc_t, keys = common.fold_setup(cfg, None, fold, ds=ds, ks=KS, hidden=o.teacher_hidden)
     tc_s = dataclasses.replace(tc_t, hidden=o.student_hidden, teacher_loss="topk", alpha=1.0 - o.rd_a)
-    log = common.progress(f"[rd fold{fold}]")
-    runs = {"teacher": (distill.train_on_data(keys, tc_t, dd, "x", log("teacher")), tc_t),
-            "student": (distill.train_on_data(keys, tc_s, dd, "x", log("student")), tc_s)}
+    log = common.progress(f"[rd fold{fold}]", tc_t.epochs)
+    store = common.Rows(cfg, ds, fold)
+    runs = {name: (store(name, "x", tc, lambda: distill.train_on_data(keys, tc, dd, "x", log(name))), tc)
+            for name, tc in (("teacher", tc_t), ("student", tc_s))}
     targets = distill.teacher_targets(tc_s, [(runs["teacher"][0], "x", tc_t)], dd)
     for scheme in o.schemes:
       tc = dataclasses.replace(tc_s, topk=dataclasses.replace(tc_s.topk, scheme=scheme))
-      runs[scheme] = (distill.train_student(keys, tc, dd, targets, log(f"rd {scheme}")), tc)
+      runs[scheme] = (store(f"rd_{scheme}", "x", tc,
+                            lambda: distill.train_student(keys, tc, dd, targets, log(f"rd {scheme}"))), tc)
     test = dd.eval_sets["test"]
-    save = common.ModelSink(cfg, ds, fold)
     for name, (res, tc) in runs.items():
-      save(name if name in ("teacher", "student") else f"rd_{name}", res, "x", tc)
       rows.setdefault(name, []).append(T.full_metrics(tc, res.params, test, "x", METRIC_KS))
       if name not in info:
         info[name] = dict(params=models.num_params(jax.tree_util.tree_map(lambda a: a[0], res.params)),
@@ -127,7 +127,8 @@ def plot(res: dict, path: str) -> None:
 
 
 DRIVER = common.Driver("rank_distill", run, to_markdown, plot, "rank_distill.png", options=Options,
-                       needs_privileged=False)
+                       needs_privileged=False,
+                       rows=lambda cfg: len(common.folds_of(cfg.data)) * (2 + len(cfg.options.schemes)))
 
 if __name__ == "__main__":
   common.main(DRIVER)

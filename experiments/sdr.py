@@ -47,36 +47,37 @@ def run(cfg: common.Config) -> dict:
   a = cfg.options.sdr_a
   rows, order = {}, []
 
-  def add(name, res, tc):
-    save(name.replace(" -> ", "_to_").replace(" = ", "").replace(" ", "_").strip("()"), res, "x", tc)
+  def add(name, tc, train):
+    res = store(name.replace(" -> ", "_to_").replace(" = ", "").replace(" ", "_").strip("()"), "x", tc, train)
     rows.setdefault(name, []).append(res.best["test"][:, [KS.index(k) for k in SHOW]])
     if name not in order:
       order.append(name)
+    return res
 
   for fold in common.folds_of(cfg.data):
     ds = D.with_graded_labels(common.load_dataset(dataclasses.replace(cfg.data, num_privileged=0, privileged=""),
                                                   fold))
-    log = common.progress(f"[sdr fold{fold}]")
-    save = common.ModelSink(cfg, ds, fold)
+    log = common.progress(f"[sdr fold{fold}]", cfg.train.epochs)
+    store = common.Rows(cfg, ds, fold, "softmax")
     _, dd, base, keys = common.fold_setup(cfg, "softmax", fold, ds=ds, data_groups="all", ks=KS,
                                           teacher_transform="affine", alpha=1.0 - a)
     tcs, logits = {}, {}
     for kind, loss in TEACHER_LOSS.items():
       tc = dataclasses.replace(base, loss=loss)
-      teacher = distill.train_on_data(keys, tc, dd, "x", log(f"{kind} teacher"))
+      teacher = add(f"{kind} teacher", tc, lambda: distill.train_on_data(keys, tc, dd, "x", log(f"{kind} teacher")))
       tcs[kind], logits[kind] = tc, distill.teacher_targets(tc, [(teacher, "x")], dd)
-      add(f"{kind} teacher", teacher, tc)
       for student, t_loss in TEACHER_LOSS.items():
         tcs_ = dataclasses.replace(tc, teacher_loss=t_loss)
-        add(f"{kind} -> {student}", distill.train_student(keys, tcs_, dd, logits[kind], log(f"{kind}->{student}")),
-            tcs_)
+        add(f"{kind} -> {student}", tcs_,
+            lambda: distill.train_student(keys, tcs_, dd, logits[kind], log(f"{kind}->{student}")))
     lw = dataclasses.replace(tcs["listwise"], teacher_loss="softmax")
     lw0 = dataclasses.replace(lw, alpha=0.0)
-    add("teacher-only objective (a = 1)", distill.train_student(keys, lw0, dd, logits["listwise"], log("a=1")), lw0)
+    add("teacher-only objective (a = 1)", lw0, lambda: distill.train_student(keys, lw0, dd, logits["listwise"],
+                                                                             log("a=1")))
     for temp in cfg.options.temperatures:
       tct = dataclasses.replace(lw, teacher_transform="softmax", temperature=temp)
-      add(f"softmax transform T = {temp}", distill.train_student(keys, tct, dd, logits["listwise"],
-                                                                 log(f"softmax T={temp}")), tct)
+      add(f"softmax transform T = {temp}", tct,
+          lambda: distill.train_student(keys, tct, dd, logits["listwise"], log(f"softmax T={temp}")))
   return {"config": cfg, "env": common.environment(), "data": ds.config, "order": order,
           "rows": {k: np.concatenate(v) for k, v in rows.items()}, "seconds": time.time() - t0}
 
@@ -88,7 +89,7 @@ def to_markdown(res: dict) -> str:
     body = []
     for n in names:
       m, s, b = rows[n].mean(0), rows[n].std(0), rows[base].mean(0)
-      cells = [f"{x:.4f} ± {e:.4f}" + ("" if n == base else f" ({100 * (x / bb - 1):+.1f}%)")
+      cells = [common.fmt_pm(x, e, 4) + ("" if n == base else f" ({common.fmt_change(x, bb)})")
                for x, e, bb in zip(m, s, b)]
       body.append([n] + cells)
     return common.markdown_table(["teacher -> distillation loss"] + [f"NDCG@{k}" for k in SHOW], body)
@@ -124,7 +125,8 @@ def plot(res: dict, path: str) -> None:
 
 
 DRIVER = common.Driver("sdr", run, to_markdown, plot, "sdr.png", options=Options, needs_privileged=False,
-                       defaults=(("loss", "softmax"),), losses=("softmax",))
+                       defaults=(("loss", "softmax"),), losses=("softmax",),
+                       rows=lambda cfg: len(common.folds_of(cfg.data)) * (7 + len(cfg.options.temperatures)))
 
 if __name__ == "__main__":
   common.main(DRIVER)

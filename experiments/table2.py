@@ -38,10 +38,9 @@ def run(cfg: common.Config) -> dict:
     for fold in common.folds_of(cfg.data):
       t0 = time.time()
       ds, dd, tc, keys = common.fold_setup(cfg, loss, fold)
-      rows = distill.run_methods(keys, tc, dd, cfg.options.methods, common.progress(f"[{loss} fold{fold}]"))
-      save = common.ModelSink(cfg, ds, fold, loss)
-      for name, r in rows.items():
-        save(name, r, ROW_VIEW[name], tc)
+      store = common.Rows(cfg, ds, fold, loss)
+      rows = distill.run_methods(keys, tc, dd, cfg.options.methods, common.progress(f"[{loss} fold{fold}]", tc.epochs),
+                                 fit=lambda row, view, train: store(row, view, tc, train))
       per_fold[f"fold{fold}"] = dict(
           data=ds.config, train_groups=dd.num_train_groups, positive_train_groups=dd.num_positive_groups,
           seconds=time.time() - t0,
@@ -89,7 +88,7 @@ def to_markdown(res: dict) -> str:
       if name not in pooled:
         continue
       v = pooled[name]
-      cells = [f"{m:.3f} ± {s:.3f} ({100 * (m / b - 1):+.1f}%)" for m, s, b in zip(v.mean(0), v.std(0), base)]
+      cells = [f"{common.fmt_pm(m, s)} ({common.fmt_change(m, b)})" for m, s, b in zip(v.mean(0), v.std(0), base)]
       table.append([ROW_NAMES[name]] + cells)
     parts.append(common.markdown_table(["Training method"] + [f"NDCG@{k}" for k in ks], table))
   return "".join(parts)
@@ -143,7 +142,9 @@ def plot_curves(res: dict, path: str) -> list:
 
 DRIVER = common.Driver("table2", run, to_markdown, plot_curves, "fig2.png", options=Options,
                        defaults=(("loss", "both"),), losses=("rankbce", "ranknet", "both"),
-                       needs_privileged=lambda cfg: bool({"gend", "pfd"} & set(cfg.options.methods)))
+                       needs_privileged=lambda cfg: bool({"gend", "pfd"} & set(cfg.options.methods)),
+                       rows=lambda cfg: len(cfg.losses) * len(common.folds_of(cfg.data)) *
+                       distill.num_rows(cfg.options.methods))
 
 if __name__ == "__main__":
   common.main(DRIVER)

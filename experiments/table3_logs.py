@@ -50,30 +50,35 @@ def run(cfg: common.Config) -> dict:
   t0 = time.time()
   ds = logs.simulate(sessions=cfg.options.sessions, seed=cfg.options.sim_seed)
   _, dd, tc, keys = common.fold_setup(cfg, None, 1, ds)
-  log = common.progress("[logs]")
-  res = {"no_distill": distill.train_on_data(keys, tc, dd, "x", log("no_distill"))}
+  log = common.progress("[logs]", tc.epochs)
+  store = common.Rows(cfg, ds)
+
+  def fit(row, view, train):
+    res[row] = store(row, view, tc, train)
+    return res[row]
+
+  res = {}
+  fit("no_distill", "x", lambda: distill.train_on_data(keys, tc, dd, "x", log("no_distill")))
   res["self_teacher"] = res["no_distill"]
   for col, name in ((1, "click"), (2, "add")):
     pre_dd = distill.to_device(logs.relabel(ds, col), cfg.data.max_buckets, ())
-    pre = T.train(keys, tc, pre_dd.train_pos, "x", dd.eval_sets, log_fn=log(f"pre_{name}"))
-    res[f"pre_{name}"] = pre
-    res[f"pre_{name}_ft"] = T.train(keys, tc, dd.train_pos, "x", dd.eval_sets, log_fn=log(f"pre_{name}_ft"),
-                                    init_params=pre.params)
-  res["self"] = distill.train_student(keys, tc, dd, distill.teacher_targets(tc, [(res["no_distill"], "x")], dd),
-                                      log("self"))
+    pre = fit(f"pre_{name}", "x", lambda: T.train(keys, tc, pre_dd.train_pos, "x", dd.eval_sets,
+                                                  log_fn=log(f"pre_{name}")))
+    fit(f"pre_{name}_ft", "x", lambda: T.train(keys, tc, dd.train_pos, "x", dd.eval_sets,
+                                               log_fn=log(f"pre_{name}_ft"), init_params=pre.params))
+  fit("self", "x", lambda: distill.train_student(keys, tc, dd, distill.teacher_targets(tc, [(res["no_distill"], "x")],
+                                                                                       dd), log("self")))
   teachers = []
   for col, name in enumerate(("position", "click", "add")):
     view = f"xz:{col}"
-    teacher = res[f"{name}_teacher"] = distill.train_on_data(keys, tc, dd, view, log(f"{name}_teacher"))
+    teacher = fit(f"{name}_teacher", view, lambda: distill.train_on_data(keys, tc, dd, view, log(f"{name}_teacher")))
     teachers.append((teacher, view))
-    res[name] = distill.train_student(keys, tc, dd, distill.teacher_targets(tc, [(teacher, view)], dd), log(name))
-  res["multi"] = distill.train_student(keys, tc, dd, distill.teacher_targets(tc, teachers, dd), log("multi"))
-  save = common.ModelSink(cfg, ds)
-  for row, r in res.items():
-    if row != "self_teacher":  # the same run as no_distill
-      save(row, r, VIEWS.get(row, "x"), tc)
+    fit(name, "x", lambda: distill.train_student(keys, tc, dd, distill.teacher_targets(tc, [(teacher, view)], dd),
+                                                 log(name)))
+  fit("multi", "x", lambda: distill.train_student(keys, tc, dd, distill.teacher_targets(tc, teachers, dd),
+                                                  log("multi")))
   sim = ds["train"]
-  return {"config": cfg, "folder": ds.name, "env": common.environment(), "simulator": ds.config,
+  return {"config": cfg, "env": common.environment(), "simulator": ds.config,
           "positive_train_sessions_pct": 100.0 * dd.num_positive_groups / dd.num_train_groups,
           "privileged_corr": {n: float(np.corrcoef(sim.z[:, j], sim.y)[0, 1]) for j, n in enumerate(logs.PRIVILEGED)},
           "rows": {k: r.best["test"] for k, r in res.items()}, "seconds": time.time() - t0}
@@ -96,7 +101,7 @@ def plot(res: dict, path: str) -> None:
 
 
 DRIVER = common.Driver("table3_logs", run, to_markdown, plot, "table3_logs.png", options=Options,
-                       groups=("train", "run", "output"))
+                       groups=("train", "run", "output"), folder=lambda cfg: "logs", rows=lambda cfg: len(ROWS) - 1)
 
 if __name__ == "__main__":
   common.main(DRIVER)

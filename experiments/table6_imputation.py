@@ -42,7 +42,8 @@ def plot(res: dict, path: str) -> None:
   common.bar_plot(res, path, ROWS)
 
 
-DRIVER = common.Driver("table6_imputation", run, to_markdown, plot, "table6.png")
+DRIVER = common.Driver("table6_imputation", run, to_markdown, plot, "table6.png",
+                       rows=lambda cfg: 2 * len(common.folds_of(cfg.data)))
 
 if __name__ == "__main__":
   common.main(DRIVER)

@@ -135,7 +135,7 @@ def run_config(cfg: common.Config) -> dict:
 
 
 DRIVER = common.Driver("theory", run_config, to_markdown, plot, "fig6.png", options=Options, groups=("output",),
-                       per_dataset=False)
+                       folder=lambda cfg: "fig6")
 
 if __name__ == "__main__":
   common.main(DRIVER)

@@ -95,18 +95,26 @@ def train_student(keys, cfg: train_lib.TrainConfig, dd: DeviceData, targets: lis
   return train_lib.train(keys, cfg, dd.train_all, "x", dd.eval_sets, teacher=targets, log_fn=log_fn)
 
 
+def num_rows(methods: Sequence[str]) -> int:
+  """How many models :func:`run_methods` trains for `methods` (the baseline, and a teacher per GenD / PFD)."""
+  return 1 + sum({"no_distill": 0, "self_distill": 1}.get(m, 2) for m in methods)
+
+
 def run_methods(keys, cfg: train_lib.TrainConfig, dd: DeviceData, methods: Sequence[str] = METHODS,
-                log_fn: Optional[Callable[[str], Callable]] = None) -> dict:
+                log_fn: Optional[Callable[[str], Callable]] = None,
+                fit: Optional[Callable] = None) -> dict:
   """Runs the Table 2 / Table 4 rows. Returns {row: TrainResult} with rows no_distill, self_distill,
   gend_teacher, gend, pfd_teacher, pfd (those asked for; the baseline always runs).
 
-  log_fn(row) returns the per-epoch callback for that row (or None).
+  log_fn(row) returns the per-epoch callback for that row (or None). fit(row, view, train) returns the row's
+  result, by calling ``train()`` or otherwise (a driver loads rows an interrupted run saved); default: train.
   """
   bad = [m for m in methods if m not in METHODS]
   if bad:
     raise ValueError(f"unknown methods {bad}; known: {METHODS}")
   cb = (lambda row: log_fn(row)) if log_fn else (lambda row: None)
-  rows = {"no_distill": train_on_data(keys, cfg, dd, "x", cb("no_distill"))}
+  fit = fit or (lambda row, view, train: train())
+  rows = {"no_distill": fit("no_distill", "x", lambda: train_on_data(keys, cfg, dd, "x", cb("no_distill")))}
   for m in methods:
     if m == "no_distill":
       continue
@@ -114,6 +122,7 @@ def run_methods(keys, cfg: train_lib.TrainConfig, dd: DeviceData, methods: Seque
     if m == "self_distill":
       teacher = rows["no_distill"]
     else:
-      teacher = rows[f"{m}_teacher"] = train_on_data(keys, cfg, dd, view, cb(f"{m}_teacher"))
-    rows[m] = train_student(keys, cfg, dd, teacher_targets(cfg, [(teacher, view)], dd), cb(m))
+      teacher = rows[f"{m}_teacher"] = fit(f"{m}_teacher", view,
+                                           lambda: train_on_data(keys, cfg, dd, view, cb(f"{m}_teacher")))
+    rows[m] = fit(m, "x", lambda: train_student(keys, cfg, dd, teacher_targets(cfg, [(teacher, view)], dd), cb(m)))
   return rows

@@ -3,7 +3,7 @@ from pfd_jax.data.datasets import (LABEL_MODES, NAMES, SPLITS, Dataset, availabl
                                    default_tau, file_labels, load_raw, privileged_indices,
                                    num_folds, prepare, resolve_data_dir, shared_data_root, split_files,
                                    summary, with_graded_labels, with_synthetic_privileged)
-from pfd_jax.data.groups import Groups
+from pfd_jax.data.groups import DataError, Groups
 from pfd_jax.data.letor import load_letor, load_serving, pad_features
 from pfd_jax.data.padding import Padded, bucket_cuts, bucketize, pad, padding_ratio
 from pfd_jax.data.preprocess import (abs_correlation, draw_gumbel, filter_groups, gumbel_labels,

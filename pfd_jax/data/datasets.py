@@ -31,7 +31,7 @@ import numpy as np
 
 from pfd_jax.data import preprocess as pp
 from pfd_jax.data import synthetic
-from pfd_jax.data.groups import Groups
+from pfd_jax.data.groups import DataError, Groups
 from pfd_jax.data.letor import load_letor, pad_features
 from pfd_jax.data.padding import bucketize, padding_ratio
 
@@ -45,6 +45,7 @@ _ALIASES = {"train": ("train", "training", "trainingset", "set1.train"),
             "vali": ("vali", "valid", "validation", "validationset", "set1.valid"),
             "test": ("test", "testset", "set1.test")}
 SPLITS = ("train", "vali", "test")
+PAPER_T = 4.0  # Eq. 2 temperature t (section 4.1)
 
 
 def num_folds(name: str) -> int:
@@ -77,7 +78,7 @@ def default_tau(max_grade: float) -> float:
 
 def _check_name(name):
   if name not in NAMES:
-    raise ValueError(f"unknown dataset {name!r}; known: {', '.join(NAMES)}")
+    raise DataError(f"unknown dataset {name!r}; known: {', '.join(NAMES)}")
 
 
 def shared_data_root() -> str:
@@ -113,7 +114,7 @@ def split_files(name: str, data_dir: Optional[str], fold: int = 1) -> dict:
   _check_name(name)
   root = resolve_data_dir(name, data_dir)
   if not 1 <= fold <= num_folds(name):
-    raise ValueError(f"dataset {name!r} has folds 1..{num_folds(name)}, got fold={fold}")
+    raise DataError(f"dataset {name!r} has folds 1..{num_folds(name)}, got fold={fold}")
   folders = [os.path.join(root, f"Fold{fold}")] if name in _FOLDS else []
   if name == "istella":
     folders += [os.path.join(root, "full"), os.path.join(root, "sample")]
@@ -144,7 +145,7 @@ class Dataset:
 
   def __getitem__(self, split: str) -> Groups:
     if split not in self.splits:
-      raise ValueError(f"dataset {self.name!r} has no {split!r} split (has: {', '.join(self.splits)})")
+      raise DataError(f"dataset {self.name!r} has no {split!r} split (has: {', '.join(self.splits)})")
     return self.splits[split]
 
 
@@ -162,7 +163,7 @@ def file_labels(rel: np.ndarray, positive_grade: Optional[float] = None, where: 
   grades = np.unique(rel)
   if not np.isin(grades, (0.0, 1.0)).all():
     shown = ", ".join(f"{g:g}" for g in grades[:8]) + (", ..." if grades.size > 8 else "")
-    raise ValueError(f"{where}labels are graded ({shown}), not 0/1: name the lowest positive grade with "
+    raise DataError(f"{where}labels are graded ({shown}), not 0/1: name the lowest positive grade with "
                      "--positive_grade=g (y = 1[label >= g])")
   return rel.astype(np.float32)
 
@@ -172,13 +173,13 @@ def privileged_indices(ids: Sequence[int], num_features: int) -> np.ndarray:
   ids = [int(i) for i in ids]
   bad = [i for i in ids if not 1 <= i <= num_features]
   if bad:
-    raise ValueError(f"--privileged: feature ids {bad} are out of range; the data has features 1..{num_features}")
+    raise DataError(f"--privileged: feature ids {bad} are out of range; the data has features 1..{num_features}")
   if len(set(ids)) != len(ids):
-    raise ValueError(f"--privileged: duplicate feature ids in {ids}")
+    raise DataError(f"--privileged: duplicate feature ids in {ids}")
   return np.asarray(ids, np.int64) - 1
 
 
-def prepare(name: str, raw: dict, *, t: float = 4.0, tau: Optional[float] = None,
+def prepare(name: str, raw: dict, *, t: float = PAPER_T, tau: Optional[float] = None,
             num_privileged: Optional[int] = None, min_docs: int = 10, require_positive: Optional[bool] = None,
             log1p: bool = True, query_norm: bool = False, seed: int = 0, labels: str = "gumbel",
             positive_grade: Optional[float] = None, privileged: Optional[Sequence[int]] = None) -> Dataset:
@@ -206,9 +207,9 @@ def prepare(name: str, raw: dict, *, t: float = 4.0, tau: Optional[float] = None
   way they were chosen, so that a saved model can rebuild its inputs from a raw file.
   """
   if not raw:
-    raise ValueError(f"dataset {name!r} has no split")
+    raise DataError(f"dataset {name!r} has no split")
   if labels not in LABEL_MODES:
-    raise ValueError(f"labels must be one of {LABEL_MODES}, got {labels!r}")
+    raise DataError(f"labels must be one of {LABEL_MODES}, got {labels!r}")
   if require_positive is None:
     require_positive = labels == "gumbel"
   ref = "train" if "train" in raw else next(iter(raw))
@@ -220,7 +221,7 @@ def prepare(name: str, raw: dict, *, t: float = 4.0, tau: Optional[float] = None
   for split, g in raw.items():
     g = pp.filter_groups(g, min_docs=min_docs, require_positive=require_positive)
     if g.num_queries == 0:
-      raise ValueError(f"dataset {name!r}: no {split} group left after filtering "
+      raise DataError(f"dataset {name!r}: no {split} group left after filtering "
                        f"(min_docs={min_docs}, require_positive={require_positive})")
     g = dataclasses.replace(g, x=pp.transform_features(g.x, g.offsets, log1p=log1p, query_norm=query_norm))
     if labels == "gumbel":

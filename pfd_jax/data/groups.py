@@ -12,6 +12,11 @@ from typing import Optional
 import numpy as np
 
 
+class DataError(ValueError):
+  """Bad input data (a malformed file, a label or split that cannot serve the run): the message names the
+  file and line, or the split and the settings, so that the user can fix it. Drivers print it as one line."""
+
+
 @dataclasses.dataclass(frozen=True)
 class Groups:
   """One split of a ranking dataset, flat.

@@ -23,7 +23,7 @@ from typing import Optional
 
 import numpy as np
 
-from pfd_jax.data.groups import Groups
+from pfd_jax.data.groups import DataError, Groups
 
 _CACHE_VERSION = "1"
 
@@ -50,39 +50,39 @@ def _locate_error(path: str, labelled: bool = True, num_features: Optional[int] 
         if tokens[0].startswith("qid:"):
           tokens = ["0"] + tokens
         else:
-          raise ValueError(f"{where}: this file's first line has no label, so no line may have one; got "
+          raise DataError(f"{where}: this file's first line has no label, so no line may have one; got "
                            f"{tokens[0]!r} before the qid")
       try:
         label = float(tokens[0])
       except ValueError:
-        raise ValueError(f"{where}: label {tokens[0]!r} is not a number") from None
+        raise DataError(f"{where}: label {tokens[0]!r} is not a number") from None
       if not np.isfinite(label):
-        raise ValueError(f"{where}: non-finite label {tokens[0]!r}")
+        raise DataError(f"{where}: non-finite label {tokens[0]!r}")
       if len(tokens) < 2 or not tokens[1].startswith("qid:"):
-        raise ValueError(f"{where}: expected 'qid:<id>' after the label, got {body[:60]!r}")
+        raise DataError(f"{where}: expected 'qid:<id>' after the label, got {body[:60]!r}")
       qid = tokens[1][4:]
       if qid != last:
         if qid in seen:
-          raise ValueError(f"{where}: qid {qid} reappears after other queries (its lines are not contiguous)")
+          raise DataError(f"{where}: qid {qid} reappears after other queries (its lines are not contiguous)")
         seen.add(qid)
         last = qid
       prev = 0
       for tok in tokens[2:]:
         idx, sep, val = tok.partition(":")
         if not sep:
-          raise ValueError(f"{where}: malformed feature {tok!r} (expected idx:value)")
+          raise DataError(f"{where}: malformed feature {tok!r} (expected idx:value)")
         try:
           i, v = int(idx), float(val)
         except ValueError:
-          raise ValueError(f"{where}: non-numeric feature {tok!r}") from None
+          raise DataError(f"{where}: non-numeric feature {tok!r}") from None
         if i < 1:
-          raise ValueError(f"{where}: feature id {i} (ids are 1-based)")
+          raise DataError(f"{where}: feature id {i} (ids are 1-based)")
         if i <= prev:
-          raise ValueError(f"{where}: feature ids must increase, {i} after {prev}")
+          raise DataError(f"{where}: feature ids must increase, {i} after {prev}")
         if not np.isfinite(v):
-          raise ValueError(f"{where}: non-finite value {tok!r}")
+          raise DataError(f"{where}: non-finite value {tok!r}")
         if num_features is not None and i > num_features:
-          raise ValueError(f"{where}: feature id {i} was never seen by the model (it knows ids 1..{num_features})")
+          raise DataError(f"{where}: feature id {i} was never seen by the model (it knows ids 1..{num_features})")
         prev = i
 
 
@@ -95,18 +95,18 @@ def _parse(path: str):
     raise  # the C parser saw something the line check did not: keep its message
   n = x.shape[0]
   if n == 0:
-    raise ValueError(f"{path}: empty file (no data line)")
+    raise DataError(f"{path}: empty file (no data line)")
   if qid.shape[0] != n:
     _locate_error(path)
-    raise ValueError(f"{path}: some lines have no qid")
+    raise DataError(f"{path}: some lines have no qid")
   x = np.asarray(x.todense(), dtype=np.float32)
   if not np.isfinite(x).all() or not np.isfinite(rel).all():
     _locate_error(path)
-    raise ValueError(f"{path}: non-finite values")
+    raise DataError(f"{path}: non-finite values")
   starts = np.flatnonzero(np.concatenate([[True], qid[1:] != qid[:-1]]))
   if len(np.unique(qid[starts])) != len(starts):
     _locate_error(path)
-    raise ValueError(f"{path}: a qid's lines are not contiguous")
+    raise DataError(f"{path}: a qid's lines are not contiguous")
   offsets = np.concatenate([starts, [n]]).astype(np.int64)
   return Groups(x=x, rel=rel.astype(np.float32), qid=qid[starts].astype(np.int64), offsets=offsets)
 
@@ -174,7 +174,7 @@ def load_serving(path: str, num_features: Optional[int] = None) -> Groups:
     lines = f.read().splitlines()
   first = next((ln.split("#", 1)[0].strip() for ln in lines if ln.split("#", 1)[0].strip()), None)
   if first is None:
-    raise ValueError(f"{path}: empty file (no data line)")
+    raise DataError(f"{path}: empty file (no data line)")
   labelled = not first.startswith("qid:")
   if not labelled:
     if any((b := ln.split("#", 1)[0].strip()) and not b.startswith("qid:") for ln in lines):
@@ -188,11 +188,11 @@ def load_serving(path: str, num_features: Optional[int] = None) -> Groups:
     raise
   if qid.shape[0] != x.shape[0]:
     _locate_error(path, labelled, num_features)
-    raise ValueError(f"{path}: some lines have no qid")
+    raise DataError(f"{path}: some lines have no qid")
   if (num_features is not None and x.shape[1] > num_features) or not np.isfinite(x.data).all() \
       or not np.isfinite(rel).all():
     _locate_error(path, labelled, num_features)
-    raise ValueError(f"{path}: a feature id above {num_features} or a non-finite value")
+    raise DataError(f"{path}: a feature id above {num_features} or a non-finite value")
   width = x.shape[1] if num_features is None else num_features
   dense = np.zeros((x.shape[0], width), np.float32)
   dense[:, :x.shape[1]] = x.toarray()

@@ -1,0 +1,215 @@
+"""Runs that survive interruption, never overwrite each other, and never report silent garbage."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from sklearn.datasets import dump_svmlight_file
+
+from experiments import common, export_logs, table2
+from pfd_jax import data as D
+from pfd_jax.config import DataConfig
+from pfd_jax.data import logs
+
+from conftest import TINY
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@pytest.fixture(scope="module")
+def two_folds(tmp_path_factory):
+  """A LETOR layout with Fold1 and Fold2 (simulated logs; ids 21-23 privileged), read as --dataset=ohsumed."""
+  root = tmp_path_factory.mktemp("two_folds")
+  for k in (1, 2):
+    export_logs.write_folder(str(root / f"Fold{k}"), logs.simulate(sessions=(60, 20, 40), min_items=10,
+                                                                   max_items=20, seed=k))
+  return str(root)
+
+
+def _cmd(data_dir, out_dir, *extra):
+  return [sys.executable, "-m", "experiments.table2", "--dataset=ohsumed", f"--data_dir={data_dir}",
+          "--labels=file", "--privileged=21,22,23", "--methods=pfd", "--loss=rankbce", "--seeds=2", "--epochs=30",
+          "--hidden=16", "--layers=3", "--max_buckets=2", "--min_docs=5", "--cache_dir=", f"--out_dir={out_dir}",
+          *extra]
+
+
+def _numbers(path):
+  """results.json without wall times, timestamps and where it was written."""
+  res = json.load(open(path))
+  for fold in res["losses"]["rankbce"]["folds"].values():
+    fold.pop("seconds")
+    for row in fold["rows"].values():
+      row.pop("seconds")
+  return dict(losses=res["losses"], config=res["config"] | {"output": None}, data=res["provenance"]["data"])
+
+
+def test_interrupted_run_resumes_to_the_same_results(two_folds, tmp_path):
+  out = tmp_path / "interrupted"
+  proc = subprocess.Popen(_cmd(two_folds, out), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+  t0 = time.time()
+  fold1_done = None
+  while proc.poll() is None and time.time() - t0 < 120:
+    found = [p.resolve() for p in out.glob("*/*/runs/rankbce/fold1/pfd.msgpack")]
+    if found:
+      fold1_done = found[0]
+      proc.send_signal(signal.SIGTERM)
+      break
+    time.sleep(0.02)
+  _, err = proc.communicate(timeout=60)
+  assert fold1_done is not None, err[-2000:]
+  run_dir = fold1_done.parents[3]
+  assert proc.returncode == 143 and "interrupted; the finished rows are saved in" in err, err[-1000:]
+  assert not (run_dir / "results.json").exists()  # it was stopped mid-run
+  assert len(list((run_dir / "runs" / "rankbce" / "fold1").glob("*.msgpack"))) == 3
+
+  again = subprocess.run(_cmd(two_folds, out), cwd=ROOT, capture_output=True, text=True, timeout=120)
+  assert again.returncode == 0, again.stderr[-2000:]
+  assert again.stderr.count("loaded from") == 3  # fold 1's rows, not retrained
+  assert f"wrote {run_dir}" in again.stdout
+
+  clean = subprocess.run(_cmd(two_folds, tmp_path / "clean"), cwd=ROOT, capture_output=True, text=True, timeout=120)
+  assert clean.returncode == 0, clean.stderr[-2000:]
+  clean_dir = tmp_path / "clean" / run_dir.relative_to(out.resolve())
+  assert _numbers(run_dir / "results.json") == _numbers(clean_dir / "results.json")  # bit for bit
+
+
+def test_configurations_get_their_own_run_folders(two_folds, tmp_path):
+  """Another flag -> another folder; the same flags -> the same folder (loaded, not retrained); --restart retrains."""
+  from absl import flags
+  fv = flags.FlagValues()
+  common.define_flags(table2.DRIVER, fv, key_module="t")
+  argv = _cmd(two_folds, tmp_path)[3:]
+  fv(["prog", *argv])
+  a, prov = common.prepare_run(common.config_from_flags(table2.DRIVER, fv), table2.DRIVER)
+  fv2 = flags.FlagValues()
+  common.define_flags(table2.DRIVER, fv2, key_module="t")
+  fv2(["prog", *argv, "--alpha=0.7"])
+  b, _ = common.prepare_run(common.config_from_flags(table2.DRIVER, fv2), table2.DRIVER)
+  assert a != b and os.path.dirname(a) == os.path.dirname(b) == str(tmp_path / f"ohsumed-{os.path.basename(two_folds)}")
+  assert os.readlink(os.path.join(os.path.dirname(a), "latest")) == os.path.basename(b)
+  files = prov["data"]["files"]
+  assert set(files) == {f"fold{k}/{s}" for k in (1, 2) for s in ("train", "vali", "test")}
+  assert all(len(f["sha256"]) == 64 and f["bytes"] > 0 for f in files.values())
+  assert prov["code"]["pfd_jax"] and len(prov["code"]["source_sha256"]) == 64
+  assert prov["code"]["git_commit"] is None or len(prov["code"]["git_commit"]) == 40
+
+
+def test_saved_rows_round_trip(tmp_path):
+  cfg = TINY.replace(output=dict(run_dir=str(tmp_path)))
+  ds, dd, tc, keys = common.fold_setup(cfg)
+  rows = common.Rows(cfg, ds)
+  calls = []
+  first = rows("no_distill", "x", tc, lambda: calls.append(1) or __import__("pfd_jax").train_on_data(keys, tc, dd, "x"))
+  again = rows("no_distill", "x", tc, lambda: calls.append(2))
+  assert calls == [1]
+  for a, b in zip(jax_leaves(first.params), jax_leaves(again.params)):
+    np.testing.assert_array_equal(a, b)
+  np.testing.assert_array_equal(first.curves["test"], again.curves["test"])
+  np.testing.assert_array_equal(first.best_epoch, again.best_epoch)
+  restart = common.Rows(TINY.replace(output=dict(run_dir=str(tmp_path)), run=dict(restart=True)), ds)
+  restart("no_distill", "x", tc, lambda: calls.append(3) or first)
+  assert calls == [1, 3]
+
+
+def jax_leaves(tree):
+  import jax
+  return [np.asarray(x) for x in jax.tree_util.tree_leaves(tree)]
+
+
+def test_a_split_without_positives_is_an_error_before_training(two_folds):
+  cfg = TINY.replace(data=DataConfig(dataset="synthetic", synthetic_queries=(40, 10, 30), synthetic_mean_docs=12.0,
+                                     tau=9.0, min_docs=5, cache_dir=""))
+  with pytest.raises(D.DataError, match=r"no test list has a positive label \(labels=gumbel, t=4.0, tau=9.0"):
+    common.fold_setup(cfg)
+
+
+def test_no_table_prints_nan_or_inf():
+  assert common.fmt_change(0.3, 0.0) == "n/a" and common.fmt_change(np.nan, 0.3) == "n/a"
+  assert common.fmt_pm(np.nan, 0.1) == "n/a" and common.fmt_change(0.33, 0.3) == "+10.0%"
+  assert common.ratio(1.0, 0.0) is None
+
+
+def test_nan_label_names_file_and_line(tmp_path):
+  p = tmp_path / "f.txt"
+  p.write_text("1 qid:1 1:0.5\nnan qid:1 1:0.2\n")
+  with pytest.raises(D.DataError, match=rf"{p}:2: non-finite label 'nan'"):
+    D.load_letor(str(p))
+
+
+@pytest.mark.parametrize("argv,code,want", [
+    (["--dataset=ohsumed", "--data_dir=/nonexistent/folder"], 1, "error: --data_dir '/nonexistent/folder'"),
+    (["--dataset=letor", "--data_dir={bad}", "--privileged=1"], 1, "error: {bad}/train.txt:2: non-numeric feature"),
+    (["--seeds=0"], 2, "error: --seeds=0: must be >= 1"),
+])
+def test_known_user_errors_are_one_readable_line(tmp_path, argv, code, want):
+  bad = tmp_path / "bad"
+  bad.mkdir()
+  (bad / "train.txt").write_text("1 qid:1 1:0.5\n0 qid:1 1:x\n")
+  (bad / "test.txt").write_text("1 qid:1 1:0.5\n")
+  argv = [a.replace("{bad}", str(bad)) for a in argv]
+  p = subprocess.run([sys.executable, "-m", "experiments.table2", *argv, f"--out_dir={tmp_path}"], cwd=ROOT,
+                     capture_output=True, text=True, timeout=120)
+  assert p.returncode == code and want.replace("{bad}", str(bad)) in p.stderr, p.stderr[-800:]
+  assert "Traceback" not in p.stderr
+
+
+# ---------------------------------------------------------------- a property-based fuzz of the LETOR reader
+
+_values = st.floats(-1e6, 1e6, allow_nan=False, width=32)
+
+
+@st.composite
+def letor_files(draw):
+  """(x [n, d], labels [n], qids [n] grouped): a random dense well-formed ranking file's contents."""
+  d = draw(st.integers(1, 6))
+  sizes = draw(st.lists(st.integers(1, 5), min_size=1, max_size=6))
+  n = sum(sizes)
+  x = np.array(draw(st.lists(_values, min_size=n * d, max_size=n * d)), np.float32).reshape(n, d)
+  x[:, -1] = np.where(x[:, -1] == 0, 1.0, x[:, -1])  # the last column present, so the width is d
+  labels = np.array(draw(st.lists(st.integers(0, 4), min_size=n, max_size=n)), np.float32)
+  qid = np.repeat(np.arange(1, len(sizes) + 1) * 7, sizes)
+  return x, labels, qid
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(letor_files())
+def test_well_formed_files_round_trip_against_scikit_learn(tmp_path, f):
+  x, labels, qid = f
+  path = str(tmp_path / "rt.txt")
+  dump_svmlight_file(x, labels, path, query_id=qid, zero_based=False)
+  g = D.load_letor(path)
+  np.testing.assert_array_equal(g.x, x)
+  np.testing.assert_array_equal(g.rel, labels)
+  np.testing.assert_array_equal(np.repeat(g.qid, g.sizes), qid)
+
+
+_corruptions = st.sampled_from([
+    lambda ln: ln.replace(":", "=", 1) if ln.count(":") > 1 else "x" + ln,  # label or qid token broken
+    lambda ln: ln.rstrip("\n") + " 3:abc\n",                          # non-numeric value
+    lambda ln: ln.rstrip("\n") + " 0:1\n",                            # feature id 0
+    lambda ln: "nan " + ln.split(" ", 1)[1],                         # NaN label
+    lambda ln: ln.rstrip("\n") + " 99:inf\n",                         # infinite value
+    lambda ln: ln.split(" ", 1)[0] + " " + " ".join(ln.split()[2:]) + "\n",  # qid missing
+    lambda ln: ln.rstrip("\n") + " 5\n",                              # token without ':'
+])
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(letor_files(), _corruptions, st.data())
+def test_any_single_corrupted_line_names_its_file_and_line(tmp_path, f, corrupt, data):
+  x, labels, qid = f
+  path = str(tmp_path / "bad.txt")
+  dump_svmlight_file(x, labels, path, query_id=qid, zero_based=False)
+  lines = open(path).read().splitlines(True)
+  body = [i for i, ln in enumerate(lines) if not ln.startswith("#")]
+  i = data.draw(st.sampled_from(body))
+  lines[i] = corrupt(lines[i])
+  open(path, "w").write("".join(lines))
+  with pytest.raises(ValueError, match=rf"{path}:{i + 1}: "):
+    D.load_letor(path)
