@@ -73,6 +73,8 @@ class OutputConfig:
                                   "its own run folder <out_dir>/<dataset>[-<data folder>]/<hash>/, with a "
                                   "'latest' link beside it.")
   run_dir: Optional[str] = option(None, "The run folder (set by the driver's main).", flag=False)
+  compile_cache: str = option(os.path.join("cache", "jax"), "JAX's persistent compilation cache folder, so that "
+                              "a second run of a driver skips compiling ('' = off).")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -285,6 +287,7 @@ def main(driver: Driver) -> None:
       if not driver.write:
         print(driver.to_markdown(as_json(driver.run(cfg))))
         return
+      use_compile_cache(cfg.output.compile_cache)
       run_dir, prov = prepare_run(cfg, driver)
       cfg = cfg.replace(output=dict(run_dir=run_dir))
       PROGRESS.start(driver.rows(cfg) if driver.rows else None)
@@ -302,6 +305,15 @@ def main(driver: Driver) -> None:
             else "interrupted", 130 if isinstance(e, KeyboardInterrupt) else 143)
 
   app.run(_main)
+
+
+def use_compile_cache(folder: str) -> None:
+  """Turns on JAX's persistent compilation cache in `folder` ('' leaves it off): every compiled program is
+  kept on disk and a later process with the same program, shapes and JAX version loads it."""
+  if folder:
+    jax.config.update("jax_compilation_cache_dir", os.path.abspath(folder))
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+    jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
 
 
 def _fail(message: str, code: int):

@@ -90,9 +90,10 @@ def teacher_targets(cfg: train_lib.TrainConfig, teachers: Sequence[tuple], dd: D
 
 
 def train_student(keys, cfg: train_lib.TrainConfig, dd: DeviceData, targets: list,
-                  log_fn: Optional[Callable] = None) -> train_lib.TrainResult:
-  """A student on x over all training groups with Eq. 1 against `targets` (see teacher_targets)."""
-  return train_lib.train(keys, cfg, dd.train_all, "x", dd.eval_sets, teacher=targets, log_fn=log_fn)
+                  log_fn: Optional[Callable] = None, alphas: Optional[Sequence[float]] = None):
+  """A student on x over all training groups with Eq. 1 against `targets` (see teacher_targets); with
+  `alphas`, one student per alpha trained side by side in one program (a list of results)."""
+  return train_lib.train(keys, cfg, dd.train_all, "x", dd.eval_sets, teacher=targets, log_fn=log_fn, alphas=alphas)
 
 
 def num_rows(methods: Sequence[str]) -> int:

@@ -188,14 +188,18 @@ def _teacher_loss_fn(cfg: TrainConfig, key, labels, hybrid_on):
   return functools.partial(fn, pairs=cfg.ranknet_pairs) if name == "ranknet" else fn
 
 
+def _step_key(cfg: TrainConfig) -> TrainConfig:
+  """The settings a training step is compiled for: those it does not need at trace time (alpha, epochs,
+  selection, the teacher transform, the top-K warm-up) normalised away, so an alpha or temperature sweep
+  compiles once."""
+  return dataclasses.replace(cfg, alpha=0.0, epochs=1, select_on="test", empty_rule="exclude",
+                             teacher_loss=cfg.teacher_loss or cfg.loss, teacher_transform="sigmoid", transform_a=1.0,
+                             transform_b=0.0, temperature=1.0, topk=dataclasses.replace(cfg.topk, warmup=0))
+
+
 def _compiled(cfg: TrainConfig, has_teacher: bool, steps_per_epoch: int):
-  """Jitted, seed-vmapped init and step for one configuration, cached across runs. Settings the step
-  does not need at trace time (alpha, epochs, selection, the teacher transform, the top-K warm-up) are
-  normalised out of the cache key, so an alpha or temperature sweep compiles once."""
-  key = dataclasses.replace(cfg, alpha=0.0, epochs=1, select_on="test", empty_rule="exclude",
-                            teacher_loss=cfg.teacher_loss or cfg.loss, teacher_transform="sigmoid", transform_a=1.0,
-                            transform_b=0.0, temperature=1.0, topk=dataclasses.replace(cfg.topk, warmup=0))
-  return _compiled_cached(key, has_teacher, steps_per_epoch)
+  """Jitted, seed-vmapped init and step for one configuration, cached across runs (see :func:`_step_key`)."""
+  return _compiled_cached(_step_key(cfg), has_teacher, steps_per_epoch)
 
 
 @functools.lru_cache(maxsize=None)
@@ -232,10 +236,65 @@ def _compiled_cached(cfg: TrainConfig, has_teacher: bool, steps_per_epoch: int):
     return optax.apply_updates(params, updates), opt_state, jnp.stack([total, data, teach])
 
   t_axes = 0 if has_teacher else None
-  return dict(
-      init=jax.jit(jax.vmap(init, in_axes=(0, None)), static_argnums=1),
-      step=jax.jit(jax.vmap(step, in_axes=(0, 0, 0, 0, None, None, None, None, None, t_axes, None, None, None)),
-                   donate_argnums=(0, 1)))
+  # alpha is per model (in_axes 0): an alpha sweep trains its students side by side in one program.
+  vstep = jax.vmap(step, in_axes=(0, 0, 0, 0, None, None, None, None, None, t_axes, 0, None, None))
+  return dict(init=jax.jit(jax.vmap(init, in_axes=(0, None)), static_argnums=1), vstep=vstep,
+              step=jax.jit(vstep, donate_argnums=(0, 1)))
+
+
+def _epoch_plan(order_keys, epoch, sizes: Sequence[int], batch: int):
+  """:func:`_epoch_batches` inside a compiled program (the same keys, so the same batches): bucket of each
+  step [J], group indices [J, S, Bmax] (bucket b's batches in the first min(batch, Q_b) columns) and their
+  validity [J, Bmax], in the epoch's shuffled interleaving."""
+  ep_keys = jax.vmap(lambda k: jax.random.split(jax.random.fold_in(k, epoch), len(sizes)))(order_keys)
+  width = max(min(batch, q) for q in sizes)
+  ids, idx, valid = [], [], []
+  for b, q in enumerate(sizes):
+    bb = min(batch, q)
+    nb = -(-q // bb)
+    perm = jax.vmap(lambda k: jax.random.permutation(k, q))(ep_keys[:, b])
+    perm = jnp.concatenate([perm, jnp.zeros((perm.shape[0], nb * bb - q), perm.dtype)], 1)
+    idx.append(jnp.pad(perm.reshape(-1, nb, bb), ((0, 0), (0, 0), (0, width - bb))))
+    valid.append(jnp.pad((jnp.arange(nb * bb) < q).astype(jnp.float32).reshape(nb, bb), ((0, 0), (0, width - bb))))
+    ids.append(jnp.full((nb,), b, jnp.int32))
+  order = jax.random.permutation(jax.random.PRNGKey(epoch), sum(-(-q // min(batch, q)) for q in sizes))
+  return (jnp.concatenate(ids)[order], jnp.concatenate(idx, 1)[:, order].transpose(1, 0, 2),
+          jnp.concatenate(valid)[order])
+
+
+@functools.lru_cache(maxsize=None)
+def _epoch_program(step_key: TrainConfig, has_teacher: bool, steps_per_epoch: int, sizes: tuple):
+  """One jitted call trains a whole epoch: the batch plan, then every batch of every bucket in the shuffled
+  interleaving (``lax.scan`` over the steps, ``lax.switch`` over the buckets, each branch the step loop's
+  vmapped step on its bucket's own batch shape, so the arithmetic and the bits are the step loop's).
+
+  The evaluation and best-checkpoint keeping are dispatched right after it as their own compiled calls,
+  with no host sync in between (the host reads each epoch once). Fused into this program, the evaluation
+  summed NDCG in another order (test NDCG means differed by up to 9e-8), which could move a best epoch;
+  kept apart, every reproduced number stays bit-identical."""
+  vstep = _compiled_cached(step_key, has_teacher, steps_per_epoch)["vstep"]
+  batch = step_key.effective_batch_size
+  widths = [min(batch, q) for q in sizes]
+
+  def epoch_fn(params, opt_state, loss_keys, order_keys, epoch, buckets, alpha, hybrid_on):
+    ids, idx, valid = _epoch_plan(order_keys, epoch, sizes, batch)
+    ep_keys = jax.vmap(lambda k: jax.random.fold_in(k, epoch))(loss_keys)
+
+    def body(carry, x):
+      params, opt_state, acc = carry
+      b, i, v, j = x
+      branches = [functools.partial(lambda k, p, o: vstep(p, o, ep_keys, i[:, :widths[k]], v[:widths[k]],
+                                                          *buckets[k], alpha, j, hybrid_on), k)
+                  for k in range(len(sizes))]
+      params, opt_state, l = jax.lax.switch(b, branches, params, opt_state)
+      return (params, opt_state, acc + l), None
+
+    zero = jnp.zeros((idx.shape[1], 3), jnp.float32)
+    (params, opt_state, loss), _ = jax.lax.scan(body, (params, opt_state, zero),
+                                                (ids, idx, valid, jnp.arange(ids.shape[0], dtype=jnp.int32)))
+    return params, opt_state, loss
+
+  return jax.jit(epoch_fn, donate_argnums=(0, 1))
 
 
 @functools.lru_cache(maxsize=None)
@@ -365,8 +424,10 @@ class _Placement:
 
 def train(key, cfg: TrainConfig, train_buckets: list, view: str, eval_sets: dict, *,
           teacher: Optional[list] = None, num_seeds: Optional[int] = None,
-          log_fn: Optional[Callable] = None, init_params=None) -> TrainResult:
-  """Trains `S` models (one per seed) and keeps each one's best epoch.
+          log_fn: Optional[Callable] = None, init_params=None, program: Optional[str] = None,
+          alphas: Optional[Sequence[float]] = None, _alpha=None):
+  """Trains `S` models (one per seed) and keeps each one's best epoch. Returns a :class:`TrainResult`
+  (a list of them with `alphas`).
 
   Args:
     key: PRNG key [S] (one per seed) from ``jax.random.split``; the same keys give the same bits.
@@ -379,7 +440,28 @@ def train(key, cfg: TrainConfig, train_buckets: list, view: str, eval_sets: dict
     log_fn: called as ``log_fn(epoch, loss_mean, ndcg_select_mean, seconds)`` after every epoch.
     init_params: seed-stacked parameters to start from (fine-tuning a pre-trained model); the optimizer
       state starts fresh. None initialises from the keys.
+    program: 'epoch' (one compiled call per epoch: :func:`_epoch_program`; the default on one device) or
+      'steps' (one call per batch from a host loop; the default, and the only form, on a device mesh).
+    alphas: an Eq. 1 sweep trained in one program: A x S models (alpha a with seed s's key and teacher), and
+      a list of A :class:`TrainResult` is returned, each equal to the run with cfg.alpha = a.
   """
+  if alphas is not None:
+    if teacher is None:
+      raise ValueError("alphas weigh the teacher term: give a teacher")
+    keys = key if num_seeds is None else jax.random.split(key, num_seeds)
+    s, a = keys.shape[0], len(alphas)
+    tile = lambda t: jnp.concatenate([t] * a, axis=0)
+    res = train(tile(keys), cfg, train_buckets, view, eval_sets, teacher=[tile(t) for t in teacher], log_fn=log_fn,
+                init_params=None if init_params is None else jax.tree_util.tree_map(tile, init_params),
+                program=program, alphas=None, _alpha=jnp.repeat(jnp.asarray(alphas, jnp.float32), s))
+    part = lambda x, i: x[i * s:(i + 1) * s]
+    return [TrainResult(params=jax.tree_util.tree_map(lambda x: part(x, i), res.params),
+                        curves={k: part(v, i) for k, v in res.curves.items()}, loss=part(res.loss, i),
+                        best_epoch=part(res.best_epoch, i), best={k: part(v, i) for k, v in res.best.items()},
+                        seconds=res.seconds) for i in range(a)]
+  program = program or ("steps" if cfg.mesh else "epoch")
+  if program not in ("epoch", "steps") or (program == "epoch" and cfg.mesh):
+    raise ValueError(f"program must be 'epoch' (one device) or 'steps', got {program!r} with mesh {cfg.mesh}")
   if cfg.select_on not in eval_sets:
     raise ValueError(f"select_on={cfg.select_on!r} but eval_sets has {list(eval_sets)}")
   if not train_buckets:
@@ -399,7 +481,9 @@ def train(key, cfg: TrainConfig, train_buckets: list, view: str, eval_sets: dict
   data_w = [b["pos"] if cfg.data_groups == "positive" else jnp.ones_like(b["pos"]) for b in train_buckets]
   if teacher is not None:
     teacher = [teacher_inputs(cfg, t, b) for t, b in zip(teacher, train_buckets)]
-  alpha = jnp.float32(cfg.alpha if teacher is not None else 1.0)
+  if _alpha is None:
+    _alpha = jnp.full((s_count,), cfg.alpha if teacher is not None else 1.0, jnp.float32)
+  alpha = place.per_seed(_alpha)
   warmup = cfg.epochs // 2 if cfg.topk.warmup is None else cfg.topk.warmup
   init_keys, order_key = jax.vmap(lambda k: jax.random.split(k))(keys).transpose(1, 0, 2)
   loss_keys = jax.vmap(lambda k: jax.random.fold_in(k, 1))(init_keys)  # a stream apart from the init's
@@ -415,7 +499,26 @@ def train(key, cfg: TrainConfig, train_buckets: list, view: str, eval_sets: dict
   eval_feats = {name: ([(features(b, view), b["y"], b["mask"]) for b in es.buckets], es.num_lists)
                 for name, es in eval_sets.items()}
   t0 = time.time()
-  for epoch in range(cfg.epochs):
+  if program == "epoch":
+    run_epoch = _epoch_program(_step_key(cfg), teacher is not None, steps_per_epoch, tuple(sizes))
+    buckets = tuple((feats[b], train_buckets[b]["y"], train_buckets[b]["mask"], data_w[b],
+                     None if teacher is None else teacher[b]) for b in range(len(sizes)))
+    for epoch in range(cfg.epochs):
+      params, opt_state, l = run_epoch(params, opt_state, loss_keys, order_key, jnp.int32(epoch), buckets, alpha,
+                                       jnp.asarray(epoch >= warmup))
+      m = {name: _mean_ndcg(cfg, params, triples, n) for name, (triples, n) in eval_feats.items()}
+      sel = m[cfg.select_on][:, 0]
+      improved = sel > best_val
+      best_val = jnp.where(improved, sel, best_val)
+      best_params = _keep_best(improved, params, best_params)
+      improved, l, m = jax.device_get((improved, l, m))  # the epoch's one host sync
+      for name, v in m.items():
+        curves[name][:, epoch] = v
+      best_epoch = np.where(improved, epoch, best_epoch)
+      loss_hist[:, epoch] = l
+      if log_fn is not None:
+        log_fn(epoch, float(loss_hist[:, epoch, 0].mean()), float(np.mean(m[cfg.select_on][:, 0])), time.time() - t0)
+  for epoch in range(cfg.epochs if program == "steps" else 0):
     epoch_loss = jnp.zeros((s_count, 3))
     ep_keys = jax.vmap(lambda k: jax.random.fold_in(k, epoch))(loss_keys)
     hybrid_on = jnp.asarray(epoch >= warmup)

@@ -213,3 +213,16 @@ def test_any_single_corrupted_line_names_its_file_and_line(tmp_path, f, corrupt,
   open(path, "w").write("".join(lines))
   with pytest.raises(ValueError, match=rf"{path}:{i + 1}: "):
     D.load_letor(path)
+
+
+def test_second_run_loads_its_programs_from_the_persistent_compilation_cache(tmp_path):
+  cmd = [sys.executable, "-m", "experiments.table2", "--synthetic_queries=40,10,30", "--synthetic_mean_docs=12",
+         "--tau=4", "--epochs=1", "--seeds=1", "--hidden=8", "--layers=2", "--min_docs=5", "--methods=no_distill",
+         "--loss=rankbce", "--restart", f"--out_dir={tmp_path / 'out'}", f"--compile_cache={tmp_path / 'jax'}"]
+  first = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120)
+  assert first.returncode == 0, first.stderr[-1000:]
+  entries = sorted(os.listdir(tmp_path / "jax"))
+  assert len(entries) >= 3  # init, the epoch program, the evaluation, ...
+  second = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120)
+  assert second.returncode == 0, second.stderr[-1000:]
+  assert sorted(os.listdir(tmp_path / "jax")) == entries  # every program came from the cache

@@ -1,3 +1,4 @@
+import dataclasses
 import os
 
 import jax
@@ -79,3 +80,47 @@ def test_table2_driver_end_to_end(tmp_path):
       first = res["losses"][loss]["folds"]["fold1"]["rows"][name]
       np.testing.assert_array_equal(r["best"]["test"], first["best"]["test"])
       np.testing.assert_array_equal(r["loss"], first["loss"])
+
+
+@pytest.mark.parametrize("loss", ["rankbce", "ranknet"])
+def test_one_program_epoch_equals_the_step_loop_bit_for_bit(tiny_device, loss):
+  """The epoch as one compiled program (scan over steps, switch over buckets) reproduces the step loop: same
+  batches, same arithmetic, same bits, for a data-only run and a student with a teacher."""
+  cfg = T.TrainConfig(loss=loss, epochs=3, batch_size=16, hidden=16, layers=3)
+  keys = jax.random.split(jax.random.PRNGKey(4), 3)
+  runs = {p: T.train(keys, cfg, tiny_device.train_pos, "xz", tiny_device.eval_sets, program=p)
+          for p in ("steps", "epoch")}
+  targets = distill.teacher_targets(cfg, [(runs["steps"], "xz")], tiny_device)
+  students = {p: T.train(keys, cfg, tiny_device.train_all, "x", tiny_device.eval_sets, teacher=targets, program=p)
+              for p in ("steps", "epoch")}
+  for a, b in ((runs["steps"], runs["epoch"]), (students["steps"], students["epoch"])):
+    np.testing.assert_array_equal(a.loss, b.loss)
+    np.testing.assert_array_equal(a.curves["test"], b.curves["test"])
+    np.testing.assert_array_equal(a.best_epoch, b.best_epoch)
+    for x, y in zip(jax.tree_util.tree_leaves(a.params), jax.tree_util.tree_leaves(b.params)):
+      np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+
+
+def test_epoch_plan_is_the_step_loops_plan():
+  keys = jax.random.split(jax.random.PRNGKey(7), 2)
+  sizes, batch = [5, 12, 3], 4
+  plan = T._epoch_batches(keys, 3, sizes, batch)
+  ids, idx, valid = jax.device_get(T._epoch_plan(keys, 3, sizes, batch))
+  assert list(ids) == [b for b, _, _ in plan]
+  for j, (b, i, v) in enumerate(plan):
+    w = min(batch, sizes[b])
+    np.testing.assert_array_equal(idx[j][:, :w], i)
+    np.testing.assert_array_equal(valid[j][:w], v)
+
+
+def test_alphas_vmapped_equal_separate_runs(tiny_device):
+  cfg = T.TrainConfig(epochs=3, batch_size=16, hidden=16, layers=3)
+  keys = jax.random.split(jax.random.PRNGKey(5), 2)
+  teacher = distill.train_on_data(keys, cfg, tiny_device, "xz")
+  targets = distill.teacher_targets(cfg, [(teacher, "xz")], tiny_device)
+  together = distill.train_student(keys, cfg, tiny_device, targets, alphas=(0.2, 0.9))
+  for a, res in zip((0.2, 0.9), together):
+    alone = distill.train_student(keys, dataclasses.replace(cfg, alpha=a), tiny_device, targets)
+    np.testing.assert_allclose(res.loss, alone.loss, rtol=1e-5)
+    np.testing.assert_allclose(res.curves["test"], alone.curves["test"], rtol=1e-5, atol=1e-6)
+  assert not np.allclose(together[0].loss, together[1].loss)
