@@ -51,14 +51,37 @@ class Options:
   torch_batches: int = option(30, "Batches timed in the torch eager reference (0 = skip).", lo=0)
   memory_len: int = option(1300, "Memory case: documents per list.", lo=1)
   memory_batch: int = option(300, "Memory case: lists per batch.", lo=1)
+  repeats: int = option(3, "Timings per case, interleaved across cases; medians are reported with their range.",
+                        lo=1)
+  program: str = option("epoch", "Training program timed: epoch (one compiled call per epoch) or steps (one "
+                        "call per batch).", choices=("epoch", "steps"))
 
 
-def epoch_seconds(cfg, buckets, eval_set, seeds):
+def epoch_seconds(cfg, buckets, eval_set, seeds, program="epoch"):
   """(seconds of the second of two epochs (the first compiles), the trained params)."""
   times = []
   res = T.train(jax.random.split(jax.random.PRNGKey(0), seeds), cfg, buckets, "x", {"test": eval_set},
-                log_fn=lambda e, l, n, s: times.append(s))
+                log_fn=lambda e, l, n, s: times.append(s), program=program)
   return times[1] - times[0], res.params
+
+
+def host_overhead(repeats: int) -> dict:
+  """Seconds per training step where dispatch dominates (64 groups of 8 documents, one group per batch, a
+  2-layer width-8 model): the step loop (one call per batch) against the epoch program (one call per epoch)."""
+  rng = np.random.default_rng(0)
+  q, l, dim = 64, 8, 16
+  bucket = dict(x=jnp.asarray(rng.normal(size=(q, l, dim)).astype(np.float32)),
+                y=jnp.asarray((rng.random((q, l)) < 0.3).astype(np.float32)), mask=jnp.ones((q, l), bool),
+                pos=jnp.ones(q))
+  es = T.EvalSet([bucket], q)
+  cfg = T.TrainConfig(epochs=2, batch_size=1, hidden=8, layers=2)
+  out = {}
+  for _ in range(repeats):
+    for program in ("steps", "epoch"):
+      sec, _ = epoch_seconds(cfg, [bucket], es, 1, program)
+      out.setdefault(program, []).append(sec / q)
+  return {p: dict(median_s_per_step=float(np.median(v)), min=float(np.min(v)), max=float(np.max(v)))
+          for p, v in out.items()}
 
 
 def mlp_matmul_flops(dim: int, hidden: int, layers: int) -> int:
@@ -144,20 +167,26 @@ def throughput(o: Options) -> tuple:
   res = {"env": common.environment(), "train_docs": docs, "padded_docs": padded, "train_groups":
          ds["train"].num_queries, "features": dim, "scale": o.scale, "cases": {}}
   rows = []
+  timings, params = {}, {}
+  for _ in range(o.repeats):  # interleaved, so that a slow spell of a shared machine hits every case
+    for loss in o.losses:
+      cfg = T.TrainConfig(loss=loss, epochs=2, data_groups="all")
+      for s in o.seed_counts:
+        sec, params[loss, s] = epoch_seconds(cfg, train_b, eval_set, s, o.program)
+        timings.setdefault((loss, s), []).append(sec)
   for loss in o.losses:
     cfg = T.TrainConfig(loss=loss, epochs=2, data_groups="all")
-    base, params = None, None
+    base = float(np.median(timings[loss, o.seed_counts[0]]))  # the first seed count is the reference
     for s in o.seed_counts:
-      sec, p = epoch_seconds(cfg, train_b, eval_set, s)
-      if base is None:  # the first seed count is the reference
-        base, params = sec, p
+      t = timings[loss, s]
+      sec = float(np.median(t))
       rate = docs * s / sec
-      case = dict(epoch_seconds=sec, docs_per_s=rate, time_ratio=sec / base)
+      case = dict(epoch_seconds=sec, epoch_seconds_all=t, docs_per_s=rate, time_ratio=sec / base)
       if loss == "rankbce":
         flops = 3 * mlp_matmul_flops(dim, cfg.hidden, cfg.layers)
         case.update(useful_flops_per_s=flops * docs * s / sec, executed_flops_per_s=flops * padded * s / sec)
       res["cases"][f"{loss}/seeds={s}"] = case
-      rows.append([loss, s, f"{sec:.2f}", f"{rate:,.0f}", f"{sec / base:.2f}"])
+      rows.append([loss, s, f"{sec:.2f} ({min(t):.2f}-{max(t):.2f})", f"{rate:,.0f}", f"{sec / base:.2f}"])
       logging.info("%s seeds=%d: %.2fs/epoch, %.0f docs/s", loss, s, sec, rate)
     if o.torch_batches:
       ref = torch_reference(host, cfg, o.torch_batches) if loss == "rankbce" else None
@@ -174,13 +203,18 @@ def throughput(o: Options) -> tuple:
       res["roofline"] = dict(matmul_flops_per_s=peak, rows=rows_per_batch, seeds=first,
                              useful_fraction=one["useful_flops_per_s"] / peak,
                              executed_fraction=one["executed_flops_per_s"] / peak)
-      one_seed = jax.tree_util.tree_map(lambda a: a[:1], params)
+      one_seed = jax.tree_util.tree_map(lambda a: a[:1], params[loss, o.seed_counts[-1]])
       T.evaluate(cfg, one_seed, full_test, "x")  # compile
       sec = _timed(lambda: T.evaluate(cfg, one_seed, full_test, "x"))
       res["evaluation"] = dict(seconds=sec, lists=ds["test"].num_queries, docs=ds["test"].num_docs)
   md = (f"{docs:,} training documents ({padded / docs:.3f} padded / real), {dim} regular features, 5-layer "
-        f"width-100 MLP, {res['env']['backend']} ({res['env']['cpus']} CPUs)\n\n" +
+        f"width-100 MLP, {res['env']['backend']} ({res['env']['cpus']} CPUs); training program: {o.program}; "
+        f"median (range) of {o.repeats} interleaved timings\n\n" +
         common.markdown_table(["loss", "seeds", "s / epoch", "docs/s (all seeds)", "vs 1 seed"], rows))
+  res["host_overhead"] = ho = host_overhead(o.repeats)
+  md += ("\nHost overhead (64 one-group batches of 8 documents, width-8 model; median s per step): step loop "
+         f"{1e6 * ho['steps']['median_s_per_step']:.0f} us, epoch program {1e6 * ho['epoch']['median_s_per_step']:.0f} us "
+         f"({ho['steps']['median_s_per_step'] / ho['epoch']['median_s_per_step']:.1f}x).\n")
   if "roofline" in res:  # measured with RankBCE
     rf, ev = res["roofline"], res["evaluation"]
     one = res["cases"][f"rankbce/seeds={rf['seeds']}"]

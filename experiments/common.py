@@ -435,20 +435,27 @@ class Rows:
                servable: bool = True) -> T.TrainResult:
     """The result of `train()` for `row` (input `view`, config `tc`): loaded if saved, else trained and saved.
     servable=False: never written as a model (its inputs exist in no file, e.g. Figure 5's synthetic z)."""
-    name = row.replace(" ", "_").replace("/", "_")
-    path = os.path.join(self.store, name + ".msgpack") if self.store else None
+    return self.many([(row, view, tc)], lambda: [train()], servable)[0]
+
+  def many(self, rows: list, train: Callable[[], list], servable: bool = True) -> list:
+    """Rows trained together by one call (e.g. an alpha sweep in one program): [(row, view, tc)] ->
+    their results, all loaded when all are saved, else all trained by `train()` and each saved."""
+    names = [row.replace(" ", "_").replace("/", "_") for row, _, _ in rows]
+    paths = [os.path.join(self.store, n + ".msgpack") for n in names] if self.store else None
     PROGRESS.begin_row()
-    if path and os.path.exists(path) and not self.cfg.run.restart:
-      result = load_result(path)
-      logging.info("%s %s: loaded from %s", PROGRESS.of(), row, path)
+    if paths and all(map(os.path.exists, paths)) and not self.cfg.run.restart:
+      results = [load_result(p) for p in paths]
+      logging.info("%s %s: loaded from %s", PROGRESS.of(), ", ".join(r for r, _, _ in rows), os.path.dirname(paths[0]))
     else:
-      result = train()
-      if path:
-        save_result(path, result)
+      results = train()  # the progress line shows the first row until they all end together
+      for p, r in zip(paths or (), results):
+        save_result(p, r)
+    PROGRESS.row += len(rows) - 1
     if self.cfg.run.save_models and servable:
-      serving.make_ranker(result, tc, view, self.ds.config, dataset=self.ds.name, data_dir=self.cfg.data.data_dir,
-                          fold=self.fold, row=row).save(os.path.join(self.models, name))
-    return result
+      for (row, view, tc), name, r in zip(rows, names, results):
+        serving.make_ranker(r, tc, view, self.ds.config, dataset=self.ds.name, data_dir=self.cfg.data.data_dir,
+                            fold=self.fold, row=row).save(os.path.join(self.models, name))
+    return results
 
 
 def save_result(path: str, r: T.TrainResult) -> None:

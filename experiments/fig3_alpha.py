@@ -33,9 +33,10 @@ def run(cfg: common.Config) -> dict:
   for f in common.pfd_folds(cfg):
     base.append(f.baseline.best["test"])
     targets = distill.teacher_targets(f.tc, [(f.teacher, "xz")], f.dd)
-    for a in cfg.options.alphas:
-      tc = cfg.train_config(alpha=a)
-      st = f.rows(f"pfd_alpha{a}", "x", tc, lambda: distill.train_student(f.keys, tc, f.dd, targets, f.log(f"pfd a={a}")))
+    alphas = cfg.options.alphas
+    students = f.rows.many([(f"pfd_alpha{a}", "x", cfg.train_config(alpha=a)) for a in alphas],
+                           lambda: distill.train_student(f.keys, f.tc, f.dd, targets, f.log("pfd alphas"), alphas=alphas))
+    for a, st in zip(alphas, students):  # all alphas x seeds trained side by side in one program
       at_best = st.loss[np.arange(st.loss.shape[0]), st.best_epoch]  # [S, 3] total, data, teacher
       rows[a]["ndcg"].append(st.best["test"])
       rows[a]["ratio"].append((1 - a) * at_best[:, 2] / np.maximum(a * at_best[:, 1], 1e-12))
