@@ -2,14 +2,17 @@
 
 Configuration (defined once, from flag to function): a driver's :class:`Config` holds a
 :class:`pfd_jax.config.DataConfig` (the data recipe), a :class:`pfd_jax.train.TrainConfig` (training), a
-:class:`RunConfig` (seeds, loss, output) and the driver's own options dataclass. The absl flags are
+:class:`RunConfig` (loss, seeds, teaching, saving), an :class:`OutputConfig` and the driver's own options
+dataclass. The absl flags are
 generated from those fields (:func:`define_flags`): a flag's name, default, help and checks are its field's,
 so a new setting is one field. Flags are defined only when a driver runs as ``__main__`` (:func:`main`), so
 importing drivers defines nothing and never collides. Bad values are absl usage errors naming the flag,
 raised before any data is loaded.
 
 Every driver is ``run(Config) -> results``, ``to_markdown(results)``, optionally ``plot(results, path)``,
-declared as a :class:`Driver` and started by :func:`main`. Printing and files live here, never in pfd_jax.
+declared as a :class:`Driver` and started by :func:`main`, which gives each configuration its own run
+folder and resumes an interrupted run from the rows it saved (:class:`Rows`). Printing and files live here,
+never in pfd_jax.
 """
 from __future__ import annotations
 
@@ -116,9 +119,9 @@ class Driver:
   run(Config) -> results dict; to_markdown(results) -> str; plot(results, path) writes `png`.
   groups: the shared configuration groups whose flags it has; defaults: per-driver flag defaults
   ((flag name, value) pairs); losses: the values --loss may take; needs_privileged (bool or function of
-  the Config): a folder given by path must name its privileged features; check(Config): the driver's own
-  checks (raise pfd_jax.config.ConfigError naming the flag); rows(Config): how many models the run trains (progress);
-  folder(Config): the run folder's label for drivers that read no dataset (default: the driver's name).
+  the Config): a folder given by path must name its privileged features; rows(Config): how many models the
+  run trains (progress); folder(Config): the run folder's label for drivers that read no dataset (default:
+  the driver's name); write=False: a tool whose output is its own files (main only prints its summary).
   """
   name: str
   run: Callable
@@ -129,11 +132,10 @@ class Driver:
   groups: tuple = ("data", "train", "run", "output")
   defaults: tuple = ()
   losses: tuple = SINGLE_LOSSES
-  needs_privileged: Any = True  # or a function of the Config
-  check: Optional[Callable] = None
-  rows: Optional[Callable] = None  # rows(Config) -> how many models the run trains (progress and its ETA)
-  folder: Optional[Callable] = None  # folder(Config) -> run folder label of a driver that reads no dataset
-  write: bool = True  # False: a tool whose output is its own files; main prints to_markdown(results) only
+  needs_privileged: Any = True
+  rows: Optional[Callable] = None
+  folder: Optional[Callable] = None
+  write: bool = True
 
 
 def _unwrap(t):
@@ -255,8 +257,6 @@ def config_from_flags(driver: Driver, flag_values=FLAGS) -> Config:
                           "privileged (known at training time only): --privileged=ID,ID,... with 1-based feature "
                           "ids as in the files, or --privileged=auto for the paper's protocol (the "
                           "--num_privileged features most correlated with the labels)")
-    if driver.check is not None:
-      driver.check(cfg)
   except C.ConfigError as e:
     value = flag_values[e.field].value if e.field in flag_values else None
     shown = f"={value!r}" if value not in (None, "") else ""
