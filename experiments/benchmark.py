@@ -212,9 +212,9 @@ def throughput(o: Options) -> tuple:
         f"median (range) of {o.repeats} interleaved timings\n\n" +
         common.markdown_table(["loss", "seeds", "s / epoch", "docs/s (all seeds)", "vs 1 seed"], rows))
   res["host_overhead"] = ho = host_overhead(o.repeats)
+  loop, prog = ho["steps"]["median_s_per_step"], ho["epoch"]["median_s_per_step"]
   md += ("\nHost overhead (64 one-group batches of 8 documents, width-8 model; median s per step): step loop "
-         f"{1e6 * ho['steps']['median_s_per_step']:.0f} us, epoch program {1e6 * ho['epoch']['median_s_per_step']:.0f} us "
-         f"({ho['steps']['median_s_per_step'] / ho['epoch']['median_s_per_step']:.1f}x).\n")
+         f"{1e6 * loop:.0f} us, epoch program {1e6 * prog:.0f} us ({loop / prog:.1f}x).\n")
   if "roofline" in res:  # measured with RankBCE
     rf, ev = res["roofline"], res["evaluation"]
     one = res["cases"][f"rankbce/seeds={rf['seeds']}"]

@@ -26,7 +26,7 @@ import subprocess
 import sys
 import time
 import typing
-from typing import Any, Callable, NamedTuple, Optional, Tuple
+from typing import Any, Callable, NamedTuple, Optional
 
 import flax.serialization
 import jax
@@ -295,7 +295,9 @@ def main(driver: Driver) -> None:
       res["provenance"] = prov
       print(write_outputs(run_dir, res, driver))
       print(f"wrote {run_dir} (also {os.path.join(os.path.dirname(run_dir), 'latest')})")
-    except (FileNotFoundError, D.DataError, C.ConfigError) as e:
+    except C.ConfigError as e:  # a setting that only the data could show wrong
+      _fail(f"--{e}", 2)
+    except (FileNotFoundError, D.DataError) as e:
       _fail(str(e), 1)
     except (KeyboardInterrupt, SystemExit) as e:
       if isinstance(e, SystemExit) and e.code in (0, None):
@@ -363,7 +365,7 @@ def folds_of(d: DataConfig) -> list:
   folds = list(d.folds) or have
   bad = [f for f in folds if f not in have]
   if bad:
-    raise app.UsageError(f"--folds={','.join(map(str, d.folds))}: dataset {d.dataset!r} has folds {have} on disk")
+    raise C.ConfigError("folds", f"{','.join(map(str, d.folds))}: dataset {d.dataset!r} has folds {have} on disk")
   return folds
 
 
@@ -378,8 +380,8 @@ def load_dataset(d: DataConfig, fold: int = 1) -> D.Dataset:
     width = max(g.x.shape[1] for g in raw.values())
     bad = [i for i in privileged if i > width]
     if bad:
-      raise app.UsageError(f"--privileged: feature ids {bad} are out of range; dataset {name!r} has features "
-                           f"1..{width}")
+      raise C.ConfigError("privileged", f"feature ids {bad} are out of range; dataset {name!r} has features "
+                          f"1..{width}")
   return D.prepare(name, raw, t=d.t, tau=tau, num_privileged=d.num_privileged, min_docs=d.min_docs,
                    query_norm=d.query_norm, log1p=d.log1p, seed=d.label_seed, labels=d.label_mode,
                    positive_grade=d.positive_grade, privileged=privileged)
@@ -661,6 +663,11 @@ def markdown_table(header: list, rows: list) -> str:
   return "\n".join(out) + "\n"
 
 
+def title(cfg: dict) -> str:
+  """'<dataset>, <loss>' of a results.json config (table and plot titles)."""
+  return f"{cfg['data']['dataset']}, {cfg['run']['loss']}"
+
+
 def ratio(value: float, base: float) -> Optional[float]:
   """value / base, or None where base is zero or either is not finite (never inf or nan in a table)."""
   value, base = float(value), float(base)
@@ -705,7 +712,7 @@ def finish_plot(fig, ax, res: dict, path: str, xlabel: str, ylabel: str = "test 
   plt = pyplot()
   ax.set_xlabel(xlabel)
   ax.set_ylabel(ylabel)
-  ax.set_title(f"{res['config']['data']['dataset']}, {res['config']['run']['loss']}")
+  ax.set_title(title(res["config"]))
   ax.legend(fontsize=8)
   fig.tight_layout()
   fig.savefig(path, dpi=120)

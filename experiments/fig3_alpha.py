@@ -35,7 +35,8 @@ def run(cfg: common.Config) -> dict:
     targets = distill.teacher_targets(f.tc, [(f.teacher, "xz")], f.dd)
     alphas = cfg.options.alphas
     students = f.rows.many([(f"pfd_alpha{a}", "x", cfg.train_config(alpha=a)) for a in alphas],
-                           lambda: distill.train_student(f.keys, f.tc, f.dd, targets, f.log("pfd alphas"), alphas=alphas))
+                           lambda: distill.train_student(f.keys, f.tc, f.dd, targets, f.log("pfd alphas"),
+                                                         alphas=alphas))
     for a, st in zip(alphas, students):  # all alphas x seeds trained side by side in one program
       at_best = st.loss[np.arange(st.loss.shape[0]), st.best_epoch]  # [S, 3] total, data, teacher
       rows[a]["ndcg"].append(st.best["test"])
@@ -55,9 +56,10 @@ def to_markdown(res: dict, title: str = "Figure 3: PFD against alpha") -> str:
   rows = []
   for a, r in res["alphas"].items():
     nd, ratio = np.asarray(r["ndcg"]), np.asarray(r["ratio"])
-    rows.append([a, common.fmt_pm(nd[:, 0].mean(), nd[:, 0].std()), common.fmt_change(nd[:, 0].mean(), base[:, 0].mean()),
+    rows.append([a, common.fmt_pm(nd[:, 0].mean(), nd[:, 0].std()),
+                 common.fmt_change(nd[:, 0].mean(), base[:, 0].mean()),
                  f"{np.median(ratio):.2f}"])
-  return (f"# {title} ({cfg['data']['dataset']}, {cfg['run']['loss']})\n\nNo-distillation NDCG@8 "
+  return (f"# {title} ({common.title(cfg)})\n\nNo-distillation NDCG@8 "
           f"{base[:, 0].mean():.3f} ± {base[:, 0].std():.3f}; mean ± std over folds x seeds ({cfg['run']['seeds']} "
           f"seeds, {tr['epochs']} epochs, best epoch on {tr['select_on']}); {res['seconds']:.0f} s.\n\n" +
           common.markdown_table(["alpha", "PFD NDCG@8", "vs no-distillation",
@@ -79,7 +81,7 @@ def plot(res: dict, path: str) -> None:
     ax.set_ylabel("test NDCG@8")
     ax.legend(fontsize=8)
   axes[1].set_xscale("log")
-  fig.suptitle(f"{res['config']['data']['dataset']}, {res['config']['run']['loss']}")
+  fig.suptitle(common.title(res["config"]))
   fig.tight_layout()
   fig.savefig(path, dpi=120)
   plt.close(fig)

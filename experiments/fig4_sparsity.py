@@ -53,10 +53,12 @@ def to_markdown(res: dict) -> str:
   for tau, r in res["taus"].items():
     nd = r["rows"]
     rows.append([tau, f"{r['positive_groups_pct']:.1f}%"] +
-                [f"{np.asarray(nd[k])[:, 0].mean():.3f} (" + ("n/a" if r['relative'][k] is None else f"{r['relative'][k]:.3f}") + ")"
+                [f"{np.asarray(nd[k])[:, 0].mean():.3f} ("
+                 + ("n/a" if r['relative'][k] is None else f"{r['relative'][k]:.3f}") + ")"
                  for k in ("no_distill", "self_distill", "pfd_teacher", "pfd")])
-  return (f"# Figure 4: gains against label sparsity ({cfg['data']['dataset']}, {cfg['run']['loss']})\n\nTest NDCG@8 (relative to "
-          f"no-distillation), mean over folds x {cfg['run']['seeds']} seeds, {cfg['train']['epochs']} epochs; {res['seconds']:.0f} s."
+  return (f"# Figure 4: gains against label sparsity ({common.title(cfg)})\n\nTest NDCG@8 (relative to "
+          f"no-distillation), mean over folds x {cfg['run']['seeds']} seeds, {cfg['train']['epochs']} epochs; "
+          f"{res['seconds']:.0f} s."
           "\n\n" + common.markdown_table(["tau_target", "positive train groups", "no-distillation",
                                           "self-distillation", "PFD teacher*", "PFD student"], rows))
 

@@ -72,7 +72,7 @@ def to_markdown(res: dict) -> str:
            "n/a" if r["student_rel"] is None else f"{r['student_rel']:.3f}"] for tp, r in res["tau_privs"].items()]
   best = max(res["tau_privs"].items(), key=lambda kv: np.asarray(kv[1]["student"])[:, 0].mean())
   top = max(res["tau_privs"].items(), key=lambda kv: kv[1]["corr"])
-  return (f"# Figure 5: PFD against corr(z, y) ({cfg['data']['dataset']}, {cfg['run']['loss']})\n\nNo-distillation NDCG@8 "
+  return (f"# Figure 5: PFD against corr(z, y) ({common.title(cfg)})\n\nNo-distillation NDCG@8 "
           f"{base[:, 0].mean():.3f} ± {base[:, 0].std():.3f}; mean ± std over folds x {cfg['run']['seeds']} seeds; "
           f"{res['seconds']:.0f} s. Best student at tau_priv = {best[0]} (corr {best[1]['corr']:.3f}); the most "
           f"correlated z (tau_priv = {top[0]}, corr {top[1]['corr']:.3f}) gives "
@@ -95,7 +95,8 @@ def plot(res: dict, path: str) -> None:
 
 
 DRIVER = common.Driver("fig5_correlation", run, to_markdown, plot, "fig5_correlation.png", options=Options,
-                       rows=lambda cfg: len(common.folds_of(cfg.data)) * (1 + 2 * len(cfg.options.tau_privs or OFFSETS)))
+                       rows=lambda cfg: len(common.folds_of(cfg.data)) *
+                       (1 + 2 * len(cfg.options.tau_privs or OFFSETS)))
 
 if __name__ == "__main__":
   common.main(DRIVER)

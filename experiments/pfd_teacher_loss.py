@@ -56,7 +56,7 @@ def to_markdown(res: dict) -> str:
   base = rows["no_distill"][:, 0].mean()
   labels = {k: LABELS[k] + ("" if k == "no_distill" else f" [{common.fmt_change(rows[k][:, 0].mean(), base)}]")
             for k in rows}
-  return (f"# PFD x teacher loss ({cfg['data']['dataset']}, {cfg['run']['loss']} data loss)\n\n"
+  return (f"# PFD x teacher loss ({common.title(cfg)} data loss)\n\n"
           f"Mean ± std over folds x {cfg['run']['seeds']} seeds, {tr['epochs']} epochs, alpha = {tr['alpha']}, best "
           f"epoch on {tr['select_on']}; [NDCG@8 change vs no-distillation]; affine g = max({tr['transform_a']} t"
           f" + {tr['transform_b']}, 0); top-K: K = {tk['k']}, {tk['scheme']} weights, lambda = {tk['lam']}, "

@@ -19,7 +19,6 @@ import os
 from typing import Optional
 
 import numpy as np
-from absl import app
 
 from experiments import common
 from pfd_jax import data as D
@@ -76,9 +75,9 @@ def run(cfg: common.Config) -> dict:
   try:
     ranker = serving.load_model(o.model)
   except FileNotFoundError as e:
-    raise app.UsageError(f"--model: {e}")
+    raise ConfigError("model", str(e)) from None
   if o.seed is not None and o.seed >= ranker.num_seeds:
-    raise app.UsageError(f"--seed={o.seed}: the model holds seeds 0..{ranker.num_seeds - 1}")
+    raise ConfigError("seed", f"{o.seed}: the model holds seeds 0..{ranker.num_seeds - 1}")
   groups = D.load_serving(o.data, ranker.num_features)
   scores = ranker.score_groups(groups, o.seed)
   write_scores(o.out, groups, scores)

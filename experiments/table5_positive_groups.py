@@ -35,7 +35,7 @@ def run(cfg: common.Config) -> dict:
 
 def to_markdown(res: dict) -> str:
   cfg = res["config"]
-  return (f"# Table 5: data loss on positive vs all query groups ({cfg['data']['dataset']}, {cfg['run']['loss']})\n\nMean ± std "
+  return (f"# Table 5: data loss on positive vs all query groups ({common.title(cfg)})\n\nMean ± std "
           f"over folds x {cfg['run']['seeds']} seeds, {cfg['train']['epochs']} epochs; {res['seconds']:.0f} s.\n\n" +
           common.mean_std_table(res["rows"], ROWS))
 

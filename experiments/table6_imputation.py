@@ -33,7 +33,7 @@ def run(cfg: common.Config) -> dict:
 
 def to_markdown(res: dict) -> str:
   cfg = res["config"]
-  return (f"# Table 6: PFD teacher with imputed privileged features ({cfg['data']['dataset']}, {cfg['run']['loss']})\n\n"
+  return (f"# Table 6: PFD teacher with imputed privileged features ({common.title(cfg)})\n\n"
           f"Mean ± std over folds x {cfg['run']['seeds']} seeds; * uses the real privileged features (not servable); "
           f"{res['seconds']:.0f} s.\n\n" + common.mean_std_table(res["rows"], ROWS))
 

@@ -35,7 +35,7 @@ def run(trials: int, seed: int, w_seed: int, reduce_noise: bool, x64: bool) -> d
                                                    dtype=dtype)
   base = th.Problem.example1(w_seed)
   v2 = float(np.sum(base.v ** 2))
-  res = {"config": dict(trials=trials, seed=seed, w_seed=w_seed, reduce_noise=reduce_noise, x64=x64,
+  res = {"setup": dict(trials=trials, seed=seed, w_seed=w_seed, reduce_noise=reduce_noise, x64=x64,
                         d_x=10, d_u=10, sigma=base.sigma, v=base.v, w=base.w), "env": common.environment()}
   t0 = time.time()
   cells = lambda n: trials if n <= 100 else max(64, trials // (4 if n <= 300 else 32))
@@ -77,7 +77,7 @@ def run(trials: int, seed: int, w_seed: int, reduce_noise: bool, x64: bool) -> d
 
 
 def to_markdown(res: dict) -> str:
-  c = res["config"]
+  c = res["setup"]
   out = [f"# Linear theory (section 5): Monte-Carlo vs closed form\n\nd_x = d_u = 10, sigma = {c['sigma']}, "
          f"v* = [10, ..., 1], w* ~ N(0, I) (seed {c['w_seed']}); {c['trials']} designs per cell, "
          f"{'noise-averaged' if c['reduce_noise'] else 'plain'} estimator, {'float64' if c['x64'] else 'float32'}; "

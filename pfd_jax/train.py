@@ -88,8 +88,9 @@ class TrainConfig:
   temperature: float = config.option(1.0, "Softmax teacher transform temperature T (SDR section 5.6).", lo=0,
                                      lo_open=True, flag=False)
   topk: rank_distill.TopK = config.option(rank_distill.TopK(), "Ranking Distillation's top-K teacher loss.")
-  mesh: Tuple[Tuple[str, int], ...] = config.option((), "Data-parallel device mesh, e.g. data:4 or seeds:2,data:2 (default: one "
-                              "device; CPU: XLA_FLAGS=--xla_force_host_platform_device_count=4).",
+  mesh: Tuple[Tuple[str, int], ...] = config.option((), "Data-parallel device mesh, e.g. data:4 or seeds:2,data:2 "
+                                                     "(default: one device; CPU: "
+                                                     "XLA_FLAGS=--xla_force_host_platform_device_count=4).",
                               parse=parse_mesh, fmt=format_mesh)
 
   def __post_init__(self):

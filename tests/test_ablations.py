@@ -1,5 +1,4 @@
 """Each ablation driver end to end on a tiny configuration (seconds): structure, not numbers."""
-import json
 
 import numpy as np
 import pytest

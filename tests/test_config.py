@@ -1,5 +1,4 @@
 """One typed configuration: flags generated from the dataclasses, checked before any data is loaded."""
-import dataclasses
 import importlib
 import os
 import subprocess

@@ -8,7 +8,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from absl import app
 
 import pfd_jax
 from conftest import TINY
@@ -79,7 +78,7 @@ def test_bad_privileged_value_names_the_setting(text, what):
 
 
 def test_out_of_range_privileged_id_names_the_flag(folder):
-  with pytest.raises(app.UsageError, match=r"--privileged: feature ids \[99\] are out of range.*1\.\.23"):
+  with pytest.raises(ConfigError, match=r"privileged: feature ids \[99\] are out of range.*1\.\.23"):
     common.load_dataset(_data(folder, privileged="99"))
 
 

@@ -76,3 +76,12 @@ def test_same_key_same_bits():
   a = th.monte_carlo(KEY, p, "pfd", trials=64)
   b = th.monte_carlo(KEY, p, "pfd", trials=64)
   assert a.errors.tobytes() == b.errors.tobytes()
+
+
+def test_theory_driver_end_to_end(tmp_path):
+  from conftest import written
+  from experiments import common, theory
+  res = theory.run_config(common.Config(options=theory.Options(trials=8)))
+  js = written(tmp_path, res, theory.DRIVER)
+  assert js["setup"]["trials"] == 8 and len(js["fig6"]) > 0
+  assert "Theorem 2" in (tmp_path / "out" / "table.md").read_text()
