@@ -499,47 +499,42 @@ def train(key, cfg: TrainConfig, train_buckets: list, view: str, eval_sets: dict
   best_epoch = np.zeros(s_count, np.int64)
   eval_feats = {name: ([(features(b, view), b["y"], b["mask"]) for b in es.buckets], es.num_lists)
                 for name, es in eval_sets.items()}
-  t0 = time.time()
   if program == "epoch":
     run_epoch = _epoch_program(_step_key(cfg), teacher is not None, steps_per_epoch, tuple(sizes))
     buckets = tuple((feats[b], train_buckets[b]["y"], train_buckets[b]["mask"], data_w[b],
                      None if teacher is None else teacher[b]) for b in range(len(sizes)))
-    for epoch in range(cfg.epochs):
-      params, opt_state, l = run_epoch(params, opt_state, loss_keys, order_key, jnp.int32(epoch), buckets, alpha,
-                                       jnp.asarray(epoch >= warmup))
-      m = {name: _mean_ndcg(cfg, params, triples, n) for name, (triples, n) in eval_feats.items()}
-      sel = m[cfg.select_on][:, 0]
-      improved = sel > best_val
-      best_val = jnp.where(improved, sel, best_val)
-      best_params = _keep_best(improved, params, best_params)
-      improved, l, m = jax.device_get((improved, l, m))  # the epoch's one host sync
-      for name, v in m.items():
-        curves[name][:, epoch] = v
-      best_epoch = np.where(improved, epoch, best_epoch)
-      loss_hist[:, epoch] = l
-      if log_fn is not None:
-        log_fn(epoch, float(loss_hist[:, epoch, 0].mean()), float(np.mean(m[cfg.select_on][:, 0])), time.time() - t0)
-  for epoch in range(cfg.epochs if program == "steps" else 0):
-    epoch_loss = jnp.zeros((s_count, 3))
+
+  def step_loop(params, opt_state, epoch, hybrid_on):
+    """The epoch as one call per batch from the host (the mesh path, and the reference of the program)."""
+    loss = jnp.zeros((s_count, 3))
     ep_keys = jax.vmap(lambda k: jax.random.fold_in(k, epoch))(loss_keys)
-    hybrid_on = jnp.asarray(epoch >= warmup)
     for j, (b, idx, valid) in enumerate(_epoch_batches(order_key, epoch, sizes, batch_size, place.data)):
-      t = None if teacher is None else teacher[b]
       idx, valid = place.batch(idx, valid)
-      params, opt_state, l = fns["step"](params, opt_state, ep_keys, idx, valid,
-                                         feats[b], train_buckets[b]["y"], train_buckets[b]["mask"], data_w[b], t,
+      params, opt_state, l = fns["step"](params, opt_state, ep_keys, idx, valid, feats[b], train_buckets[b]["y"],
+                                         train_buckets[b]["mask"], data_w[b], None if teacher is None else teacher[b],
                                          alpha, jnp.int32(j), hybrid_on)
-      epoch_loss = epoch_loss + l
-    for name, (triples, n) in eval_feats.items():
-      curves[name][:, epoch] = np.asarray(_mean_ndcg(cfg, params, triples, n))
-    sel = jnp.asarray(curves[cfg.select_on][:, epoch, 0])
-    improved = sel > best_val
-    best_val = jnp.where(improved, sel, best_val)
+      loss = loss + l
+    return params, opt_state, loss
+
+  t0 = time.time()
+  for epoch in range(cfg.epochs):
+    hybrid_on = jnp.asarray(epoch >= warmup)
+    if program == "epoch":
+      params, opt_state, l = run_epoch(params, opt_state, loss_keys, order_key, jnp.int32(epoch), buckets, alpha,
+                                       hybrid_on)
+    else:
+      params, opt_state, l = step_loop(params, opt_state, epoch, hybrid_on)
+    m = {name: _mean_ndcg(cfg, params, triples, n) for name, (triples, n) in eval_feats.items()}
+    improved = m[cfg.select_on][:, 0] > best_val
+    best_val = jnp.where(improved, m[cfg.select_on][:, 0], best_val)
     best_params = _keep_best(improved, params, best_params)
-    best_epoch = np.where(np.asarray(improved), epoch, best_epoch)
-    loss_hist[:, epoch] = np.asarray(epoch_loss)
+    improved, l, m = jax.device_get((improved, l, m))  # the epoch's one host sync
+    for name, v in m.items():
+      curves[name][:, epoch] = v
+    best_epoch = np.where(improved, epoch, best_epoch)
+    loss_hist[:, epoch] = l
     if log_fn is not None:
-      log_fn(epoch, float(loss_hist[:, epoch, 0].mean()), float(np.mean(sel)), time.time() - t0)
+      log_fn(epoch, float(loss_hist[:, epoch, 0].mean()), float(np.mean(m[cfg.select_on][:, 0])), time.time() - t0)
   best = {name: c[np.arange(s_count), best_epoch] for name, c in curves.items()}
   return TrainResult(params=place.gather(best_params), curves=curves, loss=loss_hist, best_epoch=best_epoch, best=best,
                      seconds=time.time() - t0)
