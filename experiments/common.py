@@ -465,10 +465,7 @@ def save_result(path: str, r: T.TrainResult) -> None:
   blob = flax.serialization.to_bytes(dict(
       params=jax.tree_util.tree_map(np.asarray, r.params), curves=r.curves, loss=np.asarray(r.loss),
       best_epoch=np.asarray(r.best_epoch), best=r.best, seconds=float(r.seconds)))
-  os.makedirs(os.path.dirname(path), exist_ok=True)
-  with open(path + ".tmp", "wb") as f:
-    f.write(blob)
-  os.replace(path + ".tmp", path)
+  write_atomic(path, blob)
 
 
 def load_result(path: str) -> T.TrainResult:
@@ -642,19 +639,21 @@ def _jsonable(o):
   return o
 
 
-def write_json(path: str, obj) -> None:
-  """Writes atomically (tmp + rename) so an interrupted run never leaves a truncated file."""
+def write_atomic(path: str, data) -> None:
+  """Writes `data` (str or bytes) via a temporary file and a rename, so an interrupted run never leaves a
+  truncated file."""
   os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-  tmp = path + ".tmp"
-  with open(tmp, "w") as f:
-    json.dump(_jsonable(obj), f, indent=1)
-  os.replace(tmp, path)
+  with open(path + ".tmp", "wb" if isinstance(data, bytes) else "w") as f:
+    f.write(data)
+  os.replace(path + ".tmp", path)
+
+
+def write_json(path: str, obj) -> None:
+  write_atomic(path, json.dumps(_jsonable(obj), indent=1))
 
 
 def write_text(path: str, text: str) -> None:
-  os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-  with open(path, "w") as f:
-    f.write(text)
+  write_atomic(path, text)
 
 
 def markdown_table(header: list, rows: list) -> str:

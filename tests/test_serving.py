@@ -202,3 +202,10 @@ def test_public_api_is_reexported():
     assert getattr(pfd_jax, name) is not None
   assert {"load_raw", "prepare", "run_methods", "make_ranker", "save_model", "load_model", "Ranker",
           "load_serving", "TrainConfig"} <= set(pfd_jax.__all__)
+
+
+def test_serving_file_with_a_split_query_names_the_line(tmp_path):
+  p = tmp_path / "s.txt"
+  p.write_text("qid:1 1:0.5\nqid:2 1:0.2\nqid:1 1:0.3\n")
+  with pytest.raises(D.DataError, match=rf"{p}:3: qid 1 reappears"):
+    D.load_serving(str(p))

@@ -163,7 +163,7 @@ def load_serving(path: str, num_features: Optional[int] = None) -> Groups:
 
   Every data line either starts with a label (``label qid:Q ...``) or none does (``qid:Q ...``); the
   returned :class:`Groups` has ``rel=None`` when the file has no label. Absent feature ids read as 0 (the
-  privileged ids of a model's training data are normally absent). Raises ValueError naming file:line for a
+  privileged ids of a model's training data are normally absent). Raises DataError naming file:line for a
   malformed line, a label on only some lines, or (with `num_features`) an id above `num_features`.
   """
   import io
@@ -179,6 +179,7 @@ def load_serving(path: str, num_features: Optional[int] = None) -> Groups:
   if not labelled:
     if any((b := ln.split("#", 1)[0].strip()) and not b.startswith("qid:") for ln in lines):
       _locate_error(path, labelled, num_features)
+      raise DataError(f"{path}: some lines have a label and others not")
     lines = ["0 " + ln if ln.lstrip().startswith("qid:") else ln for ln in lines]
   try:
     x, rel, qid = load_svmlight_file(io.BytesIO("\n".join(lines).encode()), query_id=True, zero_based=False,
@@ -199,6 +200,7 @@ def load_serving(path: str, num_features: Optional[int] = None) -> Groups:
   starts = np.flatnonzero(np.concatenate([[True], qid[1:] != qid[:-1]]))
   if len(np.unique(qid[starts])) != len(starts):
     _locate_error(path, labelled, num_features)
+    raise DataError(f"{path}: a qid's lines are not contiguous")
   offsets = np.concatenate([starts, [x.shape[0]]]).astype(np.int64)
   return Groups(x=dense, rel=rel.astype(np.float32) if labelled else None, qid=qid[starts].astype(np.int64),
                 offsets=offsets)
