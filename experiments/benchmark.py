@@ -35,6 +35,7 @@ import numpy as np
 from absl import logging
 
 from experiments import common
+from experiments import peers
 from pfd_jax import data as D
 from pfd_jax import train as T
 from pfd_jax.config import option
@@ -55,6 +56,12 @@ class Options:
                         lo=1)
   program: str = option("epoch", "Training program timed: epoch (one compiled call per epoch) or steps (one "
                         "call per batch).", choices=("epoch", "steps"))
+  peer_epochs: int = option(5, "Epochs of the peers comparison (allRank, PT-Ranking; skipped when neither is "
+                            "installed; 0 = skip).", lo=0)
+  peer_scale: float = option(0.125, "Fraction of Web30k size written as the peers' LETOR files.", lo=0,
+                             lo_open=True)
+  peer_losses: Tuple[str, ...] = option(("ranknet", "softmax"), "Losses of the peers comparison.",
+                                        choices=("ranknet", "softmax"))
 
 
 def epoch_seconds(cfg, buckets, eval_set, seeds, program="epoch"):
@@ -224,6 +231,40 @@ def throughput(o: Options) -> tuple:
            f"{rf['rows']:,} rows): {100 * rf['useful_fraction']:.0f}% ({100 * rf['executed_fraction']:.0f}% "
            f"executed).\n\nEvaluation: NDCG@8/16/32 of the whole test split ({ev['lists']:,} lists, "
            f"{ev['docs']:,} documents) in one jitted call: {ev['seconds']:.2f} s.\n")
+  res["peers"], peer_md = peer_rows(o)
+  return res, md + peer_md
+
+
+def peer_rows(o: Options) -> tuple:
+  """pfd_jax, allRank and PT-Ranking trained on the same LETOR files (experiments.peers): (results, markdown)."""
+  have = peers.available()
+  if not (o.peer_epochs and have):
+    return None, ("\nPeers: not run (" + ("--peer_epochs=0" if have else 'neither allRank nor PT-Ranking is '
+                  'installed: pip install -e ".[peers]"') + ").\n")
+  folder = os.path.join("cache", "peers", f"synthetic-{o.peer_scale:g}")
+  sizes = peers.write_letor(folder, o.peer_scale)
+  splits = peers.read_letor(folder)
+  threads = len(os.sched_getaffinity(0))
+  res, rows = dict(folder=folder, sizes=sizes, threads=threads, versions=have, epochs=o.peer_epochs), []
+  for loss in o.peer_losses:
+    runs = {"pfd_jax": lambda: peers.ours(splits["train"], loss, o.peer_epochs, splits["test"])}
+    if "allrank" in have:
+      runs[f"allRank {have['allrank']}"] = lambda: peers.allrank(folder, loss, o.peer_epochs, splits["test"],
+                                                                 threads)
+    if "ptranking" in have:
+      runs[f"PT-Ranking {have['ptranking']}"] = lambda: peers.ptranking(splits["train"], loss, o.peer_epochs,
+                                                                        splits["test"], threads)
+    for name, fn in runs.items():
+      logging.info("peers: %s %s", name, loss)
+      r = res[f"{loss}/{name}"] = fn()
+      lo, hi = r["docs_per_s_range"]
+      rows.append([loss, name, r["backend"], f"{r['docs_per_s']:,.0f} ({lo:,.0f}-{hi:,.0f})",
+                   f"{r['docs_per_s'] / res[f'{loss}/pfd_jax']['docs_per_s']:.2f}", f"{r['ndcg8']:.3f}"])
+  md = (f"\nPeers on the same LETOR files (synthetic at {o.peer_scale:g} of Web30k: {sizes['train'][1]:,} training "
+        f"documents in {sizes['train'][0]:,} lists; {threads} threads; one seed; docs/s of the median of epochs "
+        f"2-{o.peer_epochs} (range); test NDCG@8 after epoch {o.peer_epochs}, same metric function for all; "
+        "recipes and differences: third_party/peers/README.md)\n\n" +
+        common.markdown_table(["loss", "framework", "backend", "docs/s", "vs pfd_jax", "NDCG@8"], rows))
   return res, md
 
 

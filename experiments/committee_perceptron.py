@@ -165,8 +165,10 @@ def run(cfg: common.Config) -> dict:
   variants = {"vanilla / averaged": (), "pocket": (1,), "voted": (vote_cap,),
               f"committee K={max(sizes)}": (max(sizes),)}
   per_pass = timing(tr.x, pairs, eta, o.timing_passes, variants, o.cp_seed)
-  return {"config": cfg, "env": common.environment(), "data": ds.config, "folds": per_fold,
+  out = {"config": cfg, "env": common.environment(), "data": ds.config, "folds": per_fold,
           "seconds_per_pass": per_pass, "timing_pairs": int(len(eta)), "seconds": time.time() - t_all}
+  out["comparisons"] = comparisons(out)
+  return out
 
 
 ROW_ORDER = ["vanilla", "pocket", "averaged", "voted", "committee (avg), K chosen", "committee (vote), K chosen",
@@ -179,6 +181,13 @@ def pooled(res: dict, name: str, key: str):
   return [f["rows"][name][key] for f in res["folds"].values()]
 
 
+def comparisons(res: dict) -> dict:
+  """Every method's test NDCG@10 against RankSVM's, paired by fold."""
+  ndcg10 = {name: np.stack([np.asarray(t) for t in pooled(res, name, "test")])[:, [NAMES.index("NDCG@10")]]
+            for name in ROW_ORDER}
+  return common.compare(ndcg10, "RankSVM (LinearSVC)")
+
+
 def to_markdown(res: dict) -> str:
   cfg = res["config"]
   folds = list(res["folds"].values())
@@ -186,6 +195,7 @@ def to_markdown(res: dict) -> str:
   per_pass = res["seconds_per_pass"]
   com_pp = next(v for k, v in per_pass.items() if k.startswith("committee"))
   body = []
+  cmp = res.get("comparisons") or comparisons(res)
   for name in ROW_ORDER:
     test = np.stack([np.asarray(t) for t in pooled(res, name, "test")])
     cells = [f"{test[:, NAMES.index(m)].mean():.4f} ± {test[:, NAMES.index(m)].std():.4f}" for m in show]
@@ -197,7 +207,7 @@ def to_markdown(res: dict) -> str:
       choice = f"T {t.mean():.1f}" + (f", K {'/'.join(str(k) for k in pooled(res, name, 'K'))}"
                                         if "K chosen" in name else "")
       secs = (per_pass[TIMING_OF[name]] if name in TIMING_OF else com_pp) * t.mean()
-    body.append([name, choice, f"{secs:.2f}"] + cells)
+    body.append([name, choice, f"{secs:.2f}"] + cells + [common.change_cell(cmp.get(name))])
   sel = folds[0]["selected_on"]
   return (f"# Committee Perceptron family vs RankSVM ({cfg['data']['dataset']}, QueryLevelNorm, graded labels)\n\n"
           f"Mean ± std over {len(folds)} fold(s) of the test metrics at the choices made on **{sel}** "
@@ -208,8 +218,11 @@ def to_markdown(res: dict) -> str:
           f"({', '.join(f'{k}: {v:.3f}' for k, v in per_pass.items())} s/pass on the last fold's "
           f"{res['timing_pairs']:,} pairs) x mean chosen T. Joint scan of all variants: "
           f"{np.mean([f['scan_seconds'] for f in folds]):.1f} s per fold. {res['seconds']:.0f} s in all on "
-          f"{res['env']['backend']} ({res['env']['cpus']} CPUs).\n\n" +
-          common.markdown_table(["method", "choice", "train s"] + show, body))
+          f"{res['env']['backend']} ({res['env']['cpus']} CPUs). Change vs RankSVM: paired by fold (each method "
+          f"and RankSVM on the same fold's data; {len(folds)} pairs, so intervals are wide), 95% paired-t interval "
+          f"and p-value, † = p < 0.05.\n\n" +
+          common.markdown_table(["method", "choice", "train s"] + show +
+                                ["NDCG@10 vs RankSVM (folds): change [95% CI], p"], body))
 
 
 def plot(res: dict, path: str) -> None:

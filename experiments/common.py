@@ -39,6 +39,7 @@ from pfd_jax import config as C
 from pfd_jax import data as D
 from pfd_jax import distill
 from pfd_jax import serving
+from pfd_jax import stats
 from pfd_jax import train as T
 from pfd_jax.config import DataConfig, option
 from pfd_jax.train import TrainConfig
@@ -684,11 +685,78 @@ def fmt_pm(mean: float, std: float, digits: int = 3) -> str:
   return f"{mean:.{digits}f} ± {std:.{digits}f}" if np.isfinite(mean) and np.isfinite(std) else "n/a"
 
 
-def mean_std_table(rows: dict, labels: dict, ks=(8, 16, 32)) -> str:
-  """Markdown rows `labels[k]` with mean ± std over the first axis of rows[k] [runs, len(ks)]."""
-  body = [[labels[k]] + [fmt_pm(m, s) for m, s in zip(np.asarray(v).mean(0), np.asarray(v).std(0))]
-          for k, v in rows.items()]
-  return markdown_table([""] + [f"NDCG@{k}" for k in ks], body)
+def mean_std_table(rows: dict, labels: dict, ks=(8, 16, 32), reference: Optional[str] = None,
+                   seeds: int = 1) -> str:
+  """Markdown rows `labels[k]` with mean ± std over the first axis of rows[k] [runs, len(ks)]; with a
+  `reference` row, the comparison note and each other row's paired comparison of NDCG@ks[0] (:func:`compare`,
+  :func:`change_cells`; runs are folds x `seeds`)."""
+  if not reference:
+    body = [[labels[k]] + [fmt_pm(m, s) for m, s in zip(np.asarray(v).mean(0), np.asarray(v).std(0))]
+            for k, v in rows.items()]
+    return markdown_table([""] + [f"NDCG@{k}" for k in ks], body)
+  cmp = compare(rows, reference)
+  runs = len(rows[reference])
+  folds = max(1, runs // seeds)
+  body = [[labels[k]] + [fmt_pm(m, s) for m, s in zip(np.asarray(v).mean(0), np.asarray(v).std(0))] +
+          change_cells(cmp.get(k), folds) for k, v in rows.items()]
+  return (stats_note(labels[reference], runs, folds, ks[0]) + "\n" +
+          markdown_table([""] + [f"NDCG@{k}" for k in ks] + change_header(labels[reference], ks[0]), body))
+
+
+# ------------------------------------------------------------------ paired comparisons (pfd_jax.stats)
+
+POWER_CHANGE = 0.02  # the relative change a table's power column is about
+
+
+def compare(rows: dict, reference: str, col: int = 0, seed: int = 0) -> dict:
+  """{row: comparison record} of rows[k][:, col] against rows[reference][:, col], paired run by run (rows of
+  one table share their (fold, seed) runs: the same keys and data)."""
+  ref = np.asarray(rows[reference])[:, col]
+  return {k: comparison_record(stats.paired(np.asarray(v)[:, col], ref, seed=seed))
+          for k, v in rows.items() if k != reference}
+
+
+def comparison_record(c: stats.Comparison) -> dict:
+  """A comparison as results.json keeps it: every field, the relative interval, the p < 0.05 marker and how
+  many paired runs would detect a POWER_CHANGE relative change with 80% power at this spread."""
+  return dict(dataclasses.asdict(c), rel_ci=c.rel_ci, significant=c.significant,
+              runs_for_power=stats.runs_for_power(POWER_CHANGE * c.reference, c.sd))
+
+
+def change_header(reference: str, k: int, unit: str = "runs") -> list:
+  return [f"NDCG@{k} vs {reference} ({unit}): change [95% CI], p", f"seeds for ±{100 * POWER_CHANGE:.0f}%"]
+
+
+def change_cell(c: Optional[dict]) -> str:
+  """'+7.1% [+1.9%, +12.3%] p=0.004 †' (relative change, paired-t interval, p; † for p < 0.05)."""
+  if not c:
+    return ""
+  if not np.isfinite(c["rel"]):
+    return "n/a"
+  lo, hi = c["rel_ci"]
+  p = c["t_p"]
+  ptxt = "n/a" if not np.isfinite(p) else ("p<1e-4" if p < 1e-4 else f"p={p:.2g}" if p < 0.01 else f"p={p:.2f}")
+  return (f"{100 * c['rel']:+.1f}% [{100 * lo:+.1f}%, {100 * hi:+.1f}%] {ptxt}" +
+          (" †" if c["significant"] else ""))
+
+
+def change_cells(c: Optional[dict], folds: int = 1) -> list:
+  """[change cell, seeds cell]: the seeds per fold (runs / folds) a paired t-test needs for a POWER_CHANGE
+  relative change with 80% power at the measured spread of this row's differences."""
+  if not c:
+    return ["", ""]
+  n = c["runs_for_power"]
+  return [change_cell(c), "n/a" if n is None else f"{-(-n // folds):,}"]
+
+
+def stats_note(reference: str, runs: int, folds: int, k: int = 8) -> str:
+  """The sentence under a table header that says what the comparison columns are."""
+  unit = f"{runs} runs (folds x seeds)" if folds > 1 else f"{runs} seeds"
+  return (f"Change vs {reference}: mean paired difference of NDCG@{k} over the {unit}, each run of a row paired "
+          f"with the same run of the reference (same keys, same data), relative to the reference mean; 95% "
+          f"paired-t interval; paired t-test p-value, † = p < 0.05 (bootstrap intervals and Wilcoxon p-values in "
+          f"results.json). Seeds for ±{100 * POWER_CHANGE:.0f}%: seeds{' per fold' if folds > 1 else ''} a paired "
+          f"t-test would need to detect a {100 * POWER_CHANGE:.0f}% change with 80% power at this row's spread.\n")
 
 
 def bar_plot(res: dict, path: str, labels: dict, scale_to: Optional[str] = None) -> None:

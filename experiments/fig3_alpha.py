@@ -36,7 +36,7 @@ def run(cfg: common.Config) -> dict:
     alphas = cfg.options.alphas
     students = f.rows.many([(f"pfd_alpha{a}", "x", cfg.train_config(alpha=a)) for a in alphas],
                            lambda: distill.train_student(f.keys, f.tc, f.dd, targets, f.log("pfd alphas"),
-                                                         alphas=alphas))
+                                                         variants=[dict(alpha=a) for a in alphas]))
     for a, st in zip(alphas, students):  # all alphas x seeds trained side by side in one program
       at_best = st.loss[np.arange(st.loss.shape[0]), st.best_epoch]  # [S, 3] total, data, teacher
       rows[a]["ndcg"].append(st.best["test"])
@@ -45,7 +45,8 @@ def run(cfg: common.Config) -> dict:
   out = {"config": cfg, "env": common.environment(), "no_distill": base, "alphas": {}}
   for a, r in rows.items():
     nd, ratio = np.concatenate(r["ndcg"]), np.concatenate(r["ratio"])
-    out["alphas"][str(a)] = dict(ndcg=nd, ratio=ratio, gain=common.ratio(nd[:, 0].mean(), base[:, 0].mean()))
+    out["alphas"][str(a)] = dict(ndcg=nd, ratio=ratio, gain=common.ratio(nd[:, 0].mean(), base[:, 0].mean()),
+                                 comparison=common.compare(dict(no_distill=base, pfd=nd), "no_distill")["pfd"])
   out["seconds"] = time.time() - t0
   return out
 
@@ -54,16 +55,18 @@ def to_markdown(res: dict, title: str = "Figure 3: PFD against alpha") -> str:
   cfg, base = res["config"], np.asarray(res["no_distill"])
   tr = cfg["train"]
   rows = []
+  folds = max(1, len(base) // cfg["run"]["seeds"])
   for a, r in res["alphas"].items():
     nd, ratio = np.asarray(r["ndcg"]), np.asarray(r["ratio"])
-    rows.append([a, common.fmt_pm(nd[:, 0].mean(), nd[:, 0].std()),
-                 common.fmt_change(nd[:, 0].mean(), base[:, 0].mean()),
-                 f"{np.median(ratio):.2f}"])
+    cmp = r.get("comparison") or common.compare(dict(no_distill=base, pfd=nd), "no_distill")["pfd"]
+    rows.append([a, common.fmt_pm(nd[:, 0].mean(), nd[:, 0].std())] + common.change_cells(cmp, folds) +
+                [f"{np.median(ratio):.2f}"])
   return (f"# {title} ({common.title(cfg)})\n\nNo-distillation NDCG@8 "
           f"{base[:, 0].mean():.3f} ± {base[:, 0].std():.3f}; mean ± std over folds x seeds ({cfg['run']['seeds']} "
-          f"seeds, {tr['epochs']} epochs, best epoch on {tr['select_on']}); {res['seconds']:.0f} s.\n\n" +
-          common.markdown_table(["alpha", "PFD NDCG@8", "vs no-distillation",
-                                 "(1-a) teacher loss / (a data loss), median"], rows))
+          f"seeds, {tr['epochs']} epochs, best epoch on {tr['select_on']}); {res['seconds']:.0f} s.\n" +
+          common.stats_note("no-distillation", len(base), folds) + "\n" +
+          common.markdown_table(["alpha", "PFD NDCG@8"] + common.change_header("no-distillation", 8) +
+                                ["(1-a) teacher loss / (a data loss), median"], rows))
 
 
 def plot(res: dict, path: str) -> None:

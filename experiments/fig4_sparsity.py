@@ -42,7 +42,8 @@ def run(cfg: common.Config) -> dict:
     rows = {k: np.concatenate(v) for k, v in rows.items()}
     base = rows["no_distill"][:, 0].mean()
     out["taus"][str(tau)] = dict(positive_groups_pct=float(np.mean(pos)), rows=rows,
-                                 relative={k: common.ratio(v[:, 0].mean(), base) for k, v in rows.items()})
+                                 relative={k: common.ratio(v[:, 0].mean(), base) for k, v in rows.items()},
+                                 comparisons=common.compare(rows, "no_distill"))
   out["seconds"] = time.time() - t0
   return out
 
@@ -52,15 +53,23 @@ def to_markdown(res: dict) -> str:
   rows = []
   for tau, r in res["taus"].items():
     nd = r["rows"]
+    cmp = r.get("comparisons") or common.compare(nd, "no_distill")
+    runs = len(nd["no_distill"])
     rows.append([tau, f"{r['positive_groups_pct']:.1f}%"] +
                 [f"{np.asarray(nd[k])[:, 0].mean():.3f} ("
                  + ("n/a" if r['relative'][k] is None else f"{r['relative'][k]:.3f}") + ")"
-                 for k in ("no_distill", "self_distill", "pfd_teacher", "pfd")])
+                 for k in ("no_distill", "self_distill", "pfd_teacher", "pfd")] +
+                [common.change_cell(cmp["self_distill"])] + common.change_cells(cmp["pfd"], runs // cfg["run"]["seeds"]))
+  runs = len(next(iter(res["taus"].values()))["rows"]["no_distill"])
   return (f"# Figure 4: gains against label sparsity ({common.title(cfg)})\n\nTest NDCG@8 (relative to "
           f"no-distillation), mean over folds x {cfg['run']['seeds']} seeds, {cfg['train']['epochs']} epochs; "
-          f"{res['seconds']:.0f} s."
-          "\n\n" + common.markdown_table(["tau_target", "positive train groups", "no-distillation",
-                                          "self-distillation", "PFD teacher*", "PFD student"], rows))
+          f"{res['seconds']:.0f} s.\n" + common.stats_note("no-distillation (of the same tau)", runs,
+                                                          max(1, runs // cfg["run"]["seeds"])) +
+          "\n" + common.markdown_table(["tau_target", "positive train groups", "no-distillation",
+                                        "self-distillation", "PFD teacher*", "PFD student",
+                                        "self-distillation vs no-distillation (runs)",
+                                        "PFD vs no-distillation (runs)", "PFD: " + common.change_header("", 8)[1]],
+                                       rows))
 
 
 def plot(res: dict, path: str) -> None:

@@ -60,25 +60,31 @@ def run(cfg: common.Config) -> dict:
   for tp, r in per.items():
     st, te = np.concatenate(r["student"]), np.concatenate(r["teacher"])
     out["tau_privs"][str(tp)] = dict(corr=float(np.mean(r["corr"])), teacher=te, student=st,
-                                     student_rel=common.ratio(st[:, 0].mean(), base[:, 0].mean()))
+                                     student_rel=common.ratio(st[:, 0].mean(), base[:, 0].mean()),
+                                     comparison=common.compare(dict(base=base, pfd=st), "base")["pfd"])
   out["seconds"] = time.time() - t0
   return out
 
 
 def to_markdown(res: dict) -> str:
   cfg, base = res["config"], np.asarray(res["no_distill"])
+  folds = max(1, len(base) // cfg["run"]["seeds"])
   rows = [[tp, f"{r['corr']:.3f}", f"{np.asarray(r['teacher'])[:, 0].mean():.3f} ± {np.asarray(r['teacher'])[:, 0].std():.3f}",
            f"{np.asarray(r['student'])[:, 0].mean():.3f} ± {np.asarray(r['student'])[:, 0].std():.3f}",
-           "n/a" if r["student_rel"] is None else f"{r['student_rel']:.3f}"] for tp, r in res["tau_privs"].items()]
+           "n/a" if r["student_rel"] is None else f"{r['student_rel']:.3f}"] +
+          common.change_cells(r.get("comparison") or common.compare(dict(base=base, pfd=np.asarray(r["student"])),
+                                                                    "base")["pfd"], folds)
+          for tp, r in res["tau_privs"].items()]
   best = max(res["tau_privs"].items(), key=lambda kv: np.asarray(kv[1]["student"])[:, 0].mean())
   top = max(res["tau_privs"].items(), key=lambda kv: kv[1]["corr"])
   return (f"# Figure 5: PFD against corr(z, y) ({common.title(cfg)})\n\nNo-distillation NDCG@8 "
           f"{base[:, 0].mean():.3f} ± {base[:, 0].std():.3f}; mean ± std over folds x {cfg['run']['seeds']} seeds; "
           f"{res['seconds']:.0f} s. Best student at tau_priv = {best[0]} (corr {best[1]['corr']:.3f}); the most "
           f"correlated z (tau_priv = {top[0]}, corr {top[1]['corr']:.3f}) gives "
-          f"{np.asarray(top[1]['student'])[:, 0].mean():.3f}.\n\n" +
+          f"{np.asarray(top[1]['student'])[:, 0].mean():.3f}.\n" +
+          common.stats_note("no-distillation", len(base), folds) + "\n" +
           common.markdown_table(["tau_priv", "corr(z, y)", "PFD teacher* NDCG@8", "PFD student NDCG@8",
-                                 "student / no-distillation"], rows))
+                                 "student / no-distillation"] + common.change_header("no-distillation", 8), rows))
 
 
 def plot(res: dict, path: str) -> None:

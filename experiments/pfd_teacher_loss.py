@@ -44,7 +44,8 @@ def run(cfg: common.Config) -> dict:
       st = f.rows(f"pfd_{name}", "x", tc, lambda: distill.train_student(f.keys, tc, f.dd, logits,
                                                                         f.log(f"pfd {name}")))
       rows[name].append(st.best["test"])
-  return {"config": cfg, "env": common.environment(), "rows": {k: np.concatenate(v) for k, v in rows.items()},
+  rows = {k: np.concatenate(v) for k, v in rows.items()}
+  return {"config": cfg, "env": common.environment(), "rows": rows, "comparisons": common.compare(rows, "no_distill"),
           "seconds": time.time() - t0}
 
 
@@ -61,7 +62,7 @@ def to_markdown(res: dict) -> str:
           f"epoch on {tr['select_on']}; [NDCG@8 change vs no-distillation]; affine g = max({tr['transform_a']} t"
           f" + {tr['transform_b']}, 0); top-K: K = {tk['k']}, {tk['scheme']} weights, lambda = {tk['lam']}, "
           f"mu = {tk['mu']}, eps = {tk['eps']}. {res['seconds']:.0f} s.\n\n"
-          + common.mean_std_table(rows, labels))
+          + common.mean_std_table(rows, labels, reference="no_distill", seeds=cfg['run']['seeds']))
 
 
 def plot(res: dict, path: str) -> None:

@@ -86,8 +86,13 @@ def run(cfg: common.Config) -> dict:
                           ms_per_1000_docs=scoring_ms_per_1000(tc, res.params, test), hidden=tc.hidden)
   rows = {name: {m: np.concatenate([f[m] for f in per_fold]) for m in per_fold[0]} for name, per_fold in rows.items()}
   return {"config": cfg, "env": common.environment(), "data": ds.config, "topk": dataclasses.asdict(tc_s.topk),
-          "rows": rows,
+          "rows": rows, "comparisons": comparisons(rows),
           "info": info, "seconds": time.time() - t0}
+
+
+def comparisons(rows: dict) -> dict:
+  """Every model's test NDCG@10 against the student trained alone, paired by (fold, seed) run."""
+  return common.compare({n: np.asarray(v["NDCG@10"])[:, None] for n, v in rows.items()}, "student")
 
 
 def to_markdown(res: dict) -> str:
@@ -96,11 +101,14 @@ def to_markdown(res: dict) -> str:
   metrics = list(rows[names[0]])
   p_teacher = info["teacher"]["params"]
   body = []
+  ref = "student"
+  cmp = res.get("comparisons") or comparisons(rows)
+  folds = max(1, len(rows[ref]["NDCG@10"]) // cfg["run"]["seeds"])
   for n in names:
     label = {"teacher": "Teacher", "student": "Student alone"}.get(n, f"RD student, {SCHEME_NAMES.get(n, n)}")
     cells = [f"{np.mean(rows[n][m]):.4f} ± {np.std(rows[n][m]):.4f}" for m in metrics]
     body.append([label, f"{info[n]['params']:,} ({info[n]['params'] / p_teacher:.2f})",
-                 f"{info[n]['ms_per_1000_docs']:.3f}"] + cells)
+                 f"{info[n]['ms_per_1000_docs']:.3f}"] + cells + common.change_cells(cmp.get(n), folds))
   tk = res["topk"]
   o, tr = cfg["options"], cfg["train"]
   return (f"# Ranking Distillation on {cfg['data']['dataset']} ({cfg['run']['loss']} data loss)\n\n"
@@ -109,8 +117,10 @@ def to_markdown(res: dict) -> str:
           f"warm-up {tk['warmup'] if tk['warmup'] is not None else tr['epochs'] // 2} epochs. Mean ± std over "
           f"folds x {cfg['run']['seeds']} seeds, {tr['epochs']} epochs, best epoch by NDCG@10 on {tr['select_on']}; "
           f"scoring time = one model on the whole test split. {res['seconds']:.0f} s on {res['env']['backend']} "
-          f"({res['env']['cpus']} CPUs).\n\n" +
-          common.markdown_table(["Model", "#params (ratio)", "ms / 1,000 docs"] + metrics, body))
+          f"({res['env']['cpus']} CPUs).\n" + common.stats_note("the student alone", len(rows[ref]["NDCG@10"]),
+                                                             folds, 10) + "\n" +
+          common.markdown_table(["Model", "#params (ratio)", "ms / 1,000 docs"] + metrics +
+                                common.change_header("student alone", 10), body))
 
 
 def plot(res: dict, path: str) -> None:

@@ -15,7 +15,8 @@ pointwise (MSE, Eq. 12) or listwise (softmax) distillation loss; g is the affine
 
   * Table 2: {pointwise, listwise} teacher alone ("/"), and with {pointwise, listwise} distillation;
   * Table 3: the listwise teacher (a = 0), SDR (a = --sdr_a), teacher-only objective (a = 1);
-  * Figure 3 left: SDR with the softmax transform exp(t_i / T) / sum_j exp(t_j / T) for T in --temperatures.
+  * Figure 3 left: SDR with the softmax transform exp(t_i / T) / sum_j exp(t_j / T) for T in --temperatures
+    (all temperatures x seeds trained side by side in one program).
 
 NDCG@1, 5, 10 (gain 2^rel - 1) on test; the best epoch is chosen by NDCG@5 on --select_on. Writes
 results/sdr/<dataset>/{results.json, table.md, sdr.png}.
@@ -42,17 +43,24 @@ SHOW = (1, 5, 10)      # table column order
 TEACHER_LOSS = {"pointwise": "mse", "listwise": "softmax"}
 
 
+def row_name(name: str) -> str:
+  """A table row's saved-row name: 'listwise -> pointwise' -> 'listwise_to_pointwise'."""
+  return name.replace(" -> ", "_to_").replace(" = ", "").replace(" ", "_").strip("()")
+
+
 def run(cfg: common.Config) -> dict:
   t0 = time.time()
   a = cfg.options.sdr_a
   rows, order = {}, []
 
-  def add(name, tc, train):
-    res = store(name.replace(" -> ", "_to_").replace(" = ", "").replace(" ", "_").strip("()"), "x", tc, train)
+  def record(name, res):
     rows.setdefault(name, []).append(res.best["test"][:, [KS.index(k) for k in SHOW]])
     if name not in order:
       order.append(name)
     return res
+
+  def add(name, tc, train):
+    return record(name, store(row_name(name), "x", tc, train))
 
   for fold in common.folds_of(cfg.data):
     ds = D.with_graded_labels(common.load_dataset(dataclasses.replace(cfg.data, num_privileged=0, privileged=""),
@@ -74,32 +82,59 @@ def run(cfg: common.Config) -> dict:
     lw0 = dataclasses.replace(lw, alpha=0.0)
     add("teacher-only objective (a = 1)", lw0, lambda: distill.train_student(keys, lw0, dd, logits["listwise"],
                                                                              log("a=1")))
-    for temp in cfg.options.temperatures:
-      tct = dataclasses.replace(lw, teacher_transform="softmax", temperature=temp)
-      add(f"softmax transform T = {temp}", tct,
-          lambda: distill.train_student(keys, tct, dd, logits["listwise"], log(f"softmax T={temp}")))
-  return {"config": cfg, "env": common.environment(), "data": ds.config, "order": order,
-          "rows": {k: np.concatenate(v) for k, v in rows.items()}, "seconds": time.time() - t0}
+    # Figure 3 (left): every temperature x seed trained side by side in one program.
+    sweep = [dict(teacher_transform="softmax", temperature=t) for t in cfg.options.temperatures]
+    names = [f"softmax transform T = {t}" for t in cfg.options.temperatures]
+    trained = store.many([(row_name(n), "x", dataclasses.replace(lw, **v)) for n, v in zip(names, sweep)],
+                         lambda: distill.train_student(keys, lw, dd, logits["listwise"], log("softmax T sweep"),
+                                                       variants=sweep))
+    for n, res in zip(names, trained):
+      record(n, res)
+  rows = {k: np.concatenate(v) for k, v in rows.items()}
+  return {"config": cfg, "env": common.environment(), "data": ds.config, "order": order, "rows": rows,
+          "comparisons": comparisons(rows), "seconds": time.time() - t0}
+
+
+def compare_to(rows: dict, names: list, base: str) -> dict:
+  return common.compare({n: np.asarray(rows[n]) for n in names}, base, col=SHOW.index(5))
+
+
+def comparisons(rows: dict) -> dict:
+  """{reference row: its comparisons}: every row against the teacher of its table (NDCG@5, paired by run)."""
+  out = {}
+  for base in ("pointwise teacher", "listwise teacher"):
+    if base in rows:
+      out[base] = compare_to(rows, [n for n in rows if n.startswith(base.split()[0])], base)
+      if base == "listwise teacher":
+        out[base].update(compare_to(rows, [base] + [n for n in rows if n.startswith(("softmax", "teacher-only"))],
+                                    base))
+  return out
 
 
 def to_markdown(res: dict) -> str:
   cfg, rows = res["config"], {k: np.asarray(v) for k, v in res["rows"].items()}
 
+  runs = len(next(iter(rows.values())))
+  folds = max(1, runs // cfg["run"]["seeds"])
+
   def table(names, base):
     body = []
+    cmp = (res.get("comparisons") or comparisons(rows)).get(base) or compare_to(rows, names, base)
     for n in names:
       m, s, b = rows[n].mean(0), rows[n].std(0), rows[base].mean(0)
       cells = [common.fmt_pm(x, e, 4) + ("" if n == base else f" ({common.fmt_change(x, bb)})")
                for x, e, bb in zip(m, s, b)]
-      body.append([n] + cells)
-    return common.markdown_table(["teacher -> distillation loss"] + [f"NDCG@{k}" for k in SHOW], body)
+      body.append([n] + cells + common.change_cells(cmp.get(n), folds))
+    return common.markdown_table(["teacher -> distillation loss"] + [f"NDCG@{k}" for k in SHOW] +
+                                 common.change_header("the first row", 5), body)
 
   tr, a = cfg["train"], cfg["options"]["sdr_a"]
   head = (f"# SDR on {cfg['data']['dataset']} (graded labels, all features, same-size student)\n\n"
           f"Mean ± std over folds x {cfg['run']['seeds']} seeds, {tr['epochs']} epochs, best epoch by NDCG@5 on "
           f"{tr['select_on']}; a = {a} (alpha = {1 - a}); affine g = max({tr['transform_a']}"
           f" t + {tr['transform_b']}, 0). Student rows: change against their own teacher. {res['seconds']:.0f} s "
-          f"on {res['env']['backend']} ({res['env']['cpus']} CPUs).\n\n")
+          f"on {res['env']['backend']} ({res['env']['cpus']} CPUs).\n" +
+          common.stats_note("the first row of each table", runs, folds, 5) + "\n")
   t2 = ["pointwise teacher", "pointwise -> pointwise", "pointwise -> listwise"]
   t2b = ["listwise teacher", "listwise -> pointwise", "listwise -> listwise"]
   t3 = ["listwise teacher", "listwise -> listwise", "teacher-only objective (a = 1)"]

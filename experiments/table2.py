@@ -16,6 +16,8 @@ import numpy as np
 
 from experiments import common
 from pfd_jax import distill
+from pfd_jax import stats
+from pfd_jax import train as T
 from pfd_jax.config import option
 
 
@@ -41,14 +43,32 @@ def run(cfg: common.Config) -> dict:
       store = common.Rows(cfg, ds, fold, loss)
       rows = distill.run_methods(keys, tc, dd, cfg.options.methods, common.progress(f"[{loss} fold{fold}]", tc.epochs),
                                  fit=lambda row, view, train: store(row, view, tc, train))
+      # Per test list NDCG@8 of each row's best-epoch models, averaged over seeds: the query-level comparison.
+      lists = {name: T.per_list_ndcg(tc, r.params, dd.eval_sets["test"], ROW_VIEW[name]) for name, r in rows.items()}
       per_fold[f"fold{fold}"] = dict(
           data=ds.config, train_groups=dd.num_train_groups, positive_train_groups=dd.num_positive_groups,
           seconds=time.time() - t0,
-          rows={name: dict(best=r.best, best_epoch=r.best_epoch, curves=r.curves, loss=r.loss, seconds=r.seconds)
-                for name, r in rows.items()})
-    out["losses"][loss] = dict(train_config=cfg.train_config(loss).record(), folds=per_fold)
+          rows={name: dict(best=r.best, best_epoch=r.best_epoch, curves=r.curves, loss=r.loss, seconds=r.seconds,
+                           test_lists=lists[name][0].mean(0)) for name, r in rows.items()},
+          test_lists_valid=lists["no_distill"][1])
+    lr = out["losses"][loss] = dict(train_config=cfg.train_config(loss).record(), folds=per_fold)
+    lr["comparisons"] = comparisons(lr)
   out["seconds"] = time.time() - t_all
   return out
+
+
+def comparisons(loss_res: dict) -> dict:
+  """Every row against no-distillation, paired: by (fold, seed) run ('runs') and by test query pooled over
+  folds, each query's NDCG@8 averaged over seeds ('queries'; lists with a positive)."""
+  valid = np.concatenate([np.asarray(f["test_lists_valid"], bool) for f in loss_res["folds"].values()])
+  per_query = {}
+  for f in loss_res["folds"].values():
+    for name, r in f["rows"].items():
+      per_query.setdefault(name, []).append(np.asarray(r["test_lists"]))
+  per_query = {k: np.concatenate(v) for k, v in per_query.items()}
+  return dict(runs=common.compare(aggregate(loss_res), "no_distill"),
+              queries={k: common.comparison_record(stats.per_query(v, per_query["no_distill"], valid))
+                       for k, v in per_query.items() if k != "no_distill"})
 
 
 def aggregate(loss_res: dict, split: str = "test") -> dict:
@@ -84,13 +104,22 @@ def to_markdown(res: dict) -> str:
                  f"{fold0['positive_train_groups']}/{fold0['train_groups']} positive train groups (fold "
                  f"{list(lr['folds'])[0][4:]})\n\n")
     table = []
+    cmp = lr.get("comparisons") or comparisons(lr)
+    folds = len(lr["folds"])
     for name in ROW_ORDER:
       if name not in pooled:
         continue
       v = pooled[name]
       cells = [f"{common.fmt_pm(m, s)} ({common.fmt_change(m, b)})" for m, s, b in zip(v.mean(0), v.std(0), base)]
-      table.append([ROW_NAMES[name]] + cells)
-    parts.append(common.markdown_table(["Training method"] + [f"NDCG@{k}" for k in ks], table))
+      runs = common.change_cells(cmp["runs"].get(name), folds)
+      table.append([ROW_NAMES[name]] + cells + runs[:1] + [common.change_cell(cmp["queries"].get(name))] + runs[1:])
+    n_q = next(iter(cmp["queries"].values()), {}).get("n", 0)
+    parts.append(common.stats_note("no-distillation", len(pooled["no_distill"]), folds, ks[0]) +
+                 f"Per query: the same over the {n_q} test queries with a positive (pooled over folds), each "
+                 "query's NDCG@8 averaged over seeds.\n\n")
+    runs_head, seeds_head = common.change_header("no-distillation", ks[0])
+    parts.append(common.markdown_table(["Training method"] + [f"NDCG@{k}" for k in ks] +
+                                       [runs_head, f"NDCG@{ks[0]} vs no-distillation (queries)", seeds_head], table))
   return "".join(parts)
 
 

@@ -81,19 +81,25 @@ def run(cfg: common.Config) -> dict:
   return {"config": cfg, "env": common.environment(), "simulator": ds.config,
           "positive_train_sessions_pct": 100.0 * dd.num_positive_groups / dd.num_train_groups,
           "privileged_corr": {n: float(np.corrcoef(sim.z[:, j], sim.y)[0, 1]) for j, n in enumerate(logs.PRIVILEGED)},
-          "rows": {k: r.best["test"] for k, r in res.items()}, "seconds": time.time() - t0}
+          "rows": {k: r.best["test"] for k, r in res.items()},
+          "comparisons": common.compare({k: r.best["test"] for k, r in res.items()}, "no_distill"),
+          "seconds": time.time() - t0}
 
 
 def to_markdown(res: dict) -> str:
   cfg = res["config"]
   base = np.asarray(res["rows"]["no_distill"]).mean(0)
-  rows = [[label] + [f"{m / b:.3f}" for m, b in zip(np.asarray(res["rows"][k]).mean(0), base)] for k, label in ROWS]
+  cmp = res.get("comparisons") or common.compare(res["rows"], "no_distill")
+  rows = [[label] + [f"{m / b:.3f}" for m, b in zip(np.asarray(res["rows"][k]).mean(0), base)] +
+          common.change_cells(cmp.get(k)) for k, label in ROWS]
   corr = ", ".join(f"{k} {v:+.2f}" for k, v in res["privileged_corr"].items())
   return (f"# Table 3 on simulated logs ({cfg['run']['loss']})\n\nPurchase NDCG@k at each row's best epoch, mean over "
           f"{cfg['run']['seeds']} seeds, scaled to the baseline (absolute baseline NDCG@8/16/32: "
           f"{' / '.join(f'{b:.3f}' for b in base)}). {res['positive_train_sessions_pct']:.1f}% of training "
-          f"sessions have a purchase; corr with purchase: {corr}. {res['seconds']:.0f} s.\n\n" +
-          common.markdown_table(["Model", "NDCG@8", "NDCG@16", "NDCG@32"], rows))
+          f"sessions have a purchase; corr with purchase: {corr}. {res['seconds']:.0f} s.\n" +
+          common.stats_note("the baseline", len(res["rows"]["no_distill"]), 1) + "\n" +
+          common.markdown_table(["Model", "NDCG@8", "NDCG@16", "NDCG@32"] + common.change_header("baseline", 8),
+                                rows))
 
 
 def plot(res: dict, path: str) -> None:

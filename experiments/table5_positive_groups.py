@@ -29,15 +29,17 @@ def run(cfg: common.Config) -> dict:
       st = f.rows(f"pfd_{groups}", "x", tcg, lambda: distill.train_student(f.keys, tcg, f.dd, targets,
                                                                           f.log(f"pfd_{groups}")))
       rows[f"pfd_{groups}"].append(st.best["test"])
-  return {"config": cfg, "env": common.environment(), "rows": {k: np.concatenate(v) for k, v in rows.items()},
-          "seconds": time.time() - t0}
+  rows = {k: np.concatenate(v) for k, v in rows.items()}
+  return {"config": cfg, "env": common.environment(), "rows": rows, "comparisons": common.compare(rows, "no_distill"),
+          "all_vs_positive": common.compare(rows, "pfd_positive")["pfd_all"], "seconds": time.time() - t0}
 
 
 def to_markdown(res: dict) -> str:
   cfg = res["config"]
   return (f"# Table 5: data loss on positive vs all query groups ({common.title(cfg)})\n\nMean ± std "
           f"over folds x {cfg['run']['seeds']} seeds, {cfg['train']['epochs']} epochs; {res['seconds']:.0f} s.\n\n" +
-          common.mean_std_table(res["rows"], ROWS))
+          common.mean_std_table(res["rows"], ROWS, reference="no_distill", seeds=cfg["run"]["seeds"]) +
+          "\nPFD, all vs positive query groups: " + common.change_cell(res["all_vs_positive"]) + "\n")
 
 
 def plot(res: dict, path: str) -> None:

@@ -90,10 +90,12 @@ def teacher_targets(cfg: train_lib.TrainConfig, teachers: Sequence[tuple], dd: D
 
 
 def train_student(keys, cfg: train_lib.TrainConfig, dd: DeviceData, targets: list,
-                  log_fn: Optional[Callable] = None, alphas: Optional[Sequence[float]] = None):
+                  log_fn: Optional[Callable] = None, variants: Optional[Sequence[dict]] = None):
   """A student on x over all training groups with Eq. 1 against `targets` (see teacher_targets); with
-  `alphas`, one student per alpha trained side by side in one program (a list of results)."""
-  return train_lib.train(keys, cfg, dd.train_all, "x", dd.eval_sets, teacher=targets, log_fn=log_fn, alphas=alphas)
+  `variants` (e.g. ``[{"alpha": a} for a in alphas]``), one student per variant trained side by side in one
+  program (a list of results; :func:`pfd_jax.train.train`)."""
+  return train_lib.train(keys, cfg, dd.train_all, "x", dd.eval_sets, teacher=targets, log_fn=log_fn,
+                         variants=variants)
 
 
 def num_rows(methods: Sequence[str]) -> int:

@@ -189,6 +189,11 @@ def _teacher_loss_fn(cfg: TrainConfig, key, labels, hybrid_on):
   return functools.partial(fn, pairs=cfg.ranknet_pairs) if name == "ranknet" else fn
 
 
+# Settings a sweep may vary inside one program (train(variants=...)): the per-model alpha and the teacher
+# transform, which turns teacher logits into targets before training. _step_key normalises them away.
+SWEEPABLE = ("alpha", "teacher_transform", "transform_a", "transform_b", "temperature")
+
+
 def _step_key(cfg: TrainConfig) -> TrainConfig:
   """The settings a training step is compiled for: those it does not need at trace time (alpha, epochs,
   selection, the teacher transform, the top-K warm-up) normalised away, so an alpha or temperature sweep
@@ -315,7 +320,8 @@ def _scoring(hidden: int, layers: int, ks: tuple):
       cnt = cnt + jnp.sum(valid)
     return tot, cnt
 
-  return dict(predict=jax.jit(jax.vmap(predict, in_axes=(0, None))), ndcg_sums=jax.jit(ndcg_sums))
+  return dict(predict=jax.jit(jax.vmap(predict, in_axes=(0, None))), ndcg_sums=jax.jit(ndcg_sums),
+              per_list=jax.jit(per_list))
 
 
 def _mean_ndcg(cfg: TrainConfig, params, triples, num_lists: int) -> jax.Array:
@@ -426,9 +432,9 @@ class _Placement:
 def train(key, cfg: TrainConfig, train_buckets: list, view: str, eval_sets: dict, *,
           teacher: Optional[list] = None, num_seeds: Optional[int] = None,
           log_fn: Optional[Callable] = None, init_params=None, program: Optional[str] = None,
-          alphas: Optional[Sequence[float]] = None, _alpha=None):
+          variants: Optional[Sequence[dict]] = None, _alpha=None):
   """Trains `S` models (one per seed) and keeps each one's best epoch. Returns a :class:`TrainResult`
-  (a list of them with `alphas`).
+  (a list of them with `variants`).
 
   Args:
     key: PRNG key [S] (one per seed) from ``jax.random.split``; the same keys give the same bits.
@@ -443,18 +449,28 @@ def train(key, cfg: TrainConfig, train_buckets: list, view: str, eval_sets: dict
       state starts fresh. None initialises from the keys.
     program: 'epoch' (one compiled call per epoch: :func:`_epoch_program`; the default on one device) or
       'steps' (one call per batch from a host loop; the default, and the only form, on a device mesh).
-    alphas: an Eq. 1 sweep trained in one program: A x S models (alpha a with seed s's key and teacher), and
-      a list of A :class:`TrainResult` is returned, each equal to the run with cfg.alpha = a.
+    variants: a sweep of the teacher term trained in one program: V dicts of :data:`SWEEPABLE` settings
+      (e.g. ``[{"alpha": 0.2}, {"alpha": 0.9}]`` or ``[{"teacher_transform": "softmax", "temperature": t}]``)
+      give V x S models (variant v with seed s's key and teacher), and a list of V :class:`TrainResult` is
+      returned, each equal to the run with ``dataclasses.replace(cfg, **variants[v])``. Alpha is a traced
+      per-model argument of the step and each variant's teacher targets are computed before training, so
+      every variant shares one compiled program.
   """
-  if alphas is not None:
+  if variants is not None:
     if teacher is None:
-      raise ValueError("alphas weigh the teacher term: give a teacher")
+      raise ValueError("variants change the teacher term: give a teacher")
+    bad = sorted({k for v in variants for k in v} - set(SWEEPABLE))
+    if bad:
+      raise ValueError(f"variants may set only {SWEEPABLE} (the settings one compiled step serves), got {bad}")
+    cfgs = [dataclasses.replace(cfg, **v) for v in variants]
     keys = key if num_seeds is None else jax.random.split(key, num_seeds)
-    s, a = keys.shape[0], len(alphas)
+    s, a = keys.shape[0], len(cfgs)
     tile = lambda t: jnp.concatenate([t] * a, axis=0)
-    res = train(tile(keys), cfg, train_buckets, view, eval_sets, teacher=[tile(t) for t in teacher], log_fn=log_fn,
+    inputs = [jnp.concatenate([teacher_inputs(c, t, b) for c in cfgs], axis=0) for t, b in zip(teacher, train_buckets)]
+    alpha = jnp.repeat(jnp.asarray([c.alpha for c in cfgs], jnp.float32), s)
+    res = train(tile(keys), cfg, train_buckets, view, eval_sets, teacher=inputs, log_fn=log_fn,
                 init_params=None if init_params is None else jax.tree_util.tree_map(tile, init_params),
-                program=program, alphas=None, _alpha=jnp.repeat(jnp.asarray(alphas, jnp.float32), s))
+                program=program, _alpha=alpha)
     part = lambda x, i: x[i * s:(i + 1) * s]
     return [TrainResult(params=jax.tree_util.tree_map(lambda x: part(x, i), res.params),
                         curves={k: part(v, i) for k, v in res.curves.items()}, loss=part(res.loss, i),
@@ -480,7 +496,7 @@ def train(key, cfg: TrainConfig, train_buckets: list, view: str, eval_sets: dict
   fns = _compiled(cfg, teacher is not None, steps_per_epoch)
   feats = [features(b, view) for b in train_buckets]
   data_w = [b["pos"] if cfg.data_groups == "positive" else jnp.ones_like(b["pos"]) for b in train_buckets]
-  if teacher is not None:
+  if teacher is not None and _alpha is None:  # (a sweep's targets come ready, one variant's per model)
     teacher = [teacher_inputs(cfg, t, b) for t, b in zip(teacher, train_buckets)]
   if _alpha is None:
     _alpha = jnp.full((s_count,), cfg.alpha if teacher is not None else 1.0, jnp.float32)
@@ -564,6 +580,17 @@ def _table_fn(hidden: int, layers: int, ks: tuple):
   model = MLP(hidden=hidden, layers=layers)
   fn = lambda params, f, y, m: metrics_lib.metric_table(model.apply(params, f), y, m, ks)
   return jax.jit(jax.vmap(fn, in_axes=(0, None, None, None)))
+
+
+def per_list_ndcg(cfg: TrainConfig, params, es: EvalSet, view: str) -> tuple:
+  """(NDCG@ks[0] of every list [S, Q], has-a-positive [Q]) of S seed-stacked models on an :class:`EvalSet`,
+  lists in bucket order (the same order for every model on the same set: rows pair by position)."""
+  fn = _scoring(cfg.hidden, cfg.layers, tuple(cfg.ks))["per_list"]
+  vals, valid = [], []
+  for b in es.buckets:
+    vals.append(np.asarray(fn(params, features(b, view), b["y"], b["mask"]))[:, 0])  # [S, K, Q_b] -> [S, Q_b]
+    valid.append(np.asarray(metrics_lib.has_relevant(b["y"], b["mask"])))
+  return np.concatenate(vals, -1), np.concatenate(valid)
 
 
 def evaluate(cfg: TrainConfig, params, es: EvalSet, view: str, z_override=None) -> np.ndarray:

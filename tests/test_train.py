@@ -118,9 +118,26 @@ def test_alphas_vmapped_equal_separate_runs(tiny_device):
   keys = jax.random.split(jax.random.PRNGKey(5), 2)
   teacher = distill.train_on_data(keys, cfg, tiny_device, "xz")
   targets = distill.teacher_targets(cfg, [(teacher, "xz")], tiny_device)
-  together = distill.train_student(keys, cfg, tiny_device, targets, alphas=(0.2, 0.9))
+  together = distill.train_student(keys, cfg, tiny_device, targets, variants=[dict(alpha=0.2), dict(alpha=0.9)])
   for a, res in zip((0.2, 0.9), together):
     alone = distill.train_student(keys, dataclasses.replace(cfg, alpha=a), tiny_device, targets)
     np.testing.assert_allclose(res.loss, alone.loss, rtol=1e-5)
     np.testing.assert_allclose(res.curves["test"], alone.curves["test"], rtol=1e-5, atol=1e-6)
   assert not np.allclose(together[0].loss, together[1].loss)
+
+
+def test_temperature_variants_vmapped_equal_separate_runs(tiny_device):
+  """SDR's softmax-transform temperature sweep in one program equals one run per temperature."""
+  cfg = T.TrainConfig(loss="softmax", epochs=2, batch_size=16, hidden=16, layers=3, alpha=0.5)
+  keys = jax.random.split(jax.random.PRNGKey(3), 2)
+  teacher = distill.train_on_data(keys, cfg, tiny_device, "xz")
+  targets = distill.teacher_targets(cfg, [(teacher, "xz")], tiny_device)
+  sweep = [dict(teacher_transform="softmax", temperature=t) for t in (0.1, 5.0)]
+  together = distill.train_student(keys, cfg, tiny_device, targets, variants=sweep)
+  for v, res in zip(sweep, together):
+    alone = distill.train_student(keys, dataclasses.replace(cfg, **v), tiny_device, targets)
+    np.testing.assert_allclose(res.loss, alone.loss, rtol=1e-5)
+    np.testing.assert_allclose(res.curves["test"], alone.curves["test"], rtol=1e-5, atol=1e-6)
+  assert not np.allclose(together[0].loss, together[1].loss)
+  with pytest.raises(ValueError, match="variants may set only"):
+    distill.train_student(keys, cfg, tiny_device, targets, variants=[dict(lr=0.1)])

@@ -1,0 +1,159 @@
+r"""Paired comparisons of two table rows: confidence intervals, tests and power (NumPy + SciPy).
+
+Every row of a pfd_jax table is trained on the same (fold, seed) runs: seed s of the baseline, of each
+teacher and of each student share their PRNG key (common random numbers) and every fold's data. A row and
+its reference are therefore *paired*, and the paired difference d_i = a_i - b_i removes what the two runs
+share (the data draw, the initialisation, the batch order), which two overlapping standard deviations cannot.
+
+Two units of analysis:
+
+* **runs** (:func:`paired`): one difference per (fold, seed) run of the headline metric;
+* **queries** (:func:`per_query`): one difference per test query (pooled over folds), each the mean over
+  seeds of the two rows' per-list NDCG, the standard unit of IR significance testing; far more samples, but
+  they share the trained models, so they speak about these models on these queries, the runs about the
+  training procedure.
+
+For each: the mean difference and the relative change (difference / reference mean), a 95% confidence
+interval from the paired t distribution and from a seeded percentile bootstrap over pairs, and two-sided
+p-values of the paired t-test and of the Wilcoxon signed-rank test. :func:`runs_for_power` says how many
+paired runs a paired t-test needs to detect a given change with a given power.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Optional
+
+import numpy as np
+from scipy import stats as sps
+
+LEVEL = 0.95
+BOOTSTRAP = 10_000
+
+
+@dataclasses.dataclass(frozen=True)
+class Comparison:
+  """A row against its reference over n pairs (all numbers plain floats, JSON-ready via asdict)."""
+  unit: str             # "runs" or "queries"
+  n: int                # pairs
+  mean: float           # mean of the row
+  reference: float      # mean of the reference row
+  diff: float           # mean paired difference (row - reference)
+  sd: float             # standard deviation of the differences (ddof = 1)
+  rel: float            # diff / reference (nan when the reference mean is 0)
+  t_ci: tuple           # LEVEL interval of diff, paired t
+  boot_ci: tuple        # LEVEL interval of diff, percentile bootstrap over pairs
+  t_p: float            # two-sided paired t-test p-value
+  wilcoxon_p: float     # two-sided Wilcoxon signed-rank p-value (zero differences dropped)
+
+  @property
+  def rel_ci(self) -> tuple:
+    """The t interval relative to the reference mean (the reference mean taken as known)."""
+    return tuple(x / self.reference if self.reference else math.nan for x in self.t_ci)
+
+  @property
+  def significant(self) -> bool:
+    """Paired t-test p < 1 - LEVEL."""
+    return self.t_p < 1 - LEVEL
+
+
+def _t_test(d: np.ndarray) -> tuple:
+  """(CI, p) of the paired t-test on differences d; exact for a constant difference (sd = 0)."""
+  n, mean = d.size, float(d.mean())
+  if n < 2:
+    return (math.nan, math.nan), math.nan
+  sd = float(d.std(ddof=1))
+  if sd == 0.0:  # every pair moved by the same amount: the interval is that amount, no doubt about its sign
+    return (mean, mean), (1.0 if mean == 0.0 else 0.0)
+  se = sd / math.sqrt(n)
+  q = sps.t.ppf(0.5 + LEVEL / 2, n - 1)
+  p = 2 * sps.t.sf(abs(mean) / se, n - 1)
+  return (mean - q * se, mean + q * se), float(p)
+
+
+def _wilcoxon(d: np.ndarray) -> float:
+  if d.size == 0 or not np.any(d):
+    return 1.0 if d.size else math.nan
+  return float(sps.wilcoxon(d, zero_method="wilcox", alternative="two-sided").pvalue)
+
+
+def bootstrap_ci(d: np.ndarray, seed: int = 0, resamples: int = BOOTSTRAP) -> tuple:
+  """Percentile bootstrap LEVEL interval of mean(d), resampling the pairs; the same seed gives the same
+  interval."""
+  if d.size == 0:
+    return (math.nan, math.nan)
+  idx = np.random.default_rng(seed).integers(0, d.size, size=(resamples, d.size))
+  means = d[idx].mean(axis=1)
+  lo, hi = np.quantile(means, [0.5 - LEVEL / 2, 0.5 + LEVEL / 2])
+  return (float(lo), float(hi))
+
+
+def paired(a, b, *, unit: str = "runs", seed: int = 0) -> Comparison:
+  """Row `a` against reference `b`, paired element by element (same shape: [runs] or any shape, flattened)."""
+  a, b = np.asarray(a, np.float64).ravel(), np.asarray(b, np.float64).ravel()
+  if a.shape != b.shape:
+    raise ValueError(f"paired rows need the same runs: {a.size} vs {b.size} values")
+  d = a - b
+  ref = float(b.mean()) if b.size else math.nan
+  diff = float(d.mean()) if d.size else math.nan
+  t_ci, t_p = _t_test(d)
+  return Comparison(unit=unit, n=int(d.size), mean=float(a.mean()) if a.size else math.nan, reference=ref,
+                    diff=diff, sd=float(d.std(ddof=1)) if d.size > 1 else math.nan,
+                    rel=diff / ref if ref else math.nan, t_ci=t_ci, boot_ci=bootstrap_ci(d, seed), t_p=t_p,
+                    wilcoxon_p=_wilcoxon(d))
+
+
+def per_query(a, b, valid=None, *, seed: int = 0) -> Comparison:
+  """Per-query comparison: a, b [S, Q] per-list metrics of the two rows (seed s of both on the same Q test
+  queries); valid [Q] the queries to count (those with a positive). Each query's value is its mean over
+  seeds."""
+  a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+  if a.shape != b.shape:
+    raise ValueError(f"per-query rows need the same seeds and queries: {a.shape} vs {b.shape}")
+  a, b = a.reshape(-1, a.shape[-1]).mean(0), b.reshape(-1, b.shape[-1]).mean(0)
+  if valid is not None:
+    keep = np.asarray(valid, bool)
+    a, b = a[keep], b[keep]
+  return paired(a, b, unit="queries", seed=seed)
+
+
+def unpaired(a, b) -> tuple:
+  """(LEVEL interval of mean(a) - mean(b), p) of Welch's two-sample t-test: what one gets by ignoring the
+  pairing (for contrast; the tables use :func:`paired`)."""
+  a, b = np.asarray(a, np.float64).ravel(), np.asarray(b, np.float64).ravel()
+  va, vb = a.var(ddof=1) / a.size, b.var(ddof=1) / b.size
+  diff, se = a.mean() - b.mean(), math.sqrt(va + vb)
+  df = (va + vb) ** 2 / (va ** 2 / (a.size - 1) + vb ** 2 / (b.size - 1))
+  q = sps.t.ppf(0.5 + LEVEL / 2, df)
+  return (float(diff - q * se), float(diff + q * se)), float(2 * sps.t.sf(abs(diff) / se, df))
+
+
+def power(n: int, effect: float, sd: float, alpha: float = 1 - LEVEL) -> float:
+  """Power of a two-sided paired t-test with n pairs to detect a true mean difference `effect` when the
+  differences have standard deviation `sd` (noncentral t)."""
+  if n < 2:
+    return 0.0
+  if sd == 0.0:
+    return 1.0 if effect else alpha
+  df, nc = n - 1, abs(effect) / (sd / math.sqrt(n))
+  q = sps.t.ppf(1 - alpha / 2, df)
+  return float(sps.nct.sf(q, df, nc) + sps.nct.cdf(-q, df, nc))
+
+
+def runs_for_power(effect: float, sd: float, target: float = 0.8, alpha: float = 1 - LEVEL,
+                   limit: int = 100_000) -> Optional[int]:
+  """Fewest pairs n >= 2 with :func:`power` >= target (None beyond `limit`)."""
+  if not math.isfinite(sd) or effect == 0.0:
+    return None
+  lo, hi = 2, 2
+  while power(hi, effect, sd, alpha) < target:
+    if hi >= limit:
+      return None
+    lo, hi = hi, min(2 * hi, limit)
+  while lo < hi:  # power grows with n: bisect for the first n that reaches the target
+    mid = (lo + hi) // 2
+    if power(mid, effect, sd, alpha) >= target:
+      hi = mid
+    else:
+      lo = mid + 1
+  return hi
