@@ -38,6 +38,7 @@ import pfd_jax
 from pfd_jax import config as C
 from pfd_jax import data as D
 from pfd_jax import distill
+from pfd_jax import distributed
 from pfd_jax import serving
 from pfd_jax import stats
 from pfd_jax import train as T
@@ -79,6 +80,11 @@ class OutputConfig:
   run_dir: Optional[str] = option(None, "The run folder (set by the driver's main).", flag=False)
   compile_cache: str = option(os.path.join("cache", "jax"), "JAX's persistent compilation cache folder, so that "
                               "a second run of a driver skips compiling ('' = off).")
+  coordinator: str = option("", "Multi-process run: host:port of process 0 (or 'auto': the cluster's "
+                            "environment, e.g. SLURM); '' = one process. Every process reads only its share of "
+                            "the query groups; process 0 writes. Try it locally with experiments.launch.")
+  num_processes: int = option(1, "Multi-process run: how many processes take part.", lo=1)
+  process_id: int = option(0, "Multi-process run: this process's index (0 .. num_processes - 1).", lo=0)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -110,6 +116,10 @@ def config_from_json(d: dict, options: Optional[type] = None) -> Config:
   return C.from_dict(Config, d, **({"options": options} if options else {}))
 
 
+# Drivers that run as several processes (the others use host-side steps that read a whole split).
+MULTI_PROCESS = ("table2", "fig3_alpha", "alpha_robustness", "fig4_sparsity", "table5_positive_groups",
+                 "pfd_teacher_loss", "sdr")
+
 GROUPS = {"data": DataConfig, "train": TrainConfig, "run": RunConfig, "output": OutputConfig}
 
 
@@ -123,6 +133,7 @@ class Driver:
   the Config): a folder given by path must name its privileged features; rows(Config): how many models the
   run trains (progress); folder(Config): the run folder's label for drivers that read no dataset (default:
   the driver's name); write=False: a tool whose output is its own files (main only prints its summary).
+  Drivers named in MULTI_PROCESS run as several cooperating processes (--num_processes, :func:`start_processes`).
   """
   name: str
   run: Callable
@@ -283,19 +294,21 @@ def main(driver: Driver) -> None:
       _fail(f"{e}\n(python -m experiments.{driver.name} --help lists the flags)", 2)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # unwind (and say where to resume) on a kill
     try:
-      if "data" in driver.groups:
+      lead = start_processes(cfg, driver)
+      if "data" in driver.groups and lead:
         print(describe_data(cfg.data), flush=True)
       if not driver.write:
         print(driver.to_markdown(as_json(driver.run(cfg))))
         return
       use_compile_cache(cfg.output.compile_cache)
-      run_dir, prov = prepare_run(cfg, driver)
+      run_dir, prov = prepare_run(cfg, driver, write=lead)
       cfg = cfg.replace(output=dict(run_dir=run_dir))
       PROGRESS.start(driver.rows(cfg) if driver.rows else None)
       res = driver.run(cfg)
       res["provenance"] = prov
-      print(write_outputs(run_dir, res, driver))
-      print(f"wrote {run_dir} (also {os.path.join(os.path.dirname(run_dir), 'latest')})")
+      if lead:  # one writer: process 0
+        print(write_outputs(run_dir, res, driver))
+        print(f"wrote {run_dir} (also {os.path.join(os.path.dirname(run_dir), 'latest')})")
     except C.ConfigError as e:  # a setting that only the data could show wrong
       _fail(f"--{e}", 2)
     except (FileNotFoundError, D.DataError) as e:
@@ -308,6 +321,23 @@ def main(driver: Driver) -> None:
             else "interrupted", 130 if isinstance(e, KeyboardInterrupt) else 143)
 
   app.run(_main)
+
+
+def start_processes(cfg: Config, driver: Driver) -> bool:
+  """Joins the multi-process runtime when the output flags ask for it (before any JAX computation);
+  returns whether this process writes (process 0, or the only one)."""
+  o = cfg.output
+  if not o.coordinator and o.num_processes == 1:
+    return True
+  if driver.name not in MULTI_PROCESS:
+    raise C.ConfigError("num_processes", f"experiments.{driver.name} runs in one process only; multi-process "
+                        f"runs: {', '.join(MULTI_PROCESS)}")
+  if o.coordinator != "auto" and not o.process_id < o.num_processes:
+    raise C.ConfigError("process_id", f"{o.process_id} is not below --num_processes={o.num_processes}")
+  index, count = distributed.initialize(o.coordinator, o.num_processes, o.process_id)
+  logging.info("process %d of %d (%d local devices, %d in all)", index, count, jax.local_device_count(),
+               jax.device_count())
+  return index == 0
 
 
 def use_compile_cache(folder: str) -> None:
@@ -373,19 +403,26 @@ def folds_of(d: DataConfig) -> list:
 def load_dataset(d: DataConfig, fold: int = 1) -> D.Dataset:
   """Loads and preprocesses one fold as the data recipe `d` says."""
   name = d.dataset
+  comm = distributed.comm()  # several processes: each loads and keeps only its share of the groups
   raw = D.load_raw(name, d.data_dir, fold=fold, cache_dir=d.cache_dir or None,
-                   synthetic_kwargs=d.synthetic_kwargs() if name == "synthetic" else None)
+                   synthetic_kwargs=d.synthetic_kwargs() if name == "synthetic" else None, comm=comm)
   tau = SYNTHETIC_TAU if d.tau is None and name == "synthetic" else d.tau
   privileged = d.privileged_ids
   if privileged:
-    width = max(g.x.shape[1] for g in raw.values())
+    width = int(comm.max(max(g.x.shape[1] for g in raw.values())))
     bad = [i for i in privileged if i > width]
     if bad:
       raise C.ConfigError("privileged", f"feature ids {bad} are out of range; dataset {name!r} has features "
                           f"1..{width}")
-  return D.prepare(name, raw, t=d.t, tau=tau, num_privileged=d.num_privileged, min_docs=d.min_docs,
-                   query_norm=d.query_norm, log1p=d.log1p, seed=d.label_seed, labels=d.label_mode,
-                   positive_grade=d.positive_grade, privileged=privileged)
+  ds = D.prepare(name, raw, t=d.t, tau=tau, num_privileged=d.num_privileged, min_docs=d.min_docs,
+                 query_norm=d.query_norm, log1p=d.log1p, seed=d.label_seed, labels=d.label_mode,
+                 positive_grade=d.positive_grade, privileged=privileged, comm=comm)
+  if comm.count > 1:  # what this process holds, of the whole
+    held = {s: (g.num_queries, int(comm.sum(g.num_queries)), g.num_docs, int(comm.sum(g.num_docs)))
+            for s, g in ds.splits.items()}
+    logging.info("process %d of %d holds %s", comm.index, comm.count,
+                 "; ".join(f"{s} {q}/{qa} groups {n}/{na} documents" for s, (q, qa, n, na) in held.items()))
+  return ds
 
 
 def fold_setup(cfg: Config, loss: Optional[str] = None, fold: int = 1, ds: Optional[D.Dataset] = None,
@@ -446,15 +483,19 @@ class Rows:
     names = [row.replace(" ", "_").replace("/", "_") for row, _, _ in rows]
     paths = [os.path.join(self.store, n + ".msgpack") for n in names] if self.store else None
     PROGRESS.begin_row()
-    if paths and all(map(os.path.exists, paths)) and not self.cfg.run.restart:
+    comm = distributed.comm()
+    saved = bool(paths) and all(map(os.path.exists, paths)) and not self.cfg.run.restart
+    if comm.count > 1:  # load only if every process sees the saved rows, else all train (they must agree)
+      saved = int(comm.sum(int(saved))) == comm.count
+    if saved:
       results = [load_result(p) for p in paths]
       logging.info("%s %s: loaded from %s", PROGRESS.of(), ", ".join(r for r, _, _ in rows), os.path.dirname(paths[0]))
     else:
       results = train()  # the progress line shows the first row until they all end together
-      for p, r in zip(paths or (), results):
+      for p, r in zip(paths if comm.index == 0 else (), results):  # one writer: process 0
         save_result(p, r)
     PROGRESS.row += len(rows) - 1
-    if self.cfg.run.save_models and servable:
+    if self.cfg.run.save_models and servable and comm.index == 0:
       for (row, view, tc), name, r in zip(rows, names, results):
         serving.make_ranker(r, tc, view, self.ds.config, dataset=self.ds.name, data_dir=self.cfg.data.data_dir,
                             fold=self.fold, row=row).save(os.path.join(self.models, name))
@@ -476,7 +517,7 @@ def load_result(path: str) -> T.TrainResult:
                        loss=d["loss"], best_epoch=d["best_epoch"], best=dict(d["best"]), seconds=float(d["seconds"]))
 
 
-def prepare_run(cfg: Config, driver: Driver) -> tuple:
+def prepare_run(cfg: Config, driver: Driver, write: bool = True) -> tuple:
   """(run folder, provenance): <out_dir>/<label>/<hash>/, where the hash covers everything that determines
   the results (the configuration less where it is written, the data files or generator, the code), and
   <out_dir>/<label>/latest links to it. Different configurations never share a folder; the same one finds
@@ -491,6 +532,8 @@ def prepare_run(cfg: Config, driver: Driver) -> tuple:
     label = driver.folder(cfg) if driver.folder else driver.name
   parent = os.path.join(cfg.output.out_dir, label)
   run_dir = os.path.join(parent, digest)
+  if not write:  # another process of a multi-process run writes the folder
+    return run_dir, prov
   os.makedirs(run_dir, exist_ok=True)
   write_json(os.path.join(run_dir, "provenance.json"), prov)
   latest = os.path.join(parent, "latest")

@@ -22,6 +22,7 @@ import numpy as np
 
 from pfd_jax import config
 from pfd_jax import data as data_lib
+from pfd_jax import distributed
 from pfd_jax import train as train_lib
 
 METHODS = ("no_distill", "self_distill", "gend", "pfd")
@@ -59,13 +60,15 @@ def to_device(ds: data_lib.Dataset, max_buckets: Optional[int] = None, eval_spli
   """
   if max_buckets is None:
     max_buckets = config.DataConfig.max_buckets
+  comm = distributed.comm()  # in a multi-process run `ds` is this process's share; bucket lengths are global
   tr = ds["train"]
   pos = np.flatnonzero(data_lib.positive_groups(tr))
   visit = pos if data_groups == "positive" else np.arange(tr.num_queries)
   evals = {s: train_lib.eval_set(ds[s], max_buckets) for s in eval_splits if s in ds.splits}
-  return DeviceData(train_all=train_lib.device_buckets(data_lib.bucketize(tr, max_buckets)),
-                    train_pos=train_lib.device_buckets(data_lib.bucketize(tr, max_buckets, visit)),
-                    eval_sets=evals, num_train_groups=tr.num_queries, num_positive_groups=int(pos.size))
+  return DeviceData(train_all=train_lib.device_buckets(data_lib.bucketize(tr, max_buckets, comm=comm)),
+                    train_pos=train_lib.device_buckets(data_lib.bucketize(tr, max_buckets, visit, comm=comm)),
+                    eval_sets=evals, num_train_groups=int(comm.sum(tr.num_queries)),
+                    num_positive_groups=int(comm.sum(pos.size)))
 
 
 def train_on_data(keys, cfg: train_lib.TrainConfig, dd: DeviceData, view: str,

@@ -223,15 +223,19 @@ def _compiled_cached(cfg: TrainConfig, has_teacher: bool, steps_per_epoch: int):
     """One update of one seed. idx, valid: [B] groups of this batch; teacher: [(K,) Q, L] or None;
     key, j: the seed's epoch key and the step number (the teacher loss's samples); hybrid_on: top-K warm-up
     is over."""
-    f, yb, mb = feats[idx], y[idx], mask[idx]
-    w = data_w[idx] * valid
+    return step_on(params, opt_state, key, feats[idx], y[idx], mask[idx], data_w[idx] * valid, valid,
+                   None if teacher is None else (teacher, idx), alpha, j, hybrid_on)
+
+  def step_on(params, opt_state, key, f, yb, mb, w, valid, teacher, alpha, j, hybrid_on):
+    """The update on a gathered batch: f, yb, mb [B, ...]; w, valid [B] data weights and validity; teacher
+    None, (teacher [(K,) Q, L], idx) to gather from, or the batch's teacher [(K,) B, L]."""
 
     def objective(p):
       s = model.apply(p, f)
       data = loss_fn(s, yb, mb, reduce_fn=None) * w
       if teacher is None:
         return jnp.sum(data), (jnp.sum(data), jnp.zeros(()))
-      t = teacher[..., idx, :]
+      t = teacher[0][..., teacher[1], :] if isinstance(teacher, tuple) else teacher
       t_fn = _teacher_loss_fn(cfg, jax.random.fold_in(key, j), yb, hybrid_on)
       _, teach = losses_lib.distillation_terms(loss_fn, s, yb, t, mb, teacher_loss_fn=t_fn)
       teach = teach * valid
@@ -244,8 +248,11 @@ def _compiled_cached(cfg: TrainConfig, has_teacher: bool, steps_per_epoch: int):
   t_axes = 0 if has_teacher else None
   # alpha is per model (in_axes 0): an alpha sweep trains its students side by side in one program.
   vstep = jax.vmap(step, in_axes=(0, 0, 0, 0, None, None, None, None, None, t_axes, 0, None, None))
+  # Multi-process: every per-seed argument already gathered (each process's groups in its block of the data
+  # axis, see _Processes), so nothing is gathered inside the step from data another process holds.
+  batch_step = jax.vmap(step_on, in_axes=(0, 0, 0, 0, 0, 0, 0, 0, t_axes, 0, None, None))
   return dict(init=jax.jit(jax.vmap(init, in_axes=(0, None)), static_argnums=1), vstep=vstep,
-              step=jax.jit(vstep, donate_argnums=(0, 1)))
+              step=jax.jit(vstep, donate_argnums=(0, 1)), batch_step=jax.jit(batch_step, donate_argnums=(0, 1)))
 
 
 def _epoch_plan(order_keys, epoch, sizes: Sequence[int], batch: int):
@@ -429,6 +436,54 @@ class _Placement:
     return tree if self.mesh is None else jax.device_put(tree, jax.devices()[0])
 
 
+class _Processes:
+  """A multi-process run (``jax.distributed``): each process holds its share of every training bucket (the
+  buckets share their list lengths across processes, :func:`pfd_jax.data.bucketize` with a comm). The batch
+  plan is the one-process run's, over the global group indices of each bucket (process p's groups of bucket
+  b are global indices offset[p, b] ..); each process gathers the plan's groups that it owns into its block
+  of a global batch (the others masked with weight 0) and the step sums over the whole global batch, so the
+  loss and the all-reduced gradient are the one-process run's up to summation order. Parameters and
+  optimizer state are replicated; evaluation is per process, its NDCG sums and counts added across them."""
+
+  def __init__(self, sizes: Sequence[int]):
+    from pfd_jax import distributed
+    self.comm = distributed.comm()
+    per = self.comm.gather(np.asarray(sizes, np.int64))  # [processes, buckets]
+    self.sizes = [int(q) for q in per.sum(0)]
+    self.offset, self.local = per[:self.comm.index].sum(0), per[self.comm.index]
+    self.mesh = distributed.global_mesh()
+    self.local_copy = distributed.local_copy
+
+  def replicated(self, tree):
+    put = lambda a: jax.make_array_from_process_local_data(NamedSharding(self.mesh, PartitionSpec()), np.asarray(a))
+    return jax.tree_util.tree_map(put, tree)
+
+  def _global(self, a, axis: int):
+    spec = PartitionSpec(*([None] * axis + ["data"]))
+    return jax.make_array_from_process_local_data(NamedSharding(self.mesh, spec), np.asarray(a))
+
+  def batch(self, b: int, idx: np.ndarray, valid: np.ndarray, feats, y, mask, data_w, teacher):
+    """This process's block of the global batch (f, y, mask, weight, valid, teacher), seed axis first."""
+    loc = idx - self.offset[b]
+    mine = (loc >= 0) & (loc < self.local[b]) & (valid[None, :] > 0)  # [S, B]
+    loc = np.where(mine, loc, 0)
+    if self.local[b] == 0:  # no group of this bucket here: an all-masked block of the same shape
+      pick = lambda a: np.zeros(loc.shape + a.shape[1:], a.dtype)
+      t = None if teacher is None else np.zeros(teacher.shape[:-2] + loc.shape[1:] + teacher.shape[-1:],
+                                                 teacher.dtype)
+    else:
+      pick = lambda a: a[loc]
+      t = None if teacher is None else np.stack([teacher[s][..., loc[s], :] for s in range(loc.shape[0])])
+    v = mine.astype(np.float32)
+    out = [self._global(pick(a), 1) for a in (feats, y, mask)] + [self._global(pick(data_w) * v, 1),
+                                                                  self._global(v, 1)]
+    return out + [None if t is None else self._global(t, t.ndim - 2)]
+
+  def ndcg(self, tot, cnt, num_lists: int, rule: str):
+    tot, cnt, n = self.comm.sum(np.asarray(tot, np.float64)), self.comm.sum(np.asarray(cnt)), self.comm.sum(num_lists)
+    return tot / (n if rule == "zero" else np.maximum(cnt, 1))
+
+
 def train(key, cfg: TrainConfig, train_buckets: list, view: str, eval_sets: dict, *,
           teacher: Optional[list] = None, num_seeds: Optional[int] = None,
           log_fn: Optional[Callable] = None, init_params=None, program: Optional[str] = None,
@@ -476,13 +531,19 @@ def train(key, cfg: TrainConfig, train_buckets: list, view: str, eval_sets: dict
                         curves={k: part(v, i) for k, v in res.curves.items()}, loss=part(res.loss, i),
                         best_epoch=part(res.best_epoch, i), best={k: part(v, i) for k, v in res.best.items()},
                         seconds=res.seconds) for i in range(a)]
-  program = program or ("steps" if cfg.mesh else "epoch")
-  if program not in ("epoch", "steps") or (program == "epoch" and cfg.mesh):
+  procs = jax.process_count() > 1
+  if procs and cfg.mesh:
+    raise ValueError("a multi-process run has its own mesh (every process's devices on 'data'): no --mesh")
+  program = program or ("steps" if cfg.mesh or procs else "epoch")
+  if program not in ("epoch", "steps") or (program == "epoch" and (cfg.mesh or procs)):
     raise ValueError(f"program must be 'epoch' (one device) or 'steps', got {program!r} with mesh {cfg.mesh}")
   if cfg.select_on not in eval_sets:
     raise ValueError(f"select_on={cfg.select_on!r} but eval_sets has {list(eval_sets)}")
   if not train_buckets:
     raise ValueError("no training group (is there any positive query group?)")
+  if procs:
+    return _train_processes(key, cfg, train_buckets, view, eval_sets, teacher=teacher, num_seeds=num_seeds,
+                            log_fn=log_fn, init_params=init_params, alpha=_alpha)
   keys = key if num_seeds is None else jax.random.split(key, num_seeds)
   s_count = keys.shape[0]
   place = _Placement(cfg.mesh, s_count)
@@ -556,6 +617,76 @@ def train(key, cfg: TrainConfig, train_buckets: list, view: str, eval_sets: dict
                      seconds=time.time() - t0)
 
 
+def _train_processes(key, cfg: TrainConfig, train_buckets: list, view: str, eval_sets: dict, *, teacher, num_seeds,
+                     log_fn, init_params, alpha) -> TrainResult:
+  """:func:`train` as one of several processes (see :class:`_Processes`): the step loop over the
+  one-process batch plan, each process feeding its own groups; returns the same TrainResult on every process
+  (parameters as this process's local arrays)."""
+  keys = key if num_seeds is None else jax.random.split(key, num_seeds)
+  s_count = keys.shape[0]
+  sizes = [int(b["x"].shape[0]) for b in train_buckets]
+  procs = _Processes(sizes)
+  batch_size = cfg.effective_batch_size
+  steps_per_epoch = sum(-(-q // min(batch_size, q)) for q in procs.sizes if q)
+  fns = _compiled(cfg, teacher is not None, steps_per_epoch)
+  feats = [features(b, view) for b in train_buckets]
+  data_w = [b["pos"] if cfg.data_groups == "positive" else jnp.ones_like(b["pos"]) for b in train_buckets]
+  if teacher is not None and alpha is None:
+    teacher = [teacher_inputs(cfg, t, b) for t, b in zip(teacher, train_buckets)]
+  if alpha is None:
+    alpha = jnp.full((s_count,), cfg.alpha if teacher is not None else 1.0, jnp.float32)
+  host = lambda arrays: [np.asarray(a) for a in arrays]  # batches are gathered on the host, then globalised
+  feats_h, y_h, mask_h, w_h = (host(feats), host(b["y"] for b in train_buckets), host(b["mask"] for b in train_buckets),
+                               host(data_w))
+  teacher_h = None if teacher is None else host(teacher)
+  warmup = cfg.epochs // 2 if cfg.topk.warmup is None else cfg.topk.warmup
+  init_keys, order_key = jax.vmap(lambda k: jax.random.split(k))(keys).transpose(1, 0, 2)
+  loss_keys = jax.vmap(lambda k: jax.random.fold_in(k, 1))(init_keys)
+  params, opt_state = fns["init"](init_keys, feats[0].shape[-1])
+  if init_params is not None:
+    params = init_params
+  params, opt_state, alpha_g = procs.replicated((params, opt_state, alpha))
+  best_params = jax.tree_util.tree_map(jnp.copy, procs.local_copy(params))  # params' buffers are donated
+  best_val = np.full((s_count,), -np.inf)
+  curves = {name: np.zeros((s_count, cfg.epochs, len(cfg.ks))) for name in eval_sets}
+  loss_hist = np.zeros((s_count, cfg.epochs, 3))
+  best_epoch = np.zeros(s_count, np.int64)
+  scoring = _scoring(cfg.hidden, cfg.layers, tuple(cfg.ks))["ndcg_sums"]
+  order = [b for b, q in enumerate(procs.sizes) if q]  # buckets that exist anywhere, in the global order
+  t0 = time.time()
+  for epoch in range(cfg.epochs):
+    hybrid_on = np.asarray(epoch >= warmup)
+    ep_keys = procs.replicated(jax.vmap(lambda k: jax.random.fold_in(k, epoch))(loss_keys))
+    loss = np.zeros((s_count, 3), np.float32)
+    plan = _epoch_batches(order_key, epoch, [procs.sizes[b] for b in order], batch_size)
+    for j, (pos, idx, valid) in enumerate(plan):
+      b = order[pos]
+      f, y, m, w, v, t = procs.batch(b, idx, valid, feats_h[b], y_h[b], mask_h[b], w_h[b],
+                                     None if teacher is None else teacher_h[b])
+      params, opt_state, l = fns["batch_step"](params, opt_state, ep_keys, f, y, m, w, v, t, alpha_g, np.int32(j),
+                                               hybrid_on)
+      loss = loss + np.asarray(procs.local_copy(l))
+    local = procs.local_copy(params)
+    m = {}
+    for name, es in eval_sets.items():
+      tot, cnt = np.zeros((s_count, len(cfg.ks))), 0
+      if es.buckets:
+        tot, cnt = scoring(local, tuple((features(b, view), b["y"], b["mask"]) for b in es.buckets))
+      m[name] = procs.ndcg(tot, cnt, es.num_lists, cfg.empty_rule)
+    improved = m[cfg.select_on][:, 0] > best_val
+    best_val = np.where(improved, m[cfg.select_on][:, 0], best_val)
+    best_params = _keep_best(jnp.asarray(improved), local, best_params)
+    for name, v in m.items():
+      curves[name][:, epoch] = v
+    best_epoch = np.where(improved, epoch, best_epoch)
+    loss_hist[:, epoch] = loss
+    if log_fn is not None:
+      log_fn(epoch, float(loss_hist[:, epoch, 0].mean()), float(np.mean(m[cfg.select_on][:, 0])), time.time() - t0)
+  best = {name: c[np.arange(s_count), best_epoch] for name, c in curves.items()}
+  return TrainResult(params=best_params, curves=curves, loss=loss_hist, best_epoch=best_epoch, best=best,
+                     seconds=time.time() - t0)
+
+
 def predict(cfg: TrainConfig, params, buckets: list, view: str, z_override=None) -> list:
   """Logits [S, Q, L] per bucket of S seed-stacked models."""
   fn = _scoring(cfg.hidden, cfg.layers, tuple(cfg.ks))["predict"]
@@ -585,12 +716,15 @@ def _table_fn(hidden: int, layers: int, ks: tuple):
 def per_list_ndcg(cfg: TrainConfig, params, es: EvalSet, view: str) -> tuple:
   """(NDCG@ks[0] of every list [S, Q], has-a-positive [Q]) of S seed-stacked models on an :class:`EvalSet`,
   lists in bucket order (the same order for every model on the same set: rows pair by position)."""
+  from pfd_jax import distributed
   fn = _scoring(cfg.hidden, cfg.layers, tuple(cfg.ks))["per_list"]
-  vals, valid = [], []
+  s_count = jax.tree_util.tree_leaves(params)[0].shape[0]
+  vals, valid = [np.zeros((s_count, 0), np.float32)], [np.zeros(0, bool)]
   for b in es.buckets:
     vals.append(np.asarray(fn(params, features(b, view), b["y"], b["mask"]))[:, 0])  # [S, K, Q_b] -> [S, Q_b]
     valid.append(np.asarray(metrics_lib.has_relevant(b["y"], b["mask"])))
-  return np.concatenate(vals, -1), np.concatenate(valid)
+  comm = distributed.comm()  # several processes: every process's lists, in process order
+  return comm.concat(np.concatenate(vals, -1).T).T, comm.concat(np.concatenate(valid))
 
 
 def evaluate(cfg: TrainConfig, params, es: EvalSet, view: str, z_override=None) -> np.ndarray:

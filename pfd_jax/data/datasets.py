@@ -32,7 +32,7 @@ import numpy as np
 from pfd_jax.data import preprocess as pp
 from pfd_jax.data import synthetic
 from pfd_jax.data.groups import DataError, Groups
-from pfd_jax.data.letor import load_letor, pad_features
+from pfd_jax.data.letor import load_letor, load_letor_shard, pad_features
 from pfd_jax.data.padding import bucketize, padding_ratio
 
 NAMES = ("synthetic", "ohsumed", "mq2008", "web10k", "web30k", "yahoo", "istella", "letor")
@@ -126,13 +126,26 @@ def split_files(name: str, data_dir: Optional[str], fold: int = 1) -> dict:
 
 
 def load_raw(name: str, data_dir: Optional[str] = None, fold: int = 1, cache_dir: Optional[str] = None,
-             synthetic_kwargs: Optional[dict] = None) -> dict:
-  """Raw splits {split: Groups} of a named dataset (files parsed, nothing transformed)."""
+             synthetic_kwargs: Optional[dict] = None, comm=None) -> dict:
+  """Raw splits {split: Groups} of a named dataset (files parsed, nothing transformed).
+
+  comm (:class:`pfd_jax.distributed.Comm`): in a multi-process run each process reads only its share of
+  every file (:func:`pfd_jax.data.letor.load_letor_shard`: the queries that start in its N-th of the bytes);
+  the synthetic generator, which exists only in memory, is generated whole and each process keeps its
+  contiguous block of queries. The union over processes, in process order, is the one-process data."""
   _check_name(name)
+  count = 1 if comm is None else comm.count
   if name == "synthetic":
-    return synthetic.generate(**(synthetic_kwargs or {}))
+    splits = synthetic.generate(**(synthetic_kwargs or {}))
+    if count == 1:
+      return splits
+    return {s: g.take(np.arange(g.num_queries * comm.index // count, g.num_queries * (comm.index + 1) // count))
+            for s, g in splits.items()}
   files = split_files(name, data_dir, fold)
-  return pad_features({s: load_letor(p, cache_dir) for s, p in files.items()})
+  if count == 1:
+    return pad_features({s: load_letor(p, cache_dir) for s, p in files.items()})
+  splits = {s: load_letor_shard(p, comm.index, count) for s, p in files.items()}
+  return pad_features(splits, int(comm.max(max(g.x.shape[1] for g in splits.values()))))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -182,7 +195,8 @@ def privileged_indices(ids: Sequence[int], num_features: int) -> np.ndarray:
 def prepare(name: str, raw: dict, *, t: float = PAPER_T, tau: Optional[float] = None,
             num_privileged: Optional[int] = None, min_docs: int = 10, require_positive: Optional[bool] = None,
             log1p: bool = True, query_norm: bool = False, seed: int = 0, labels: str = "gumbel",
-            positive_grade: Optional[float] = None, privileged: Optional[Sequence[int]] = None) -> Dataset:
+            positive_grade: Optional[float] = None, privileged: Optional[Sequence[int]] = None,
+            comm=None) -> Dataset:
   """The paper's pipeline on raw splits: filter, (query-level min-max), log1p, labels, privileged split.
 
   Args:
@@ -202,6 +216,10 @@ def prepare(name: str, raw: dict, *, t: float = PAPER_T, tau: Optional[float] = 
     positive_grade: with labels='file', y = 1[rel >= positive_grade] (needed for graded labels).
     privileged: 1-based feature ids (as in the files) to move to z, in this order; None = the paper's
       automatic choice by correlation (num_privileged).
+    comm: in a multi-process run (:class:`pfd_jax.distributed.Comm`), `raw` is this process's share and the
+      statistics that must be global come from collectives: the top grade (default tau), the emptiness
+      checks, each document's Gumbel draws (this process's documents' positions in the split) and the
+      privileged columns' correlations. The union of the processes' results is the one-process result.
 
   The recipe (config) records the label mode and the 1-based regular and privileged feature ids, whichever
   way they were chosen, so that a saved model can rebuild its inputs from a raw file.
@@ -213,25 +231,30 @@ def prepare(name: str, raw: dict, *, t: float = PAPER_T, tau: Optional[float] = 
   if require_positive is None:
     require_positive = labels == "gumbel"
   ref = "train" if "train" in raw else next(iter(raw))
+  from pfd_jax.distributed import LOCAL
+  comm = comm or LOCAL
   if labels == "gumbel" and tau is None:
-    tau = default_tau(raw[ref].rel.max())
+    tau = default_tau(comm.max(raw[ref].rel.max(initial=-np.inf)))
   num_features = raw[ref].x.shape[1]
   given = None if privileged is None else privileged_indices(privileged, num_features)
   out = {}
   for split, g in raw.items():
     g = pp.filter_groups(g, min_docs=min_docs, require_positive=require_positive)
-    if g.num_queries == 0:
+    if comm.sum(g.num_queries) == 0:
       raise DataError(f"dataset {name!r}: no {split} group left after filtering "
                        f"(min_docs={min_docs}, require_positive={require_positive})")
     g = dataclasses.replace(g, x=pp.transform_features(g.x, g.offsets, log1p=log1p, query_norm=query_norm))
     if labels == "gumbel":
-      rng = np.random.default_rng([seed, zlib.crc32(split.encode())])
-      out[split] = pp.with_labels(g, rng, t=t, tau=tau)
+      seed_seq = [seed, zlib.crc32(split.encode())]
+      if comm.count == 1:
+        out[split] = pp.with_labels(g, np.random.default_rng(seed_seq), t=t, tau=tau)
+      else:  # this process's documents' draws: their positions in the whole split's stream
+        out[split] = pp.with_labels_at(g, seed_seq, *comm.offset(g.num_docs), t=t, tau=tau)
     else:
       out[split] = dataclasses.replace(g, y=file_labels(g.rel, positive_grade, f"dataset {name!r} {split}: "))
   if given is None:
     k = default_num_privileged(name, num_features) if num_privileged is None else num_privileged
-    priv = pp.privileged_columns(out[ref], k)
+    priv = pp.privileged_columns(out[ref], k, comm)
   else:
     priv = given
   out = {s: pp.split_features(g, priv) for s, g in out.items()}

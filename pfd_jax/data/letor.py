@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import io
 import os
 from typing import Optional
 
@@ -86,14 +87,19 @@ def _locate_error(path: str, labelled: bool = True, num_features: Optional[int] 
         prev = i
 
 
-def _parse(path: str):
+def _parse(path: str, data: Optional[bytes] = None):
+  """Groups of the file at `path`, or of `data` (lines of that file: a process's shard)."""
   from sklearn.datasets import load_svmlight_file  # heavy import, only when a file is parsed
   try:
-    x, rel, qid = load_svmlight_file(path, query_id=True, zero_based=False, dtype=np.float32)
+    x, rel, qid = load_svmlight_file(path if data is None else io.BytesIO(data), query_id=True, zero_based=False,
+                                     dtype=np.float32)
   except ValueError:
     _locate_error(path)
     raise  # the C parser saw something the line check did not: keep its message
   n = x.shape[0]
+  if n == 0 and data is not None:  # a shard that starts no query
+    return Groups(x=np.zeros((0, 0), np.float32), rel=np.zeros(0, np.float32), qid=np.zeros(0, np.int64),
+                  offsets=np.zeros(1, np.int64))
   if n == 0:
     raise DataError(f"{path}: empty file (no data line)")
   if qid.shape[0] != n:
@@ -145,9 +151,75 @@ def load_letor(path: str, cache_dir: Optional[str] = None) -> Groups:
   return groups
 
 
-def pad_features(splits: dict) -> dict:
-  """Zero-fills the feature columns of every split to the widest split (absent SVMlight feature = 0)."""
-  width = max(g.x.shape[1] for g in splits.values())
+def _qid(line: bytes) -> Optional[bytes]:
+  parts = line.split(None, 2)
+  return parts[1][4:] if len(parts) > 1 and parts[1].startswith(b"qid:") else None
+
+
+def _line_containing(f, pos: int) -> bytes:
+  """The whole line of the open binary file `f` that holds byte `pos`."""
+  lo = pos
+  while lo > 0:
+    back = max(0, lo - (1 << 16))
+    f.seek(back)
+    k = f.read(lo - back).rfind(b"\n")
+    if k >= 0:
+      lo = back + k + 1
+      break
+    lo = back
+  f.seek(lo)
+  return f.readline()
+
+
+def shard_lines(path: str, index: int, count: int) -> bytes:
+  """The lines of process `index` of `count`: every query whose first line starts in the process's
+  :func:`pfd_jax.distributed.shard_bytes` range, with all of its lines (a query that runs past the range's end
+  is completed by reading on; one that began before its start is left to the process before). Reads about
+  1/count of the file and never parses another process's lines."""
+  from pfd_jax.distributed import shard_bytes
+  if path.endswith(".gz"):
+    raise DataError(f"{path}: a gzip file cannot be read in shards by byte range; decompress it for a "
+                    "multi-process run")
+  start, length = shard_bytes(os.path.getsize(path), index, count)
+  end = start + length
+  with open(path, "rb") as f:
+    before = None
+    if start > 0:
+      before = _qid(_line_containing(f, start - 1))  # the last line that starts before this shard
+      f.seek(start - 1)
+      f.readline()
+    pos = f.tell()
+    body = f.read(end - pos) if pos < end else b""
+    if body and not body.endswith(b"\n"):
+      body += f.readline()  # the last line that starts in range, whole
+    lines = body.splitlines(keepends=True)
+    i = 0
+    while i < len(lines) and before is not None and _qid(lines[i]) == before:
+      i += 1  # the previous shard's last query goes on here: its lines are that shard's
+    lines = lines[i:]
+    if lines:
+      last = _qid(lines[-1])
+      for line in f:  # this shard's last query may go on past the range
+        if _qid(line) != last:
+          break
+        lines.append(line)
+  return b"".join(lines)
+
+
+def load_letor_shard(path: str, index: int, count: int) -> Groups:
+  """Process `index` of `count`'s query groups of one LETOR file (:func:`shard_lines`); the union over the
+  processes, in process order, is :func:`load_letor` of the file."""
+  if not os.path.isfile(path):
+    raise FileNotFoundError(f"no such LETOR file: {path}")
+  if count == 1:
+    return _parse(path)
+  return _parse(path, shard_lines(path, index, count))
+
+
+def pad_features(splits: dict, width: Optional[int] = None) -> dict:
+  """Zero-fills the feature columns of every split to the widest split, or to `width` (absent SVMlight
+  feature = 0)."""
+  width = max(g.x.shape[1] for g in splits.values()) if width is None else width
   out = {}
   for name, g in splits.items():
     if g.x.shape[1] < width:

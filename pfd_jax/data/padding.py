@@ -93,9 +93,20 @@ def pad(g: Groups, query_index: np.ndarray, list_size: Optional[int] = None) -> 
                 qid=g.qid[query_index], index=query_index)
 
 
-def bucketize(g: Groups, max_buckets: int = 8, query_index: Optional[np.ndarray] = None) -> list:
-  """Pads groups (all, or `query_index`) into at most `max_buckets` length buckets, shortest first."""
+def bucketize(g: Groups, max_buckets: int = 8, query_index: Optional[np.ndarray] = None, comm=None) -> list:
+  """Pads groups (all, or `query_index`) into at most `max_buckets` length buckets, shortest first.
+
+  comm (:class:`pfd_jax.distributed.Comm`): the groups are this process's share; the buckets' lengths are
+  those of all processes' groups together (what one process would choose for the whole split), and every
+  bucket is returned, empty or not, so that bucket b has one shape on every process."""
   idx = np.arange(g.num_queries) if query_index is None else np.asarray(query_index, np.int64)
+  if comm is not None and comm.count > 1:
+    everyone = comm.concat(g.sizes[idx])
+    if everyone.size == 0:
+      return []
+    cuts = bucket_cuts(everyone, max_buckets)
+    which = np.searchsorted(cuts, g.sizes[idx])
+    return [pad(g, idx[which == b], cuts[b]) for b in range(len(cuts))]
   if idx.size == 0:
     return []
   sizes = g.sizes[idx]

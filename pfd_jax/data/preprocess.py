@@ -72,6 +72,22 @@ def with_labels(g: Groups, rng: np.random.Generator, *, t: float = 4.0, tau: flo
   return dataclasses.replace(g, y=gumbel_labels(g.rel, g0, g1, t=t, tau=tau), g0=g0, g1=g1)
 
 
+def with_labels_at(g: Groups, seed_seq, start: int, total: int, *, t: float = 4.0, tau: float = 4.8) -> Groups:
+  """:func:`with_labels` for documents start..start+N-1 of a split of `total` documents whose generator is
+  ``np.random.default_rng(seed_seq)``: the same draws that generator gives those documents (PCG64 advanced
+  to their positions), so a process holding a share of the split labels it as the whole-split run does.
+
+  Exact as long as each Gumbel draw consumes one 64-bit output, i.e. unless a uniform draw is exactly 0
+  (numpy then redraws; probability 2^-53 per document)."""
+  def draws(skip: int, n: int):
+    bg = np.random.PCG64(np.random.SeedSequence(seed_seq))
+    bg.advance(skip)
+    return np.random.Generator(bg).gumbel(size=n).astype(np.float32)
+  n = g.num_docs
+  g0, g1 = draws(start, n), draws(total + start, n)  # draw_gumbel's [2, total]: row 0 then row 1
+  return dataclasses.replace(g, y=gumbel_labels(g.rel, g0, g1, t=t, tau=tau), g0=g0, g1=g1)
+
+
 def positive_groups(g: Groups) -> np.ndarray:
   """bool[Q]: groups with at least one y = 1 (the paper's positive query groups)."""
   if g.y is None:
@@ -79,36 +95,46 @@ def positive_groups(g: Groups) -> np.ndarray:
   return group_any(g.y, g.offsets)
 
 
-def abs_correlation(x: np.ndarray, y: np.ndarray, chunk: int = 1 << 16) -> np.ndarray:
+def abs_correlation(x: np.ndarray, y: np.ndarray, chunk: int = 1 << 16, comm=None) -> np.ndarray:
   """|Pearson correlation| of every column of x with y, over real documents; constant columns -> 0.
 
-  Centred sums accumulated in float64 over row chunks (no float64 copy of a Web30k-sized x).
+  Centred sums accumulated in float64 over row chunks (no float64 copy of a Web30k-sized x). With `comm`
+  (:class:`pfd_jax.distributed.Comm`), x and y are this process's rows and every sum is over all processes.
   """
+  single = comm is None or comm.count == 1
+  total = (lambda a: a) if single else comm.sum
   y = y.astype(np.float64)
   mx = np.zeros(x.shape[1])
   for i in range(0, x.shape[0], chunk):
     mx += x[i:i + chunk].sum(0, dtype=np.float64)
-  mx /= max(x.shape[0], 1)
-  yc = y - y.mean()
+  if single:
+    mx /= max(x.shape[0], 1)
+    yc = y - y.mean()
+  else:
+    n = max(float(comm.sum(np.float64(x.shape[0]))), 1.0)
+    mx = comm.sum(mx) / n
+    yc = y - comm.sum(y.sum()) / n
   sxy = np.zeros(x.shape[1])
   sxx = np.zeros(x.shape[1])
   for i in range(0, x.shape[0], chunk):
     xc = x[i:i + chunk].astype(np.float64) - mx
     sxy += yc[i:i + chunk] @ xc
     sxx += (xc * xc).sum(0)
-  denom = np.sqrt(sxx * (yc @ yc))
+  denom = np.sqrt(total(sxx) * total(yc @ yc))
+  sxy = total(sxy)
   ok = denom > 1e-12 * max(float(denom.max(initial=0)), 1.0)
   return np.abs(np.where(ok, sxy / np.where(ok, denom, 1), 0.0))
 
 
-def privileged_columns(train: Groups, k: int) -> np.ndarray:
+def privileged_columns(train: Groups, k: int, comm=None) -> np.ndarray:
   """Indices of the k columns most correlated (|Pearson|) with y on the training split, most first.
 
-  Ties are broken by column index (stable sort) so the choice is deterministic.
+  Ties are broken by column index (stable sort) so the choice is deterministic. comm: the training split is
+  spread over processes (:func:`abs_correlation`).
   """
   if not 0 <= k <= train.x.shape[1]:
     raise ValueError(f"num_privileged={k} must be in [0, {train.x.shape[1]}]")
-  corr = abs_correlation(train.x, train.y)
+  corr = abs_correlation(train.x, train.y, comm=comm)
   return np.argsort(-corr, kind="stable")[:k]
 
 

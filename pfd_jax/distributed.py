@@ -1,0 +1,126 @@
+r"""Multi-process runs on JAX's own multi-controller runtime: one process per host (or per slice of one),
+each holding only its share of the query groups.
+
+* :func:`initialize` starts ``jax.distributed`` (explicit coordinator / process count / id, or the
+  cluster's environment: SLURM, TPU pods, as JAX detects them) and, on the CPU backend, selects the gloo
+  collectives so that a CPU run can all-reduce across processes (loopback on one machine).
+* :func:`shard_bytes` is the deterministic split of a LETOR file: process i of N reads the lines that
+  start in the i-th N-th of the file's bytes (scikit-learn's ``offset``/``length`` reading), and a query
+  belongs to the process that reads its first line; :mod:`pfd_jax.data.letor` completes the boundary queries.
+* :class:`Comm` is the small set of host-level collectives the data pipeline needs for statistics that must
+  be global (sums, maxima, concatenations, a process's offset among the others); :data:`LOCAL` is the
+  one-process identity. Everything else stays per process: a process never holds another's groups.
+
+Training (``pfd_jax.train``) uses a global ``jax.sharding.Mesh`` over every process's devices: each step's
+batch is the one-process run's batch, each group gathered by the process that owns it into its own block
+of a global array (``jax.make_array_from_process_local_data``), so the summed loss, and hence the
+all-reduced gradient, equals the one-process run's up to float summation order.
+"""
+from __future__ import annotations
+
+import os
+from typing import Optional
+
+import jax
+import numpy as np
+
+
+def initialize(coordinator: str = "", num_processes: int = 1, process_id: int = 0) -> tuple:
+  """Starts the multi-process runtime; returns (process index, process count).
+
+  coordinator: ``host:port`` of process 0, or ``auto`` to let JAX read the cluster's environment; '' with
+  num_processes == 1 is a plain one-process run (nothing started).
+  """
+  if not coordinator and num_processes == 1:
+    return 0, 1
+  if os.environ.get("JAX_PLATFORMS", "cpu").startswith("cpu") or jax.config.jax_platforms in (None, "", "cpu"):
+    # CPU collectives across processes (gloo over TCP); GPU and TPU use their own (NCCL, ICI).
+    jax.config.update("jax_cpu_collectives_implementation", "gloo")
+  if coordinator == "auto":
+    jax.distributed.initialize()
+  else:
+    jax.distributed.initialize(coordinator, num_processes, process_id)
+  return jax.process_index(), jax.process_count()
+
+
+def shard_bytes(size: int, index: int, count: int) -> tuple:
+  """(offset, length) of process `index`'s share of a `size`-byte file (the last one reads to the end)."""
+  start = size * index // count
+  end = size * (index + 1) // count
+  return start, end - start
+
+
+class Comm:
+  """Host-level collectives over processes (this class: one process, every operation the identity)."""
+  index, count = 0, 1
+
+  def sum(self, x):
+    return np.asarray(x)
+
+  def max(self, x):
+    return np.asarray(x)
+
+  def concat(self, x) -> np.ndarray:
+    """Every process's 1-D array, concatenated in process order."""
+    return np.asarray(x)
+
+  def gather(self, x) -> np.ndarray:
+    """[count, ...]: every process's same-shape array."""
+    return np.asarray(x)[None]
+
+  def offset(self, n: int) -> tuple:
+    """(sum of n over the processes before this one, sum over all): where this process's items start."""
+    return 0, int(n)
+
+
+class ProcessComm(Comm):
+  """Collectives over the processes of an initialised ``jax.distributed`` runtime."""
+
+  def __init__(self):
+    self.index, self.count = jax.process_index(), jax.process_count()
+
+  def gather(self, x) -> np.ndarray:
+    from jax.experimental import multihost_utils
+    return np.asarray(multihost_utils.process_allgather(np.asarray(x)))
+
+  def sum(self, x):
+    return self.gather(x).sum(0)
+
+  def max(self, x):
+    return self.gather(x).max(0)
+
+  def concat(self, x) -> np.ndarray:
+    x = np.asarray(x)
+    sizes = self.gather(np.int64(x.shape[0]))
+    width = int(sizes.max())
+    padded = np.zeros((width,) + x.shape[1:], x.dtype)
+    padded[:x.shape[0]] = x
+    return np.concatenate([a[:n] for a, n in zip(self.gather(padded), sizes)])
+
+  def offset(self, n: int) -> tuple:
+    counts = self.gather(np.int64(n))
+    return int(counts[:self.index].sum()), int(counts.sum())
+
+
+LOCAL = Comm()
+
+
+def comm() -> Comm:
+  """The collectives of this run: :class:`ProcessComm` when several processes take part, else LOCAL."""
+  return ProcessComm() if jax.process_count() > 1 else LOCAL
+
+
+def local_copy(tree):
+  """A replicated global array (every process holds all of it) as this process's own single-device array."""
+  def one(a):
+    if isinstance(a, jax.Array) and not a.is_fully_addressable:
+      return a.addressable_data(0)
+    return a
+  return jax.tree_util.tree_map(one, tree)
+
+
+def global_mesh() -> Optional[jax.sharding.Mesh]:
+  """One 'data' axis over every process's devices (None in a one-process run)."""
+  if jax.process_count() == 1:
+    return None
+  return jax.sharding.Mesh(np.asarray(jax.devices()), ("data",))
