@@ -21,6 +21,7 @@ import hashlib
 import json
 import os
 import platform
+import resource
 import signal
 import subprocess
 import sys
@@ -309,6 +310,9 @@ def main(driver: Driver) -> None:
       if lead:  # one writer: process 0
         print(write_outputs(run_dir, res, driver))
         print(f"wrote {run_dir} (also {os.path.join(os.path.dirname(run_dir), 'latest')})")
+      if not (lead and cfg.output.num_processes == 1):  # what each process of a multi-process run held at most
+        logging.info("process %d: peak resident memory %.2f GiB", jax.process_index(),
+                     resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2 ** 20)
     except C.ConfigError as e:  # a setting that only the data could show wrong
       _fail(f"--{e}", 2)
     except (FileNotFoundError, D.DataError) as e:
