@@ -496,7 +496,7 @@ class Rows:
       logging.info("%s %s: loaded from %s", PROGRESS.of(), ", ".join(r for r, _, _ in rows), os.path.dirname(paths[0]))
     else:
       results = train()  # the progress line shows the first row until they all end together
-      for p, r in zip(paths if comm.index == 0 else (), results):  # one writer: process 0
+      for p, r in zip((paths or ()) if comm.index == 0 else (), results):  # one writer: process 0
         save_result(p, r)
     PROGRESS.row += len(rows) - 1
     if self.cfg.run.save_models and servable and comm.index == 0:
