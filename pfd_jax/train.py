@@ -473,7 +473,8 @@ class _Processes:
                                                  teacher.dtype)
     else:
       pick = lambda a: a[loc]
-      t = None if teacher is None else np.stack([teacher[s][..., loc[s], :] for s in range(loc.shape[0])])
+      t = None if teacher is None else np.take_along_axis(  # seed s's groups of teacher [S, (K,) Q, L]
+          teacher, loc.reshape(loc.shape[:1] + (1,) * (teacher.ndim - 3) + loc.shape[1:] + (1,)), axis=teacher.ndim - 2)
     v = mine.astype(np.float32)
     out = [self._global(pick(a), 1) for a in (feats, y, mask)] + [self._global(pick(data_w) * v, 1),
                                                                   self._global(v, 1)]
