@@ -18,7 +18,6 @@ all-reduced gradient, equals the one-process run's up to float summation order.
 """
 from __future__ import annotations
 
-import os
 from typing import Optional
 
 import jax
@@ -33,9 +32,9 @@ def initialize(coordinator: str = "", num_processes: int = 1, process_id: int = 
   """
   if not coordinator and num_processes == 1:
     return 0, 1
-  if os.environ.get("JAX_PLATFORMS", "cpu").startswith("cpu") or jax.config.jax_platforms in (None, "", "cpu"):
-    # CPU collectives across processes (gloo over TCP); GPU and TPU use their own (NCCL, ICI).
-    jax.config.update("jax_cpu_collectives_implementation", "gloo")
+  # CPU collectives across processes (gloo over TCP); the setting is read by the CPU backend only, GPU and TPU
+  # use their own (NCCL, ICI).
+  jax.config.update("jax_cpu_collectives_implementation", "gloo")
   if coordinator == "auto":
     jax.distributed.initialize()
   else:
