@@ -22,7 +22,6 @@ import json
 import os
 import platform
 import resource
-import signal
 import subprocess
 import sys
 import time
@@ -36,10 +35,12 @@ import numpy as np
 from absl import app, flags, logging
 
 import pfd_jax
+from experiments import guards
 from pfd_jax import config as C
 from pfd_jax import data as D
 from pfd_jax import distill
 from pfd_jax import distributed
+from pfd_jax import files
 from pfd_jax import serving
 from pfd_jax import stats
 from pfd_jax import train as T
@@ -86,6 +87,11 @@ class OutputConfig:
                             "the query groups; process 0 writes. Try it locally with experiments.launch.")
   num_processes: int = option(1, "Multi-process run: how many processes take part.", lo=1)
   process_id: int = option(0, "Multi-process run: this process's index (0 .. num_processes - 1).", lo=0)
+  heartbeat_timeout: int = option(100, "Multi-process run: seconds without a heartbeat after which JAX's "
+                                  "coordination service declares a process dead (JAX's default suits a cluster; "
+                                  "experiments.launch passes 10).", lo=1)
+  shutdown_timeout: int = option(300, "Multi-process run: seconds a finishing process waits for the others at "
+                                 "shutdown (JAX's default; experiments.launch passes 10).", lo=1)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -280,11 +286,21 @@ def config_from_flags(driver: Driver, flag_values=FLAGS) -> Config:
 def main(driver: Driver) -> None:
   """Defines the driver's flags and runs it: config -> run folder -> run -> results.json, table.md, plot.
 
-  Known user errors (a bad flag, a missing folder, a malformed file) end with one line and exit code 2 or 1;
-  unexpected exceptions keep their traceback. Ctrl-C or SIGTERM leave every finished row saved: the same
-  command resumes.
+  Known user errors end with one line on stderr: exit 2 for usage (a bad flag or flag combination), 1 for
+  data and I/O (a missing or malformed file, a full disk, a folder that cannot be written); unexpected
+  exceptions keep their traceback. --help exits 0. SIGTERM or Ctrl-C stop the run at the next safe point
+  (:mod:`experiments.guards`) with every finished row saved (exit 143 or 130): the same command resumes.
   """
   define_flags(driver)
+  hint = f"(python -m experiments.{driver.name} --help lists the flags)"
+
+  def parse(argv):
+    try:
+      return FLAGS(argv)
+    except flags.Error as e:  # absl would print a page and exit 1: one line, exit 2 as every usage error
+      _fail(f"{e}\n{hint}", 2)
+    except SystemExit as e:  # absl's help flags exit 1 after printing the help that was asked for
+      sys.exit(0 if e.code == 1 else e.code)
 
   def _main(argv):
     try:
@@ -292,39 +308,61 @@ def main(driver: Driver) -> None:
         raise app.UsageError(f"unexpected arguments {argv[1:]}: settings are flags with two dashes, e.g. --seeds=5")
       cfg = config_from_flags(driver)
     except app.UsageError as e:  # one readable line, not absl's page of usage
-      _fail(f"{e}\n(python -m experiments.{driver.name} --help lists the flags)", 2)
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # unwind (and say where to resume) on a kill
+      _fail(f"{e}\n{hint}", 2)
+    lock = None
+    guards.install_signals()
     try:
       lead = start_processes(cfg, driver)
+      guards.install_signals()  # after jax.distributed.initialize, whose preemption notifier takes SIGTERM
       if "data" in driver.groups and lead:
         print(describe_data(cfg.data), flush=True)
       if not driver.write:
         print(driver.to_markdown(as_json(driver.run(cfg))))
         return
       use_compile_cache(cfg.output.compile_cache)
-      run_dir, prov = prepare_run(cfg, driver, write=lead)
+      run_dir, prov, lock = prepare_run(cfg, driver, write=lead)
+      logging.info("run folder %s", run_dir)
       cfg = cfg.replace(output=dict(run_dir=run_dir))
       PROGRESS.start(driver.rows(cfg) if driver.rows else None)
       res = driver.run(cfg)
+      guards.checkpoint(distributed.comm())
       res["provenance"] = prov
       if lead:  # one writer: process 0
         print(write_outputs(run_dir, res, driver))
+        point_latest(run_dir)  # only a run that wrote its results becomes 'latest'
         print(f"wrote {run_dir} (also {os.path.join(os.path.dirname(run_dir), 'latest')})")
       if not (lead and cfg.output.num_processes == 1):  # what each process of a multi-process run held at most
         logging.info("process %d: peak resident memory %.2f GiB", jax.process_index(),
                      resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2 ** 20)
     except C.ConfigError as e:  # a setting that only the data could show wrong
       _fail(f"--{e}", 2)
-    except (FileNotFoundError, D.DataError) as e:
+    except (D.DataError, guards.RunLock.Busy) as e:
       _fail(str(e), 1)
-    except (KeyboardInterrupt, SystemExit) as e:
-      if isinstance(e, SystemExit) and e.code in (0, None):
+    except OSError as e:  # a missing file, a folder that cannot be written, a full disk
+      _fail(guards.os_error_line(e), 1)
+    except (guards.Interrupted, KeyboardInterrupt) as e:
+      code = e.code if isinstance(e, guards.Interrupted) else 130
+      _fail(f"interrupted ({e or 'Ctrl-C'}); {_saved_in(cfg)}", code)
+    except jax.errors.JaxRuntimeError as e:
+      if jax.process_count() == 1:
         raise
-      where = cfg.output.run_dir
-      _fail(f"interrupted; the finished rows are saved in {where}: the same command resumes from them" if where
-            else "interrupted", 130 if isinstance(e, KeyboardInterrupt) else 143)
+      # A collective failed: another process of the run died. Exit now, skipping the runtime's shutdown barrier
+      # (it would wait for the dead process, then abort with a native stack trace).
+      first = str(e).strip().splitlines()[0][:200]
+      print(f"error: process {jax.process_index()}: a collective operation failed, so another process of this run "
+            f"stopped ({first}); {_saved_in(cfg)}", file=sys.stderr, flush=True)
+      os._exit(1)
+    finally:
+      if lock is not None:
+        lock.release()
 
-  app.run(_main)
+  app.run(_main, flags_parser=parse)
+
+
+def _saved_in(cfg: Config) -> str:
+  where = cfg.output.run_dir
+  return (f"the finished rows are saved in {where}: the same command resumes from them" if where else
+          "nothing was saved yet")
 
 
 def start_processes(cfg: Config, driver: Driver) -> bool:
@@ -338,7 +376,8 @@ def start_processes(cfg: Config, driver: Driver) -> bool:
                         f"runs: {', '.join(MULTI_PROCESS)}")
   if o.coordinator != "auto" and not o.process_id < o.num_processes:
     raise C.ConfigError("process_id", f"{o.process_id} is not below --num_processes={o.num_processes}")
-  index, count = distributed.initialize(o.coordinator, o.num_processes, o.process_id)
+  index, count = distributed.initialize(o.coordinator, o.num_processes, o.process_id,
+                                       heartbeat_timeout=o.heartbeat_timeout, shutdown_timeout=o.shutdown_timeout)
   logging.info("process %d of %d (%d local devices, %d in all)", index, count, jax.local_device_count(),
                jax.device_count())
   return index == 0
@@ -388,6 +427,7 @@ def progress(prefix: str, epochs: int):
     def log(epoch, loss, ndcg, seconds):
       logging.info("%s %-13s %s epoch %3d/%d  loss %10.3f  select NDCG %.4f  %s", prefix, row, PROGRESS.of(),
                    epoch + 1, epochs, loss, ndcg, PROGRESS.eta((epoch + 1) / epochs))
+      guards.checkpoint(distributed.comm())  # a safe point: the epoch's state is consistent
     return log
   return make
 
@@ -436,7 +476,7 @@ def fold_setup(cfg: Config, loss: Optional[str] = None, fold: int = 1, ds: Optio
   tc = cfg.train_config(loss, **overrides)
   need = {"train", "test", tc.select_on}
   if not need <= set(ds.splits):
-    raise ValueError(f"dataset {cfg.data.dataset!r} fold {fold} needs the splits {sorted(need)}; it has "
+    raise D.DataError(f"dataset {cfg.data.dataset!r} fold {fold} needs the splits {sorted(need)}; it has "
                      f"{list(ds.splits)}")
   splits = ("test", "vali") if tc.select_on == "vali" else ("test",)
   dd = distill.to_device(ds, cfg.data.max_buckets, splits, tc.data_groups)
@@ -486,8 +526,9 @@ class Rows:
     their results, all loaded when all are saved, else all trained by `train()` and each saved."""
     names = [row.replace(" ", "_").replace("/", "_") for row, _, _ in rows]
     paths = [os.path.join(self.store, n + ".msgpack") for n in names] if self.store else None
-    PROGRESS.begin_row()
     comm = distributed.comm()
+    guards.checkpoint(comm)  # a safe point: every earlier row is saved
+    PROGRESS.begin_row()
     saved = bool(paths) and all(map(os.path.exists, paths)) and not self.cfg.run.restart
     if comm.count > 1:  # load only if every process sees the saved rows, else all train (they must agree)
       saved = int(comm.sum(int(saved))) == comm.count
@@ -498,7 +539,7 @@ class Rows:
       results = train()  # the progress line shows the first row until they all end together
       for p, r in zip((paths or ()) if comm.index == 0 else (), results):  # one writer: process 0
         save_result(p, r)
-    PROGRESS.row += len(rows) - 1
+    PROGRESS.end_rows(len(rows), trained=not saved)
     if self.cfg.run.save_models and servable and comm.index == 0:
       for (row, view, tc), name, r in zip(rows, names, results):
         serving.make_ranker(r, tc, view, self.ds.config, dataset=self.ds.name, data_dir=self.cfg.data.data_dir,
@@ -522,10 +563,11 @@ def load_result(path: str) -> T.TrainResult:
 
 
 def prepare_run(cfg: Config, driver: Driver, write: bool = True) -> tuple:
-  """(run folder, provenance): <out_dir>/<label>/<hash>/, where the hash covers everything that determines
-  the results (the configuration less where it is written, the data files or generator, the code), and
-  <out_dir>/<label>/latest links to it. Different configurations never share a folder; the same one finds
-  its saved rows there."""
+  """(run folder, provenance, lock): <out_dir>/<label>/<hash>/, where the hash covers everything that
+  determines the results (the configuration less where it is written, the data files or generator, the code).
+  Different configurations never share a folder; the same one finds its saved rows there. The writing
+  process holds the folder's :class:`guards.RunLock` (returned; None for the other processes of a
+  multi-process run), so two identical runs never interleave their writes: the second is refused."""
   prov = provenance(cfg, driver)
   key = dict(prov, code={k: prov["code"][k] for k in ("pfd_jax", "source_sha256")})
   digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:10]
@@ -534,18 +576,21 @@ def prepare_run(cfg: Config, driver: Driver, write: bool = True) -> tuple:
                                 else "")
   else:
     label = driver.folder(cfg) if driver.folder else driver.name
-  parent = os.path.join(cfg.output.out_dir, label)
-  run_dir = os.path.join(parent, digest)
+  run_dir = os.path.join(cfg.output.out_dir, label, digest)
   if not write:  # another process of a multi-process run writes the folder
-    return run_dir, prov
+    return run_dir, prov, None
   os.makedirs(run_dir, exist_ok=True)
+  lock = guards.RunLock(run_dir).acquire()
   write_json(os.path.join(run_dir, "provenance.json"), prov)
-  latest = os.path.join(parent, "latest")
-  if os.path.lexists(latest + ".tmp"):
-    os.remove(latest + ".tmp")
-  os.symlink(digest, latest + ".tmp")
-  os.replace(latest + ".tmp", latest)
-  return run_dir, prov
+  return run_dir, prov, lock
+
+
+def point_latest(run_dir: str) -> None:
+  """<run folder>/../latest -> the run folder (a symlink replaced atomically through a unique temporary)."""
+  latest = os.path.join(os.path.dirname(run_dir), "latest")
+  tmp = files.temporary_name(latest)
+  os.symlink(os.path.basename(run_dir), tmp)
+  os.replace(tmp, latest)
 
 
 def provenance(cfg: Config, driver: Driver) -> dict:
@@ -563,20 +608,12 @@ def provenance(cfg: Config, driver: Driver) -> dict:
 def data_provenance(d: DataConfig) -> dict:
   if d.dataset == "synthetic":
     return dict(generator="pfd_jax.data.synthetic.generate", arguments=d.synthetic_kwargs())
-  files = {}
+  found = {}
   for fold in folds_of(d):
     for split, path in D.split_files(d.dataset, d.data_dir, fold).items():
-      files[f"fold{fold}/{split}"] = dict(path=os.path.abspath(path), bytes=os.path.getsize(path),
-                                          sha256=_file_sha256(path))
-  return dict(folder=os.path.abspath(D.resolve_data_dir(d.dataset, d.data_dir)), files=files)
-
-
-def _file_sha256(path: str) -> str:
-  h = hashlib.sha256()
-  with open(path, "rb") as f:
-    for block in iter(lambda: f.read(1 << 20), b""):
-      h.update(block)
-  return h.hexdigest()
+      found[f"fold{fold}/{split}"] = dict(path=os.path.abspath(path), bytes=os.path.getsize(path),
+                                          sha256=files.sha256(path))
+  return dict(folder=os.path.abspath(D.resolve_data_dir(d.dataset, d.data_dir)), files=found)
 
 
 def code_version() -> dict:
@@ -603,26 +640,40 @@ def code_version() -> dict:
 
 class Progress:
   """Per-epoch progress of a whole run: row i of n, epoch e of E, elapsed time and an estimate for the run
-  (main starts it with the driver's row count; rows loaded from a saved run count as done)."""
+  (main starts it with the driver's row count; rows loaded from a saved run count as done). The estimate
+  is the mean time of the rows trained so far in this process times the rows left; before one has ended it
+  says 'estimating' (a first row's early epochs include loading and compiling, so extrapolating them misleads)."""
 
   def __init__(self):
     self.start(None)
 
   def start(self, total: Optional[int]) -> None:
     self.total, self.row, self.t0 = total, 0, time.time()
+    self.t_row, self.trained_rows, self.trained_seconds = self.t0, 0, 0.0
 
   def begin_row(self) -> None:
     self.row += 1
+    self.t_row = time.time()
+
+  def end_rows(self, count: int, trained: bool) -> None:
+    """The current `count` rows (trained together, or loaded) have ended."""
+    if trained:
+      self.trained_rows += count
+      self.trained_seconds += time.time() - self.t_row
+    self.row += count - 1
 
   def of(self) -> str:
     return f"row {self.row}/{self.total}" if self.total else f"row {self.row}"
 
   def eta(self, frac_of_row: float) -> str:
-    """'elapsed 1m02s, ETA 3m10s' (the ETA from the pace of the rows so far)."""
-    el = time.time() - self.t0
-    done = self.row - 1 + frac_of_row
-    eta = f", ETA {_hms(el / done * max(self.total - done, 0))}" if self.total and done > 0 else ""
-    return f"elapsed {_hms(el)}{eta}"
+    """'elapsed 1m02s, ETA 3m10s' (or 'ETA estimating' until a row has been trained)."""
+    el = f"elapsed {_hms(time.time() - self.t0)}"
+    if not self.total:
+      return el
+    if not self.trained_rows:
+      return el + ", ETA estimating"
+    left = max(self.total - (self.row - 1) - frac_of_row, 0.0)
+    return el + f", ETA {_hms(left * self.trained_seconds / self.trained_rows)}"
 
 
 def _hms(sec: float) -> str:
@@ -687,13 +738,7 @@ def _jsonable(o):
   return o
 
 
-def write_atomic(path: str, data) -> None:
-  """Writes `data` (str or bytes) via a temporary file and a rename, so an interrupted run never leaves a
-  truncated file."""
-  os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-  with open(path + ".tmp", "wb" if isinstance(data, bytes) else "w") as f:
-    f.write(data)
-  os.replace(path + ".tmp", path)
+write_atomic = files.write_atomic
 
 
 def write_json(path: str, obj) -> None:

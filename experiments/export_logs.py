@@ -17,6 +17,7 @@ import os
 
 from experiments import common
 from experiments.table3_logs import Options as SimulatorOptions
+from pfd_jax import files
 from pfd_jax.config import option
 from pfd_jax.data import logs
 
@@ -31,14 +32,11 @@ class Options(SimulatorOptions):
 def write_folder(out: str, ds) -> dict:
   """{file name: lines} written under `out` (each file via a temporary name, then renamed)."""
   os.makedirs(out, exist_ok=True)
-  files = {f"{s}.txt": list(logs.to_letor_lines(ds[s], QID_OFFSET[s])) for s in ("train", "vali", "test")}
-  files["serve.txt"] = list(logs.to_letor_lines(ds["test"], QID_OFFSET["test"], privileged=False))
-  for name, lines in files.items():
-    tmp = os.path.join(out, name + ".tmp")
-    with open(tmp, "w") as f:
-      f.writelines(lines)
-    os.replace(tmp, os.path.join(out, name))
-  return {k: len(v) for k, v in files.items()}
+  texts = {f"{s}.txt": list(logs.to_letor_lines(ds[s], QID_OFFSET[s])) for s in ("train", "vali", "test")}
+  texts["serve.txt"] = list(logs.to_letor_lines(ds["test"], QID_OFFSET["test"], privileged=False))
+  for name, lines in texts.items():
+    files.write_atomic(os.path.join(out, name), "".join(lines))
+  return {k: len(v) for k, v in texts.items()}
 
 
 def run(cfg: common.Config) -> dict:

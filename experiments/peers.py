@@ -27,6 +27,7 @@ import types
 
 import numpy as np
 
+from pfd_jax import files
 from pfd_jax import data as D
 from pfd_jax import metrics
 
@@ -65,13 +66,10 @@ def write_letor(folder: str, scale: float, seed: int = 0) -> dict:
   out = {}
   for split in ("train", "vali", "test"):
     g = ds[split]
-    tmp = os.path.join(folder, f"{split}.txt.tmp")
-    dump_svmlight_file(g.x, g.y, tmp, zero_based=False, query_id=np.repeat(np.arange(g.num_queries), g.sizes))
-    os.replace(tmp, os.path.join(folder, f"{split}.txt"))
+    files.write_atomic(os.path.join(folder, f"{split}.txt"), lambda f: dump_svmlight_file(
+        g.x, g.y, f, zero_based=False, query_id=np.repeat(np.arange(g.num_queries), g.sizes)))
     out[split] = [g.num_queries, g.num_docs]
-  with open(done + ".tmp", "w") as f:
-    json.dump(out, f)
-  os.replace(done + ".tmp", done)
+  files.write_atomic(done, json.dumps(out))
   return out
 
 

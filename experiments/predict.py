@@ -12,16 +12,23 @@ best by the training run's selection metric).
 
 Where the file has labels and the model was trained on file labels, NDCG@k (the training run's cut-offs) is
 printed over the lists the training drivers evaluate: at least ``min_docs`` documents and one positive.
-Nothing is written when the input is bad (the error names file:line).
+
+Refused before anything is scored, each with one line: a model folder that is damaged or not a model
+(exit 1), a serving file with a bad line (exit 1, naming file:line), a file that lacks feature ids the model
+reads (exit 1: a teacher's privileged features are normally absent at serving time, and zero-filling them
+changes its scores; ``--impute=zero`` scores anyway and says so), ``--out`` equal to ``--data`` or a folder
+(exit 2), an ``--out`` that cannot be written (exit 1). The score file is written whole or not at all.
 """
 import dataclasses
 import os
+import sys
 from typing import Optional
 
 import numpy as np
 
 from experiments import common
 from pfd_jax import data as D
+from pfd_jax import files
 from pfd_jax import metrics
 from pfd_jax import serving
 from pfd_jax.config import ConfigError, check, option
@@ -33,6 +40,9 @@ class Options:
   data: str = option("", "LETOR/SVMlight file to score (.txt or .gz; labels optional).")
   out: str = option("", "Score file to write (qid, index within query, score; tab-separated).")
   seed: Optional[int] = option(None, "Index of the saved seed to score with (default: the recorded best).", lo=0)
+  impute: str = option("none", "Feature ids the model reads that appear on no line of --data: none = refuse "
+                       "to score (default), zero = score with them as 0 (said on stderr and in the summary).",
+                       choices=("none", "zero"))
 
   def __post_init__(self):
     for name in ("model", "data", "out"):
@@ -63,35 +73,55 @@ def write_scores(path: str, groups: D.Groups, scores: np.ndarray) -> None:
   """qid<TAB>index<TAB>score per document, written to a temporary file and renamed (never partial)."""
   within = np.arange(groups.num_docs) - np.repeat(groups.offsets[:-1], groups.sizes)
   qid = np.repeat(groups.qid, groups.sizes)
-  tmp = path + ".tmp"
-  os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-  with open(tmp, "w") as f:
-    f.writelines(f"{q}\t{i}\t{s!r}\n" for q, i, s in zip(qid.tolist(), within.tolist(), scores.tolist()))
-  os.replace(tmp, path)
+  lines = (f"{q}\t{i}\t{s!r}\n".encode() for q, i, s in zip(qid.tolist(), within.tolist(), scores.tolist()))
+  files.write_atomic(path, lambda f: f.writelines(lines))
+
+
+def check_out(o: Options) -> None:
+  """Refuses an --out that would destroy the input or cannot be written, before any scoring."""
+  if os.path.abspath(o.out) == os.path.abspath(o.data) or (
+      os.path.exists(o.out) and os.path.exists(o.data) and os.path.samefile(o.out, o.data)):
+    raise ConfigError("out", "is the --data file: scoring would replace the input; name another file")
+  if os.path.isdir(o.out):
+    raise ConfigError("out", "is a folder; name the score file to write, e.g. --out=scores.tsv")
+  files.check_writable(o.out)
 
 
 def run(cfg: common.Config) -> dict:
   o = cfg.options
-  try:
-    ranker = serving.load_model(o.model)
-  except FileNotFoundError as e:
-    raise ConfigError("model", str(e)) from None
+  check_out(o)
+  ranker = serving.load_model(o.model)
   if o.seed is not None and o.seed >= ranker.num_seeds:
     raise ConfigError("seed", f"{o.seed}: the model holds seeds 0..{ranker.num_seeds - 1}")
-  groups = D.load_serving(o.data, ranker.num_features)
+  groups, present = D.read_serving(o.data, ranker.num_features)
+  missing = sorted(set(ranker.input_ids) - set(present.tolist()))
+  if missing and o.impute == "none":
+    priv = sorted(set(missing) & set(ranker.recipe["privileged_ids"]))
+    raise D.DataError(
+        f"{o.data}: the model reads feature ids {_ids(missing)} that appear on no line of this file"
+        + (f" ({_ids(priv)} are privileged: this model is a teacher, which needs them)" if priv else "")
+        + "; score with a student model, or pass --impute=zero to score with them as 0")
+  if missing:
+    print(f"warning: {len(missing)} feature ids read as 0 (--impute=zero): {_ids(missing)}", file=sys.stderr)
   scores = ranker.score_groups(groups, o.seed)
   write_scores(o.out, groups, scores)
   res = ndcg(ranker, groups, scores)
   return dict(options=o, docs=groups.num_docs, queries=groups.num_queries, seeds=ranker.num_seeds,
               seed=ranker.best_seed if o.seed is None else o.seed, view=ranker.recipe["view"],
               input_ids=ranker.input_ids, ndcg=res, labelled=groups.rel is not None,
-              label_mode=ranker.recipe["labels"]["mode"])
+              label_mode=ranker.recipe["labels"]["mode"], imputed=missing)
+
+
+def _ids(ids) -> str:
+  return ",".join(map(str, ids[:20])) + (f",... ({len(ids)} in all)" if len(ids) > 20 else "")
 
 
 def to_markdown(res: dict) -> str:
   o = res["options"]
   lines = [f"{o['out']}: {res['docs']} documents in {res['queries']} queries scored with seed {res['seed']} of "
            f"{res['seeds']} (model {o['model']}: view {res['view']}, feature ids {','.join(map(str, res['input_ids']))})"]
+  if res.get("imputed"):
+    lines.append(f"imputed as 0 (absent from {o['data']}): feature ids {_ids(res['imputed'])}")
   if res["ndcg"] is not None:
     vals, n = res["ndcg"]
     lines.append(f"NDCG over {n} lists with a positive: " + "  ".join(f"@{k} {v:.4f}" for k, v in vals.items()))

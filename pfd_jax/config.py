@@ -99,6 +99,10 @@ def _rebuild(t, v):
 
 
 def _check_labels(cfg: "DataConfig") -> None:
+  if cfg.dataset == "synthetic" and cfg.data_dir:
+    raise ConfigError("data_dir", "dataset=synthetic is generated in memory and reads no folder; to train on "
+                      "your own LETOR files add --dataset=letor (named sets such as ohsumed or web30k take "
+                      "--data_dir too)")
   if cfg.positive_grade is not None and cfg.label_mode != "file":
     raise ConfigError("positive_grade", "applies to labels=file only")
   ids = cfg.privileged_ids  # parses

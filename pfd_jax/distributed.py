@@ -24,21 +24,24 @@ import jax
 import numpy as np
 
 
-def initialize(coordinator: str = "", num_processes: int = 1, process_id: int = 0) -> tuple:
+def initialize(coordinator: str = "", num_processes: int = 1, process_id: int = 0, *,
+               heartbeat_timeout: int = 100, shutdown_timeout: int = 300) -> tuple:
   """Starts the multi-process runtime; returns (process index, process count).
 
   coordinator: ``host:port`` of process 0, or ``auto`` to let JAX read the cluster's environment; '' with
-  num_processes == 1 is a plain one-process run (nothing started).
+  num_processes == 1 is a plain one-process run (nothing started). heartbeat_timeout / shutdown_timeout:
+  JAX's seconds before a silent process is declared dead, and that a finishing process waits for the others.
   """
   if not coordinator and num_processes == 1:
     return 0, 1
   # CPU collectives across processes (gloo over TCP); the setting is read by the CPU backend only, GPU and TPU
   # use their own (NCCL, ICI).
   jax.config.update("jax_cpu_collectives_implementation", "gloo")
+  timeouts = dict(heartbeat_timeout_seconds=heartbeat_timeout, shutdown_timeout_seconds=shutdown_timeout)
   if coordinator == "auto":
-    jax.distributed.initialize()
+    jax.distributed.initialize(**timeouts)
   else:
-    jax.distributed.initialize(coordinator, num_processes, process_id)
+    jax.distributed.initialize(coordinator, num_processes, process_id, **timeouts)
   return jax.process_index(), jax.process_count()
 
 
@@ -71,6 +74,14 @@ class Comm:
     """(sum of n over the processes before this one, sum over all): where this process's items start."""
     return 0, int(n)
 
+  def first_error(self, message: Optional[str]) -> Optional[str]:
+    """The first (in process order) of the processes' error messages (None where a process had none), the
+    same in every process: so that an error one process meets stops all of them, with the same words."""
+    return message
+
+
+_MESSAGE_BYTES = 2048
+
 
 class ProcessComm(Comm):
   """Collectives over the processes of an initialised ``jax.distributed`` runtime."""
@@ -99,6 +110,16 @@ class ProcessComm(Comm):
   def offset(self, n: int) -> tuple:
     counts = self.gather(np.int64(n))
     return int(counts[:self.index].sum()), int(counts.sum())
+
+  def first_error(self, message: Optional[str]) -> Optional[str]:
+    buf = np.zeros(_MESSAGE_BYTES + 1, np.uint8)  # [has message, utf-8 bytes...]
+    if message is not None:
+      raw = message.encode()[:_MESSAGE_BYTES]
+      buf[0], buf[1:1 + len(raw)] = 1, np.frombuffer(raw, np.uint8)
+    for row in self.gather(buf):
+      if row[0]:
+        return bytes(row[1:]).rstrip(b"\0").decode(errors="replace")
+    return None
 
 
 LOCAL = Comm()

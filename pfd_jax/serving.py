@@ -27,6 +27,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from pfd_jax import data as data_lib
+from pfd_jax import files
 from pfd_jax import train as train_lib
 
 FORMAT = "pfd_jax.ranker/1"
@@ -144,28 +145,123 @@ def _jsonable(o):
   return o
 
 
+class ModelError(data_lib.DataError):
+  """A saved model that cannot be used as it is: a missing or damaged file, a recipe that contradicts itself
+  or its parameters. The message names the file and what is wrong."""
+
+
 def save_model(path: str, ranker: Ranker) -> None:
   """Writes `ranker` to the folder `path` (created): params.msgpack, then model.json (each atomically)."""
   os.makedirs(path, exist_ok=True)
-  blob = flax.serialization.to_bytes(jax.tree_util.tree_map(np.asarray, ranker.params))
-  for name, data, mode in ((PARAMS_FILE, blob, "wb"), (RECIPE_FILE, json.dumps(ranker.recipe, indent=1), "w")):
-    tmp = os.path.join(path, name + ".tmp")
-    with open(tmp, mode) as f:
-      f.write(data)
-    os.replace(tmp, os.path.join(path, name))
+  files.write_atomic(os.path.join(path, PARAMS_FILE),
+                     flax.serialization.to_bytes(jax.tree_util.tree_map(np.asarray, ranker.params)))
+  files.write_atomic(os.path.join(path, RECIPE_FILE), json.dumps(ranker.recipe, indent=1))
+
+
+# Recipe keys and their types (nested dicts by their own keys); what load_model checks before any use.
+_RECIPE = dict(format=str, model=dict(kind=str, hidden=int, layers=int), view=str, input_ids=list,
+               regular_ids=list, privileged_ids=list, num_features=int,
+               transforms=dict(query_norm=bool, log1p=bool), labels=dict(mode=str), min_docs=int, ks=list,
+               num_seeds=int, best_seed=int)
+
+
+def _check_keys(recipe, spec: dict, where: str, prefix: str = "") -> None:
+  if not isinstance(recipe, dict):
+    raise ModelError(f"{where}: {prefix.rstrip('.') or 'the recipe'} is not a JSON object")
+  for key, kind in spec.items():
+    if key not in recipe:
+      raise ModelError(f"{where}: key {prefix + key!r} is missing")
+    if isinstance(kind, dict):
+      _check_keys(recipe[key], kind, where, prefix + key + ".")
+    elif not isinstance(recipe[key], kind) or (kind is int and isinstance(recipe[key], bool)):
+      raise ModelError(f"{where}: {prefix + key!r} should be a {kind.__name__}, got {recipe[key]!r}")
+
+
+def check_recipe(recipe: dict, where: str = RECIPE_FILE) -> None:
+  """Raises ModelError unless `recipe` is a complete, self-consistent ranker recipe: every key, its feature ids
+  the ones its view reads from its regular and privileged ids (in order), within 1..num_features."""
+  _check_keys(recipe, _RECIPE, where)
+  if recipe["format"] != FORMAT:
+    raise ModelError(f"{where}: format {recipe['format']!r}, expected {FORMAT!r}")
+  if recipe["model"]["kind"] != "mlp":
+    raise ModelError(f"{where}: model kind {recipe['model']['kind']!r} is not one this version scores (mlp)")
+  ids = recipe["regular_ids"] + recipe["privileged_ids"]
+  if not all(isinstance(i, int) and not isinstance(i, bool) and 1 <= i <= recipe["num_features"] for i in ids):
+    raise ModelError(f"{where}: feature ids must be integers in 1..num_features={recipe['num_features']}")
+  if len(set(ids)) != len(ids):
+    raise ModelError(f"{where}: a feature id is both regular and privileged, or repeated")
+  try:
+    expected = input_ids(recipe["view"], recipe["regular_ids"], recipe["privileged_ids"])
+  except (KeyError, ValueError, IndexError):
+    raise ModelError(f"{where}: view {recipe['view']!r} is not x, z, xz or z:<columns>") from None
+  if recipe["input_ids"] != expected:
+    raise ModelError(f"{where}: input_ids {recipe['input_ids'][:8]}... are not the ids view "
+                     f"{recipe['view']!r} reads from regular_ids and privileged_ids, in that order")
+  if not 0 <= recipe["best_seed"] < recipe["num_seeds"]:
+    raise ModelError(f"{where}: best_seed {recipe['best_seed']} is not below num_seeds {recipe['num_seeds']}")
+
+
+def _check_params(params, recipe: dict, where: str) -> None:
+  """The parameter tree must be the recipe's MLP: layers Dense layers, seed-stacked, widths as recorded."""
+  m, seeds, width = recipe["model"], recipe["num_seeds"], len(recipe["input_ids"])
+  expected = {}
+  for i in range(m["layers"]):
+    fan_in = width if i == 0 else m["hidden"]
+    fan_out = 1 if i == m["layers"] - 1 else m["hidden"]
+    expected[f"Dense_{i}"] = {"kernel": (seeds, fan_in, fan_out), "bias": (seeds, fan_out)}
+  layers = params.get("params") if isinstance(params, dict) else None
+  got = {name: {k: tuple(np.shape(v)) for k, v in layer.items()} for name, layer in layers.items()
+         } if isinstance(layers, dict) and all(isinstance(v, dict) for v in layers.values()) else None
+  if got != expected:
+    def show(d):
+      return "; ".join(f"{n} {', '.join(f'{k} {list(v)}' for k, v in sorted(l.items()))}"
+                       for n, l in sorted(d.items())) if d else "no Dense layers"
+    raise ModelError(f"{where}: parameters do not match model.json ({m['layers']} layers of width "
+                     f"{m['hidden']}, {width} inputs, {seeds} seeds): expected {show(expected)}; found "
+                     f"{show(got) if got is not None else 'another structure'}")
 
 
 def load_model(path: str) -> Ranker:
-  """The :class:`Ranker` saved in folder `path` by :func:`save_model` (or a training driver's --save_models)."""
-  recipe_path = os.path.join(path, RECIPE_FILE)
+  """The :class:`Ranker` saved in folder `path` by :func:`save_model` (or a training driver's --save_models).
+
+  Everything is checked before use, each failure a :class:`ModelError` (FileNotFoundError for a path that
+  does not exist) naming the file: a results folder given instead of a model, unreadable or truncated files,
+  missing keys, feature ids that contradict the view, parameters of other widths or seed counts.
+  """
+  if not os.path.exists(path):
+    raise FileNotFoundError(f"{path}: no such model folder")
+  if not os.path.isdir(path):
+    raise ModelError(f"{path}: a file, not a saved model folder (give the folder that holds {RECIPE_FILE})")
+  recipe_path, params_path = os.path.join(path, RECIPE_FILE), os.path.join(path, PARAMS_FILE)
   if not os.path.isfile(recipe_path):
-    raise FileNotFoundError(f"{path}: not a saved model (no {RECIPE_FILE})")
-  with open(recipe_path) as f:
-    recipe = json.load(f)
-  if recipe.get("format") != FORMAT:
-    raise ValueError(f"{recipe_path}: format {recipe.get('format')!r}, expected {FORMAT!r}")
-  with open(os.path.join(path, PARAMS_FILE), "rb") as f:
-    params = flax.serialization.msgpack_restore(f.read())
+    models = os.path.join(path, "models")
+    rows = sorted(os.listdir(models)) if os.path.isdir(models) else []
+    hint = (f"; it looks like a run folder: give one of its models, e.g. {os.path.join(models, rows[0])}" if rows
+            else "; a run folder has models only if it was trained with --save_models"
+            if os.path.exists(os.path.join(path, "results.json")) or os.path.isdir(os.path.join(path, "runs"))
+            else "")
+    raise ModelError(f"{path}: not a saved model (no {RECIPE_FILE}){hint}")
+  try:
+    with open(recipe_path, "rb") as f:
+      recipe = json.loads(f.read().decode("utf-8"))
+  except UnicodeDecodeError:
+    raise ModelError(f"{recipe_path}: not UTF-8 text (damaged)") from None
+  except json.JSONDecodeError as e:
+    raise ModelError(f"{recipe_path}:{e.lineno}: not valid JSON ({e.msg}; truncated or edited?)") from None
+  check_recipe(recipe, recipe_path)
+  if not os.path.isfile(params_path):
+    raise ModelError(f"{params_path}: missing (the folder holds a recipe without parameters)")
+  with open(params_path, "rb") as f:
+    blob = f.read()
+  try:
+    params = flax.serialization.msgpack_restore(blob)
+  except Exception as e:  # msgpack raises several unrelated types (ValueError, ExtraData, TypeError, ...)
+    raise ModelError(f"{params_path}: damaged ({type(e).__name__}: {str(e)[:80] or 'truncated'}; "
+                     f"{len(blob)} bytes)") from None
+  _check_params(params, recipe, params_path)
+  leaves = jax.tree_util.tree_leaves(params)
+  if not all(np.issubdtype(np.asarray(v).dtype, np.floating) and np.isfinite(v).all() for v in leaves):
+    raise ModelError(f"{params_path}: parameters are not finite floats")
   return Ranker(params=jax.tree_util.tree_map(jnp.asarray, params), recipe=recipe)
 
 

@@ -113,8 +113,14 @@ def _run(*args):
 def test_bad_flags_fail_before_loading_data_in_a_real_process():
   """Exit code 2 with one line naming the flag, before any data is read (the data folder does not exist)."""
   for argv, want in ((["--seeds=0", "--dataset=ohsumed", "--data_dir=/nonexistent"], "--seeds=0"),
-                     (["--alpha=2", "--data_dir=/nonexistent"], "--alpha=2.0"),
-                     (["seeds=5", "epochs=100"], "unexpected arguments ['seeds=5', 'epochs=100']")):
+                     (["--alpha=2", "--dataset=ohsumed", "--data_dir=/nonexistent"], "--alpha=2.0"),
+                     (["seeds=5", "epochs=100"], "unexpected arguments ['seeds=5', 'epochs=100']"),
+                     (["--no_such_flag=1"], "Unknown command line flag 'no_such_flag'"),
+                     (["--seeds=abc"], "--seeds"),
+                     # a folder without --dataset=letor would silently train on the synthetic set
+                     (["--data_dir=mydata", "--labels=file", "--positive_grade=3", "--privileged=9,10"],
+                      "--data_dir='mydata': dataset=synthetic is generated in memory and reads no folder; to train "
+                      "on your own LETOR files add --dataset=letor")):
     p = _run("experiments.table2", *argv)
     assert p.returncode == 2 and want in p.stderr and "Traceback" not in p.stderr, p.stderr[-500:]
     assert len(p.stderr.strip().splitlines()) == 2
@@ -123,6 +129,7 @@ def test_bad_flags_fail_before_loading_data_in_a_real_process():
 @pytest.mark.parametrize("name", ["table2", "committee_perceptron", "predict"])
 def test_help_lists_the_drivers_flags(name):
   p = _run(f"experiments.{name}", "--help")
+  assert p.returncode == 0, p.stderr[-500:]
   for _, (flag, f, t, _) in common._driver_fields(_driver(name)):
     assert (f"--[no]{flag}" if t is bool else f"--{flag}") in p.stdout, flag
 

@@ -41,7 +41,13 @@ def test_load_letor_gz_and_cache(tmp_path):
 
 @pytest.mark.parametrize("text,line,what", [
     ("1 qid:1 1:0.5\n1 qid:1 1-0.5\n", 2, "malformed"),
-    ("1 qid:1 1:0.5\n\n1 qid:1 1:abc\n", 3, "non-numeric"),
+    ("1 qid:1 1:0.5\n\n1 qid:1 1:abc\n", 3, "'abc' is not a number"),
+    ("1 qid:abc 1:0.5\n", 1, "qid 'abc' is not an integer"),
+    ("1 qid:1 1:0.5\n1 qid:q0 1:0.5\n", 2, "qid 'q0' is not an integer"),
+    ("1 qid:1 1:0.5\n0 qid:1 1:1e39\n", 2, "'1e39' overflows float32"),
+    ("1e39 qid:1 1:0.5\n", 1, "label '1e39' overflows float32"),
+    ("1 qid:1 1:0.5\r\n0 qid:1 x:1\r\n", 2, "non-numeric feature id"),
+    ("1 qid:1 1:0.5\n" * 2999 + "0 qid:1 1000000000:1\n", 3000, "feature id 1000000000 needs a dense array"),
     ("1 qid:1 0:0.5\n", 1, "1-based"),
     ("1 qid:1 1:0.5\n0 qid:1 1:nan\n", 2, "non-finite"),
     ("1 qid:1 1:inf\n", 1, "non-finite"),
@@ -53,6 +59,49 @@ def test_bad_lines_name_file_and_line(tmp_path, text, line, what):
   p = _write(tmp_path, text)
   with pytest.raises(ValueError, match=rf"{p}:{line}: .*{what}"):
     D.load_letor(p)
+
+
+def test_non_utf8_byte_names_line(tmp_path):
+  p = tmp_path / "f.txt"
+  p.write_bytes(b"1 qid:1 1:0.5\n0 qid:1 1:0.\xe95\n")
+  with pytest.raises(D.DataError, match=rf"{p}:2: not UTF-8 text \(byte 0xe9 at column 13\)"):
+    D.load_letor(str(p))
+  with pytest.raises(D.DataError, match=rf"{p}:2: not UTF-8"):
+    D.load_serving(str(p))
+
+
+def test_crlf_file_reads_as_lf(tmp_path):
+  text = "1 qid:1 1:0.5 2:1\n0 qid:1 1:0.2\n0 qid:7 2:3\n"
+  a, b = tmp_path / "lf.txt", tmp_path / "crlf.txt"
+  a.write_text(text)
+  b.write_bytes(text.replace("\n", "\r\n").encode())
+  for load in (D.load_letor, D.load_serving):
+    ga, gb = load(str(a)), load(str(b))
+    for k in ("x", "rel", "qid", "offsets"):
+      np.testing.assert_array_equal(getattr(ga, k), getattr(gb, k))
+
+
+def test_cache_is_keyed_by_content_and_survives_damage(tmp_path):
+  """A file edited in place with the same size and modification time is parsed again (not served from the old
+  cache); a truncated cache file is parsed again and rewritten."""
+  p = tmp_path / "f.txt"
+  p.write_text("1 qid:1 1:0.5\n0 qid:1 1:0.2\n")
+  st = os.stat(p)
+  cache = str(tmp_path / "cache")
+  assert D.load_letor(str(p), cache_dir=cache).rel.tolist() == [1, 0]
+  p.write_text("0 qid:1 1:0.5\n1 qid:1 1:0.2\n")  # same size
+  os.utime(p, ns=(st.st_atime_ns, st.st_mtime_ns))  # same mtime
+  assert os.stat(p).st_size == st.st_size and os.stat(p).st_mtime_ns == st.st_mtime_ns
+  assert D.load_letor(str(p), cache_dir=cache).rel.tolist() == [0, 1]
+  for f in os.listdir(cache):
+    with open(os.path.join(cache, f), "r+b") as fh:
+      fh.truncate(40)
+  assert D.load_letor(str(p), cache_dir=cache).rel.tolist() == [0, 1]
+  assert D.load_letor(str(p), cache_dir=cache).rel.tolist() == [0, 1]  # the rewritten cache reads back
+  assert not [f for f in os.listdir(cache) if f.endswith(".tmp")]
+  (tmp_path / "afile").write_text("")
+  with pytest.raises(NotADirectoryError, match="cache folder"):
+    D.load_letor(str(p), cache_dir=str(tmp_path / "afile"))
 
 
 def test_empty_and_missing_files(tmp_path):

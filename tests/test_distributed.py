@@ -56,7 +56,8 @@ def test_launcher_commands():
   cmds = launch.commands(["experiments.table2", "--epochs=2"], 3, 1234)
   assert [c[-3:] for c in cmds] == [["--coordinator=127.0.0.1:1234", "--num_processes=3", f"--process_id={i}"]
                                     for i in range(3)]
-  assert all(c[1:4] == ["-m", "experiments.table2", "--epochs=2"] for c in cmds)
+  # the launcher's short local timeouts come before the driver's own flags, so that the user's win
+  assert all(c[1:6] == ["-m", "experiments.table2", *launch.LOCAL_TIMEOUTS, "--epochs=2"] for c in cmds)
 
 
 def _run(args, cwd):

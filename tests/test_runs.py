@@ -64,7 +64,7 @@ def test_interrupted_run_resumes_to_the_same_results(two_folds, tmp_path):
   _, err = proc.communicate(timeout=60)
   assert fold1_done is not None, err[-2000:]
   run_dir = fold1_done.parents[3]
-  assert proc.returncode == 143 and "interrupted; the finished rows are saved in" in err, err[-1000:]
+  assert proc.returncode == 143 and "interrupted (SIGTERM); the finished rows are saved in" in err, err[-1000:]
   assert not (run_dir / "results.json").exists()  # it was stopped mid-run
   assert len(list((run_dir / "runs" / "rankbce" / "fold1").glob("*.msgpack"))) == 3
 
@@ -86,12 +86,15 @@ def test_configurations_get_their_own_run_folders(two_folds, tmp_path):
   common.define_flags(table2.DRIVER, fv, key_module="t")
   argv = _cmd(two_folds, tmp_path)[3:]
   fv(["prog", *argv])
-  a, prov = common.prepare_run(common.config_from_flags(table2.DRIVER, fv), table2.DRIVER)
+  a, prov, lock_a = common.prepare_run(common.config_from_flags(table2.DRIVER, fv), table2.DRIVER)
   fv2 = flags.FlagValues()
   common.define_flags(table2.DRIVER, fv2, key_module="t")
   fv2(["prog", *argv, "--alpha=0.7"])
-  b, _ = common.prepare_run(common.config_from_flags(table2.DRIVER, fv2), table2.DRIVER)
+  b, _, lock_b = common.prepare_run(common.config_from_flags(table2.DRIVER, fv2), table2.DRIVER)
+  lock_a.release(), lock_b.release()
   assert a != b and os.path.dirname(a) == os.path.dirname(b) == str(tmp_path / f"ohsumed-{os.path.basename(two_folds)}")
+  assert not os.path.lexists(os.path.join(os.path.dirname(a), "latest"))  # only a finished run is 'latest'
+  common.point_latest(b)
   assert os.readlink(os.path.join(os.path.dirname(a), "latest")) == os.path.basename(b)
   files = prov["data"]["files"]
   assert set(files) == {f"fold{k}/{s}" for k in (1, 2) for s in ("train", "vali", "test")}
@@ -144,17 +147,28 @@ def test_nan_label_names_file_and_line(tmp_path):
 
 @pytest.mark.parametrize("argv,code,want", [
     (["--dataset=ohsumed", "--data_dir=/nonexistent/folder"], 1, "error: --data_dir '/nonexistent/folder'"),
-    (["--dataset=letor", "--data_dir={bad}", "--privileged=1"], 1, "error: {bad}/train.txt:2: non-numeric feature"),
+    (["--dataset=letor", "--data_dir={bad}", "--privileged=1"], 1,
+     "error: {bad}/train.txt:2: value of feature 1 'x' is not a number"),
+    (["--dataset=letor", "--data_dir={bad}/only_test", "--privileged=1", "--min_docs=1"], 1,
+     "error: dataset 'letor' fold 1 needs the splits ['test', 'train']; it has ['test']"),
     (["--seeds=0"], 2, "error: --seeds=0: must be >= 1"),
+    (["--out_dir={bad}/test.txt/results"], 1, "error: {bad}/test.txt/results: Not a directory (a part of "
+     "the path is a file, not a folder)"),
+    (["--cache_dir={bad}/test.txt", "--dataset=letor", "--data_dir={bad}/only_test", "--privileged=1"], 1,
+     "error: {bad}/test.txt: the cache folder (--cache_dir) is a file"),
 ])
 def test_known_user_errors_are_one_readable_line(tmp_path, argv, code, want):
   bad = tmp_path / "bad"
   bad.mkdir()
   (bad / "train.txt").write_text("1 qid:1 1:0.5\n0 qid:1 1:x\n")
   (bad / "test.txt").write_text("1 qid:1 1:0.5\n")
+  (bad / "only_test").mkdir()
+  (bad / "only_test" / "test.txt").write_text("1 qid:1 1:0.5\n")
   argv = [a.replace("{bad}", str(bad)) for a in argv]
-  p = subprocess.run([sys.executable, "-m", "experiments.table2", *argv, f"--out_dir={tmp_path}"], cwd=ROOT,
-                     capture_output=True, text=True, timeout=120)
+  if not any(a.startswith("--out_dir") for a in argv):
+    argv.append(f"--out_dir={tmp_path}")
+  p = subprocess.run([sys.executable, "-m", "experiments.table2", *argv], cwd=ROOT, capture_output=True, text=True,
+                     timeout=120)
   assert p.returncode == code and want.replace("{bad}", str(bad)) in p.stderr, p.stderr[-800:]
   assert "Traceback" not in p.stderr
 

@@ -4,7 +4,7 @@ from pfd_jax.data.datasets import (LABEL_MODES, NAMES, SPLITS, Dataset, availabl
                                    num_folds, prepare, resolve_data_dir, shared_data_root, split_files,
                                    summary, with_graded_labels, with_synthetic_privileged)
 from pfd_jax.data.groups import DataError, Groups
-from pfd_jax.data.letor import load_letor, load_serving, pad_features
+from pfd_jax.data.letor import load_letor, load_serving, pad_features, read_serving
 from pfd_jax.data.padding import Padded, bucket_cuts, bucketize, pad, padding_ratio
 from pfd_jax.data.preprocess import (abs_correlation, draw_gumbel, filter_groups, gumbel_labels,
                                      log1p_transform, positive_groups, privileged_columns,

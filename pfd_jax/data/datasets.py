@@ -32,7 +32,7 @@ import numpy as np
 from pfd_jax.data import preprocess as pp
 from pfd_jax.data import synthetic
 from pfd_jax.data.groups import DataError, Groups
-from pfd_jax.data.letor import load_letor, load_letor_shard, pad_features
+from pfd_jax.data.letor import _locate_error, load_letor, load_letor_shard, pad_features
 from pfd_jax.data.padding import bucketize, padding_ratio
 
 NAMES = ("synthetic", "ohsumed", "mq2008", "web10k", "web30k", "yahoo", "istella", "letor")
@@ -144,7 +144,21 @@ def load_raw(name: str, data_dir: Optional[str] = None, fold: int = 1, cache_dir
   files = split_files(name, data_dir, fold)
   if count == 1:
     return pad_features({s: load_letor(p, cache_dir) for s, p in files.items()})
-  splits = {s: load_letor_shard(p, comm.index, count) for s, p in files.items()}
+  # Every process checks what one process would: an error in any shard stops all of them with its words, and a
+  # qid whose lines fall in two shards (not contiguous) is found among all the processes' qids.
+  splits, error = {}, None
+  try:
+    splits = {s: load_letor_shard(p, comm.index, count) for s, p in files.items()}
+  except (DataError, OSError) as e:
+    error = str(e)
+  error = comm.first_error(error)
+  if error is not None:
+    raise DataError(error)
+  for s, p in files.items():
+    qids = comm.concat(splits[s].qid)
+    if np.unique(qids).size != qids.size:
+      _locate_error(p)  # the same whole-file check in every process: the same line named everywhere
+      raise DataError(f"{p}: a qid's lines are not contiguous")
   return pad_features(splits, int(comm.max(max(g.x.shape[1] for g in splits.values()))))
 
 

@@ -16,52 +16,71 @@ common width, which is what the SVMlight format means by an absent feature.
 """
 from __future__ import annotations
 
+import errno
 import gzip
 import hashlib
 import io
 import os
+import zipfile
 from typing import Optional
 
 import numpy as np
 
+from pfd_jax import files
 from pfd_jax.data.groups import DataError, Groups
 
-_CACHE_VERSION = "1"
+_CACHE_VERSION = "2"  # 2: keyed by content
 
 
-def _open_text(path: str):
-  return gzip.open(path, "rt") if path.endswith(".gz") else open(path, "rt")
+_F32_MAX = float(np.finfo(np.float32).max)
 
 
-def _locate_error(path: str, labelled: bool = True, num_features: Optional[int] = None) -> None:
-  """Re-read `path` line by line and raise ValueError at the first line breaking the format.
+def _number(tok: str, what: str, where: str) -> float:
+  """`tok` as a finite float32-representable number, else a DataError naming `where`."""
+  try:
+    v = float(tok)
+  except ValueError:
+    raise DataError(f"{where}: {what} {tok!r} is not a number") from None
+  if not np.isfinite(v):
+    raise DataError(f"{where}: non-finite {what} {tok!r}")
+  if abs(v) > _F32_MAX:
+    raise DataError(f"{where}: {what} {tok!r} overflows float32 (|value| > {_F32_MAX:.3g})")
+  return v
 
-  labelled=False: lines are ``qid:Q idx:val ...`` without a label (a serving file). num_features: feature
-  ids above it are errors (ids a model never saw).
+
+def _locate_error(path: str, labelled: bool = True, max_id: Optional[int] = None, why: str = "") -> None:
+  """Re-read `path` line by line and raise DataError at the first line breaking the format.
+
+  labelled=False: lines are ``qid:Q idx:val ...`` without a label (a serving file). max_id: feature ids above
+  it are errors, `why` saying why (ids a model never saw; ids too large to allocate).
   """
   seen, last = set(), None
-  with _open_text(path) as f:
-    for lineno, line in enumerate(f, 1):
+  opener = gzip.open if path.endswith(".gz") else open
+  with opener(path, "rb") as f:
+    for lineno, raw in enumerate(f, 1):
+      where = f"{path}:{lineno}"
+      try:
+        line = raw.decode("utf-8")
+      except UnicodeDecodeError as e:
+        raise DataError(f"{where}: not UTF-8 text (byte 0x{raw[e.start]:02x} at column {e.start + 1})") from None
       body = line.split("#", 1)[0].strip()
       if not body:
         continue
-      where = f"{path}:{lineno}"
       tokens = body.split()
       if not labelled:
         if tokens[0].startswith("qid:"):
           tokens = ["0"] + tokens
         else:
           raise DataError(f"{where}: this file's first line has no label, so no line may have one; got "
-                           f"{tokens[0]!r} before the qid")
-      try:
-        label = float(tokens[0])
-      except ValueError:
-        raise DataError(f"{where}: label {tokens[0]!r} is not a number") from None
-      if not np.isfinite(label):
-        raise DataError(f"{where}: non-finite label {tokens[0]!r}")
+                          f"{tokens[0]!r} before the qid")
+      _number(tokens[0], "label", where)
       if len(tokens) < 2 or not tokens[1].startswith("qid:"):
         raise DataError(f"{where}: expected 'qid:<id>' after the label, got {body[:60]!r}")
       qid = tokens[1][4:]
+      try:
+        int(qid)
+      except ValueError:
+        raise DataError(f"{where}: qid {qid!r} is not an integer") from None
       if qid != last:
         if qid in seen:
           raise DataError(f"{where}: qid {qid} reappears after other queries (its lines are not contiguous)")
@@ -73,18 +92,36 @@ def _locate_error(path: str, labelled: bool = True, num_features: Optional[int] 
         if not sep:
           raise DataError(f"{where}: malformed feature {tok!r} (expected idx:value)")
         try:
-          i, v = int(idx), float(val)
+          i = int(idx)
         except ValueError:
-          raise DataError(f"{where}: non-numeric feature {tok!r}") from None
+          raise DataError(f"{where}: non-numeric feature id in {tok!r}") from None
+        _number(val, f"value of feature {i}", where)
         if i < 1:
           raise DataError(f"{where}: feature id {i} (ids are 1-based)")
         if i <= prev:
           raise DataError(f"{where}: feature ids must increase, {i} after {prev}")
-        if not np.isfinite(v):
-          raise DataError(f"{where}: non-finite value {tok!r}")
-        if num_features is not None and i > num_features:
-          raise DataError(f"{where}: feature id {i} was never seen by the model (it knows ids 1..{num_features})")
+        if max_id is not None and i > max_id:
+          raise DataError(f"{where}: feature id {i} {why}")
         prev = i
+
+
+def _memory_bytes() -> int:
+  try:
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+  except (ValueError, OSError, AttributeError):
+    return 1 << 36
+
+
+def _check_width(path: str, docs: int, width: int) -> None:
+  """Refuses (naming the line) a feature id whose dense [docs, width] float32 array would not fit in half
+  of this machine's memory, before allocating it (a typo such as id 10^9 would ask for terabytes)."""
+  budget = _memory_bytes() // 2
+  if docs * width * 4 > budget:
+    limit = max(1, budget // (4 * max(docs, 1)))
+    _locate_error(path, max_id=limit, why=f"needs a dense array of {docs:,} x {width:,} float32 "
+                  f"({docs * width * 4 / 2 ** 30:,.1f} GiB; half of this machine's memory allows ids up to "
+                  f"{limit:,}): is the id a typo?")
+    raise DataError(f"{path}: feature ids up to {width:,} need {docs * width * 4 / 2 ** 30:,.1f} GiB dense")
 
 
 def _parse(path: str, data: Optional[bytes] = None):
@@ -93,9 +130,9 @@ def _parse(path: str, data: Optional[bytes] = None):
   try:
     x, rel, qid = load_svmlight_file(path if data is None else io.BytesIO(data), query_id=True, zero_based=False,
                                      dtype=np.float32)
-  except ValueError:
+  except ValueError as e:
     _locate_error(path)
-    raise  # the C parser saw something the line check did not: keep its message
+    raise DataError(f"{path}: {e}") from None  # the C parser saw something the line check did not
   n = x.shape[0]
   if n == 0 and data is not None:  # a shard that starts no query
     return Groups(x=np.zeros((0, 0), np.float32), rel=np.zeros(0, np.float32), qid=np.zeros(0, np.int64),
@@ -105,10 +142,11 @@ def _parse(path: str, data: Optional[bytes] = None):
   if qid.shape[0] != n:
     _locate_error(path)
     raise DataError(f"{path}: some lines have no qid")
-  x = np.asarray(x.todense(), dtype=np.float32)
-  if not np.isfinite(x).all() or not np.isfinite(rel).all():
+  if not np.isfinite(x.data).all() or not np.isfinite(rel).all() or np.abs(rel).max() > _F32_MAX:
     _locate_error(path)
     raise DataError(f"{path}: non-finite values")
+  _check_width(path, n, x.shape[1])
+  x = np.asarray(x.todense(), dtype=np.float32)
   starts = np.flatnonzero(np.concatenate([[True], qid[1:] != qid[:-1]]))
   if len(np.unique(qid[starts])) != len(starts):
     _locate_error(path)
@@ -118,10 +156,24 @@ def _parse(path: str, data: Optional[bytes] = None):
 
 
 def _cache_file(path: str, cache_dir: str) -> str:
-  st = os.stat(path)
-  key = f"{_CACHE_VERSION}|{os.path.abspath(path)}|{st.st_size}|{st.st_mtime_ns}"
+  """The cache file of `path`: keyed by the format version and the file's content (SHA-256), so a file edited
+  in place is parsed again even when its size and modification time are unchanged (the hash costs one read
+  of the file, which provenance reads anyway: :func:`pfd_jax.files.sha256` reads it once per process)."""
+  key = f"{_CACHE_VERSION}|{files.sha256(path)}"
   base = os.path.basename(path).replace(".", "_")
   return os.path.join(cache_dir, f"{base}-{hashlib.sha1(key.encode()).hexdigest()[:12]}.npz")
+
+
+def _read_cache(cached: str) -> Optional[Groups]:
+  """The Groups of a cache file, or None when it is absent or damaged (truncated, not an .npz): a damaged
+  cache is parsed again and rewritten, never an error of the run."""
+  try:
+    with np.load(cached) as f:
+      return Groups(x=f["x"], rel=f["rel"], qid=f["qid"], offsets=f["offsets"])
+  except FileNotFoundError:
+    return None
+  except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile):
+    return None
 
 
 def load_letor(path: str, cache_dir: Optional[str] = None) -> Groups:
@@ -129,25 +181,25 @@ def load_letor(path: str, cache_dir: Optional[str] = None) -> Groups:
 
   Args:
     path: the file.
-    cache_dir: if given, the parsed arrays are saved there as ``.npz`` (keyed by path, size and mtime)
-      and later loads read the cache instead of parsing.
+    cache_dir: if given, the parsed arrays are saved there as ``.npz`` (keyed by the file's content) and
+      later loads read the cache instead of parsing; a damaged cache file is parsed again.
   Raises:
-    FileNotFoundError: no such file.
-    ValueError: the file breaks the format (see the module docstring); the message names file and line.
+    FileNotFoundError: no such file. NotADirectoryError: `cache_dir` is a file.
+    DataError: the file breaks the format (see the module docstring); the message names file and line.
   """
   if not os.path.isfile(path):
     raise FileNotFoundError(f"no such LETOR file: {path}")
   if cache_dir is not None:
+    if os.path.exists(cache_dir) and not os.path.isdir(cache_dir):
+      raise NotADirectoryError(errno.ENOTDIR, "the cache folder (--cache_dir) is a file", cache_dir)
     cached = _cache_file(path, cache_dir)
-    if os.path.exists(cached):
-      with np.load(cached) as f:
-        return Groups(x=f["x"], rel=f["rel"], qid=f["qid"], offsets=f["offsets"])
+    groups = _read_cache(cached)
+    if groups is not None:
+      return groups
   groups = _parse(path)
-  if cache_dir is not None:
-    os.makedirs(cache_dir, exist_ok=True)
-    tmp = cached + ".tmp.npz"
-    np.savez(tmp, x=groups.x, rel=groups.rel, qid=groups.qid, offsets=groups.offsets)
-    os.replace(tmp, cached)  # atomic: a killed run never leaves a half-written cache
+  if cache_dir is not None:  # atomic: a killed run never leaves a half-written cache
+    files.write_atomic(cached, lambda f: np.savez(f, x=groups.x, rel=groups.rel, qid=groups.qid,
+                                                  offsets=groups.offsets))
   return groups
 
 
@@ -238,41 +290,54 @@ def load_serving(path: str, num_features: Optional[int] = None) -> Groups:
   privileged ids of a model's training data are normally absent). Raises DataError naming file:line for a
   malformed line, a label on only some lines, or (with `num_features`) an id above `num_features`.
   """
-  import io
+  return read_serving(path, num_features)[0]
+
+
+def read_serving(path: str, num_features: Optional[int] = None) -> tuple:
+  """(:func:`load_serving`'s Groups, the sorted 1-based feature ids that appear on at least one line)."""
   from sklearn.datasets import load_svmlight_file
   if not os.path.isfile(path):
     raise FileNotFoundError(f"no such LETOR file: {path}")
-  with _open_text(path) as f:
-    lines = f.read().splitlines()
+  opener = gzip.open if path.endswith(".gz") else open
+  with opener(path, "rb") as f:
+    blob = f.read()
+  try:
+    lines = blob.decode("utf-8").splitlines()
+  except UnicodeDecodeError:
+    _locate_error(path, not blob.lstrip().startswith(b"qid:"))
+    raise
   first = next((ln.split("#", 1)[0].strip() for ln in lines if ln.split("#", 1)[0].strip()), None)
   if first is None:
     raise DataError(f"{path}: empty file (no data line)")
   labelled = not first.startswith("qid:")
+  unseen = dict(max_id=num_features, why=f"was never seen by the model (it knows ids 1..{num_features})")
   if not labelled:
     if any((b := ln.split("#", 1)[0].strip()) and not b.startswith("qid:") for ln in lines):
-      _locate_error(path, labelled, num_features)
+      _locate_error(path, labelled, **unseen)
       raise DataError(f"{path}: some lines have a label and others not")
     lines = ["0 " + ln if ln.lstrip().startswith("qid:") else ln for ln in lines]
   try:
     x, rel, qid = load_svmlight_file(io.BytesIO("\n".join(lines).encode()), query_id=True, zero_based=False,
                                      dtype=np.float32)
-  except ValueError:
-    _locate_error(path, labelled, num_features)
-    raise
+  except ValueError as e:
+    _locate_error(path, labelled, **unseen)
+    raise DataError(f"{path}: {e}") from None
   if qid.shape[0] != x.shape[0]:
-    _locate_error(path, labelled, num_features)
+    _locate_error(path, labelled, **unseen)
     raise DataError(f"{path}: some lines have no qid")
   if (num_features is not None and x.shape[1] > num_features) or not np.isfinite(x.data).all() \
-      or not np.isfinite(rel).all():
-    _locate_error(path, labelled, num_features)
+      or not np.isfinite(rel).all() or np.abs(rel).max(initial=0) > _F32_MAX:
+    _locate_error(path, labelled, **unseen)
     raise DataError(f"{path}: a feature id above {num_features} or a non-finite value")
   width = x.shape[1] if num_features is None else num_features
+  _check_width(path, x.shape[0], width)
   dense = np.zeros((x.shape[0], width), np.float32)
   dense[:, :x.shape[1]] = x.toarray()
   starts = np.flatnonzero(np.concatenate([[True], qid[1:] != qid[:-1]]))
   if len(np.unique(qid[starts])) != len(starts):
-    _locate_error(path, labelled, num_features)
+    _locate_error(path, labelled, **unseen)
     raise DataError(f"{path}: a qid's lines are not contiguous")
   offsets = np.concatenate([starts, [x.shape[0]]]).astype(np.int64)
-  return Groups(x=dense, rel=rel.astype(np.float32) if labelled else None, qid=qid[starts].astype(np.int64),
-                offsets=offsets)
+  groups = Groups(x=dense, rel=rel.astype(np.float32) if labelled else None, qid=qid[starts].astype(np.int64),
+                  offsets=offsets)
+  return groups, np.unique(x.indices).astype(np.int64) + 1
