@@ -18,7 +18,7 @@ the means, as everywhere here). Per fold:
 A fold without a validation split (the staged MQ2008 pair: vali is its only training data) selects on the
 test split, which the table says. Training wall times: RankSVM per fit; each perceptron variant timed alone
 (a scan keeping only its own state) for --timing_passes passes on the last fold, reported per pass and at
-its chosen T. Writes results/committee_perceptron/<dataset>/{results.json, table.md, committee.png}.
+its chosen T. Writes results/committee_perceptron/<dataset>/latest/{results.json, table.md, committee.png}.
 """
 import dataclasses
 import time

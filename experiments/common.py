@@ -320,7 +320,16 @@ def main(driver: Driver) -> None:
         print(driver.to_markdown(as_json(driver.run(cfg))))
         return
       use_compile_cache(cfg.output.compile_cache)
-      run_dir, prov, lock = prepare_run(cfg, driver, write=lead)
+      error = None
+      try:
+        run_dir, prov, lock = prepare_run(cfg, driver, write=lead)
+      except guards.RunLock.Busy as e:
+        error = str(e)
+      except OSError as e:
+        error = guards.os_error_line(e)
+      error = distributed.comm().first_error(error)  # process 0 prepares the folder; all stop if it cannot
+      if error:
+        _fail(error, 1)
       logging.info("run folder %s", run_dir)
       cfg = cfg.replace(output=dict(run_dir=run_dir))
       PROGRESS.start(driver.rows(cfg) if driver.rows else None)
@@ -335,7 +344,8 @@ def main(driver: Driver) -> None:
         logging.info("process %d: peak resident memory %.2f GiB", jax.process_index(),
                      resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2 ** 20)
     except C.ConfigError as e:  # a setting that only the data could show wrong
-      _fail(f"--{e}", 2)
+      value = FLAGS[e.field].value if e.field in FLAGS else None
+      _fail(f"--{e.field}{f'={value!r}' if value not in (None, '') else ''}: {str(e).split(': ', 1)[1]}", 2)
     except (D.DataError, guards.RunLock.Busy) as e:
       _fail(str(e), 1)
     except OSError as e:  # a missing file, a folder that cannot be written, a full disk
@@ -398,7 +408,7 @@ def _fail(message: str, code: int):
 
 
 def write_outputs(out_dir: str, res: dict, driver: Driver) -> str:
-  """<out_dir>/{results.json, table.md, <png>}; returns the Markdown. The table and the plot are made from the
+  """<run folder>/{results.json, table.md, <png>}; returns the Markdown. The table and the plot are made from the
   results as results.json holds them, so either can be remade later from the file alone."""
   res = as_json(res)
   md = driver.to_markdown(res)

@@ -5,7 +5,7 @@ r"""Figure 3 of the paper: PFD student NDCG@8 against alpha, and against the tea
 
 One PFD teacher per fold (and the no-distillation baseline) is trained once; a student is trained for every
 alpha. The loss ratio is (1 - alpha) * teacher term / (alpha * data term), both summed over the best epoch of
-each seed (the paper's right-hand plot puts PFD's NDCG against this ratio). Writes results/fig3_alpha/.
+each seed (the paper's right-hand plot puts PFD's NDCG against this ratio). Writes results/fig3_alpha/<dataset>/latest/.
 """
 import dataclasses
 import time

@@ -5,7 +5,7 @@ r"""Figure 4 of the paper: self-distillation and PFD relative to no-distillation
 
 tau_target is swept (the paper goes from 4.8 down to 0.4); the labels are redrawn with the same label seed
 for every tau, the privileged split is redone on each tau's labels (the paper's recipe), and the x-axis is
-the measured share of positive training groups. Writes results/fig4_sparsity/<dataset>/.
+the measured share of positive training groups. Writes results/fig4_sparsity/<dataset>/latest/.
 """
 import dataclasses
 import time

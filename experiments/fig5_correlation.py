@@ -6,7 +6,7 @@ r"""Figure 5 of the paper: PFD with one synthetic privileged feature of growing 
 Every dataset feature is regular; the privileged feature is z = 1[t r + G1 > t tau_priv + G0] with the label's
 own Gumbel draws, so z = y at tau_priv = tau_target and z is less discriminative as tau_priv falls. The x-axis
 is the measured corr(z, y) on the training documents; the paper's finding to check is that the most
-correlated z does not give the best student. Writes results/fig5_correlation/<dataset>/.
+correlated z does not give the best student. Writes results/fig5_correlation/<dataset>/latest/.
 """
 import dataclasses
 import time

@@ -151,7 +151,7 @@ def launch(driver_argv: list, n: int, port: int = 0, out=sys.stdout, grace: floa
 
 
 def main(argv):
-  if len(argv) < 2 or not argv[1].startswith("experiments."):
+  if len(argv) < 2 or argv[1].startswith("-"):
     raise app.UsageError("give the driver after --, e.g. python -m experiments.launch --num_processes=2 -- "
                          "experiments.table2 --epochs=20")
   sys.exit(launch(argv[1:], FLAGS.num_processes, FLAGS.port, grace=FLAGS.grace))

@@ -8,7 +8,7 @@ trained once (as in Table 2); then a student on x alone for every --teachings en
 (:data:`pfd_jax.distill.TEACHING`): pointwise = RankBCE on sigmoid(t) (the paper's PFD), pairwise =
 RankNet on sigmoid(t), listwise = SDR's softmax on max(a t + b, 0) (--transform_a/b), topk = Ranking
 Distillation's weighted top-K positives among y = 0 documents (--topk_* flags). The data term stays the
-student's --loss on the positive groups; alpha weights it (Eq. 1). Writes results/pfd_teacher_loss/<dataset>/.
+student's --loss on the positive groups; alpha weights it (Eq. 1). Writes results/pfd_teacher_loss/<dataset>/latest/.
 """
 import dataclasses
 import time

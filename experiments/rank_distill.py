@@ -13,7 +13,7 @@ documents among those with y = 0, with RD Eq. 4 weight a = --rd_a on it (our alp
 
 Metrics on test at each run's best epoch (by NDCG@10 on --select_on): NDCG, P@k and MAP at k = 3, 5, 10.
 Scoring time: one seed's model scoring the whole test split, jitted and warmed up, fastest of 50 repeats, per
-1,000 documents. Writes results/rank_distill/<dataset>/{results.json, table.md, rank_distill.png}.
+1,000 documents. Writes results/rank_distill/<dataset>/latest/{results.json, table.md, rank_distill.png}.
 """
 import dataclasses
 import time

@@ -4,8 +4,8 @@ r"""Table 2 / Table 4 / Figure 2 of the paper: no-distillation, self-distillatio
   python -m experiments.table2 --dataset=ohsumed --loss=rankbce # 5 folds x 5 seeds
   python -m experiments.table2 --dataset=web30k --data_dir=/data/MSLR-WEB30K --seeds=5
 
-Writes <out_dir>/<dataset>/results.json (config, environment, per-seed best metrics and per-epoch curves
-of every row, wall times), table.md (the paper's Table 4 layout: mean +- std over folds x seeds and the
+Writes <out_dir>/<dataset>[-<data folder>]/<hash>/results.json (linked as <out_dir>/<dataset>[-...]/latest once
+written: config, environment, per-seed best metrics and per-epoch curves of every row, wall times), table.md (the paper's Table 4 layout: mean +- std over folds x seeds and the
 change against no-distillation) and fig2_<loss>.png (test NDCG@8 per epoch of every method).
 """
 import dataclasses

@@ -5,7 +5,7 @@ r"""Table 5 of the paper: PFD's data loss on positive query groups only vs on al
 
 The PFD teacher (trained on the positive groups) is shared; the student's data term of Eq. 1 covers either
 the positive groups (the paper's default, appendix A.5) or every group. The no-distillation baseline is
-reported for scale. Writes results/table5_positive_groups/<dataset>/.
+reported for scale. Writes results/table5_positive_groups/<dataset>/latest/.
 """
 import time
 

@@ -26,7 +26,8 @@ def temporary_name(path: str) -> str:
 def write_atomic(path: str, data: Union[str, bytes, Callable]) -> None:
   """Writes `data` to `path` atomically: a str (text), bytes, or a function called with the open binary file.
 
-  The parent folder is created. Errors are the OS's (OSError naming the file); nothing is left behind.
+  The parent folder is created. Errors are the OS's (an OSError naming the file: a write that fails for a full
+  disk names `path`); nothing is left behind.
   """
   folder = os.path.dirname(os.path.abspath(path))
   os.makedirs(folder, exist_ok=True)
@@ -40,11 +41,13 @@ def write_atomic(path: str, data: Union[str, bytes, Callable]) -> None:
       else:
         f.write(data.encode() if isinstance(data, str) else data)
     os.replace(tmp, path)
-  except BaseException:
+  except BaseException as e:
     try:
       os.remove(tmp)
     except OSError:
       pass
+    if isinstance(e, OSError) and e.filename is None and e.errno:  # a failed write names no file: name the target
+      raise OSError(e.errno, e.strerror or str(e), path) from None
     raise
 
 
