@@ -309,11 +309,14 @@ def main(driver: Driver) -> None:
       cfg = config_from_flags(driver)
     except app.UsageError as e:  # one readable line, not absl's page of usage
       _fail(f"{e}\n{hint}", 2)
+    # A run that saves rows stops at its safe points; a tool that writes one file at its end (predict) may die
+    # at once on a signal, as it would by default.
+    signals = guards.install_signals if driver.write else (lambda: None)
     lock = None
-    guards.install_signals()
+    signals()
     try:
       lead = start_processes(cfg, driver)
-      guards.install_signals()  # after jax.distributed.initialize, whose preemption notifier takes SIGTERM
+      signals()  # again after jax.distributed.initialize, whose preemption notifier takes SIGTERM
       if "data" in driver.groups and lead:
         print(describe_data(cfg.data), flush=True)
       if not driver.write:
