@@ -10,8 +10,9 @@ The launcher owns its job:
 * the first process that fails (a non-zero exit, or killed by a signal) gets the others SIGTERMed at once and
   SIGKILLed after ``--grace`` seconds (a survivor is normally blocked in a collective with the dead one and
   cannot act on SIGTERM; it ends with one line of its own, saying a collective failed). One line
-  names the process, its exit status or signal, where the finished rows are and the command that resumes;
-  the exit status is the failed process's (128 + N for signal N);
+  names the process, its exit status or signal, where the finished rows are and the command that resumes
+  (for exit status 1 or 2, a data or usage error the process has named in its own line, it only points at
+  that line); the exit status is the failed process's (128 + N for signal N);
 * SIGTERM or Ctrl-C to the launcher is passed to every process (each stops at its next safe point and saves
   what is finished), and the launcher waits for them; a second one SIGKILLs them. Each process also dies with
   the launcher (PR_SET_PDEATHSIG), so even a SIGKILLed launcher leaves no orphan.
@@ -145,8 +146,12 @@ def launch(driver_argv: list, n: int, port: int = 0, out=sys.stdout, grace: floa
   if failed is None:
     return 0
   code = codes[failed]
-  print(f"error: process {failed} {describe(code)}; stopped the other {n - 1} process(es); {resume}",
-        file=sys.stderr, flush=True)
+  if code in (1, 2):  # a user error the process has just named in its own one line: rerunning will not help
+    print(f"error: process {failed} {describe(code)} (its error is above); stopped the other {n - 1} process(es)",
+          file=sys.stderr, flush=True)
+  else:
+    print(f"error: process {failed} {describe(code)}; stopped the other {n - 1} process(es); {resume}",
+          file=sys.stderr, flush=True)
   return code if code > 0 else 128 - code
 
 

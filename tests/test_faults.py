@@ -472,6 +472,8 @@ def test_a_data_error_in_one_process_stops_every_process_with_its_line(tmp_path,
                         f"--out_dir={tmp_path / 'two'}"], cwd=ROOT, capture_output=True, text=True, timeout=120)
   assert one.returncode == 1 and re.search(want, one.stderr), one.stderr[-800:]
   assert two.returncode == 1, two.stdout[-2000:] + two.stderr[-800:]
+  assert re.fullmatch(r"error: process \d exited with status 1 \(its error is above\); stopped the other 1 "
+                      r"process\(es\)\n", two.stderr), two.stderr
   errors = [ln for ln in two.stdout.splitlines() if "error:" in ln]
   assert sorted(ln[:4] for ln in errors) == ["[p0]", "[p1]"] and all(re.search(want, ln) for ln in errors), errors
   assert "Traceback" not in two.stdout
