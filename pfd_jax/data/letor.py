@@ -4,9 +4,14 @@ Parsing is done by scikit-learn's C parser (``load_svmlight_file(..., query_id=T
 its errors name neither file nor line, so when it fails (or when its output violates one of our rules) a
 slow pure-Python pass re-reads the file only to find and name the first offending line.
 
-Rules (each violation raises ``ValueError`` naming the file, and the line where one is to blame):
+Rules (each violation raises :class:`DataError`, a ValueError, naming the file, and the line where one is
+to blame):
+  * the file is UTF-8 text (LF or CRLF line ends);
   * every data line is ``label qid:Q idx:val ...`` with an optional ``# comment``; blank and ``#`` lines
-    are skipped; feature ids are 1-based (id 0 is an error), values are finite floats;
+    are skipped; qids are integers; feature ids are 1-based (id 0 is an error) and increase along a line;
+    labels and values are finite and within float32's range (1e39 would read as inf);
+  * a feature id whose dense ``[documents, id]`` float32 array would not fit in half of this machine's
+    memory is refused before allocating (an id of 10^9 is a typo, not a feature);
   * the lines of one query are contiguous. A qid that reappears after another qid is an error, never a
     silent merge: LETOR files are always written grouped, so a split group means a broken file;
   * an empty file (no data line) is an error.
