@@ -5,6 +5,7 @@ import json
 import multiprocessing
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -223,11 +224,7 @@ def model_dir(tmp_path_factory):
 
 
 def _copy(src, dst):
-  os.makedirs(dst)
-  for name in os.listdir(src):
-    with open(os.path.join(src, name), "rb") as f, open(os.path.join(dst, name), "wb") as g:
-      g.write(f.read())
-  return dst
+  return shutil.copytree(src, dst)
 
 
 def _edit_recipe(path, fn):

@@ -32,7 +32,7 @@ import numpy as np
 from pfd_jax.data import preprocess as pp
 from pfd_jax.data import synthetic
 from pfd_jax.data.groups import DataError, Groups
-from pfd_jax.data.letor import _locate_error, load_letor, load_letor_shard, pad_features
+from pfd_jax.data.letor import load_letor, load_letor_shard, pad_features, require_contiguous
 from pfd_jax.data.padding import bucketize, padding_ratio
 
 NAMES = ("synthetic", "ohsumed", "mq2008", "web10k", "web30k", "yahoo", "istella", "letor")
@@ -154,11 +154,8 @@ def load_raw(name: str, data_dir: Optional[str] = None, fold: int = 1, cache_dir
   error = comm.first_error(error)
   if error is not None:
     raise DataError(error)
-  for s, p in files.items():
-    qids = comm.concat(splits[s].qid)
-    if np.unique(qids).size != qids.size:
-      _locate_error(p)  # the same whole-file check in every process: the same line named everywhere
-      raise DataError(f"{p}: a qid's lines are not contiguous")
+  for s, p in files.items():  # the same whole-file check in every process: the same line named everywhere
+    require_contiguous(p, comm.concat(splits[s].qid))
   return pad_features(splits, int(comm.max(max(g.x.shape[1] for g in splits.values()))))
 
 

@@ -129,6 +129,14 @@ def _check_width(path: str, docs: int, width: int) -> None:
     raise DataError(f"{path}: feature ids up to {width:,} need {docs * width * 4 / 2 ** 30:,.1f} GiB dense")
 
 
+def require_contiguous(path: str, group_qids: np.ndarray, *args, **kw) -> None:
+  """Raises the DataError naming the line where a qid reappears, unless every group of `path` (their qids in
+  file order, e.g. gathered from every process's shard) has its own qid. args / kw: :func:`_locate_error`'s."""
+  if np.unique(group_qids).size != np.asarray(group_qids).size:
+    _locate_error(path, *args, **kw)
+    raise DataError(f"{path}: a qid's lines are not contiguous")
+
+
 def _parse(path: str, data: Optional[bytes] = None):
   """Groups of the file at `path`, or of `data` (lines of that file: a process's shard)."""
   from sklearn.datasets import load_svmlight_file  # heavy import, only when a file is parsed
@@ -153,9 +161,7 @@ def _parse(path: str, data: Optional[bytes] = None):
   _check_width(path, n, x.shape[1])
   x = np.asarray(x.todense(), dtype=np.float32)
   starts = np.flatnonzero(np.concatenate([[True], qid[1:] != qid[:-1]]))
-  if len(np.unique(qid[starts])) != len(starts):
-    _locate_error(path)
-    raise DataError(f"{path}: a qid's lines are not contiguous")
+  require_contiguous(path, qid[starts])
   offsets = np.concatenate([starts, [n]]).astype(np.int64)
   return Groups(x=x, rel=rel.astype(np.float32), qid=qid[starts].astype(np.int64), offsets=offsets)
 
@@ -339,9 +345,7 @@ def read_serving(path: str, num_features: Optional[int] = None) -> tuple:
   dense = np.zeros((x.shape[0], width), np.float32)
   dense[:, :x.shape[1]] = x.toarray()
   starts = np.flatnonzero(np.concatenate([[True], qid[1:] != qid[:-1]]))
-  if len(np.unique(qid[starts])) != len(starts):
-    _locate_error(path, labelled, **unseen)
-    raise DataError(f"{path}: a qid's lines are not contiguous")
+  require_contiguous(path, qid[starts], labelled, **unseen)
   offsets = np.concatenate([starts, [x.shape[0]]]).astype(np.int64)
   groups = Groups(x=dense, rel=rel.astype(np.float32) if labelled else None, qid=qid[starts].astype(np.int64),
                   offsets=offsets)
