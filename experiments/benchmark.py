@@ -24,8 +24,11 @@ documents at batch --memory_batch for two steps and reports the process's peak r
 A script, never a timed test.
 """
 import dataclasses
+import json
 import os
 import resource
+import subprocess
+import sys
 import time
 from typing import Tuple
 
@@ -44,7 +47,10 @@ from pfd_jax.config import option
 
 @dataclasses.dataclass(frozen=True)
 class Options:
-  case: str = option("throughput", "What to measure.", choices=("throughput", "memory"))
+  case: str = option("throughput", "What to measure.", choices=("throughput", "memory", "streamed"))
+  stream_scales: Tuple[float, ...] = option((1.0, 4.0), "Streamed case: training split sizes, in Web30k folds "
+                                            "(18,919 lists, ~2.35 M documents each).", lo=0, lo_open=True)
+  stream_dir: str = option("cache/streamed", "Streamed case: where the shards are written (reused when complete).")
   losses: Tuple[str, ...] = option(("rankbce", "ranknet"), "Losses to time.", choices=("rankbce", "ranknet"))
   seed_counts: Tuple[int, ...] = option((1, 5), "Numbers of vmapped seeds (the first is the reference).", lo=1)
   scale: float = option(1.0, "Fraction of the Web30k-size query counts.", lo=0, lo_open=True)
@@ -54,8 +60,7 @@ class Options:
   memory_batch: int = option(300, "Memory case: lists per batch.", lo=1)
   repeats: int = option(3, "Timings per case, interleaved across cases; medians are reported with their range.",
                         lo=1)
-  program: str = option("epoch", "Training program timed: epoch (one compiled call per epoch) or steps (one "
-                        "call per batch).", choices=("epoch", "steps"))
+  chunk_steps: int = option(0, "Steps per call of the training program (0 = a whole epoch per call).", lo=0)
   peer_epochs: int = option(5, "Epochs of the peers comparison (allRank, PT-Ranking; skipped when neither is "
                             "installed; 0 = skip).", lo=0)
   peer_scale: float = option(0.125, "Fraction of Web30k size written as the peers' LETOR files.", lo=0,
@@ -64,17 +69,17 @@ class Options:
                                         choices=("ranknet", "softmax"))
 
 
-def epoch_seconds(cfg, buckets, eval_set, seeds, program="epoch"):
+def epoch_seconds(cfg, buckets, eval_set, seeds, chunk_steps=0):
   """(seconds of the second of two epochs (the first compiles), the trained params)."""
   times = []
   res = T.train(jax.random.split(jax.random.PRNGKey(0), seeds), cfg, buckets, "x", {"test": eval_set},
-                log_fn=lambda e, l, n, s: times.append(s), program=program)
+                log_fn=lambda e, l, n, s: times.append(s), chunk_steps=chunk_steps)
   return times[1] - times[0], res.params
 
 
 def host_overhead(repeats: int) -> dict:
   """Seconds per training step where dispatch dominates (64 groups of 8 documents, one group per batch, a
-  2-layer width-8 model): the step loop (one call per batch) against the epoch program (one call per epoch)."""
+  2-layer width-8 model): one program call per step against one call per epoch."""
   rng = np.random.default_rng(0)
   q, l, dim = 64, 8, 16
   bucket = dict(x=jnp.asarray(rng.normal(size=(q, l, dim)).astype(np.float32)),
@@ -84,9 +89,9 @@ def host_overhead(repeats: int) -> dict:
   cfg = T.TrainConfig(epochs=2, batch_size=1, hidden=8, layers=2)
   out = {}
   for _ in range(repeats):
-    for program in ("steps", "epoch"):
-      sec, _ = epoch_seconds(cfg, [bucket], es, 1, program)
-      out.setdefault(program, []).append(sec / q)
+    for name, chunk in (("steps", 1), ("epoch", 0)):
+      sec, _ = epoch_seconds(cfg, [bucket], es, 1, chunk)
+      out.setdefault(name, []).append(sec / q)
   return {p: dict(median_s_per_step=float(np.median(v)), min=float(np.min(v)), max=float(np.max(v)))
           for p, v in out.items()}
 
@@ -135,10 +140,13 @@ def torch_reference(host_buckets, cfg: T.TrainConfig, n_batches: int, seed: int 
     layers += [torch.nn.Linear(cfg.hidden, cfg.hidden), torch.nn.ReLU()]
   model = torch.nn.Sequential(*layers, torch.nn.Linear(cfg.hidden, 1))
   opt = torch.optim.Adam(model.parameters(), lr=cfg.effective_lr, weight_decay=cfg.weight_decay)
-  plan = T._epoch_batches(jax.random.split(jax.random.PRNGKey(seed), 1), 0,
-                          [b.x.shape[0] for b in host_buckets], cfg.effective_batch_size)
+  ids, idx, valid = jax.device_get(T.train_program.plan(jax.random.split(jax.random.PRNGKey(seed), 1), 0,
+                                                       tuple(b.x.shape[0] for b in host_buckets),
+                                                       cfg.effective_batch_size))
   warm = 3
-  plan = plan[:n_batches + warm]
+  plan = [(b, idx[j, :, :min(cfg.effective_batch_size, host_buckets[b].x.shape[0])],
+           valid[j, :min(cfg.effective_batch_size, host_buckets[b].x.shape[0])])
+          for j, b in enumerate(ids[:n_batches + warm])]
   docs, t0 = 0, None
   for n, (b, idx, valid) in enumerate(plan):
     if n == warm:
@@ -179,7 +187,7 @@ def throughput(o: Options) -> tuple:
     for loss in o.losses:
       cfg = T.TrainConfig(loss=loss, epochs=2, data_groups="all")
       for s in o.seed_counts:
-        sec, params[loss, s] = epoch_seconds(cfg, train_b, eval_set, s, o.program)
+        sec, params[loss, s] = epoch_seconds(cfg, train_b, eval_set, s, o.chunk_steps)
         timings.setdefault((loss, s), []).append(sec)
   for loss in o.losses:
     cfg = T.TrainConfig(loss=loss, epochs=2, data_groups="all")
@@ -215,13 +223,13 @@ def throughput(o: Options) -> tuple:
       sec = _timed(lambda: T.evaluate(cfg, one_seed, full_test, "x"))
       res["evaluation"] = dict(seconds=sec, lists=ds["test"].num_queries, docs=ds["test"].num_docs)
   md = (f"{docs:,} training documents ({padded / docs:.3f} padded / real), {dim} regular features, 5-layer "
-        f"width-100 MLP, {res['env']['backend']} ({res['env']['cpus']} CPUs); training program: {o.program}; "
+        f"width-100 MLP, {res['env']['backend']} ({res['env']['cpus']} CPUs); program calls: {'one per epoch' if not o.chunk_steps else f'one per {o.chunk_steps} steps'}; "
         f"median (range) of {o.repeats} interleaved timings\n\n" +
         common.markdown_table(["loss", "seeds", "s / epoch", "docs/s (all seeds)", "vs 1 seed"], rows))
   res["host_overhead"] = ho = host_overhead(o.repeats)
   loop, prog = ho["steps"]["median_s_per_step"], ho["epoch"]["median_s_per_step"]
-  md += ("\nHost overhead (64 one-group batches of 8 documents, width-8 model; median s per step): step loop "
-         f"{1e6 * loop:.0f} us, epoch program {1e6 * prog:.0f} us ({loop / prog:.1f}x).\n")
+  md += ("\nHost overhead (64 one-group batches of 8 documents, width-8 model; median s per step): one program "
+         f"call per step {1e6 * loop:.0f} us, one per epoch {1e6 * prog:.0f} us ({loop / prog:.1f}x).\n")
   if "roofline" in res:  # measured with RankBCE
     rf, ev = res["roofline"], res["evaluation"]
     one = res["cases"][f"rankbce/seeds={rf['seeds']}"]
@@ -290,9 +298,85 @@ def memory(o: Options) -> tuple:
   return res, md
 
 
+def write_synthetic_shards(folder: str, scale: float, max_buckets: int, seed: int = 0) -> dict:
+  """A Web30k-shaped synthetic training split of `scale` folds written as a bucket set, chunk by chunk (the
+  paper's log1p and Eq. 2 labels per chunk; the 40 privileged columns chosen on the first chunk)."""
+  from pfd_jax.data import preprocess as pp, shards, synthetic
+  n = int(round(18919 * scale))
+  meta = dict(scale=scale, seed=seed, max_buckets=max_buckets)
+  if shards.is_done(folder, "train_all", meta):
+    return meta
+  sizes = synthetic.chunk_sizes(n, seed=seed)
+  cuts = D.bucket_cuts(sizes, max_buckets)
+  counts = np.bincount(np.searchsorted(cuts, sizes), minlength=len(cuts))
+  writer, priv = None, None
+  for c, g in enumerate(synthetic.generate_chunks(n, seed=seed)):
+    g = dataclasses.replace(g, x=pp.log1p_transform(g.x))
+    g = pp.with_labels(g, np.random.default_rng([seed, c, 1]), t=4.0, tau=4.8)
+    if priv is None:
+      priv = pp.privileged_columns(g, 40)
+      writer = shards.BucketWriter(folder, "train_all", counts, cuts, g.x.shape[1] - 40, 40)
+    for k, padded in shards.bucket_sets_iter([pp.split_features(g, priv)], cuts):
+      writer.add(padded, k)
+  writer.close(meta)
+  return meta
+
+
+def stream_child(folder: str, source: str, epochs: int = 2) -> dict:
+  """Trains RankBCE (one seed, every group, view x) on a written set, resident or streamed: docs/s of the
+  last epoch and this process's peak resident memory."""
+  from pfd_jax.data import shards
+  buckets = shards.open_set(folder, "train_all")
+  sample = [b.read(np.arange(min(256, b.num_groups))) for b in buckets]
+  es = T.EvalSet([{k: jnp.asarray(v) for k, v in b.items()} for b in sample], sum(b["x"].shape[0] for b in sample))
+  if source == "resident":
+    buckets = [{k: jnp.asarray(v) for k, v in b.read(np.arange(b.num_groups)).items()} for b in buckets]
+  docs = sum(int(np.asarray(b.whole(["mask"])["mask"] if source == "streamed" else b["mask"]).sum()) for b in buckets)
+  times = []
+  T.train(jax.random.split(jax.random.PRNGKey(0), 1), T.TrainConfig(epochs=epochs, data_groups="all"), buckets, "x",
+          {"test": es}, log_fn=lambda e, l, n, s: times.append(s))
+  return dict(docs=docs, seconds=times[-1] - times[-2], docs_per_s=docs / (times[-1] - times[-2]),
+              peak_rss_gib=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2 ** 20)
+
+
+def _child(code: str) -> dict:
+  """Runs `code` (an expression of this module) in a fresh interpreter: its own peak memory."""
+  r = subprocess.run([sys.executable, "-c", "import json, resource; from experiments.benchmark import *; r = "
+                      f"{code}; r['peak_rss_gib'] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2 ** 20; "
+                      "print('RESULT' + json.dumps(r))"], capture_output=True, text=True)
+  if r.returncode:
+    raise RuntimeError(f"benchmark child {code!r} failed:\n{r.stderr[-3000:]}")
+  return json.loads(r.stdout.rsplit("RESULT", 1)[1])
+
+
+def streamed(o: Options) -> tuple:
+  """Conversion and training at each of `stream_scales` (each in its own process), against resident at the
+  first scale."""
+  res, rows = {"env": common.environment()}, []
+  for scale in o.stream_scales:
+    folder = os.path.join(o.stream_dir, f"web30k-x{scale:g}")
+    t0 = time.time()
+    conv = _child(f"write_synthetic_shards({folder!r}, {scale}, {o.max_buckets})")
+    conv["seconds"] = time.time() - t0
+    runs = {"streamed": _child(f"stream_child({folder!r}, 'streamed')")}
+    if scale == o.stream_scales[0]:
+      runs["resident"] = _child(f"stream_child({folder!r}, 'resident')")
+    res[f"x{scale:g}"] = dict(conversion=conv, **runs)
+    for source, r in runs.items():
+      rows.append([f"{scale:g}", source, f"{r['docs']:,}", f"{r['docs_per_s']:,.0f}", f"{r['peak_rss_gib']:.2f}",
+                   f"{conv['peak_rss_gib']:.2f} ({conv['seconds']:.0f} s)"])
+  first = res[f"x{o.stream_scales[0]:g}"]
+  md = ("Streamed training (RankBCE, one seed, every group, view x, 5-layer width-100 MLP; docs/s of epoch 2; "
+        f"peak RSS of each process; {res['env']['backend']}, {res['env']['cpus']} CPUs). Streamed / resident "
+        f"docs/s at {o.stream_scales[0]:g}x: {first['streamed']['docs_per_s'] / first['resident']['docs_per_s']:.2f}."
+        "\n\n" + common.markdown_table(["Web30k folds", "data", "training documents", "docs/s", "peak RSS GiB",
+                                         "conversion peak RSS GiB (time)"], rows))
+  return res, md
+
+
 def run(cfg: common.Config) -> dict:
   o = cfg.options
-  res, md = throughput(o) if o.case == "throughput" else memory(o)
+  res, md = {"throughput": throughput, "memory": memory, "streamed": streamed}[o.case](o)
   return dict(res, config=cfg, markdown=md)
 
 

@@ -492,7 +492,8 @@ def fold_setup(cfg: Config, loss: Optional[str] = None, fold: int = 1, ds: Optio
     raise D.DataError(f"dataset {cfg.data.dataset!r} fold {fold} needs the splits {sorted(need)}; it has "
                      f"{list(ds.splits)}")
   splits = ("test", "vali") if tc.select_on == "vali" else ("test",)
-  dd = distill.to_device(ds, cfg.data.max_buckets, splits, tc.data_groups)
+  dd = distill.to_device(ds, cfg.data.max_buckets, splits, tc.data_groups,
+                         cfg.data.shard_dir if cfg.data.data_source == "streamed" else None)
   labels = ds.config.get("labels", "gumbel")
   how = (f"labels={labels}" + (f", t={ds.config.get('t')}, tau={ds.config.get('tau')}, label_seed="
                                f"{ds.config.get('seed')}" if labels == "gumbel" else

@@ -156,6 +156,11 @@ class DataConfig:
   synthetic_mean_docs: Optional[float] = option(None, "Synthetic data: mean documents per query (default: the "
                                                 "generator's).", lo=1)
   max_buckets: int = option(4, "Length buckets per split (padding vs compiled shapes).", lo=1)
+  data_source: str = option("resident", "Where training reads its buckets: resident (on the device) or streamed "
+                            "(pre-bucketed shards on disk, read a chunk of steps at a time; the same numbers).",
+                            choices=("resident", "streamed"))
+  shard_dir: str = option("cache/shards", "With data_source=streamed: the folder of the shard sets (written once "
+                          "per dataset recipe, then reused).")
 
   def __post_init__(self):
     check(self)

@@ -15,6 +15,9 @@ the baseline run, which is therefore reused rather than trained twice.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
+import os
 from typing import Callable, Optional, Sequence
 
 import jax.numpy as jnp
@@ -24,6 +27,7 @@ from pfd_jax import config
 from pfd_jax import data as data_lib
 from pfd_jax import distributed
 from pfd_jax import train as train_lib
+from pfd_jax.data import shards
 
 METHODS = ("no_distill", "self_distill", "gend", "pfd")
 TEACHER_VIEW = {"self_distill": "x", "gend": "z", "pfd": "xz"}
@@ -52,11 +56,13 @@ class DeviceData:
 
 
 def to_device(ds: data_lib.Dataset, max_buckets: Optional[int] = None, eval_splits: Sequence[str] = ("test", "vali"),
-              data_groups: str = "positive") -> DeviceData:
+              data_groups: str = "positive", shard_dir: Optional[str] = None) -> DeviceData:
   """Buckets the training split twice (all groups; the groups the data-only runs visit) and the eval splits.
 
   data_groups='positive' (the paper) makes the data-only runs visit the positive groups; 'all' every group.
-  max_buckets: None = :attr:`pfd_jax.config.DataConfig.max_buckets`.
+  max_buckets: None = :attr:`pfd_jax.config.DataConfig.max_buckets`. shard_dir: stream training and
+  evaluation from on-disk shards (:mod:`pfd_jax.data.shards`) written there once per recipe (a folder named
+  by the recipe's hash, reused when complete) instead of holding them on the device.
   """
   if max_buckets is None:
     max_buckets = config.DataConfig.max_buckets
@@ -64,11 +70,30 @@ def to_device(ds: data_lib.Dataset, max_buckets: Optional[int] = None, eval_spli
   tr = ds["train"]
   pos = np.flatnonzero(data_lib.positive_groups(tr))
   visit = pos if data_groups == "positive" else np.arange(tr.num_queries)
-  evals = {s: train_lib.eval_set(ds[s], max_buckets) for s in eval_splits if s in ds.splits}
-  return DeviceData(train_all=train_lib.device_buckets(data_lib.bucketize(tr, max_buckets, comm=comm)),
-                    train_pos=train_lib.device_buckets(data_lib.bucketize(tr, max_buckets, visit, comm=comm)),
-                    eval_sets=evals, num_train_groups=int(comm.sum(tr.num_queries)),
-                    num_positive_groups=int(comm.sum(pos.size)))
+  sets = {"train_all": lambda: data_lib.bucketize(tr, max_buckets, comm=comm),
+          "train_pos": lambda: data_lib.bucketize(tr, max_buckets, visit, comm=comm)}
+  for s in eval_splits:
+    if s in ds.splits:
+      sets[s] = lambda s=s: data_lib.bucketize(ds[s], max_buckets, np.flatnonzero(data_lib.positive_groups(ds[s])))
+  if shard_dir:
+    folder = os.path.join(shard_dir, shard_key(ds, max_buckets, data_groups))
+    for name, make in sets.items():
+      if not shards.is_done(folder, name):
+        shards.write_buckets(folder, name, make())
+    buckets = {name: shards.open_set(folder, name) for name in sets}
+  else:
+    buckets = {name: train_lib.device_buckets(make()) for name, make in sets.items()}
+  evals = {s: train_lib.EvalSet(buckets[s], ds[s].num_queries) for s in eval_splits if s in ds.splits}
+  return DeviceData(train_all=buckets["train_all"], train_pos=buckets["train_pos"], eval_sets=evals,
+                    num_train_groups=int(comm.sum(tr.num_queries)), num_positive_groups=int(comm.sum(pos.size)))
+
+
+def shard_key(ds: data_lib.Dataset, max_buckets: int, data_groups: str) -> str:
+  """The shard folder of a dataset's buckets: a hash of its recipe, the bucketing and its splits' sizes."""
+  sizes = {s: [g.num_queries, g.num_docs] for s, g in ds.splits.items()}
+  text = json.dumps(dict(name=ds.name, recipe=ds.config, max_buckets=max_buckets, data_groups=data_groups,
+                         sizes=sizes), sort_keys=True, default=str)
+  return f"{ds.name}-{hashlib.sha256(text.encode()).hexdigest()[:12]}"
 
 
 def train_on_data(keys, cfg: train_lib.TrainConfig, dd: DeviceData, view: str,

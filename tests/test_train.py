@@ -82,35 +82,57 @@ def test_table2_driver_end_to_end(tmp_path):
       np.testing.assert_array_equal(r["loss"], first["loss"])
 
 
+def _same_bits(a, b):
+  np.testing.assert_array_equal(a.loss, b.loss)
+  np.testing.assert_array_equal(a.curves["test"], b.curves["test"])
+  np.testing.assert_array_equal(a.best_epoch, b.best_epoch)
+  for x, y in zip(jax.tree_util.tree_leaves(a.params), jax.tree_util.tree_leaves(b.params)):
+    np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+
+
 @pytest.mark.parametrize("loss", ["rankbce", "ranknet"])
-def test_one_program_epoch_equals_the_step_loop_bit_for_bit(tiny_device, loss):
-  """The epoch as one compiled program (scan over steps, switch over buckets) reproduces the step loop: same
-  batches, same arithmetic, same bits, for a data-only run and a student with a teacher."""
+def test_chunked_epochs_and_streamed_data_give_the_resident_bits(tiny_device, tmp_path, loss):
+  """One program, three ways to feed it: a whole epoch per call, a chunk of 2 steps per call, and the same
+  buckets streamed from on-disk shards in windows of 3 steps. Same plan, same arithmetic, same bits, for a
+  data-only run and a student with a teacher."""
+  from pfd_jax.data import shards
   cfg = T.TrainConfig(loss=loss, epochs=3, batch_size=16, hidden=16, layers=3)
   keys = jax.random.split(jax.random.PRNGKey(4), 3)
-  runs = {p: T.train(keys, cfg, tiny_device.train_pos, "xz", tiny_device.eval_sets, program=p)
-          for p in ("steps", "epoch")}
-  targets = distill.teacher_targets(cfg, [(runs["steps"], "xz")], tiny_device)
-  students = {p: T.train(keys, cfg, tiny_device.train_all, "x", tiny_device.eval_sets, teacher=targets, program=p)
-              for p in ("steps", "epoch")}
-  for a, b in ((runs["steps"], runs["epoch"]), (students["steps"], students["epoch"])):
-    np.testing.assert_array_equal(a.loss, b.loss)
-    np.testing.assert_array_equal(a.curves["test"], b.curves["test"])
-    np.testing.assert_array_equal(a.best_epoch, b.best_epoch)
-    for x, y in zip(jax.tree_util.tree_leaves(a.params), jax.tree_util.tree_leaves(b.params)):
-      np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+  host = {k: [{f: np.asarray(v) for f, v in b.items()} for b in getattr(tiny_device, k)]
+          for k in ("train_pos", "train_all")}
+  for k, bs in host.items():
+    shards.write_buckets(str(tmp_path), k, [_padded(b) for b in bs])
+  disk = {k: shards.open_set(str(tmp_path), k) for k in host}
+  runs = {c: T.train(keys, cfg, tiny_device.train_pos, "xz", tiny_device.eval_sets, chunk_steps=c) for c in (0, 2)}
+  runs["disk"] = T.train(keys, cfg, disk["train_pos"], "xz", tiny_device.eval_sets, chunk_steps=3)
+  targets = distill.teacher_targets(cfg, [(runs[0], "xz")], tiny_device)
+  students = {c: T.train(keys, cfg, tiny_device.train_all, "x", tiny_device.eval_sets, teacher=targets, chunk_steps=c)
+              for c in (0, 2)}
+  students["disk"] = T.train(keys, cfg, disk["train_all"], "x", tiny_device.eval_sets, teacher=targets, chunk_steps=3)
+  for group in (runs, students):
+    _same_bits(group[0], group[2])
+    _same_bits(group[0], group["disk"])
 
 
-def test_epoch_plan_is_the_step_loops_plan():
+def _padded(b):
+  from pfd_jax.data.padding import Padded
+  q = b["x"].shape[0]
+  return Padded(x=b["x"], z=b.get("z"), rel=b["y"], y=b["y"], mask=b["mask"], qid=np.arange(q), index=np.arange(q))
+
+
+def test_epoch_plan_visits_every_group_once_per_seed():
   keys = jax.random.split(jax.random.PRNGKey(7), 2)
-  sizes, batch = [5, 12, 3], 4
-  plan = T._epoch_batches(keys, 3, sizes, batch)
-  ids, idx, valid = jax.device_get(T._epoch_plan(keys, 3, sizes, batch))
-  assert list(ids) == [b for b, _, _ in plan]
-  for j, (b, i, v) in enumerate(plan):
-    w = min(batch, sizes[b])
-    np.testing.assert_array_equal(idx[j][:, :w], i)
-    np.testing.assert_array_equal(valid[j][:w], v)
+  sizes, batch = (5, 12, 3), 4
+  ids, idx, valid = jax.device_get(T.train_program.plan(keys, 3, sizes, batch))
+  assert ids.shape == (2 + 3 + 1,) and sorted(ids.tolist()) == [0, 0, 1, 1, 1, 2]
+  for b, q in enumerate(sizes):
+    w = min(batch, q)
+    for s in range(2):
+      seen = idx[ids == b][:, s, :w][valid[ids == b][:, :w] > 0]
+      assert sorted(seen.tolist()) == list(range(q))
+  assert not np.array_equal(idx[:, 0], idx[:, 1])  # each seed its own permutation
+  alone = jax.device_get(T.train_program.plan(keys[1:], 3, sizes, batch))
+  np.testing.assert_array_equal(alone[1][:, 0], idx[:, 1])  # ... not depending on the other seeds
 
 
 def test_alphas_vmapped_equal_separate_runs(tiny_device):

@@ -31,10 +31,13 @@ _BETA = np.array([2.0, 1.5, 1.0, 0.8, 0.6, 0.5, 0.4, 0.3])
 _GRADE_Z = np.array([0.0, 0.842, 1.476, 2.054])  # N(0,1) quantiles at 50, 80, 93, 98 %
 
 
-def _split(rng, num_queries, mean_docs, max_docs, loading, other, count_like):
+def _sizes(rng, num_queries, mean_docs, max_docs):
   s = 0.6
-  sizes = np.clip(np.round(rng.lognormal(np.log(mean_docs) - s * s / 2, s, num_queries)), 2, max_docs)
-  sizes = sizes.astype(np.int64)
+  return np.clip(np.round(rng.lognormal(np.log(mean_docs) - s * s / 2, s, num_queries)), 2, max_docs).astype(np.int64)
+
+
+def _split(rng, num_queries, mean_docs, max_docs, loading, other, count_like):
+  sizes = _sizes(rng, num_queries, mean_docs, max_docs)
   n = int(sizes.sum())
   k = _BETA.size
   c = np.repeat(rng.normal(0, 0.5, num_queries), sizes)
@@ -66,8 +69,19 @@ def generate(*, num_queries=(400, 200, 600), mean_docs: float = 40.0, max_docs: 
   if num_features < num_strong:
     raise ValueError(f"num_features={num_features} must be >= num_strong={num_strong}")
   rng = np.random.default_rng(seed)
+  lam, fac, other, count_like = _design(rng, num_features, num_strong)
+  out = {}
+  for name, nq in zip(("train", "vali", "test"), num_queries):
+    nq = max(int(round(nq * scale)), 1)
+    x, rel, offsets = _split(rng, nq, mean_docs, max_docs, (lam.astype(np.float32), fac), other, count_like)
+    qid = np.arange(nq, dtype=np.int64) + {"train": 0, "vali": 10 ** 6, "test": 2 * 10 ** 6}[name]
+    out[name] = Groups(x=x, rel=rel, qid=qid, offsets=offsets)
+  return out
+
+
+def _design(rng, num_features, num_strong):
+  """The feature design shared by all splits: (loadings, factors, cross-talk factors, count-like columns)."""
   k = _BETA.size
-  # feature design, shared by all splits
   fac = np.concatenate([rng.integers(0, 2, num_strong), rng.integers(2, k, num_features - num_strong)])
   lam = np.concatenate([rng.uniform(0.6, 0.95, num_strong), rng.uniform(0.05, 0.8, num_features - num_strong)])
   noise_cols = rng.choice(np.arange(num_strong, num_features), size=(num_features - num_strong) // 10,
@@ -77,13 +91,27 @@ def generate(*, num_queries=(400, 200, 600), mean_docs: float = 40.0, max_docs: 
   perm = rng.permutation(num_features)  # strong features are not simply the first columns
   fac, lam, other = fac[perm], lam[perm], other[perm]
   count_like = rng.random(num_features) < 0.5
-  out = {}
-  for name, nq in zip(("train", "vali", "test"), num_queries):
-    nq = max(int(round(nq * scale)), 1)
-    x, rel, offsets = _split(rng, nq, mean_docs, max_docs, (lam.astype(np.float32), fac), other, count_like)
-    qid = np.arange(nq, dtype=np.int64) + {"train": 0, "vali": 10 ** 6, "test": 2 * 10 ** 6}[name]
-    out[name] = Groups(x=x, rel=rel, qid=qid, offsets=offsets)
-  return out
+  return lam, fac, other, count_like
+
+
+def chunk_sizes(num_queries: int, *, chunk: int = 2000, mean_docs: float = 124.0, max_docs: int = 1300,
+                seed: int = 0) -> np.ndarray:
+  """The list sizes :func:`generate_chunks` will give, without generating the documents."""
+  return np.concatenate([_sizes(np.random.default_rng([seed, c]), min(chunk, num_queries - a), mean_docs, max_docs)
+                         for c, a in enumerate(range(0, num_queries, chunk))])
+
+
+def generate_chunks(num_queries: int, *, chunk: int = 2000, mean_docs: float = 124.0, max_docs: int = 1300,
+                    num_features: int = 136, num_strong: int = 24, seed: int = 0):
+  """A training split of any size, `chunk` queries at a time (raw :class:`Groups`), in bounded memory: the
+  same generative model and feature design as :func:`generate` (seed `seed`), each chunk drawn from its own
+  generator ``default_rng([seed, chunk index])`` (so not the bits of :func:`generate`)."""
+  lam, fac, other, count_like = _design(np.random.default_rng(seed), num_features, num_strong)
+  for c, a in enumerate(range(0, num_queries, chunk)):
+    nq = min(chunk, num_queries - a)
+    x, rel, offsets = _split(np.random.default_rng([seed, c]), nq, mean_docs, max_docs,
+                             (lam.astype(np.float32), fac), other, count_like)
+    yield Groups(x=x, rel=rel, qid=np.arange(a, a + nq, dtype=np.int64), offsets=offsets)
 
 
 def web30k_scale() -> dict:

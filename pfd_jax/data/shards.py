@@ -1,0 +1,158 @@
+"""Pre-bucketed, padded training data on disk, for data larger than memory (``--data_source=streamed``).
+
+A shard folder holds bucket sets (``train_all``, ``train_pos``, ``test``, ...), each a list of buckets
+``<set>/b<k>/{x,z,y,mask}.npy`` with the shapes of :class:`pfd_jax.data.padding.Padded` (``x f32[Q, L,
+Dx]``, ...), written by :class:`BucketWriter` group by group (so the writer never holds a split) and read
+by :class:`ShardBucket` with positioned reads (one per run of consecutive groups), so that the operating
+system's page cache, not the process, holds what was read. A set is complete once its
+``done.json`` exists (written last, atomically), so an interrupted conversion is redone from its start and a
+finished one is reused.
+
+Why plain ``.npy`` files rather than Grain + ArrayRecord: the records here are fixed-shape padded arrays
+and the reader needs random groups in the order of a batch plan it already has; a group of a ``.npy`` is
+a known byte range, read with no per-record decoding, no extra dependency and no format of our own, and
+any NumPy can open the files (``np.load(..., mmap_mode='r')``). Grain's strengths (shuffling, sharding and transforming a record stream,
+worker processes) duplicate the batch plan and would add per-record serialisation for no gain.
+"""
+from __future__ import annotations
+
+import json
+import os
+from typing import Iterable, Optional, Sequence
+
+import numpy as np
+
+from pfd_jax.data.padding import Padded
+from pfd_jax.files import write_atomic
+
+FIELDS = ("x", "z", "y", "mask")
+
+
+class _Field:
+  """One ``.npy`` file read by rows with ``os.pread``: what was read sits in the page cache, which the kernel
+  can evict, not in the process (a memory map's touched pages would count as the process's memory)."""
+
+  def __init__(self, path: str):
+    with open(path, "rb") as f:
+      version = np.lib.format.read_magic(f)
+      read = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+      self.shape, fortran, self.dtype = read(f)
+      self.offset = f.tell()
+    if fortran:
+      raise ValueError(f"{path}: Fortran-ordered array, not a shard")
+    self.path = path
+    self.row = int(np.prod(self.shape[1:], dtype=np.int64)) * self.dtype.itemsize
+
+  def take(self, rows: np.ndarray) -> np.ndarray:
+    """The rows `rows` (sorted, distinct), each run of consecutive rows one read."""
+    rows = np.asarray(rows, np.int64)
+    out = np.empty((rows.size,) + tuple(self.shape[1:]), self.dtype)
+    buf = out.reshape(-1).view(np.uint8)
+    starts = np.flatnonzero(np.diff(rows, prepend=-2) != 1)
+    ends = np.append(starts[1:], rows.size)
+    fd = os.open(self.path, os.O_RDONLY)
+    try:
+      for a, b in zip(starts, ends):
+        want = (b - a) * self.row
+        got = os.preadv(fd, [buf[a * self.row:b * self.row]], self.offset + int(rows[a]) * self.row)
+        if got != want:
+          raise OSError(f"{self.path}: short read ({got} of {want} bytes): the shard was truncated")
+    finally:
+      os.close(fd)
+    return out
+
+
+class ShardBucket:
+  """One on-disk bucket: x, z (or none), y, mask; groups are read by index (:class:`_Field`)."""
+
+  def __init__(self, folder: str, block: int = 4096):
+    self.folder = folder
+    self.fields = {f: _Field(os.path.join(folder, f + ".npy")) for f in FIELDS
+                   if os.path.exists(os.path.join(folder, f + ".npy"))}
+    self.block = block
+
+  @property
+  def num_groups(self) -> int:
+    return int(self.fields["x"].shape[0])
+
+  def read(self, rows: np.ndarray) -> dict:
+    """The groups `rows` (sorted, distinct indices), with pos (the group has a y = 1)."""
+    out = {f: a.take(rows) for f, a in self.fields.items()}
+    out["pos"] = ((out["y"] * out["mask"]).max(-1) > 0).astype(np.float32)
+    return out
+
+  def whole(self, fields: Sequence[str]) -> dict:
+    """Fields of every group, read whole (the small ones: y, mask)."""
+    return {f: self.fields[f].take(np.arange(self.num_groups)) for f in fields}
+
+  def blocks(self):
+    """The bucket as consecutive blocks of groups (dicts as :meth:`read` gives them)."""
+    for a in range(0, self.num_groups, self.block):
+      yield self.read(np.arange(a, min(a + self.block, self.num_groups)))
+
+
+class BucketWriter:
+  """Writes one bucket set group by group into preallocated ``.npy`` files of known shapes."""
+
+  def __init__(self, folder: str, name: str, counts: Sequence[int], lengths: Sequence[int], dx: int, dz: int):
+    self.root = os.path.join(folder, name)
+    self.next = np.zeros(len(counts), np.int64)
+    self.lengths = [int(n) for n in lengths]
+    self.files = []
+    for k, (q, n) in enumerate(zip(counts, lengths)):
+      d = os.path.join(self.root, f"b{k}")
+      os.makedirs(d, exist_ok=True)
+      shapes = dict(x=(q, n, dx), y=(q, n), mask=(q, n))
+      if dz:
+        shapes["z"] = (q, n, dz)
+      self.files.append({f: np.lib.format.open_memmap(os.path.join(d, f + ".npy"), "w+", bool if f == "mask"
+                                                      else np.float32, s) for f, s in shapes.items()})
+
+  def add(self, b: Padded, k: int):
+    """Appends the groups of a padded block to bucket k (its list length may be shorter than the bucket's)."""
+    a, n, length = int(self.next[k]), b.mask.shape[0], b.mask.shape[1]
+    for f, arr in self.files[k].items():
+      arr[a:a + n, :length] = getattr(b, f)
+    self.next[k] += n
+
+  def close(self, meta: Optional[dict] = None):
+    for files in self.files:
+      for arr in files.values():
+        arr.flush()
+    write_atomic(os.path.join(self.root, "done.json"), json.dumps(dict(meta or {}, groups=self.next.tolist())))
+
+
+def write_buckets(folder: str, name: str, buckets: Sequence[Padded], meta: Optional[dict] = None):
+  """Writes in-memory buckets as the set `name` (the resident buckets, on disk)."""
+  z = buckets[0].z
+  w = BucketWriter(folder, name, [b.mask.shape[0] for b in buckets], [b.mask.shape[1] for b in buckets],
+                   buckets[0].x.shape[-1], 0 if z is None else z.shape[-1])
+  for k, b in enumerate(buckets):
+    w.add(b, k)
+  w.close(meta)
+
+
+def is_done(folder: str, name: str, meta: Optional[dict] = None) -> bool:
+  """Whether the set `name` was written whole (and, given `meta`, for the same recipe)."""
+  p = os.path.join(folder, name, "done.json")
+  if not os.path.exists(p):
+    return False
+  with open(p) as f:
+    done = json.load(f)
+  return meta is None or all(done.get(k) == v for k, v in meta.items())
+
+
+def open_set(folder: str, name: str) -> list:
+  """The buckets of a written set, shortest lists first."""
+  root = os.path.join(folder, name)
+  k = len([d for d in os.listdir(root) if d.startswith("b")])
+  return [ShardBucket(os.path.join(root, f"b{i}")) for i in range(k)]
+
+
+def bucket_sets_iter(chunks: Iterable, cuts: np.ndarray):
+  """(bucket index, padded groups) of each chunk of flat groups, for :meth:`BucketWriter.add`."""
+  from pfd_jax.data.padding import pad
+  for g in chunks:
+    which = np.searchsorted(cuts, g.sizes)
+    for k in np.unique(which):
+      yield int(k), pad(g, np.flatnonzero(which == k))

@@ -1,0 +1,88 @@
+"""Training hyper-parameters (:class:`TrainConfig`): the paper's protocol (appendix A.3) as defaults, each
+field a flag of the training drivers (:mod:`pfd_jax.config`)."""
+from __future__ import annotations
+
+import dataclasses
+from typing import Optional, Tuple
+
+from pfd_jax import config
+from pfd_jax import losses as losses_lib
+from pfd_jax import rank_distill
+
+
+# The paper's batch size and learning rate per loss (appendix A.3): RankNet 300 / 3e-4, the others 500 / 1e-3.
+PAPER_BATCH = {"ranknet": (300, 3e-4)}
+PAPER_BATCH_DEFAULT = (500, 1e-3)
+
+
+def parse_mesh(text: str) -> tuple:
+  """'seeds:2,data:2' -> (('seeds', 2), ('data', 2)); '' -> () (one device)."""
+  out = []
+  for part in filter(None, text.split(",")):
+    name, _, size = part.partition(":")
+    if name not in ("data", "seeds") or not size.isdigit() or int(size) < 1:
+      raise config.ConfigError("mesh", f"{text!r}: expected axis:size pairs with axes data and/or seeds, e.g. data:4")
+    out.append((name, int(size)))
+  return tuple(out)
+
+
+def format_mesh(mesh: tuple) -> str:
+  return ",".join(f"{n}:{s}" for n, s in mesh)
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainConfig:
+  """Training hyper-parameters (defaults: the paper's protocol, appendix A.3). Fields with flag=False are
+  set by the drivers (which loss a row trains, how its teacher teaches), not by flags."""
+  loss: str = config.option("rankbce", "Ranking loss.", choices=tuple(losses_lib.LOSSES), flag=False)
+  ranknet_pairs: str = config.option("all", "RankNet pairs: all (paper) or positive.", choices=("all", "positive"))
+  batch_size: Optional[int] = config.option(None, "Query groups per batch (default: the paper's, 500; RankNet "
+                                            "300).", lo=1)
+  lr: Optional[float] = config.option(None, "Learning rate (default: the paper's, 1e-3; RankNet 3e-4).", lo=0,
+                                      lo_open=True)
+  weight_decay: float = config.option(0.005, "Coupled L2 weight decay (as torch Adam(weight_decay=...)).", lo=0)
+  lr_halve_every: int = config.option(20, "Halve the learning rate every this many epochs.", lo=1)
+  epochs: int = config.option(100, "Training epochs.", lo=1)
+  hidden: int = config.option(100, "Hidden width of the MLP.", lo=1)
+  layers: int = config.option(5, "Dense layers of the MLP (layers - 1 hidden ReLU layers).", lo=1)
+  alpha: float = config.option(0.5, "Eq. 1 weight of the data loss (1 - alpha: the teacher term).", lo=0, hi=1)
+  ks: Tuple[int, ...] = config.option((8, 16, 32), "NDCG cut-offs; the first selects the best epoch.", lo=1, flag=False)
+  select_on: str = config.option("test", "Best epoch by NDCG@ks[0] on this split (the paper: test).",
+                                 choices=("test", "vali"))
+  empty_rule: str = config.option("exclude", "Lists without a positive: excluded from means (paper) or zero.",
+                                  choices=("exclude", "zero"))
+  data_groups: str = config.option("positive", "Groups of the data loss: positive (paper) or all (Table 5).",
+                                   choices=("positive", "all"))
+  teacher_transform: str = config.option("sigmoid", "Teacher logits -> targets (paper: sigmoid "
+                                         "probabilities).", choices=losses_lib.TRANSFORMS, flag=False)
+  teacher_loss: str = config.option("", "The teacher term's loss function ('' = the data loss; topk = Ranking "
+                                    "Distillation).", choices=("",) + tuple(losses_lib.LOSSES) + ("topk",),
+                                    flag=False)
+  transform_a: float = config.option(1.0, "SDR Eq. 10 affine teacher transform slope a (teaching=listwise).",
+                                     lo=0, lo_open=True)
+  transform_b: float = config.option(0.0, "SDR Eq. 10 affine teacher transform intercept b (teaching=listwise).")
+  temperature: float = config.option(1.0, "Softmax teacher transform temperature T (SDR section 5.6).", lo=0,
+                                     lo_open=True, flag=False)
+  topk: rank_distill.TopK = config.option(rank_distill.TopK(), "Ranking Distillation's top-K teacher loss.")
+  mesh: Tuple[Tuple[str, int], ...] = config.option((), "Data-parallel device mesh, e.g. data:4 or seeds:2,data:2 "
+                                                     "(default: one device; CPU: "
+                                                     "XLA_FLAGS=--xla_force_host_platform_device_count=4).",
+                              parse=parse_mesh, fmt=format_mesh)
+
+  def __post_init__(self):
+    config.check(self)
+    object.__setattr__(self, "mesh", tuple(tuple(p) for p in self.mesh))
+
+  @property
+  def effective_batch_size(self) -> int:
+    """batch_size, or the paper's for this loss."""
+    return self.batch_size or PAPER_BATCH.get(self.loss, PAPER_BATCH_DEFAULT)[0]
+
+  @property
+  def effective_lr(self) -> float:
+    """lr, or the paper's for this loss."""
+    return self.lr or PAPER_BATCH.get(self.loss, PAPER_BATCH_DEFAULT)[1]
+
+  def record(self) -> dict:
+    """The configuration as results.json records it, with the batch size and learning rate in force."""
+    return dict(config.to_dict(self), batch_size=self.effective_batch_size, lr=self.effective_lr)

@@ -1,0 +1,166 @@
+"""Scoring and evaluating seed-stacked models on bucketed splits: predictions, per-epoch NDCG, the full
+metric table, per-list NDCG, and best-checkpoint keeping.
+
+Buckets are dicts of device arrays (:func:`device_buckets`) or on-disk shards
+(:class:`pfd_jax.data.shards.ShardBucket`, read in blocks of groups). In a multi-process run each process
+scores its own lists and the sums and counts are added across processes.
+"""
+from __future__ import annotations
+
+import functools
+from typing import NamedTuple, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from pfd_jax import data as data_lib
+from pfd_jax import distributed
+from pfd_jax import metrics as metrics_lib
+from pfd_jax.data.padding import Padded
+from pfd_jax.models import MLP
+from pfd_jax.train_config import TrainConfig
+from pfd_jax.train_step import features
+
+
+class EvalSet(NamedTuple):
+  """An evaluation split: buckets of its lists that have a positive, and how many lists the split has in
+  all. Lists without a positive have NDCG 0 under every rule, so they are not scored; they only enter the
+  denominator under empty_rule='zero'."""
+  buckets: list
+  num_lists: int
+
+
+def eval_set(groups, max_buckets: int = 8) -> EvalSet:
+  """Buckets the lists of a labelled split that have at least one y = 1."""
+  keep = np.flatnonzero(data_lib.positive_groups(groups))
+  return EvalSet(device_buckets(data_lib.bucketize(groups, max_buckets, keep)), groups.num_queries)
+
+
+def device_buckets(buckets: Sequence[Padded]) -> list:
+  """Host buckets -> dicts of device arrays: x, z, y, mask, pos (f32[Q], group has a y = 1)."""
+  out = []
+  for b in buckets:
+    d = dict(x=jnp.asarray(b.x), y=jnp.asarray(b.y), mask=jnp.asarray(b.mask),
+             pos=jnp.asarray((b.y * b.mask).max(-1) > 0, jnp.float32))
+    if b.z is not None:
+      d["z"] = jnp.asarray(b.z)
+    out.append(d)
+  return out
+
+
+def blocks(buckets, view: str, z_override=None, fields=("y", "mask")):
+  """(features, *fields) of every bucket, on the device: one tuple per bucket, or per block of groups of an
+  on-disk bucket (so that memory holds one block)."""
+  for b in buckets:
+    parts = [b] if isinstance(b, dict) else b.blocks()
+    for p in parts:
+      yield (jnp.asarray(features(p, view, z_override)),) + tuple(jnp.asarray(p[f]) for f in fields)
+
+
+@functools.lru_cache(maxsize=None)
+def scoring(hidden: int, layers: int, ks: tuple):
+  """Jitted, seed-vmapped predict and whole-split NDCG sums for one model shape (shared by every run)."""
+  model = MLP(hidden=hidden, layers=layers)
+  predict = lambda params, feats: model.apply(params, feats)
+  per_list = jax.vmap(lambda params, f, y, m: metrics_lib.ndcg_table(model.apply(params, f), y, m, ks),
+                      in_axes=(0, None, None, None))
+
+  def ndcg_sums(params, triples):
+    """(sum over lists with a positive [S, K], their count) over every bucket: one call per split."""
+    tot, cnt = 0.0, 0
+    for f, y, m in triples:
+      valid = metrics_lib.has_relevant(y, m)
+      tot = tot + jnp.sum(jnp.where(valid, per_list(params, f, y, m), 0.0), -1)
+      cnt = cnt + jnp.sum(valid)
+    return tot, cnt
+
+  return dict(predict=jax.jit(jax.vmap(predict, in_axes=(0, None))), ndcg_sums=jax.jit(ndcg_sums),
+              per_list=jax.jit(per_list))
+
+
+def scorer(cfg: TrainConfig, es: EvalSet, view: str, z_override=None):
+  """``fn(params) -> [S, len(ks)]`` NDCG averaged over the lists of a split, cfg.empty_rule applied.
+
+  Lists without a positive score 0; 'exclude' leaves them out of the mean, 'zero' counts them among the
+  `num_lists` lists of the split. Device buckets are scored in one jitted call (their inputs made once);
+  on-disk buckets block by block; across processes, the sums and counts of every process are added.
+  """
+  sums = scoring(cfg.hidden, cfg.layers, tuple(cfg.ks))["ndcg_sums"]
+  resident = all(isinstance(b, dict) for b in es.buckets)
+  triples = tuple(blocks(es.buckets, view, z_override)) if resident else None
+  comm = distributed.comm()
+
+  def fn(params):
+    if triples is not None:
+      tot, cnt = sums(params, triples) if triples else (0.0, 0)
+    else:
+      tot, cnt = 0.0, 0
+      for triple in blocks(es.buckets, view, z_override):
+        t, c = sums(params, (triple,))
+        tot, cnt = tot + t, cnt + c
+    if comm.count == 1:
+      return tot / (es.num_lists if cfg.empty_rule == "zero" else cnt)
+    tot, cnt, n = comm.sum(np.asarray(tot, np.float64)), comm.sum(np.asarray(cnt)), comm.sum(es.num_lists)
+    s_count = jax.tree_util.tree_leaves(params)[0].shape[0]
+    tot = np.broadcast_to(tot, (s_count, len(cfg.ks)))
+    return tot / (n if cfg.empty_rule == "zero" else np.maximum(cnt, 1))
+
+  return fn
+
+
+def evaluate(cfg: TrainConfig, params, es: EvalSet, view: str, z_override=None) -> np.ndarray:
+  """[S, len(ks)] mean NDCG (cfg.empty_rule) of S seed-stacked models on an :class:`EvalSet`."""
+  return np.asarray(scorer(cfg, es, view, z_override)(params))
+
+
+def predict(cfg: TrainConfig, params, buckets: list, view: str, z_override=None) -> list:
+  """Logits [S, Q, L] per bucket of S seed-stacked models (NumPy for on-disk buckets)."""
+  fn = scoring(cfg.hidden, cfg.layers, tuple(cfg.ks))["predict"]
+  out = []
+  for b in buckets:
+    if isinstance(b, dict):
+      out.append(fn(params, features(b, view, z_override)))
+    else:
+      out.append(np.concatenate([np.asarray(fn(params, f)) for (f,) in blocks([b], view, z_override, ())], -2))
+  return out
+
+
+def full_metrics(cfg: TrainConfig, params, es: EvalSet, view: str, ks=(3, 5, 10)) -> dict:
+  """{name: [S]} NDCG@k, P@k and MAP (:func:`pfd_jax.metrics.metric_table`) of S seed-stacked models on an
+  :class:`EvalSet`, averaged over lists by cfg.empty_rule."""
+  fn = _table_fn(cfg.hidden, cfg.layers, tuple(ks))
+  tot, cnt = 0.0, 0.0
+  for f, y, m in blocks(es.buckets, view):
+    valid = metrics_lib.has_relevant(y, m)
+    tot = tot + jnp.sum(jnp.where(valid, fn(params, f, y, m), 0.0), -1)
+    cnt = cnt + jnp.sum(valid)
+  mean = np.asarray(tot / (es.num_lists if cfg.empty_rule == "zero" else cnt))  # [S, M]
+  return dict(zip(metrics_lib.metric_names(ks), mean.T))
+
+
+@functools.lru_cache(maxsize=None)
+def _table_fn(hidden: int, layers: int, ks: tuple):
+  model = MLP(hidden=hidden, layers=layers)
+  fn = lambda params, f, y, m: metrics_lib.metric_table(model.apply(params, f), y, m, ks)
+  return jax.jit(jax.vmap(fn, in_axes=(0, None, None, None)))
+
+
+def per_list_ndcg(cfg: TrainConfig, params, es: EvalSet, view: str) -> tuple:
+  """(NDCG@ks[0] of every list [S, Q], has-a-positive [Q]) of S seed-stacked models on an :class:`EvalSet`,
+  lists in bucket order (the same order for every model on the same set: rows pair by position)."""
+  fn = scoring(cfg.hidden, cfg.layers, tuple(cfg.ks))["per_list"]
+  s_count = jax.tree_util.tree_leaves(params)[0].shape[0]
+  vals, valid = [np.zeros((s_count, 0), np.float32)], [np.zeros(0, bool)]
+  for f, y, m in blocks(es.buckets, view):
+    vals.append(np.asarray(fn(params, f, y, m))[:, 0])  # [S, K, Q_b] -> [S, Q_b]
+    valid.append(np.asarray(metrics_lib.has_relevant(y, m)))
+  comm = distributed.comm()  # several processes: every process's lists, in process order
+  return comm.concat(np.concatenate(vals, -1).T).T, comm.concat(np.concatenate(valid))
+
+
+@jax.jit
+def keep_best(improved, new, old):
+  """Per seed: `new` where improved[s], else `old` (pytrees with a leading seed axis)."""
+  return jax.tree_util.tree_map(
+      lambda a, b: jnp.where(improved.reshape((-1,) + (1,) * (a.ndim - 1)), a, b), new, old)

@@ -1,0 +1,142 @@
+"""An epoch's batch plan, and the one compiled program that trains any run of its steps.
+
+**The plan.** An epoch visits every training group of every bucket once. Batches hold ``batch_size`` groups
+of one bucket (fewer when the bucket is smaller); each seed permutes each bucket with its own key folded with
+the epoch, so a seed's batches do not depend on which other seeds run beside it (a vmapped run equals
+separate runs), and the order in which the buckets' batches interleave is shuffled per epoch with a key of
+the epoch alone, shared by the seeds (they stay in lock-step).
+
+**The program** trains a run of the plan's steps (a whole epoch, or a chunk of it): ``lax.scan`` over the
+steps, ``lax.switch`` over the buckets, each branch the vmapped step of :mod:`pfd_jax.train_step` on its
+bucket's own batch shape. It is the same function for every scale; what changes is where its arrays live:
+
+* one device: the buckets are device arrays and each step gathers its groups by index;
+* a mesh of devices, in one process or across N processes (``Shards``): each device holds a block of every
+  bucket's groups; the plan is the one-device plan over global group indices; each device keeps the
+  plan's groups it owns (compacted to a fixed width, the most any step of the run gives it), computes their
+  loss, and the gradient is all-reduced: the one-device run's sum, up to float summation order;
+* streamed data: the buckets are windows of on-disk shards holding just the groups of the chunk's steps,
+  and the plan's indices point into the window (:mod:`pfd_jax.train_feed`).
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import Optional, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.sharding import Mesh, PartitionSpec as P
+
+from pfd_jax.train_config import TrainConfig
+from pfd_jax.train_step import compiled
+
+
+def epoch_plan(order_keys, epoch, sizes: Sequence[int], batch: int):
+  """The batch plan of one epoch: bucket of each step [J], group indices [J, S, Bmax] (bucket b's batches
+  in the first min(batch, Q_b) columns; the last batch of a bucket padded with index 0) and their validity
+  [J, Bmax], in the epoch's shuffled interleaving."""
+  ep_keys = jax.vmap(lambda k: jax.random.split(jax.random.fold_in(k, epoch), len(sizes)))(order_keys)
+  width = max(min(batch, q) for q in sizes)
+  ids, idx, valid = [], [], []
+  for b, q in enumerate(sizes):
+    bb = min(batch, q)
+    nb = -(-q // bb)
+    perm = jax.vmap(lambda k: jax.random.permutation(k, q))(ep_keys[:, b])
+    perm = jnp.concatenate([perm, jnp.zeros((perm.shape[0], nb * bb - q), perm.dtype)], 1)
+    idx.append(jnp.pad(perm.reshape(-1, nb, bb), ((0, 0), (0, 0), (0, width - bb))))
+    valid.append(jnp.pad((jnp.arange(nb * bb) < q).astype(jnp.float32).reshape(nb, bb), ((0, 0), (0, width - bb))))
+    ids.append(jnp.full((nb,), b, jnp.int32))
+  order = jax.random.permutation(jax.random.PRNGKey(epoch), steps_per_epoch(sizes, batch))
+  return (jnp.concatenate(ids)[order], jnp.concatenate(idx, 1)[:, order].transpose(1, 0, 2),
+          jnp.concatenate(valid)[order])
+
+
+plan = jax.jit(epoch_plan, static_argnums=(2, 3))
+
+
+def steps_per_epoch(sizes: Sequence[int], batch: int) -> int:
+  return sum(-(-q // min(batch, q)) for q in sizes if q)
+
+
+@dataclasses.dataclass(frozen=True)
+class Shards:
+  """How a mesh splits the data: device block d of bucket b holds global groups offset[d][b] ..
+  offset[d][b] + count[d][b] - 1 (padded to a common length); width[b]: the most of a batch's groups any
+  block owns in any step of the run (each device computes that many, the rest of the batch is others')."""
+  mesh: Mesh
+  seeds: Optional[str]
+  offset: tuple
+  count: tuple
+  width: tuple
+
+
+def _own(shards: Shards, b: int, idx, valid):
+  """This device's groups of a batch of bucket b: (local indices [S, W], validity [S, W]), owned groups first
+  in batch order (a stable sort), the rest padding with weight 0."""
+  d = jax.lax.axis_index("data")
+  off, cnt = jnp.asarray(shards.offset, jnp.int32)[d, b], jnp.asarray(shards.count, jnp.int32)[d, b]
+  loc = idx - off
+  mine = (loc >= 0) & (loc < cnt) & (valid > 0)[None, :]
+  order = jnp.argsort(~mine, axis=1, stable=True)[:, :shards.width[b]]
+  return (jnp.take_along_axis(jnp.where(mine, loc, 0), order, 1),
+          jnp.take_along_axis(mine, order, 1).astype(jnp.float32))
+
+
+@functools.lru_cache(maxsize=None)
+def program(key_cfg: TrainConfig, teacher_ndim: int, num_steps: int, sizes: tuple, shards: Optional[Shards] = None):
+  """``fn(params, opt_state, loss, ep_keys, steps, buckets, alpha, hybrid_on) -> (params, opt_state, loss)``,
+  jitted with params and optimizer state donated; loss [S, 3] carries the epoch's (total, data, teacher) sums
+  from chunk to chunk, so that a chunked epoch adds its steps in the whole epoch's order (the same bits).
+
+  key_cfg: a :func:`pfd_jax.train_step.step_key`; teacher_ndim: 0 (no teacher), 3 ([S, Q, L]) or 4 (K
+  teachers); num_steps: steps of a whole epoch (the learning-rate schedule's unit); sizes: groups per bucket
+  (global); plan: (bucket [C], idx [C, S, Bmax], valid [C, Bmax], step number [C]) of the steps to run;
+  buckets: per bucket (features, y, mask, data weight, teacher inputs or None).
+  """
+  batch = key_cfg.effective_batch_size
+  widths = [min(batch, q) for q in sizes]
+  vstep = compiled(key_cfg, teacher_ndim > 0, num_steps, None if shards is None else "data")["vstep"]
+
+  def run(params, opt_state, loss, ep_keys, steps, buckets, alpha, hybrid_on):
+    def body(carry, x):
+      params, opt_state, acc = carry
+      b, i, v, j = x
+
+      def branch(k, p, o):
+        ik, vk = i[:, :widths[k]], v[:widths[k]]
+        if shards is not None:
+          ik, vk = _own(shards, k, ik, vk)
+        return vstep(p, o, ep_keys, ik, vk, *buckets[k], alpha, j, hybrid_on)
+
+      branches = [functools.partial(branch, k) for k in range(len(sizes))]
+      params, opt_state, l = jax.lax.switch(b, branches, params, opt_state)
+      return (params, opt_state, acc + l), None
+
+    (params, opt_state, loss), _ = jax.lax.scan(body, (params, opt_state, loss), steps)
+    return params, opt_state, loss
+
+  if shards is not None:
+    s = P(shards.seeds)
+    t = None if not teacher_ndim else P(shards.seeds, *([None] * (teacher_ndim - 3)), "data", None)
+    bucket = (P("data"), P("data"), P("data"), P("data"), t)
+    run = jax.shard_map(run, mesh=shards.mesh, check_vma=False, out_specs=(s, s, s),
+                        in_specs=(s, s, s, s, (P(), P(None, shards.seeds), P(), P()), (bucket,) * len(sizes), s, P()))
+  return jax.jit(run, donate_argnums=(0, 1))
+
+
+def own_widths(order_keys, epochs: int, sizes: Sequence[int], batch: int, offset: np.ndarray,
+               count: np.ndarray) -> tuple:
+  """[B] the most groups of one batch that any device block owns, over every step of `epochs` epochs (the
+  plans are recomputed: cheap next to training), so that each device computes that many, not the batch."""
+  width = np.zeros(len(sizes), np.int64)
+  for epoch in range(epochs):
+    ids, idx, valid = jax.device_get(plan(order_keys, jnp.int32(epoch), tuple(sizes), batch))
+    for b, q in enumerate(sizes):
+      w = min(batch, q)
+      i, v = idx[ids == b][:, :, :w], valid[ids == b][:, None, :w] > 0
+      block = np.searchsorted(offset[:, b], i, side="right") - 1
+      for d in range(offset.shape[0]):
+        width[b] = max(width[b], int(((block == d) & v).sum(-1).max(initial=0)))
+  return tuple(int(w) for w in np.maximum(width, 1))

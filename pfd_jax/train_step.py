@@ -1,0 +1,135 @@
+"""The model, the optimizer and one update: what a training step computes, for one seed, vmapped over seeds.
+
+A step takes a batch as indices into a bucket (``idx [B]`` of groups, ``valid [B]``) and gathers its groups
+inside the compiled program, so the host ships integers only. The loss of a batch is the *sum* over its
+groups of the per-group losses (Eq. 1 sums over sets; PT-Ranking sums over the batch too). Compiled steps are
+cached per :func:`step_key`, so runs that differ only in alpha, the teacher transform or the epochs share them.
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import Callable, Optional
+
+import jax
+import jax.numpy as jnp
+import optax
+
+from pfd_jax import losses as losses_lib
+from pfd_jax import rank_distill
+from pfd_jax.models import MLP
+from pfd_jax.train_config import TrainConfig
+
+VIEWS = ("x", "z", "xz")
+
+# Settings a sweep may vary inside one program (train(variants=...)): the per-model alpha and the teacher
+# transform, which turns teacher logits into targets before training. step_key normalises them away.
+SWEEPABLE = ("alpha", "teacher_transform", "transform_a", "transform_b", "temperature")
+
+
+def features(bucket: dict, view: str, z_override=None):
+  """The model input of a bucket: 'x' (regular), 'z' (privileged) or 'xz' (both, concatenated).
+
+  A suffix ':i,j' keeps only those privileged columns ('xz:0' = regular + the first privileged feature).
+  z_override (broadcastable to z) replaces the privileged features, e.g. by an imputed constant (Table 6).
+  Works on device arrays and on host (NumPy) arrays alike.
+  """
+  base, _, cols = view.partition(":")
+  if base not in VIEWS:
+    raise ValueError(f"view must be one of {VIEWS} (optionally ':i,j'), got {view!r}")
+  if base == "x":
+    return bucket["x"]
+  if bucket.get("z") is None:
+    raise ValueError(f"view {view!r} needs privileged features z")
+  xp = jnp if isinstance(bucket["x"], jax.Array) else __import__("numpy")
+  z = bucket["z"] if z_override is None else xp.broadcast_to(z_override, bucket["z"].shape)
+  if cols:
+    z = z[..., [int(c) for c in cols.split(",")]]
+  return z if base == "z" else xp.concatenate([bucket["x"], z], axis=-1)
+
+
+def make_model(cfg: TrainConfig) -> MLP:
+  return MLP(hidden=cfg.hidden, layers=cfg.layers)
+
+
+def loss_fn(cfg: TrainConfig) -> Callable:
+  """The data loss of `cfg`, called as (scores, labels, mask, reduce_fn=...)."""
+  fn = losses_lib.get_loss(cfg.loss)
+  return functools.partial(fn, pairs=cfg.ranknet_pairs) if cfg.loss == "ranknet" else fn
+
+
+def teacher_inputs(cfg: TrainConfig, logits, bucket: dict):
+  """What the teacher term consumes for one bucket, from teacher logits [S, (K,) Q, L]: g(logits) (the
+  configured transform) or, for teacher_loss='topk', the teacher's top-K ranks among unlabelled documents."""
+  mask = jnp.asarray(bucket["mask"])
+  if cfg.teacher_loss == "topk":
+    return rank_distill.teacher_ranks(logits, jnp.asarray(bucket["y"]), mask, cfg.topk.k)
+  g = losses_lib.get_transform(cfg.teacher_transform, a=cfg.transform_a, b=cfg.transform_b,
+                               temperature=cfg.temperature)
+  return g(logits, mask)
+
+
+def _teacher_loss_fn(cfg: TrainConfig, key, labels, hybrid_on):
+  """The teacher term's loss, called like a loss of :mod:`pfd_jax.losses` (scores, targets, mask)."""
+  name = cfg.teacher_loss or cfg.loss
+  if name == "topk":
+    return lambda s, t, m, reduce_fn=None: rank_distill.topk_loss(s, t, m, labels, key=key, cfg=cfg.topk,
+                                                                 hybrid_on=hybrid_on, reduce_fn=reduce_fn)
+  return loss_fn(dataclasses.replace(cfg, loss=name))
+
+
+def step_key(cfg: TrainConfig) -> TrainConfig:
+  """The settings a training step is compiled for: those it does not need at trace time (alpha, epochs,
+  selection, the teacher transform, the top-K warm-up) normalised away, so an alpha or temperature sweep
+  compiles once."""
+  return dataclasses.replace(cfg, alpha=0.0, epochs=1, select_on="test", empty_rule="exclude",
+                             teacher_loss=cfg.teacher_loss or cfg.loss, teacher_transform="sigmoid", transform_a=1.0,
+                             transform_b=0.0, temperature=1.0, topk=dataclasses.replace(cfg.topk, warmup=0),
+                             mesh=())
+
+
+@functools.lru_cache(maxsize=None)
+def compiled(cfg: TrainConfig, has_teacher: bool, steps_per_epoch: int, data_axis: Optional[str] = None) -> dict:
+  """Seed-vmapped init (jitted) and step (to be traced into a program) for one :func:`step_key`.
+
+  data_axis: the step runs on one shard of a batch under ``shard_map`` (each shard its own groups, ``valid``
+  per seed) and the gradient and loss sums are all-reduced over that mesh axis before the update.
+  """
+  model = make_model(cfg)
+  data_loss = loss_fn(cfg)
+  schedule = lambda step: cfg.effective_lr * 0.5 ** (step // (cfg.lr_halve_every * steps_per_epoch))
+  tx = optax.chain(optax.add_decayed_weights(cfg.weight_decay), optax.adam(schedule))
+
+  def init(key, dim):
+    params = model.init(key, jnp.zeros((1, dim)))
+    return params, tx.init(params)
+
+  def step(params, opt_state, key, idx, valid, feats, y, mask, data_w, teacher, alpha, j, hybrid_on):
+    """One update of one seed. idx, valid: [B] groups of this batch (of this shard); teacher: [(K,) Q, L] or
+    None; key, j: the seed's epoch key and the step number (the teacher loss's samples); hybrid_on: the top-K
+    warm-up is over."""
+    f, yb, mb, w = feats[idx], y[idx], mask[idx], data_w[idx] * valid
+
+    def objective(p):
+      s = model.apply(p, f)
+      data = data_loss(s, yb, mb, reduce_fn=None) * w
+      if teacher is None:
+        return jnp.sum(data), (jnp.sum(data), jnp.zeros(()))
+      t_fn = _teacher_loss_fn(cfg, jax.random.fold_in(key, j), yb, hybrid_on)
+      _, teach = losses_lib.distillation_terms(data_loss, s, yb, teacher[..., idx, :], mb, teacher_loss_fn=t_fn)
+      teach = teach * valid
+      return jnp.sum(alpha * data + (1 - alpha) * teach), (jnp.sum(data), jnp.sum(teach))
+
+    (total, (data, teach)), grads = jax.value_and_grad(objective, has_aux=True)(params)
+    sums = jnp.stack([total, data, teach])
+    if data_axis is not None:
+      grads, sums = jax.lax.psum((grads, sums), data_axis)
+    updates, opt_state = tx.update(grads, opt_state, params)
+    return optax.apply_updates(params, updates), opt_state, sums
+
+  t_axes = 0 if has_teacher else None
+  # alpha is per model (in_axes 0): an alpha sweep trains its students side by side in one program. On one
+  # shard every seed's batch has the same valid entries; on a shard of a mesh each seed owns other groups.
+  v_axes = None if data_axis is None else 0
+  vstep = jax.vmap(step, in_axes=(0, 0, 0, 0, v_axes, None, None, None, None, t_axes, 0, None, None))
+  return dict(init=jax.jit(jax.vmap(init, in_axes=(0, None)), static_argnums=1), vstep=vstep)
