@@ -29,6 +29,7 @@ import numpy as np
 from pfd_jax import data as data_lib
 from pfd_jax import files
 from pfd_jax import train as train_lib
+from pfd_jax import train_eval
 
 FORMAT = "pfd_jax.ranker/1"
 PARAMS_FILE = "params.msgpack"
@@ -89,7 +90,7 @@ class Ranker:
     The seed-stacked program of training scores every seed, so the numbers are the trained run's bit for bit.
     """
     m = self.recipe["model"]
-    fn = train_lib.scoring(m["hidden"], m["layers"], tuple(self.recipe["ks"]))["predict"]
+    fn = train_eval.scoring(m["hidden"], m["layers"], tuple(self.recipe["ks"]))["predict"]
     return fn(self.params, jnp.asarray(feats))[self._seed(seed)]
 
   def score_groups(self, groups: data_lib.Groups, seed: Optional[int] = None, max_buckets: int = 8) -> np.ndarray:

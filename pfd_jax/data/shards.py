@@ -156,3 +156,36 @@ def bucket_sets_iter(chunks: Iterable, cuts: np.ndarray):
     which = np.searchsorted(cuts, g.sizes)
     for k in np.unique(which):
       yield int(k), pad(g, np.flatnonzero(which == k))
+
+
+def convert_letor(path: str, folder: str, chunk_bytes: int = 256 << 20) -> int:
+  """One pass over a LETOR file of any size, in byte ranges of about `chunk_bytes`
+  (:func:`pfd_jax.data.letor.load_letor_shard`: a query belongs to the range holding its first line), each
+  range's parsed groups written as ``<folder>/r<i>/{x,rel,qid,offsets}.npy``. Resumable: a range whose
+  ``done.json`` exists is not parsed again. Returns the number of ranges; :func:`converted_chunks` reads them."""
+  from pfd_jax.data import letor
+  count = max(1, -(-os.path.getsize(path) // chunk_bytes))
+  meta = dict(source=os.path.abspath(path), size=os.path.getsize(path), ranges=count)
+  for i in range(count):
+    out = os.path.join(folder, f"r{i}")
+    if is_done(folder, f"r{i}", meta):
+      continue
+    g = letor.load_letor_shard(path, i, count)
+    os.makedirs(out, exist_ok=True)
+    for f in ("x", "rel", "qid", "offsets"):
+      np.save(os.path.join(out, f + ".npy"), getattr(g, f))
+    write_atomic(os.path.join(out, "done.json"), json.dumps(meta))
+  return count
+
+
+def converted_chunks(folder: str, count: int, width: Optional[int] = None):
+  """The groups of each converted range (:func:`convert_letor`), feature columns zero-filled to `width`
+  (default: the widest range), in file order."""
+  from pfd_jax.data.groups import Groups
+  from pfd_jax.data.letor import pad_features
+  ranges = [os.path.join(folder, f"r{i}") for i in range(count)]
+  if width is None:
+    width = max(np.load(os.path.join(r, "x.npy"), mmap_mode="r").shape[1] for r in ranges)
+  for r in ranges:
+    g = Groups(**{f: np.load(os.path.join(r, f + ".npy")) for f in ("x", "rel", "qid", "offsets")})
+    yield pad_features({"g": g}, width)["g"]
