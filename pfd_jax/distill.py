@@ -76,7 +76,9 @@ def to_device(ds: data_lib.Dataset, max_buckets: Optional[int] = None, eval_spli
     if s in ds.splits:
       sets[s] = lambda s=s: data_lib.bucketize(ds[s], max_buckets, np.flatnonzero(data_lib.positive_groups(ds[s])))
   if shard_dir:
-    folder = os.path.join(shard_dir, shard_key(ds, max_buckets, data_groups))
+    # in a multi-process run each process writes and streams its own share
+    own = f"-p{comm.index}of{comm.count}" if comm.count > 1 else ""
+    folder = os.path.join(shard_dir, shard_key(ds, max_buckets, data_groups) + own)
     for name, make in sets.items():
       if not shards.is_done(folder, name):
         shards.write_buckets(folder, name, make())

@@ -90,6 +90,7 @@ def scorer(cfg: TrainConfig, es: EvalSet, view: str, z_override=None):
   resident = all(isinstance(b, dict) for b in es.buckets)
   triples = tuple(blocks(es.buckets, view, z_override)) if resident else None
   comm = distributed.comm()
+  num_lists = es.num_lists if comm.count == 1 else int(comm.sum(es.num_lists))
 
   def fn(params):
     if triples is not None:
@@ -100,11 +101,12 @@ def scorer(cfg: TrainConfig, es: EvalSet, view: str, z_override=None):
         t, c = sums(params, (triple,))
         tot, cnt = tot + t, cnt + c
     if comm.count == 1:
-      return tot / (es.num_lists if cfg.empty_rule == "zero" else cnt)
-    tot, cnt, n = comm.sum(np.asarray(tot, np.float64)), comm.sum(np.asarray(cnt)), comm.sum(es.num_lists)
+      return tot / (num_lists if cfg.empty_rule == "zero" else cnt)
     s_count = jax.tree_util.tree_leaves(params)[0].shape[0]
-    tot = np.broadcast_to(tot, (s_count, len(cfg.ks)))
-    return tot / (n if cfg.empty_rule == "zero" else np.maximum(cnt, 1))
+    both = np.zeros((s_count, len(cfg.ks) + 1))  # the sums and the count in one collective
+    both[:, :-1], both[:, -1] = np.asarray(tot, np.float64), np.asarray(cnt)
+    both = comm.sum(both)
+    return both[:, :-1] / (num_lists if cfg.empty_rule == "zero" else np.maximum(both[:, -1:], 1))
 
   return fn
 

@@ -37,6 +37,12 @@ class State(NamedTuple):
   alpha: jax.Array  # [S] Eq. 1 weight of each model
 
 
+@jax.jit
+def _fold_in(keys, epoch):
+  """Each model's key folded with the epoch."""
+  return jax.vmap(lambda k: jax.random.fold_in(k, epoch))(keys)
+
+
 def split_keys(keys):
   """Per-seed keys -> (init keys, loss keys, order keys): the same streams as every earlier version."""
   init_keys, order_keys = jax.vmap(lambda k: jax.random.split(k))(keys).transpose(1, 0, 2)
@@ -99,7 +105,7 @@ class Resident:
 
   def epoch(self, state: State, epoch: int, hybrid_on: bool) -> tuple:
     """Trains one epoch: (new state, loss sums [S, 3] on the device)."""
-    ep_keys = self.put(jax.vmap(lambda k: jax.random.fold_in(k, epoch))(state.loss_keys))
+    ep_keys = self.put(_fold_in(state.loss_keys, jnp.int32(epoch)))
     params, opt_state = state.params, state.opt_state
     loss = self.put(jnp.zeros((state.order_keys.shape[0], 3), jnp.float32))
     hybrid_on = self.put(jnp.asarray(hybrid_on), seeds=False)
@@ -113,8 +119,12 @@ class Sharded(Resident):
   """A mesh of devices: one process's (``--mesh=data:D`` or ``seeds:S,data:D``) or every process's (N
   processes, one 'data' axis over all their devices). Each device holds a block of every bucket: in one
   process the bucket cut in D contiguous blocks, in N processes each process's own share cut in its devices'
-  blocks; blocks are padded to the longest and the program's batch is the one-device plan over global
-  group indices (:class:`pfd_jax.train_program.Shards`)."""
+  blocks. The program's batch is the one-device plan over global group indices, and each bucket comes
+  with the table of which device holds which group where (:class:`pfd_jax.train_program.Shards`).
+
+  On-disk buckets (:class:`pfd_jax.data.shards.ShardBucket`, in N processes each process's own share) are
+  streamed: each chunk of steps, each device block is a window holding just its own groups that the chunk
+  visits, read on a background thread."""
 
   def __init__(self, cfg, buckets, view, teacher, keys, chunk_steps: int = 0):
     self.comm = distributed.comm()
@@ -124,46 +134,67 @@ class Sharded(Resident):
       self.mesh, self.seed_axis = distributed.global_mesh(), None
     else:
       self.mesh, self.seed_axis = _mesh(cfg.mesh, keys.shape[0])
-    super().__init__(cfg, buckets, view, teacher, keys, chunk_steps)
+    self.streamed = bool(buckets) and not isinstance(buckets[0], dict)
+    super().__init__(cfg, buckets, view, teacher, keys, chunk_steps or (8 if self.streamed else 0))
 
   def _sizes(self, buckets) -> tuple:
-    local = np.asarray([int(b["x"].shape[0]) for b in buckets], np.int64)
+    local = np.asarray([_num_groups(b) for b in buckets], np.int64)
     self.per_process = self.comm.gather(local)  # [processes, buckets]
     return tuple(int(q) for q in self.per_process.sum(0))
 
   def _setup(self, buckets, teacher, keys):
-    host = [{k: np.asarray(v) for k, v in b.items()} for b in buckets]
-    self.dim = int(features(host[0], self.view).shape[-1])
+    self.store = buckets if self.streamed else [{k: np.asarray(v) for k, v in b.items()} for b in buckets]
+    self.teacher = None if teacher is None else [np.asarray(t) for t in teacher]
+    self.dim = int(features(_head(self.store[0]), self.view).shape[-1])
     blocks = self.mesh.shape["data"] // self.comm.count  # this process's devices on the data axis
     local = self.per_process[self.comm.index]
-    start = self.per_process[:self.comm.index].sum(0)
-    lo = np.stack([local * i // blocks for i in range(blocks + 1)])  # [blocks + 1, buckets] local cut points
-    offset = self.comm.gather(start + lo[:-1]).reshape(-1, len(buckets))  # [D, buckets] global first group
-    count = self.comm.gather(np.diff(lo, axis=0)).reshape(-1, len(buckets))
-    self.block_len = count.max(0)
-    self.cuts = lo
-    self.shards = train_program.Shards(
-        self.mesh, self.seed_axis, tuple(map(tuple, offset.tolist())), tuple(map(tuple, count.tolist())),
-        train_program.own_widths(split_keys(keys)[2], self.cfg.epochs, self.sizes, self.batch, offset, count))
-    self.buckets = tuple(self._bucket_blocks(b, host[b], None if teacher is None else np.asarray(teacher[b]))
-                         for b in range(len(buckets)))
+    self.start = self.per_process[:self.comm.index].sum(0)  # global index of this process's first group
+    self.cuts = np.stack([local * i // blocks for i in range(blocks + 1)])  # [blocks + 1, buckets] local cuts
+    self.offset = self.comm.gather(self.start + self.cuts[:-1]).reshape(-1, len(buckets))  # [D, buckets]
+    count = self.comm.gather(np.diff(self.cuts, axis=0)).reshape(-1, len(buckets))
+    width, window = train_program.plan_stats(split_keys(keys)[2], self.cfg.epochs, self.sizes, self.batch,
+                                             self.offset, count, self.chunk if self.streamed else 0)
+    self.shards = train_program.Shards(self.mesh, self.seed_axis, width)
+    self.length = window if self.streamed else tuple(int(n) for n in count.max(0))
+    if not self.streamed:
+      self.buckets = tuple(self._window(b, [np.arange(lo, hi) for lo, hi in zip(self.cuts[:-1, b], self.cuts[1:, b])])
+                           for b in range(len(buckets)))
 
-  def _bucket_blocks(self, b: int, bucket: dict, teacher):
-    feats, y, mask, w, _ = self._bucket(bucket, None)
-    block = lambda a, axis=0: self._global(self._blocks(a, b, axis), axis)
-    t = None if teacher is None else self._global(self._blocks(teacher, b, teacher.ndim - 2), teacher.ndim - 2,
-                                                  seeds=True)
-    return block(feats), block(y), block(mask), block(np.asarray(w)), t
-
-  def _blocks(self, a: np.ndarray, b: int, axis: int) -> np.ndarray:
-    """This process's blocks of bucket b along `axis`, each padded to the longest block anywhere."""
+  def _window(self, b: int, rows: list) -> tuple:
+    """Bucket b as the program takes it, device block j of this process holding its local groups rows[j]
+    (padded to the bucket's block length), with the slot tables."""
+    slots = np.full((len(rows), self.sizes[b]), -1, np.int32)
     parts = []
-    for lo, hi in zip(self.cuts[:-1, b], self.cuts[1:, b]):
-      part = np.take(a, np.arange(lo, hi), axis=axis)
-      pad = [(0, 0)] * a.ndim
-      pad[axis] = (0, int(self.block_len[b]) - (hi - lo))
-      parts.append(np.pad(part, pad))
-    return np.concatenate(parts, axis=axis)
+    for j, r in enumerate(rows):
+      host = self.store[b].read(r) if self.streamed else {k: v[r] for k, v in self.store[b].items()}
+      feats, y, mask, w, _ = self._bucket(host, None)
+      t = None if self.teacher is None else self.teacher[b][..., r, :]
+      parts.append([_pad(a, self.length[b], 0) for a in (feats, y, mask, np.asarray(w))] +
+                   [None if t is None else _pad(t, self.length[b], t.ndim - 2)])
+      slots[j, self.start[b] + r] = np.arange(r.size)
+    out = [self._global(np.concatenate(f, 0), 0) for f in list(zip(*parts))[:4]]
+    t = None if self.teacher is None else np.concatenate([p[4] for p in parts], parts[0][4].ndim - 2)
+    out.append(None if t is None else self._global(t, t.ndim - 2, seeds=True))
+    return tuple(out) + (self._global(slots, 0),)
+
+  def chunks(self, steps: tuple):
+    if not self.streamed:
+      yield from super().chunks(steps)
+      return
+    steps = jax.device_get(steps)
+    n = int(steps[0].shape[0])
+    parts = [tuple(s[a:a + self.chunk] for s in steps) for a in range(0, n, self.chunk)]
+
+    def window(part):
+      ids, idx = part[0], part[1]
+      out = []
+      for b in range(len(self.sizes)):
+        need = np.unique(idx[ids == b][:, :, :min(self.batch, self.sizes[b])])
+        lo, hi = self.start[b] + self.cuts[:-1, b], self.start[b] + self.cuts[1:, b]
+        out.append(self._window(b, [need[(need >= a) & (need < z)] - self.start[b] for a, z in zip(lo, hi)]))
+      return part, tuple(out)
+
+    yield from _background(map(window, parts), 2)
 
   def _global(self, local: np.ndarray, axis: int, seeds: bool = False):
     spec = [None] * local.ndim
@@ -180,6 +211,22 @@ class Sharded(Resident):
     if self.comm.count > 1:
       return distributed.local_copy(tree)
     return jax.device_put(tree, jax.devices()[0])
+
+
+def _num_groups(b) -> int:
+  return int(b["x"].shape[0]) if isinstance(b, dict) else b.num_groups
+
+
+def _head(b) -> dict:
+  """The first group of a bucket (its feature width)."""
+  return {k: v[:1] for k, v in b.items()} if isinstance(b, dict) else b.read(np.arange(min(1, b.num_groups)))
+
+
+def _pad(a: np.ndarray, length: int, axis: int) -> np.ndarray:
+  """`a` zero-padded to `length` along `axis`."""
+  pad = [(0, 0)] * a.ndim
+  pad[axis] = (0, length - a.shape[axis])
+  return np.pad(a, pad)
 
 
 def _mesh(mesh_axes: tuple, num_seeds: int) -> tuple:
@@ -217,20 +264,13 @@ class Streamed(Resident):
     self.store = buckets
     self.dim = int(features(buckets[0].read(np.arange(1)), self.view).shape[-1])
     self.teacher = None if teacher is None else [np.asarray(t) for t in teacher]
-    self.capacity = self._capacity(split_keys(keys)[2])
+    zero = np.zeros((1, len(self.sizes)), np.int64)
+    self.capacity = train_program.plan_stats(split_keys(keys)[2], self.cfg.epochs, self.sizes, self.batch, zero,
+                                             np.asarray([self.sizes]), self.chunk)[1]
     self.buckets = None
 
   def _needed(self, ids, idx, b: int) -> np.ndarray:
     return np.unique(idx[ids == b][:, :, :min(self.batch, self.sizes[b])])
-
-  def _capacity(self, order_keys) -> list:
-    cap = np.ones(len(self.sizes), np.int64)
-    for epoch in range(self.cfg.epochs):
-      ids, idx, _ = jax.device_get(train_program.plan(order_keys, jnp.int32(epoch), self.sizes, self.batch))
-      for a in range(0, ids.shape[0], self.chunk):
-        for b in range(len(self.sizes)):
-          cap[b] = max(cap[b], self._needed(ids[a:a + self.chunk], idx[a:a + self.chunk], b).size)
-    return cap.tolist()
 
   def _window(self, steps: tuple) -> tuple:
     """(the chunk's steps with indices into the window, the window's buckets on the device)."""
@@ -242,11 +282,9 @@ class Streamed(Resident):
       rows = ids == b
       w = min(self.batch, self.sizes[b])
       idx[rows, :, :w] = np.searchsorted(need, idx[rows, :, :w])
-      pad = lambda a: np.concatenate([a, np.zeros((self.capacity[b] - a.shape[0],) + a.shape[1:], a.dtype)])
-      host = store.read(need)
-      feats, y, mask, wt, _ = self._bucket(host, None)
-      t = None if self.teacher is None else np.moveaxis(pad(np.moveaxis(self.teacher[b][..., need, :], -2, 0)), 0, -2)
-      out.append(jax.device_put((pad(feats), pad(y), pad(mask), pad(np.asarray(wt)), t)))
+      feats, y, mask, wt, _ = self._bucket(store.read(need), None)
+      t = None if self.teacher is None else _pad(self.teacher[b][..., need, :], self.capacity[b], self.teacher[b].ndim - 2)
+      out.append(jax.device_put(tuple(_pad(a, self.capacity[b], 0) for a in (feats, y, mask, np.asarray(wt))) + (t,)))
     return jax.device_put((ids, idx, valid, js)), tuple(out)
 
   def chunks(self, steps: tuple):
@@ -277,13 +315,10 @@ def _background(items, ahead: int):
 
 
 def make_feed(cfg: TrainConfig, buckets, view: str, teacher, keys, chunk_steps: int = 0):
-  """The feed of a run: Streamed for on-disk buckets, Sharded on a mesh or across processes, else Resident."""
-  from pfd_jax.data.shards import ShardBucket
-  if buckets and isinstance(buckets[0], ShardBucket):
-    if cfg.mesh or jax.process_count() > 1:
-      raise ValueError("streamed data trains on one device of one process in this version (no --mesh, no "
-                       "multi-process): see the README")
-    return Streamed(cfg, buckets, view, teacher, keys, chunk_steps)
+  """The feed of a run: Sharded on a mesh or across processes (resident or streamed), Streamed for on-disk
+  buckets on one device, else Resident."""
   if cfg.mesh or jax.process_count() > 1:
     return Sharded(cfg, buckets, view, teacher, keys, chunk_steps)
+  if buckets and not isinstance(buckets[0], dict):
+    return Streamed(cfg, buckets, view, teacher, keys, chunk_steps)
   return Resident(cfg, buckets, view, teacher, keys, chunk_steps)

@@ -62,24 +62,21 @@ def steps_per_epoch(sizes: Sequence[int], batch: int) -> int:
 
 @dataclasses.dataclass(frozen=True)
 class Shards:
-  """How a mesh splits the data: device block d of bucket b holds global groups offset[d][b] ..
-  offset[d][b] + count[d][b] - 1 (padded to a common length); width[b]: the most of a batch's groups any
-  block owns in any step of the run (each device computes that many, the rest of the batch is others')."""
+  """How a mesh splits the data: each device holds a block of every bucket, and each bucket comes with a
+  table ``slots [D, Q_b]`` (sharded over 'data') giving, for every global group, its row in this device's
+  block, or -1 where another device owns it. width[b]: the most of a batch's groups any block owns in any
+  step of the run (each device computes that many; the rest of the batch is the others')."""
   mesh: Mesh
   seeds: Optional[str]
-  offset: tuple
-  count: tuple
   width: tuple
 
 
-def _own(shards: Shards, b: int, idx, valid):
-  """This device's groups of a batch of bucket b: (local indices [S, W], validity [S, W]), owned groups first
-  in batch order (a stable sort), the rest padding with weight 0."""
-  d = jax.lax.axis_index("data")
-  off, cnt = jnp.asarray(shards.offset, jnp.int32)[d, b], jnp.asarray(shards.count, jnp.int32)[d, b]
-  loc = idx - off
-  mine = (loc >= 0) & (loc < cnt) & (valid > 0)[None, :]
-  order = jnp.argsort(~mine, axis=1, stable=True)[:, :shards.width[b]]
+def _own(width: int, slots, idx, valid):
+  """This device's groups of a batch: (rows of its block [S, W], validity [S, W]), owned groups first in
+  batch order (a stable sort), the rest padding with weight 0. slots: [Q] this device's table."""
+  loc = slots[idx]
+  mine = (loc >= 0) & (valid > 0)[None, :]
+  order = jnp.argsort(~mine, axis=1, stable=True)[:, :width]
   return (jnp.take_along_axis(jnp.where(mine, loc, 0), order, 1),
           jnp.take_along_axis(mine, order, 1).astype(jnp.float32))
 
@@ -93,7 +90,8 @@ def program(key_cfg: TrainConfig, teacher_ndim: int, num_steps: int, sizes: tupl
   key_cfg: a :func:`pfd_jax.train_step.step_key`; teacher_ndim: 0 (no teacher), 3 ([S, Q, L]) or 4 (K
   teachers); num_steps: steps of a whole epoch (the learning-rate schedule's unit); sizes: groups per bucket
   (global); plan: (bucket [C], idx [C, S, Bmax], valid [C, Bmax], step number [C]) of the steps to run;
-  buckets: per bucket (features, y, mask, data weight, teacher inputs or None).
+  buckets: per bucket (features, y, mask, data weight, teacher inputs or None) and, on a mesh, the
+  bucket's slot table (:class:`Shards`).
   """
   batch = key_cfg.effective_batch_size
   widths = [min(batch, q) for q in sizes]
@@ -107,8 +105,8 @@ def program(key_cfg: TrainConfig, teacher_ndim: int, num_steps: int, sizes: tupl
       def branch(k, p, o):
         ik, vk = i[:, :widths[k]], v[:widths[k]]
         if shards is not None:
-          ik, vk = _own(shards, k, ik, vk)
-        return vstep(p, o, ep_keys, ik, vk, *buckets[k], alpha, j, hybrid_on)
+          ik, vk = _own(shards.width[k], buckets[k][5][0], ik, vk)
+        return vstep(p, o, ep_keys, ik, vk, *buckets[k][:5], alpha, j, hybrid_on)
 
       branches = [functools.partial(branch, k) for k in range(len(sizes))]
       params, opt_state, l = jax.lax.switch(b, branches, params, opt_state)
@@ -120,23 +118,30 @@ def program(key_cfg: TrainConfig, teacher_ndim: int, num_steps: int, sizes: tupl
   if shards is not None:
     s = P(shards.seeds)
     t = None if not teacher_ndim else P(shards.seeds, *([None] * (teacher_ndim - 3)), "data", None)
-    bucket = (P("data"), P("data"), P("data"), P("data"), t)
+    bucket = (P("data"), P("data"), P("data"), P("data"), t, P("data"))
     run = jax.shard_map(run, mesh=shards.mesh, check_vma=False, out_specs=(s, s, s),
                         in_specs=(s, s, s, s, (P(), P(None, shards.seeds), P(), P()), (bucket,) * len(sizes), s, P()))
   return jax.jit(run, donate_argnums=(0, 1))
 
 
-def own_widths(order_keys, epochs: int, sizes: Sequence[int], batch: int, offset: np.ndarray,
-               count: np.ndarray) -> tuple:
-  """[B] the most groups of one batch that any device block owns, over every step of `epochs` epochs (the
-  plans are recomputed: cheap next to training), so that each device computes that many, not the batch."""
-  width = np.zeros(len(sizes), np.int64)
+def plan_stats(order_keys, epochs: int, sizes: Sequence[int], batch: int, offset: np.ndarray, count: np.ndarray,
+               chunk: int = 0) -> tuple:
+  """Over every step of `epochs` epochs (the plans are recomputed: cheap next to training), for device
+  blocks holding global groups offset[d, b] .. offset[d, b] + count[d, b] - 1: (the most groups of one batch
+  any block owns, the most distinct groups any block owns among a chunk of `chunk` steps (0: no chunks)),
+  each per bucket. The first sizes each device's share of a step, the second a streamed window."""
+  width, window = np.ones(len(sizes), np.int64), np.ones(len(sizes), np.int64)
   for epoch in range(epochs):
     ids, idx, valid = jax.device_get(plan(order_keys, jnp.int32(epoch), tuple(sizes), batch))
     for b, q in enumerate(sizes):
       w = min(batch, q)
       i, v = idx[ids == b][:, :, :w], valid[ids == b][:, None, :w] > 0
       block = np.searchsorted(offset[:, b], i, side="right") - 1
+      steps = np.flatnonzero(ids == b)
       for d in range(offset.shape[0]):
-        width[b] = max(width[b], int(((block == d) & v).sum(-1).max(initial=0)))
-  return tuple(int(w) for w in np.maximum(width, 1))
+        mine = block == d
+        width[b] = max(width[b], int((mine & v).sum(-1).max(initial=0)))
+        if chunk:
+          for c in np.unique(steps // chunk):
+            window[b] = max(window[b], np.unique(i[steps // chunk == c][mine[steps // chunk == c]]).size)
+  return tuple(int(w) for w in width), tuple(int(w) for w in window)

@@ -69,7 +69,8 @@ def _run(args, cwd):
 def test_two_processes_equal_one(tmp_path):
   """table2 (Gumbel labels, automatic privileged split, a teacher and its student) as 2 processes on
   loopback: the same losses, curves and best epochs as one process within float tolerance, each process
-  holding about half of every split."""
+  holding about half of every split; and as 2 processes each streaming its share from its own shards: the
+  2-process resident run's bits."""
   root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
   flags = ["--epochs=2", "--seeds=2", "--loss=rankbce", "--methods=no_distill,pfd", "--compile_cache=",
            "--synthetic_queries=80,40,80", "--max_buckets=2"]
@@ -81,13 +82,21 @@ def test_two_processes_equal_one(tmp_path):
   for _, q, q_all, n, n_all in held:
     assert int(q_all) == 80 and 0 < int(q) < 80 and int(n) < int(n_all)
   assert sum(int(h[1]) for h in held) == 80
-  one, two = (json.load(open(tmp_path / d / "synthetic" / "latest" / "results.json")) for d in ("one", "two"))
+  _run(["experiments.launch", "--num_processes=2", "--", "experiments.table2", *flags, "--data_source=streamed",
+        f"--shard_dir={tmp_path / 'shards'}", f"--out_dir={tmp_path / 'streamed'}"], root)
+  assert sorted(os.listdir(tmp_path / "shards")) == [d for d in sorted(os.listdir(tmp_path / "shards")) if "-p" in d]
+  assert len(os.listdir(tmp_path / "shards")) == 2  # each process wrote, and streams, its own share
+  one, two, streamed = (json.load(open(tmp_path / d / "synthetic" / "latest" / "results.json"))
+                        for d in ("one", "two", "streamed"))
+  rows_s = streamed["losses"]["rankbce"]["folds"]["fold1"]["rows"]
   rows1, rows2 = (r["losses"]["rankbce"]["folds"]["fold1"]["rows"] for r in (one, two))
   assert set(rows1) == set(rows2) == {"no_distill", "pfd_teacher", "pfd"}
   for row in rows1:
     np.testing.assert_allclose(rows2[row]["loss"], rows1[row]["loss"], rtol=1e-5)
     np.testing.assert_allclose(rows2[row]["curves"]["test"], rows1[row]["curves"]["test"], atol=1e-6)
     assert rows2[row]["best_epoch"] == rows1[row]["best_epoch"]
+    for k in ("loss", "curves", "best_epoch"):  # streamed windows: the resident run's arithmetic, its bits
+      assert rows_s[row][k] == rows2[row][k]
 
 
 def test_one_process_drivers_refuse_several(tmp_path):

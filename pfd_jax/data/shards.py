@@ -105,8 +105,8 @@ class BucketWriter:
       shapes = dict(x=(q, n, dx), y=(q, n), mask=(q, n))
       if dz:
         shapes["z"] = (q, n, dz)
-      self.files.append({f: np.lib.format.open_memmap(os.path.join(d, f + ".npy"), "w+", bool if f == "mask"
-                                                      else np.float32, s) for f, s in shapes.items()})
+      self.files.append({f: _create(os.path.join(d, f + ".npy"), bool if f == "mask" else np.float32, s)
+                         for f, s in shapes.items()})
 
   def add(self, b: Padded, k: int):
     """Appends the groups of a padded block to bucket k (its list length may be shorter than the bucket's)."""
@@ -120,6 +120,14 @@ class BucketWriter:
       for arr in files.values():
         arr.flush()
     write_atomic(os.path.join(self.root, "done.json"), json.dumps(dict(meta or {}, groups=self.next.tolist())))
+
+
+def _create(path: str, dtype, shape: tuple):
+  """A new ``.npy`` of `shape`, memory-mapped for writing (an empty one written whole: nothing to map)."""
+  if 0 in shape:
+    np.save(path, np.zeros(shape, dtype))
+    return np.load(path)
+  return np.lib.format.open_memmap(path, "w+", dtype, shape)
 
 
 def write_buckets(folder: str, name: str, buckets: Sequence[Padded], meta: Optional[dict] = None):
