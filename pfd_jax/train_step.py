@@ -105,33 +105,60 @@ def compiled(cfg: TrainConfig, has_teacher: bool, steps_per_epoch: int, data_axi
     params = model.init(key, jnp.zeros((1, dim)))
     return params, tx.init(params)
 
-  def step(params, opt_state, key, idx, valid, feats, y, mask, data_w, teacher, alpha, j, hybrid_on):
-    """One update of one seed. idx, valid: [B] groups of this batch (of this shard); teacher: [(K,) Q, L] or
-    None; key, j: the seed's epoch key and the step number (the teacher loss's samples); hybrid_on: the top-K
-    warm-up is over."""
+  def terms(s, yb, mb, w, valid, t, key, alpha, j, hybrid_on):
+    """(total, (data, teacher)) loss sums of one seed's batch from its scores s [B, L]."""
+    data = data_loss(s, yb, mb, reduce_fn=None) * w
+    if t is None:
+      return jnp.sum(data), (jnp.sum(data), jnp.zeros(()))
+    t_fn = _teacher_loss_fn(cfg, jax.random.fold_in(key, j), yb, hybrid_on)
+    _, teach = losses_lib.distillation_terms(data_loss, s, yb, t, mb, teacher_loss_fn=t_fn)
+    teach = teach * valid
+    return jnp.sum(alpha * data + (1 - alpha) * teach), (jnp.sum(data), jnp.sum(teach))
+
+  def grad(params, key, idx, valid, feats, y, mask, data_w, teacher, alpha, j, hybrid_on):
+    """The gradient and (total, data, teacher) sums of one seed's batch. idx, valid: [B] groups of this
+    batch (of this shard); teacher: [(K,) Q, L] or None; key, j: the seed's epoch key and the step number
+    (the teacher loss's samples); hybrid_on: the top-K warm-up is over."""
     f, yb, mb, w = feats[idx], y[idx], mask[idx], data_w[idx] * valid
-
-    def objective(p):
-      s = model.apply(p, f)
-      data = data_loss(s, yb, mb, reduce_fn=None) * w
-      if teacher is None:
-        return jnp.sum(data), (jnp.sum(data), jnp.zeros(()))
-      t_fn = _teacher_loss_fn(cfg, jax.random.fold_in(key, j), yb, hybrid_on)
-      _, teach = losses_lib.distillation_terms(data_loss, s, yb, teacher[..., idx, :], mb, teacher_loss_fn=t_fn)
-      teach = teach * valid
-      return jnp.sum(alpha * data + (1 - alpha) * teach), (jnp.sum(data), jnp.sum(teach))
-
+    t = None if teacher is None else teacher[..., idx, :]
+    objective = lambda p: terms(model.apply(p, f), yb, mb, w, valid, t, key, alpha, j, hybrid_on)
     (total, (data, teach)), grads = jax.value_and_grad(objective, has_aux=True)(params)
-    sums = jnp.stack([total, data, teach])
-    if data_axis is not None:  # one all-reduce of one vector: a collective per leaf costs a round trip each
-      flat, unflatten = jax.flatten_util.ravel_pytree((grads, sums))
-      grads, sums = unflatten(jax.lax.psum(flat, data_axis))
+    return grads, jnp.stack([total, data, teach])
+
+  def update(params, opt_state, grads):
     updates, opt_state = tx.update(grads, opt_state, params)
-    return optax.apply_updates(params, updates), opt_state, sums
+    return optax.apply_updates(params, updates), opt_state
 
   t_axes = 0 if has_teacher else None
   # alpha is per model (in_axes 0): an alpha sweep trains its students side by side in one program. On one
   # shard every seed's batch has the same valid entries; on a shard of a mesh each seed owns other groups.
   v_axes = None if data_axis is None else 0
-  vstep = jax.vmap(step, in_axes=(0, 0, 0, 0, v_axes, None, None, None, None, t_axes, 0, None, None))
+  in_axes = (0, 0, 0, v_axes, None, None, None, None, t_axes, 0, None, None)
+  # seed_batching='loop' computes the gradients model after model (lax.map): RankNet's pair blocks vmapped over 5
+  # seeds cost 5.69x one seed, looped 5.13x (experiments.benchmark --losses=ranknet --scale=0.5), but XLA then
+  # sums in another order (RankNet losses 3e-7 apart after 5 epochs), so the default stays vmap and every
+  # reproduced table keeps its bits.
+  seeds_grad = _seed_map(grad, in_axes) if cfg.seed_batching == "loop" else jax.vmap(grad, in_axes=in_axes)
+
+  def vstep(params, opt_state, *args):
+    """One update of every seed (model axis first): the gradients, on a mesh one all-reduce of one vector (a
+    collective per leaf costs a round trip each), then the vmapped Adam update."""
+    grads, sums = seeds_grad(params, *args)
+    if data_axis is not None:
+      flat, unflatten = jax.flatten_util.ravel_pytree((grads, sums))
+      grads, sums = unflatten(jax.lax.psum(flat, data_axis))
+    params, opt_state = jax.vmap(update)(params, opt_state, grads)
+    return params, opt_state, sums
+
   return dict(init=jax.jit(jax.vmap(init, in_axes=(0, None)), static_argnums=1), vstep=vstep)
+
+
+
+def _seed_map(fn, in_axes: tuple):
+  """``jax.vmap(fn, in_axes)`` computed one model after another (``lax.map``): per-model working sets."""
+  def mapped(*args):
+    def one(xs):
+      it = iter(xs)
+      return fn(*(next(it) if ax == 0 else a for a, ax in zip(args, in_axes)))
+    return jax.lax.map(one, tuple(a for a, ax in zip(args, in_axes) if ax == 0))
+  return mapped

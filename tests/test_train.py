@@ -163,3 +163,14 @@ def test_temperature_variants_vmapped_equal_separate_runs(tiny_device):
   assert not np.allclose(together[0].loss, together[1].loss)
   with pytest.raises(ValueError, match="variants may set only"):
     distill.train_student(keys, cfg, tiny_device, targets, variants=[dict(lr=0.1)])
+
+
+def test_seeds_looped_equal_seeds_vmapped(tiny_device):
+  """seed_batching='loop' (gradients model after model) trains the same models as the vmapped default, up to
+  float summation order."""
+  cfg = T.TrainConfig(loss="ranknet", epochs=2, batch_size=16, hidden=16, layers=3)
+  keys = jax.random.split(jax.random.PRNGKey(6), 3)
+  a = distill.train_on_data(keys, cfg, tiny_device, "xz")
+  b = distill.train_on_data(keys, dataclasses.replace(cfg, seed_batching="loop"), tiny_device, "xz")
+  np.testing.assert_allclose(b.loss, a.loss, rtol=1e-5)
+  np.testing.assert_allclose(b.curves["test"], a.curves["test"], atol=1e-5)
