@@ -97,11 +97,11 @@ class Resident:
     return ids, idx, valid, jnp.arange(ids.shape[0], dtype=jnp.int32)
 
   def chunks(self, steps: tuple):
-    """(steps of a chunk, the buckets they read) for each chunk of the epoch."""
+    """(the program, the steps of a chunk, the buckets they read) for each chunk of the epoch."""
     n = int(steps[0].shape[0])
     size = self.chunk or n
     for a in range(0, n, size):
-      yield tuple(s[a:a + size] for s in steps) if size < n else steps, self.buckets
+      yield self.run, tuple(s[a:a + size] for s in steps) if size < n else steps, self.buckets
 
   def epoch(self, state: State, epoch: int, hybrid_on: bool) -> tuple:
     """Trains one epoch: (new state, loss sums [S, 3] on the device)."""
@@ -109,9 +109,9 @@ class Resident:
     params, opt_state = state.params, state.opt_state
     loss = self.put(jnp.zeros((state.order_keys.shape[0], 3), jnp.float32))
     hybrid_on = self.put(jnp.asarray(hybrid_on), seeds=False)
-    for steps, buckets in self.chunks(self.steps(state, epoch)):
-      params, opt_state, loss = self.run(params, opt_state, loss, ep_keys, self.put(steps, seeds=False), buckets,
-                                         state.alpha, hybrid_on)
+    for run, steps, buckets in self.chunks(self.steps(state, epoch)):
+      params, opt_state, loss = run(params, opt_state, loss, ep_keys, self.put(steps, seeds=False), buckets,
+                                    state.alpha, hybrid_on)
     return state._replace(params=params, opt_state=opt_state), loss
 
 
@@ -166,7 +166,7 @@ class Sharded(Resident):
     slots = np.full((len(rows), self.sizes[b]), -1, np.int32)
     parts = []
     for j, r in enumerate(rows):
-      host = self.store[b].read(r) if self.streamed else {k: v[r] for k, v in self.store[b].items()}
+      host = self.store[b].read(r, self.view) if self.streamed else {k: v[r] for k, v in self.store[b].items()}
       feats, y, mask, w, _ = self._bucket(host, None)
       t = None if self.teacher is None else self.teacher[b][..., r, :]
       parts.append([_pad(a, self.length[b], 0) for a in (feats, y, mask, np.asarray(w))] +
@@ -192,7 +192,7 @@ class Sharded(Resident):
         need = np.unique(idx[ids == b][:, :, :min(self.batch, self.sizes[b])])
         lo, hi = self.start[b] + self.cuts[:-1, b], self.start[b] + self.cuts[1:, b]
         out.append(self._window(b, [need[(need >= a) & (need < z)] - self.start[b] for a, z in zip(lo, hi)]))
-      return part, tuple(out)
+      return self.run, part, tuple(out)
 
     yield from _background(map(window, parts), 2)
 
@@ -247,15 +247,16 @@ def _mesh(mesh_axes: tuple, num_seeds: int) -> tuple:
 
 
 class Streamed(Resident):
-  """Training groups on disk (:class:`pfd_jax.data.shards.ShardSet`): each chunk of `chunk_steps` steps
-  reads just the groups it visits into a window (one per bucket, a fixed capacity: the most distinct groups
-  any chunk of the run visits) and the plan's indices are renumbered into it. Windows are read and put on
-  the device by a background thread, `prefetch` chunks ahead of the one training. Teacher inputs are kept
-  on the host (models x padded documents x 4 bytes) and windowed alike."""
+  """Training groups on disk (:class:`pfd_jax.data.shards.ShardBucket`), on one device: each step reads just
+  its batch's groups (every model's, deduplicated) into a window of the bucket it visits, the other buckets
+  a one-group stand-in (so the program is compiled once per bucket visited, with the resident program's
+  branches), and the plan's indices are renumbered into the window. Windows are read and put on the device by a background thread, `prefetch`
+  steps ahead of the one training, so memory holds a few batches, not the data. Teacher inputs are kept on
+  the host (models x padded documents x 4 bytes) and windowed alike."""
 
-  def __init__(self, cfg, buckets, view, teacher, keys, chunk_steps: int = 8, prefetch: int = 2):
+  def __init__(self, cfg, buckets, view, teacher, keys, chunk_steps: int = 0, prefetch: int = 2):
     self.prefetch = prefetch
-    super().__init__(cfg, buckets, view, teacher, keys, chunk_steps or 8)
+    super().__init__(cfg, buckets, view, teacher, keys, 1)
 
   def _sizes(self, buckets) -> tuple:
     return tuple(int(b.num_groups) for b in buckets)
@@ -264,34 +265,31 @@ class Streamed(Resident):
     self.store = buckets
     self.dim = int(features(buckets[0].read(np.arange(1)), self.view).shape[-1])
     self.teacher = None if teacher is None else [np.asarray(t) for t in teacher]
-    zero = np.zeros((1, len(self.sizes)), np.int64)
-    self.capacity = train_program.plan_stats(split_keys(keys)[2], self.cfg.epochs, self.sizes, self.batch, zero,
-                                             np.asarray([self.sizes]), self.chunk)[1]
+    self.capacity = [min(q, keys.shape[0] * min(self.batch, q)) for q in self.sizes]  # every model's batch
+    self.stand_in = [self._put_window(b, np.zeros(1, np.int64), 1) for b in range(len(buckets))]
     self.buckets = None
 
-  def _needed(self, ids, idx, b: int) -> np.ndarray:
-    return np.unique(idx[ids == b][:, :, :min(self.batch, self.sizes[b])])
+  def _put_window(self, b: int, rows: np.ndarray, cap: int) -> tuple:
+    feats, y, mask, wt, _ = self._bucket(self.store[b].read(rows, self.view, cap), None)
+    t = None if self.teacher is None else _pad(self.teacher[b][..., rows, :], cap, self.teacher[b].ndim - 2)
+    return jax.device_put((feats, y, mask, np.asarray(wt), t))
 
-  def _window(self, steps: tuple) -> tuple:
-    """(the chunk's steps with indices into the window, the window's buckets on the device)."""
-    ids, idx, valid, js = steps
+  def _window(self, step: tuple) -> tuple:
+    """(the program, the step with indices into the window, the buckets: the window and stand-ins)."""
+    ids, idx, valid, js = step
+    b = int(ids[0])
+    w = min(self.batch, self.sizes[b])
+    need = np.unique(idx[:, :, :w])
     idx = idx.copy()
-    out = []
-    for b, store in enumerate(self.store):
-      need = self._needed(ids, idx, b)
-      rows = ids == b
-      w = min(self.batch, self.sizes[b])
-      idx[rows, :, :w] = np.searchsorted(need, idx[rows, :, :w])
-      feats, y, mask, wt, _ = self._bucket(store.read(need), None)
-      t = None if self.teacher is None else _pad(self.teacher[b][..., need, :], self.capacity[b], self.teacher[b].ndim - 2)
-      out.append(jax.device_put(tuple(_pad(a, self.capacity[b], 0) for a in (feats, y, mask, np.asarray(wt))) + (t,)))
-    return jax.device_put((ids, idx, valid, js)), tuple(out)
+    idx[:, :, :w] = np.searchsorted(need, idx[:, :, :w])
+    buckets = list(self.stand_in)
+    buckets[b] = self._put_window(b, need, self.capacity[b])
+    return self.run, jax.device_put((ids, idx, valid, js)), tuple(buckets)
 
   def chunks(self, steps: tuple):
     steps = jax.device_get(steps)
-    n = int(steps[0].shape[0])
-    parts = [tuple(s[a:a + self.chunk] for s in steps) for a in range(0, n, self.chunk)]
-    yield from _background(map(self._window, parts), self.prefetch)
+    one = [tuple(s[j:j + 1] for s in steps) for j in range(int(steps[0].shape[0]))]
+    yield from _background(map(self._window, one), self.prefetch)
 
 
 def _background(items, ahead: int):

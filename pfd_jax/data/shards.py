@@ -43,10 +43,11 @@ class _Field:
     self.path = path
     self.row = int(np.prod(self.shape[1:], dtype=np.int64)) * self.dtype.itemsize
 
-  def take(self, rows: np.ndarray) -> np.ndarray:
-    """The rows `rows` (sorted, distinct), each run of consecutive rows one read."""
+  def take(self, rows: np.ndarray, length: Optional[int] = None) -> np.ndarray:
+    """The rows `rows` (sorted, distinct), each run of consecutive rows one read; with `length`, in an array
+    of that many rows, zeros after them (read in place: no padded copy)."""
     rows = np.asarray(rows, np.int64)
-    out = np.empty((rows.size,) + tuple(self.shape[1:]), self.dtype)
+    out = np.zeros((rows.size if length is None else length,) + tuple(self.shape[1:]), self.dtype)
     buf = out.reshape(-1).view(np.uint8)
     starts = np.flatnonzero(np.diff(rows, prepend=-2) != 1)
     ends = np.append(starts[1:], rows.size)
@@ -75,9 +76,12 @@ class ShardBucket:
   def num_groups(self) -> int:
     return int(self.fields["x"].shape[0])
 
-  def read(self, rows: np.ndarray) -> dict:
-    """The groups `rows` (sorted, distinct indices), with pos (the group has a y = 1)."""
-    out = {f: a.take(rows) for f, a in self.fields.items()}
+  def read(self, rows: np.ndarray, view: str = "xz", length: Optional[int] = None) -> dict:
+    """The groups `rows` (sorted, distinct indices), the fields `view` needs (x, z, y, mask) and pos (the
+    group has a y = 1); with `length`, padded to that many groups with zeros."""
+    base = view.partition(":")[0]
+    need = {"y", "mask"} | ({"x"} if "x" in base else set()) | ({"z"} if "z" in base else set())
+    out = {f: a.take(rows, length) for f, a in self.fields.items() if f in need}
     out["pos"] = ((out["y"] * out["mask"]).max(-1) > 0).astype(np.float32)
     return out
 
@@ -99,7 +103,9 @@ class BucketWriter:
     self.next = np.zeros(len(counts), np.int64)
     self.lengths = [int(n) for n in lengths]
     self.files = []
+    dx, dz = int(dx), int(dz)
     for k, (q, n) in enumerate(zip(counts, lengths)):
+      q, n = int(q), int(n)  # plain ints: a NumPy integer would be written into the .npy header as a call
       d = os.path.join(self.root, f"b{k}")
       os.makedirs(d, exist_ok=True)
       shapes = dict(x=(q, n, dx), y=(q, n), mask=(q, n))
