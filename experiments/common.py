@@ -494,6 +494,8 @@ def fold_setup(cfg: Config, loss: Optional[str] = None, fold: int = 1, ds: Optio
   splits = ("test", "vali") if tc.select_on == "vali" else ("test",)
   dd = distill.to_device(ds, cfg.data.max_buckets, splits, tc.data_groups,
                          cfg.data.shard_dir if cfg.data.data_source == "streamed" else None)
+  if dd.shards:
+    logging.info("fold %d streams its buckets from %s", fold, dd.shards)
   labels = ds.config.get("labels", "gumbel")
   how = (f"labels={labels}" + (f", t={ds.config.get('t')}, tau={ds.config.get('tau')}, label_seed="
                                f"{ds.config.get('seed')}" if labels == "gumbel" else
@@ -616,6 +618,8 @@ def provenance(cfg: Config, driver: Driver) -> dict:
              code=code_version())
   if "data" in driver.groups:
     out["data"] = data_provenance(cfg.data)
+    if cfg.data.data_source == "streamed":  # each fold's folder under it is logged: shard_dir/<dataset>-<hash>
+      out["data"]["shards"] = os.path.abspath(cfg.data.shard_dir)
   return out
 
 

@@ -53,6 +53,7 @@ class DeviceData:
   eval_sets: dict
   num_train_groups: int
   num_positive_groups: int
+  shards: Optional[str] = None  # the shard folder streamed from (None: resident)
 
 
 def to_device(ds: data_lib.Dataset, max_buckets: Optional[int] = None, eval_splits: Sequence[str] = ("test", "vali"),
@@ -84,10 +85,11 @@ def to_device(ds: data_lib.Dataset, max_buckets: Optional[int] = None, eval_spli
         shards.write_buckets(folder, name, make())
     buckets = {name: shards.open_set(folder, name) for name in sets}
   else:
-    buckets = {name: train_lib.device_buckets(make()) for name, make in sets.items()}
+    folder, buckets = None, {name: train_lib.device_buckets(make()) for name, make in sets.items()}
   evals = {s: train_lib.EvalSet(buckets[s], ds[s].num_queries) for s in eval_splits if s in ds.splits}
   return DeviceData(train_all=buckets["train_all"], train_pos=buckets["train_pos"], eval_sets=evals,
-                    num_train_groups=int(comm.sum(tr.num_queries)), num_positive_groups=int(comm.sum(pos.size)))
+                    num_train_groups=int(comm.sum(tr.num_queries)), num_positive_groups=int(comm.sum(pos.size)),
+                    shards=folder)
 
 
 def shard_key(ds: data_lib.Dataset, max_buckets: int, data_groups: str) -> str:

@@ -70,8 +70,8 @@ def train(key, cfg: TrainConfig, train_buckets: list, view: str, eval_sets: dict
     log_fn: called as ``log_fn(epoch, loss_mean, ndcg_select_mean, seconds)`` after every epoch.
     init_params: seed-stacked parameters to start from (fine-tuning a pre-trained model); the optimizer
       state starts fresh. None initialises from the keys.
-    chunk_steps: steps per call of the training program (0: a whole epoch per call; streamed data: 8).
-      Any value gives the same bits.
+    chunk_steps: steps per call of the training program (0: a whole epoch per call; streamed data: one step
+      per window on one device, 8 on a mesh). Any value gives the same bits.
     variants: a sweep of the teacher term trained in one program: V dicts of :data:`SWEEPABLE` settings
       (e.g. ``[{"alpha": 0.2}, {"alpha": 0.9}]`` or ``[{"teacher_transform": "softmax", "temperature": t}]``)
       give V x S models (variant v with seed s's key and teacher), and a list of V :class:`TrainResult` is

@@ -4,9 +4,10 @@
 * :class:`Resident`: every training group on one device (the default; the numbers of every table).
 * :class:`Sharded`: a ``--mesh`` of devices in one process, or N processes (``jax.distributed``), each
   device holding a block of every bucket's groups (in N processes, blocks of that process's own share).
-* :class:`Streamed`: the buckets stay on disk (:class:`pfd_jax.data.shards.ShardSet`); each chunk of steps
-  gets a window holding just the groups it visits, built on a background thread while the device trains
-  the previous chunk (double buffering), so memory holds two windows, not the data.
+* :class:`Streamed`: the buckets stay on disk (:class:`pfd_jax.data.shards.ShardBucket`); each step gets a
+  window holding just the groups it visits, built on a background thread while the device trains the
+  previous step (double buffering), so memory holds a few batches, not the data. (On a mesh, Sharded
+  streams the same way, a window per chunk of steps and device.)
 
 Every feed runs the same plan, so the same keys give the same batches everywhere; Resident and Streamed
 give the same bits, Sharded the same numbers up to float summation order.

@@ -96,7 +96,8 @@ class ShardBucket:
 
 
 class BucketWriter:
-  """Writes one bucket set group by group into preallocated ``.npy`` files of known shapes."""
+  """Writes one bucket set group by group into ``.npy`` files of known shapes, with positioned writes (a
+  memory map's written pages would count as the writer's memory until the kernel writes them back)."""
 
   def __init__(self, folder: str, name: str, counts: Sequence[int], lengths: Sequence[int], dx: int, dz: int):
     self.root = os.path.join(folder, name)
@@ -111,29 +112,36 @@ class BucketWriter:
       shapes = dict(x=(q, n, dx), y=(q, n), mask=(q, n))
       if dz:
         shapes["z"] = (q, n, dz)
-      self.files.append({f: _create(os.path.join(d, f + ".npy"), bool if f == "mask" else np.float32, s)
+      self.files.append({f: _create(os.path.join(d, f + ".npy"), np.dtype(bool if f == "mask" else np.float32), s)
                          for f, s in shapes.items()})
 
   def add(self, b: Padded, k: int):
     """Appends the groups of a padded block to bucket k (its list length may be shorter than the bucket's)."""
     a, n, length = int(self.next[k]), b.mask.shape[0], b.mask.shape[1]
-    for f, arr in self.files[k].items():
-      arr[a:a + n, :length] = getattr(b, f)
+    for f, (fd, offset, shape, dtype) in self.files[k].items():
+      block = np.zeros((n,) + shape[1:], dtype)
+      block[:, :length] = getattr(b, f)
+      row = block[0].nbytes if n else 0
+      if n and os.pwrite(fd, block.tobytes(), offset + a * row) != block.nbytes:
+        raise OSError(f"{self.root}: short write to bucket {k} ({f}): is the disk full?")
     self.next[k] += n
 
   def close(self, meta: Optional[dict] = None):
     for files in self.files:
-      for arr in files.values():
-        arr.flush()
+      for fd, *_ in files.values():
+        os.fsync(fd)
+        os.close(fd)
     write_atomic(os.path.join(self.root, "done.json"), json.dumps(dict(meta or {}, groups=self.next.tolist())))
 
 
-def _create(path: str, dtype, shape: tuple):
-  """A new ``.npy`` of `shape`, memory-mapped for writing (an empty one written whole: nothing to map)."""
-  if 0 in shape:
-    np.save(path, np.zeros(shape, dtype))
-    return np.load(path)
-  return np.lib.format.open_memmap(path, "w+", dtype, shape)
+def _create(path: str, dtype: np.dtype, shape: tuple) -> tuple:
+  """A new ``.npy`` of `shape` (header written, data zero-filled sparsely): (open fd, data offset, shape, dtype)."""
+  with open(path, "wb") as f:
+    np.lib.format.write_array_header_1_0(f, dict(descr=np.lib.format.dtype_to_descr(dtype), fortran_order=False,
+                                                 shape=shape))
+    offset = f.tell()
+    f.truncate(offset + int(np.prod(shape, dtype=np.int64)) * dtype.itemsize)
+  return os.open(path, os.O_WRONLY), offset, shape, dtype
 
 
 def write_buckets(folder: str, name: str, buckets: Sequence[Padded], meta: Optional[dict] = None):
