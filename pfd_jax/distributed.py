@@ -11,10 +11,10 @@ each holding only its share of the query groups.
   be global (sums, maxima, concatenations, a process's offset among the others); :data:`LOCAL` is the
   one-process identity. Everything else stays per process: a process never holds another's groups.
 
-Training (``pfd_jax.train``) uses a global ``jax.sharding.Mesh`` over every process's devices: each step's
-batch is the one-process run's batch, each group gathered by the process that owns it into its own block
-of a global array (``jax.make_array_from_process_local_data``), so the summed loss, and hence the
-all-reduced gradient, equals the one-process run's up to float summation order.
+Training (``pfd_jax.train_program`` under ``shard_map``, fed by ``pfd_jax.train_feed.Sharded``) uses a global
+``jax.sharding.Mesh`` over every process's devices: each device holds a block of its process's groups,
+keeps the one-process batch plan's groups it owns, and the gradient is all-reduced, so the summed loss and
+gradient equal the one-process run's up to float summation order.
 """
 from __future__ import annotations
 
