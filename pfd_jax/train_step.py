@@ -42,7 +42,7 @@ def features(bucket: dict, view: str, z_override=None):
     return bucket["x"]
   if bucket.get("z") is None:
     raise ValueError(f"view {view!r} needs privileged features z")
-  xp = jnp if isinstance(bucket["x"], jax.Array) else __import__("numpy")
+  xp = jnp if isinstance(bucket["z"], jax.Array) else __import__("numpy")
   z = bucket["z"] if z_override is None else xp.broadcast_to(z_override, bucket["z"].shape)
   if cols:
     z = z[..., [int(c) for c in cols.split(",")]]
