@@ -160,6 +160,7 @@ class Sharded(Resident):
     if not self.streamed:
       self.buckets = tuple(self._window(b, [np.arange(lo, hi) for lo, hi in zip(self.cuts[:-1, b], self.cuts[1:, b])])
                            for b in range(len(buckets)))
+      self.store = self.teacher = None  # the host copies: placed now
 
   def _window(self, b: int, rows: list) -> tuple:
     """Bucket b as the program takes it, device block j of this process holding its local groups rows[j]
