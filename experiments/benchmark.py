@@ -222,8 +222,9 @@ def throughput(o: Options) -> tuple:
       T.evaluate(cfg, one_seed, full_test, "x")  # compile
       sec = _timed(lambda: T.evaluate(cfg, one_seed, full_test, "x"))
       res["evaluation"] = dict(seconds=sec, lists=ds["test"].num_queries, docs=ds["test"].num_docs)
+  calls = f"one per {o.chunk_steps} steps" if o.chunk_steps else "one per epoch"
   md = (f"{docs:,} training documents ({padded / docs:.3f} padded / real), {dim} regular features, 5-layer "
-        f"width-100 MLP, {res['env']['backend']} ({res['env']['cpus']} CPUs); program calls: {'one per epoch' if not o.chunk_steps else f'one per {o.chunk_steps} steps'}; "
+        f"width-100 MLP, {res['env']['backend']} ({res['env']['cpus']} CPUs); program calls: {calls}; "
         f"median (range) of {o.repeats} interleaved timings\n\n" +
         common.markdown_table(["loss", "seeds", "s / epoch", "docs/s (all seeds)", "vs 1 seed"], rows))
   res["host_overhead"] = ho = host_overhead(o.repeats)

@@ -75,7 +75,7 @@ def to_device(ds: data_lib.Dataset, max_buckets: Optional[int] = None, eval_spli
           "train_pos": lambda: data_lib.bucketize(tr, max_buckets, visit, comm=comm)}
   for s in eval_splits:
     if s in ds.splits:
-      sets[s] = lambda s=s: data_lib.bucketize(ds[s], max_buckets, np.flatnonzero(data_lib.positive_groups(ds[s])))
+      sets[s] = lambda s=s: train_lib.eval_buckets(ds[s], max_buckets)
   if shard_dir:
     # in a multi-process run each process writes and streams its own share
     own = f"-p{comm.index}of{comm.count}" if comm.count > 1 else ""

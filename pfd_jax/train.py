@@ -21,8 +21,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from pfd_jax.train_config import PAPER_BATCH, PAPER_BATCH_DEFAULT, TrainConfig, format_mesh, parse_mesh  # noqa: F401
-from pfd_jax.train_eval import (EvalSet, device_buckets, eval_set, evaluate, full_metrics, keep_best,  # noqa: F401
-                                per_list_ndcg, predict, scorer)
+from pfd_jax.train_eval import (EvalSet, device_buckets, eval_buckets, eval_set, evaluate,  # noqa: F401
+                                full_metrics, keep_best, per_list_ndcg, predict, scorer)
 from pfd_jax import train_program  # noqa: F401
 from pfd_jax.train_feed import make_feed
 from pfd_jax.train_step import SWEEPABLE, VIEWS, features, teacher_inputs  # noqa: F401
@@ -46,7 +46,8 @@ class TrainResult:
   def part(self, i: int, n: int) -> "TrainResult":
     """Models i*n .. (i+1)*n - 1 (variant i of a sweep of n seeds each)."""
     cut = lambda x: x[i * n:(i + 1) * n]
-    return TrainResult(params=jax.tree_util.tree_map(cut, self.params), curves={k: cut(v) for k, v in self.curves.items()},
+    return TrainResult(params=jax.tree_util.tree_map(cut, self.params),
+                       curves={k: cut(v) for k, v in self.curves.items()},
                        loss=cut(self.loss), best_epoch=cut(self.best_epoch),
                        best={k: cut(v) for k, v in self.best.items()}, seconds=self.seconds)
 

@@ -31,10 +31,14 @@ class EvalSet(NamedTuple):
   num_lists: int
 
 
+def eval_buckets(groups, max_buckets: int = 8) -> list:
+  """Host buckets of the lists of a labelled split that have at least one y = 1."""
+  return data_lib.bucketize(groups, max_buckets, np.flatnonzero(data_lib.positive_groups(groups)))
+
+
 def eval_set(groups, max_buckets: int = 8) -> EvalSet:
-  """Buckets the lists of a labelled split that have at least one y = 1."""
-  keep = np.flatnonzero(data_lib.positive_groups(groups))
-  return EvalSet(device_buckets(data_lib.bucketize(groups, max_buckets, keep)), groups.num_queries)
+  """An :class:`EvalSet` of a labelled split on the device (:func:`eval_buckets`)."""
+  return EvalSet(device_buckets(eval_buckets(groups, max_buckets)), groups.num_queries)
 
 
 def device_buckets(buckets: Sequence[Padded]) -> list:

@@ -65,7 +65,7 @@ class Resident:
     self.run = train_program.program(step_key(cfg), self.teacher_ndim, self.num_steps, self.sizes, self.shards)
 
   def _sizes(self, buckets) -> tuple:
-    return tuple(int(b["x"].shape[0]) for b in buckets)
+    return tuple(_num_groups(b) for b in buckets)
 
   def _setup(self, buckets, teacher, keys):
     self.dim = int(features(buckets[0], self.view).shape[-1])
@@ -151,10 +151,10 @@ class Sharded(Resident):
     local = self.per_process[self.comm.index]
     self.start = self.per_process[:self.comm.index].sum(0)  # global index of this process's first group
     self.cuts = np.stack([local * i // blocks for i in range(blocks + 1)])  # [blocks + 1, buckets] local cuts
-    self.offset = self.comm.gather(self.start + self.cuts[:-1]).reshape(-1, len(buckets))  # [D, buckets]
+    offset = self.comm.gather(self.start + self.cuts[:-1]).reshape(-1, len(buckets))  # [D, buckets]
     count = self.comm.gather(np.diff(self.cuts, axis=0)).reshape(-1, len(buckets))
     width, window = train_program.plan_stats(split_keys(keys)[2], self.cfg.epochs, self.sizes, self.batch,
-                                             self.offset, count, self.chunk if self.streamed else 0)
+                                             offset, count, self.chunk if self.streamed else 0)
     self.shards = train_program.Shards(self.mesh, self.seed_axis, width)
     self.length = window if self.streamed else tuple(int(n) for n in count.max(0))
     if not self.streamed:
@@ -252,20 +252,17 @@ class Streamed(Resident):
   """Training groups on disk (:class:`pfd_jax.data.shards.ShardBucket`), on one device: each step reads just
   its batch's groups (every model's, deduplicated) into a window of the bucket it visits, the other buckets
   a one-group stand-in (so the program is compiled once per bucket visited, with the resident program's
-  branches), and the plan's indices are renumbered into the window. Windows are read and put on the device by a background thread, `prefetch`
-  steps ahead of the one training, so memory holds a few batches, not the data. Teacher inputs are kept on
-  the host (models x padded documents x 4 bytes) and windowed alike."""
+  branches), and the plan's indices are renumbered into the window. Windows are read and put on the device
+  by a background thread, `prefetch` steps ahead of the one training, so memory holds a few batches, not the
+  data. Teacher inputs are kept on the host (models x padded documents x 4 bytes) and windowed alike."""
 
   def __init__(self, cfg, buckets, view, teacher, keys, chunk_steps: int = 0, prefetch: int = 2):
     self.prefetch = prefetch
     super().__init__(cfg, buckets, view, teacher, keys, 1)
 
-  def _sizes(self, buckets) -> tuple:
-    return tuple(int(b.num_groups) for b in buckets)
-
   def _setup(self, buckets, teacher, keys):
     self.store = buckets
-    self.dim = int(features(buckets[0].read(np.arange(1)), self.view).shape[-1])
+    self.dim = int(features(_head(buckets[0]), self.view).shape[-1])
     self.teacher = None if teacher is None else [np.asarray(t) for t in teacher]
     self.capacity = [min(q, keys.shape[0] * min(self.batch, q)) for q in self.sizes]  # every model's batch
     self.stand_in = [self._put_window(b, np.zeros(1, np.int64), 1) for b in range(len(buckets))]

@@ -14,6 +14,7 @@ from typing import Callable, Optional
 import jax
 import jax.flatten_util
 import jax.numpy as jnp
+import numpy as np
 import optax
 
 from pfd_jax import losses as losses_lib
@@ -42,7 +43,7 @@ def features(bucket: dict, view: str, z_override=None):
     return bucket["x"]
   if bucket.get("z") is None:
     raise ValueError(f"view {view!r} needs privileged features z")
-  xp = jnp if isinstance(bucket["z"], jax.Array) else __import__("numpy")
+  xp = jnp if isinstance(bucket["z"], jax.Array) else np
   z = bucket["z"] if z_override is None else xp.broadcast_to(z_override, bucket["z"].shape)
   if cols:
     z = z[..., [int(c) for c in cols.split(",")]]

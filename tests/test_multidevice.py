@@ -40,8 +40,8 @@ def test_mesh_training_equals_one_device(tmp_path):
   shards, each device reading a window of its own groups per chunk) against one device."""
   env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4", JAX_PLATFORMS="cpu")
   root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-  proc = subprocess.run([sys.executable, "-c", SCRIPT, str(tmp_path)], env=env, cwd=root, capture_output=True, text=True,
-                        timeout=600)
+  proc = subprocess.run([sys.executable, "-c", SCRIPT, str(tmp_path)], env=env, cwd=root, capture_output=True,
+                        text=True, timeout=600)
   assert proc.returncode == 0, proc.stderr[-3000:]
   res = json.loads(proc.stdout.split("RESULT", 1)[1])
   import numpy as np

@@ -11,8 +11,9 @@ finished one is reused.
 Why plain ``.npy`` files rather than Grain + ArrayRecord: the records here are fixed-shape padded arrays
 and the reader needs random groups in the order of a batch plan it already has; a group of a ``.npy`` is
 a known byte range, read with no per-record decoding, no extra dependency and no format of our own, and
-any NumPy can open the files (``np.load(..., mmap_mode='r')``). Grain's strengths (shuffling, sharding and transforming a record stream,
-worker processes) duplicate the batch plan and would add per-record serialisation for no gain.
+any NumPy can open the files (``np.load(..., mmap_mode='r')``). Grain's strengths (shuffling, sharding and
+transforming a record stream, worker processes) duplicate the batch plan and would add per-record
+serialisation for no gain.
 """
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from typing import Iterable, Optional, Sequence
 
 import numpy as np
 
-from pfd_jax.data.padding import Padded
+from pfd_jax.data.padding import Padded, pad
 from pfd_jax.files import write_atomic
 
 FIELDS = ("x", "z", "y", "mask")
@@ -102,7 +103,6 @@ class BucketWriter:
   def __init__(self, folder: str, name: str, counts: Sequence[int], lengths: Sequence[int], dx: int, dz: int):
     self.root = os.path.join(folder, name)
     self.next = np.zeros(len(counts), np.int64)
-    self.lengths = [int(n) for n in lengths]
     self.files = []
     dx, dz = int(dx), int(dz)
     for k, (q, n) in enumerate(zip(counts, lengths)):
@@ -173,7 +173,6 @@ def open_set(folder: str, name: str) -> list:
 
 def bucket_sets_iter(chunks: Iterable, cuts: np.ndarray):
   """(bucket index, padded groups) of each chunk of flat groups, for :meth:`BucketWriter.add`."""
-  from pfd_jax.data.padding import pad
   for g in chunks:
     which = np.searchsorted(cuts, g.sizes)
     for k in np.unique(which):
