@@ -41,6 +41,7 @@ from pfd_jax import data as D
 from pfd_jax import distill
 from pfd_jax import distributed
 from pfd_jax import files
+from pfd_jax import gbdt
 from pfd_jax import serving
 from pfd_jax import stats
 from pfd_jax import train as T
@@ -563,17 +564,26 @@ class Rows:
     return results
 
 
-def save_result(path: str, r: T.TrainResult) -> None:
-  """A TrainResult as one msgpack file (flax.serialization; exact bytes), written atomically."""
+def save_result(path: str, r) -> None:
+  """A TrainResult (or a LightGBM row's gbdt.Result: its model texts) as one msgpack file (flax.serialization;
+  exact bytes), written atomically."""
+  if isinstance(r, gbdt.Result):
+    write_atomic(path, flax.serialization.msgpack_serialize(dict(
+        kind="gbdt", models=list(r.models), best={k: np.asarray(v) for k, v in r.best.items()},
+        best_epoch=np.asarray(r.best_epoch), seconds=float(r.seconds), params=json.dumps(r.params), view=r.view)))
+    return
   blob = flax.serialization.to_bytes(dict(
       params=jax.tree_util.tree_map(np.asarray, r.params), curves=r.curves, loss=np.asarray(r.loss),
       best_epoch=np.asarray(r.best_epoch), best=r.best, seconds=float(r.seconds)))
   write_atomic(path, blob)
 
 
-def load_result(path: str) -> T.TrainResult:
+def load_result(path: str):
   with open(path, "rb") as f:
     d = flax.serialization.msgpack_restore(f.read())
+  if d.get("kind") == "gbdt":
+    return gbdt.Result(models=list(d["models"]), best=dict(d["best"]), best_epoch=d["best_epoch"],
+                       seconds=float(d["seconds"]), params=json.loads(d["params"]), view=d["view"])
   return T.TrainResult(params=jax.tree_util.tree_map(jnp.asarray, d["params"]), curves=dict(d["curves"]),
                        loss=d["loss"], best_epoch=d["best_epoch"], best=dict(d["best"]), seconds=float(d["seconds"]))
 

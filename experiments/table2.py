@@ -1,4 +1,5 @@
-r"""Table 2 / Table 4 / Figure 2 of the paper: no-distillation, self-distillation, GenD and PFD.
+r"""Table 2 / Table 4 / Figure 2 of the paper: no-distillation, self-distillation, GenD and PFD, beside the
+practitioner's incumbent (LightGBM LambdaMART) and distillation across model families (:mod:`pfd_jax.gbdt`).
 
   python -m experiments.table2                                  # both losses, synthetic default
   python -m experiments.table2 --dataset=ohsumed --loss=rankbce # 5 folds x 5 seeds
@@ -16,35 +17,67 @@ import numpy as np
 
 from experiments import common
 from pfd_jax import distill
+from pfd_jax import distributed
+from pfd_jax import gbdt
 from pfd_jax import stats
 from pfd_jax import train as T
-from pfd_jax.config import option
+from pfd_jax.config import ConfigError, option
+from pfd_jax.gbdt import GBDTConfig
+
+ALL_METHODS = distill.METHODS + gbdt.METHODS
 
 
 @dataclasses.dataclass(frozen=True)
 class Options:
-  methods: Tuple[str, ...] = option(distill.METHODS, "Methods (rows) to run.", choices=distill.METHODS)
+  methods: Tuple[str, ...] = option((), "Methods (rows) to run (default: all; the LightGBM ones, lambdamart "
+                                    "(LambdaMART on x), pfd_from_lambdamart (LambdaMART teacher on x+z, MLP "
+                                    "student) and gbdt_from_pfd (PFD teacher, LightGBM students), in a one-process "
+                                    "run only).", choices=ALL_METHODS)
+  gbdt: GBDTConfig = option(GBDTConfig(), "LightGBM settings of the LightGBM rows.")
 
-ROW_ORDER = ["no_distill", "self_distill", "gend_teacher", "gend", "pfd_teacher", "pfd"]
-ROW_VIEW = {"no_distill": "x", "self_distill": "x", "gend_teacher": "z", "gend": "x", "pfd_teacher": "xz", "pfd": "x"}
+  def methods_for(self, processes: int) -> tuple:
+    """The methods a run of `processes` processes trains (LightGBM needs the whole training split in one)."""
+    if not self.methods:
+      return ALL_METHODS if processes == 1 else distill.METHODS
+    if processes > 1 and set(self.methods) & set(gbdt.METHODS):
+      raise ConfigError("methods", f"{','.join(sorted(set(self.methods) & set(gbdt.METHODS)))}: LightGBM rows "
+                        "need the whole training split in one process; run them in one process")
+    return self.methods
+
+
+ROW_ORDER = ["no_distill", "self_distill", "gend_teacher", "gend", "pfd_teacher", "pfd", "lambdamart",
+             "lambdamart_teacher", "pfd_from_lambdamart", "gbdt_xent_from_pfd", "lambdamart_from_pfd"]
+ROW_VIEW = {"no_distill": "x", "self_distill": "x", "gend_teacher": "z", "gend": "x", "pfd_teacher": "xz", "pfd": "x",
+            **gbdt.VIEWS}
 ROW_NAMES = {"no_distill": "No-distillation", "self_distill": "Self-distillation", "gend_teacher": "GenD teacher*",
-             "gend": "GenD student", "pfd_teacher": "PFD teacher*", "pfd": "PFD student"}
+             "gend": "GenD student", "pfd_teacher": "PFD teacher*", "pfd": "PFD student",
+             "lambdamart": "LambdaMART", "lambdamart_teacher": "LambdaMART teacher*",
+             "pfd_from_lambdamart": "PFD student (LambdaMART teacher)",
+             "gbdt_xent_from_pfd": "GBDT student, cross-entropy (PFD teacher)",
+             "lambdamart_from_pfd": "LambdaMART student, teacher grades (PFD teacher)"}
 
 
 def run(cfg: common.Config) -> dict:
   """Runs every (loss, fold) of `cfg` and returns the results dictionary written to results.json."""
   out = {"config": cfg, "env": common.environment(), "losses": {}}
   t_all = time.time()
+  methods = cfg.options.methods_for(distributed.comm().count)
+  shared = {}  # LightGBM results that no loss changes (the LambdaMART rows, out-of-fold teacher scores), per fold
   for loss in cfg.losses:
     per_fold = {}
     for fold in common.folds_of(cfg.data):
       t0 = time.time()
       ds, dd, tc, keys = common.fold_setup(cfg, loss, fold)
       store = common.Rows(cfg, ds, fold, loss)
-      rows = distill.run_methods(keys, tc, dd, cfg.options.methods, common.progress(f"[{loss} fold{fold}]", tc.epochs),
-                                 fit=lambda row, view, train: store(row, view, tc, train))
+      log = common.progress(f"[{loss} fold{fold}]", tc.epochs)
+      fit = lambda row, view, train: store(row, view, tc, train)
+      rows = distill.run_methods(keys, tc, dd, [m for m in methods if m in distill.METHODS], log, fit=fit)
+      rows.update(gbdt.run_methods(keys, tc, cfg.options.gbdt, ds, dd, [m for m in methods if m in gbdt.METHODS],
+                                   rows, fit, log, seed=cfg.run.seed, max_buckets=cfg.data.max_buckets,
+                                   cache=shared.setdefault(fold, {})))
       # Per test list NDCG@8 of each row's best-epoch models, averaged over seeds: the query-level comparison.
-      lists = {name: T.per_list_ndcg(tc, r.params, dd.eval_sets["test"], ROW_VIEW[name]) for name, r in rows.items()}
+      lists = {name: gbdt.per_list_ndcg(tc, r, ds["test"], cfg.data.max_buckets) if isinstance(r, gbdt.Result)
+               else T.per_list_ndcg(tc, r.params, dd.eval_sets["test"], ROW_VIEW[name]) for name, r in rows.items()}
       per_fold[f"fold{fold}"] = dict(
           data=ds.config, train_groups=dd.num_train_groups, positive_train_groups=dd.num_positive_groups,
           seconds=time.time() - t0,
@@ -66,9 +99,13 @@ def comparisons(loss_res: dict) -> dict:
     for name, r in f["rows"].items():
       per_query.setdefault(name, []).append(np.asarray(r["test_lists"]))
   per_query = {k: np.concatenate(v) for k, v in per_query.items()}
-  return dict(runs=common.compare(aggregate(loss_res), "no_distill"),
-              queries={k: common.comparison_record(stats.per_query(v, per_query["no_distill"], valid))
-                       for k, v in per_query.items() if k != "no_distill"})
+  pooled = aggregate(loss_res)
+  out = dict(runs=common.compare(pooled, "no_distill"),
+             queries={k: common.comparison_record(stats.per_query(v, per_query["no_distill"], valid))
+                      for k, v in per_query.items() if k != "no_distill"})
+  if "pfd" in pooled and set(pooled) & set(gbdt.VIEWS):  # the LightGBM rows against the PFD student too
+    out["vs_pfd"] = common.compare(pooled, "pfd")
+  return out
 
 
 def aggregate(loss_res: dict, split: str = "test") -> dict:
@@ -106,20 +143,27 @@ def to_markdown(res: dict) -> str:
     table = []
     cmp = lr.get("comparisons") or comparisons(lr)
     folds = len(lr["folds"])
+    vs_pfd = cmp.get("vs_pfd")
     for name in ROW_ORDER:
       if name not in pooled:
         continue
       v = pooled[name]
       cells = [f"{common.fmt_pm(m, s)} ({common.fmt_change(m, b)})" for m, s, b in zip(v.mean(0), v.std(0), base)]
       runs = common.change_cells(cmp["runs"].get(name), folds)
-      table.append([ROW_NAMES[name]] + cells + runs[:1] + [common.change_cell(cmp["queries"].get(name))] + runs[1:])
+      table.append([ROW_NAMES[name]] + cells + runs[:1] + [common.change_cell(cmp["queries"].get(name))] + runs[1:] +
+                   ([common.change_cell(vs_pfd.get(name)) if name in gbdt.VIEWS else ""] if vs_pfd else []))
     n_q = next(iter(cmp["queries"].values()), {}).get("n", 0)
     parts.append(common.stats_note("no-distillation", len(pooled["no_distill"]), folds, ks[0]) +
                  f"Per query: the same over the {n_q} test queries with a positive (pooled over folds), each "
                  "query's NDCG@8 averaged over seeds.\n\n")
     runs_head, seeds_head = common.change_header("no-distillation", ks[0])
+    if vs_pfd:
+      parts.append(f"LightGBM rows (`pfd_jax.gbdt`): early-stopped on NDCG@{ks[0]} of {tr['select_on']}; "
+                   f"'vs PFD student' pairs the {len(pooled['pfd'])} runs by fold and seed index (a LightGBM seed "
+                   "shares no random numbers with an MLP seed).\n\n")
     parts.append(common.markdown_table(["Training method"] + [f"NDCG@{k}" for k in ks] +
-                                       [runs_head, f"NDCG@{ks[0]} vs no-distillation (queries)", seeds_head], table))
+                                       [runs_head, f"NDCG@{ks[0]} vs no-distillation (queries)", seeds_head] +
+                                       ([f"NDCG@{ks[0]} vs PFD student (runs)"] if vs_pfd else []), table))
   return "".join(parts)
 
 
@@ -151,7 +195,7 @@ def plot_curves(res: dict, path: str) -> list:
     fig, ax = plt.subplots(figsize=(6, 4))
     for name in ROW_ORDER:
       curves = [np.asarray(f["rows"][name]["curves"]["test"])[:, :, 0] for f in lr["folds"].values()
-                if name in f["rows"]]
+                if name in f["rows"] and f["rows"][name]["curves"]]  # LightGBM rows have no epochs
       if not curves:
         continue
       c = np.concatenate(curves, 0)  # [folds * seeds, E]
@@ -171,9 +215,13 @@ def plot_curves(res: dict, path: str) -> list:
 
 DRIVER = common.Driver("table2", run, to_markdown, plot_curves, "fig2.png", options=Options,
                        defaults=(("loss", "both"),), losses=("rankbce", "ranknet", "both"),
-                       needs_privileged=lambda cfg: bool({"gend", "pfd"} & set(cfg.options.methods)),
-                       rows=lambda cfg: len(cfg.losses) * len(common.folds_of(cfg.data)) *
-                       distill.num_rows(cfg.options.methods))
+                       needs_privileged=lambda cfg: not cfg.options.methods or bool(
+                           {"gend", "pfd", "pfd_from_lambdamart", "gbdt_from_pfd"} & set(cfg.options.methods)),
+                       rows=lambda cfg: len(cfg.losses) * len(common.folds_of(cfg.data)) * (
+                           distill.num_rows([m for m in cfg.options.methods_for(cfg.output.num_processes)
+                                             if m in distill.METHODS]) +
+                           gbdt.num_rows([m for m in cfg.options.methods_for(cfg.output.num_processes)
+                                          if m in gbdt.METHODS])))
 
 if __name__ == "__main__":
   common.main(DRIVER)

@@ -13,10 +13,16 @@ On disk a ranker is a folder of two files (no pickle):
 * ``model.json``: the recipe, readable and diffable.
 
 ``model.json`` is written last, so a folder that has it is complete.
+
+A LightGBM row (:mod:`pfd_jax.gbdt`) is a :class:`GBDTRanker`: the same recipe (``model.kind`` =
+``lightgbm``) with one LightGBM model file per seed (``lightgbm_seed<s>.txt``, LightGBM's own text format,
+readable by its C API and every LightGBM binding) in place of ``params.msgpack``; it scores through the
+same :meth:`Ranker.score_groups`.
 """
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import os
 from typing import Any, Optional
@@ -33,6 +39,7 @@ from pfd_jax import train_eval
 
 FORMAT = "pfd_jax.ranker/1"
 PARAMS_FILE = "params.msgpack"
+GBDT_FILE = "lightgbm_seed{}.txt"
 RECIPE_FILE = "model.json"
 
 
@@ -107,13 +114,36 @@ class Ranker:
     save_model(path, self)
 
 
+class GBDTRanker(Ranker):
+  """A LightGBM ranker: params is the tuple of its seeds' LightGBM model texts (see the module docstring)."""
+
+  @functools.cached_property
+  def boosters(self) -> list:
+    from pfd_jax import gbdt
+    return [gbdt.booster(m) for m in self.params]
+
+  def score(self, feats, seed: Optional[int] = None) -> np.ndarray:
+    """Scores ``[..., L]`` of model inputs ``[..., L, D]`` (padding is scored and can be ignored)."""
+    feats = np.asarray(feats, np.float32)
+    flat = feats.reshape(-1, feats.shape[-1])
+    return np.asarray(self.boosters[self._seed(seed)].predict(flat), np.float32).reshape(feats.shape[:-1])
+
+  def score_groups(self, groups: data_lib.Groups, seed: Optional[int] = None, max_buckets: int = 8) -> np.ndarray:
+    """f32[N] scores of raw flat groups, one per document in their order (recipe applied; trees need no padding)."""
+    del max_buckets
+    return self.score(self.inputs(groups), seed)
+
+
 def make_ranker(result: train_lib.TrainResult, cfg: train_lib.TrainConfig, view: str, data_config: dict,
                 **info) -> Ranker:
   """The :class:`Ranker` of a training run (its best-epoch parameters of every seed).
 
   data_config: the dataset's recipe (:attr:`pfd_jax.data.Dataset.config`): feature ids and transforms.
-  info: anything else to record (dataset, fold, row name, ...).
+  info: anything else to record (dataset, fold, row name, ...). A :class:`pfd_jax.gbdt.Result` (a LightGBM
+  row; `cfg` gives its evaluation settings) makes a :class:`GBDTRanker`.
   """
+  from pfd_jax import gbdt
+  is_gbdt = isinstance(result, gbdt.Result)
   sel = np.asarray(result.best[cfg.select_on])[:, 0]
   regular = data_config.get("regular_ids")
   privileged = data_config.get("privileged_ids", [])
@@ -121,7 +151,9 @@ def make_ranker(result: train_lib.TrainResult, cfg: train_lib.TrainConfig, view:
     raise ValueError("data_config has no regular_ids: build the dataset with pfd_jax.data.prepare")
   ids = input_ids(view, regular, privileged)
   recipe = dict(
-      format=FORMAT, model=dict(kind="mlp", hidden=cfg.hidden, layers=cfg.layers), view=view, input_ids=ids,
+      format=FORMAT, view=view, input_ids=ids,
+      model=(dict(kind="lightgbm", files=[GBDT_FILE.format(s) for s in range(sel.shape[0])], params=result.params)
+             if is_gbdt else dict(kind="mlp", hidden=cfg.hidden, layers=cfg.layers)),
       regular_ids=list(regular), privileged_ids=list(privileged),
       num_features=int(data_config.get("num_features", max(ids, default=0))),
       transforms=dict(query_norm=bool(data_config.get("query_norm", False)),
@@ -133,6 +165,8 @@ def make_ranker(result: train_lib.TrainResult, cfg: train_lib.TrainConfig, view:
       best_epoch=np.asarray(result.best_epoch).tolist(),
       metrics={s: np.asarray(v).tolist() for s, v in result.best.items()},
       train_config=_jsonable(dataclasses.asdict(cfg)), **_jsonable(info))
+  if is_gbdt:
+    return GBDTRanker(params=tuple(result.models), recipe=recipe)
   return Ranker(params=result.params, recipe=recipe)
 
 
@@ -152,18 +186,26 @@ class ModelError(data_lib.DataError):
 
 
 def save_model(path: str, ranker: Ranker) -> None:
-  """Writes `ranker` to the folder `path` (created): params.msgpack, then model.json (each atomically)."""
+  """Writes `ranker` to the folder `path` (created): params.msgpack (LightGBM: a model file per seed), then
+  model.json (each atomically)."""
   os.makedirs(path, exist_ok=True)
-  files.write_atomic(os.path.join(path, PARAMS_FILE),
-                     flax.serialization.to_bytes(jax.tree_util.tree_map(np.asarray, ranker.params)))
+  if isinstance(ranker, GBDTRanker):
+    for name, text in zip(ranker.recipe["model"]["files"], ranker.params):
+      files.write_atomic(os.path.join(path, name), text)
+  else:
+    files.write_atomic(os.path.join(path, PARAMS_FILE),
+                       flax.serialization.to_bytes(jax.tree_util.tree_map(np.asarray, ranker.params)))
   files.write_atomic(os.path.join(path, RECIPE_FILE), json.dumps(ranker.recipe, indent=1))
 
 
 # Recipe keys and their types (nested dicts by their own keys); what load_model checks before any use.
-_RECIPE = dict(format=str, model=dict(kind=str, hidden=int, layers=int), view=str, input_ids=list,
+_RECIPE = dict(format=str, model=dict(kind=str), view=str, input_ids=list,
                regular_ids=list, privileged_ids=list, num_features=int,
                transforms=dict(query_norm=bool, log1p=bool), labels=dict(mode=str), min_docs=int, ks=list,
                num_seeds=int, best_seed=int)
+
+
+_MODEL = dict(mlp=dict(hidden=int, layers=int), lightgbm=dict(files=list, params=dict))
 
 
 def _check_keys(recipe, spec: dict, where: str, prefix: str = "") -> None:
@@ -184,8 +226,12 @@ def check_recipe(recipe: dict, where: str = RECIPE_FILE) -> None:
   _check_keys(recipe, _RECIPE, where)
   if recipe["format"] != FORMAT:
     raise ModelError(f"{where}: format {recipe['format']!r}, expected {FORMAT!r}")
-  if recipe["model"]["kind"] != "mlp":
-    raise ModelError(f"{where}: model kind {recipe['model']['kind']!r} is not one this version scores (mlp)")
+  kind = recipe["model"]["kind"]
+  if kind not in _MODEL:
+    raise ModelError(f"{where}: model kind {kind!r} is not one this version scores ({', '.join(_MODEL)})")
+  _check_keys(recipe["model"], _MODEL[kind], where, "model.")
+  if kind == "lightgbm" and len(recipe["model"]["files"]) != recipe["num_seeds"]:
+    raise ModelError(f"{where}: model.files lists {len(recipe['model']['files'])} files for {recipe['num_seeds']} seeds")
   ids = recipe["regular_ids"] + recipe["privileged_ids"]
   if not all(isinstance(i, int) and not isinstance(i, bool) and 1 <= i <= recipe["num_features"] for i in ids):
     raise ModelError(f"{where}: feature ids must be integers in 1..num_features={recipe['num_features']}")
@@ -250,6 +296,8 @@ def load_model(path: str) -> Ranker:
   except json.JSONDecodeError as e:
     raise ModelError(f"{recipe_path}:{e.lineno}: not valid JSON ({e.msg}; truncated or edited?)") from None
   check_recipe(recipe, recipe_path)
+  if recipe["model"]["kind"] == "lightgbm":
+    return _load_gbdt(path, recipe)
   if not os.path.isfile(params_path):
     raise ModelError(f"{params_path}: missing (the folder holds a recipe without parameters)")
   with open(params_path, "rb") as f:
@@ -264,6 +312,29 @@ def load_model(path: str) -> Ranker:
   if not all(np.issubdtype(np.asarray(v).dtype, np.floating) and np.isfinite(v).all() for v in leaves):
     raise ModelError(f"{params_path}: parameters are not finite floats")
   return Ranker(params=jax.tree_util.tree_map(jnp.asarray, params), recipe=recipe)
+
+
+def _load_gbdt(path: str, recipe: dict) -> GBDTRanker:
+  """A LightGBM ranker's model files, each parsed and checked against the recipe's input width."""
+  from lightgbm import Booster
+  from lightgbm.basic import LightGBMError
+  texts = []
+  for name in recipe["model"]["files"]:
+    where = os.path.join(path, str(name))
+    if os.path.basename(str(name)) != name or not os.path.isfile(where):
+      raise ModelError(f"{where}: missing (model.json lists it)")
+    with open(where, "rb") as f:
+      blob = f.read()
+    try:
+      text = blob.decode("utf-8")
+      width = Booster(model_str=text).num_feature()
+    except (UnicodeDecodeError, LightGBMError) as e:
+      raise ModelError(f"{where}: not a LightGBM model ({str(e).splitlines()[0][:80] or 'damaged'})") from None
+    if width != len(recipe["input_ids"]):
+      raise ModelError(f"{where}: the model reads {width} features; model.json lists {len(recipe['input_ids'])} "
+                       "input ids")
+    texts.append(text)
+  return GBDTRanker(params=tuple(texts), recipe=recipe)
 
 
 def serving_labels(ranker: Ranker, rel: np.ndarray) -> Optional[np.ndarray]:
