@@ -47,7 +47,8 @@ from pfd_jax.config import option
 
 @dataclasses.dataclass(frozen=True)
 class Options:
-  case: str = option("throughput", "What to measure.", choices=("throughput", "memory", "streamed"))
+  case: str = option("throughput", "What to measure (peers: only the peers table).",
+                     choices=("throughput", "memory", "streamed", "peers"))
   stream_scales: Tuple[float, ...] = option((1.0, 4.0), "Streamed case: training split sizes, in Web30k folds "
                                             "(18,919 lists, ~2.35 M documents each).", lo=0, lo_open=True)
   stream_dir: str = option("cache/streamed", "Streamed case: where the shards are written (reused when complete).")
@@ -61,8 +62,10 @@ class Options:
   repeats: int = option(3, "Timings per case, interleaved across cases; medians are reported with their range.",
                         lo=1)
   chunk_steps: int = option(0, "Steps per call of the training program (0 = a whole epoch per call).", lo=0)
-  peer_epochs: int = option(5, "Epochs of the peers comparison (allRank, PT-Ranking; skipped when neither is "
+  peer_epochs: int = option(5, "Epochs of the peers comparison (LightGBM always; allRank, PT-Ranking when "
                             "installed; 0 = skip).", lo=0)
+  peer_trees: int = option(100, "Peers comparison: LightGBM LambdaMART's boosting rounds.", lo=1)
+  peer_leaves: int = option(255, "Peers comparison: LightGBM LambdaMART's leaves per tree.", lo=2)
   peer_scale: float = option(0.125, "Fraction of Web30k size written as the peers' LETOR files.", lo=0,
                              lo_open=True)
   peer_losses: Tuple[str, ...] = option(("ranknet", "softmax"), "Losses of the peers comparison.",
@@ -245,16 +248,20 @@ def throughput(o: Options) -> tuple:
 
 
 def peer_rows(o: Options) -> tuple:
-  """pfd_jax, allRank and PT-Ranking trained on the same LETOR files (experiments.peers): (results, markdown)."""
+  """pfd_jax, allRank, PT-Ranking (when installed) and LightGBM LambdaMART trained on the same LETOR files
+  (experiments.peers): (results, markdown)."""
   have = peers.available()
-  if not (o.peer_epochs and have):
-    return None, ("\nPeers: not run (" + ("--peer_epochs=0" if have else 'neither allRank nor PT-Ranking is '
-                  'installed: pip install -e ".[peers]"') + ").\n")
+  if not o.peer_epochs:
+    return None, "\nPeers: not run (--peer_epochs=0).\n"
   folder = os.path.join("cache", "peers", f"synthetic-{o.peer_scale:g}")
   sizes = peers.write_letor(folder, o.peer_scale)
   splits = peers.read_letor(folder)
   threads = len(os.sched_getaffinity(0))
   res, rows = dict(folder=folder, sizes=sizes, threads=threads, versions=have, epochs=o.peer_epochs), []
+  logging.info("peers: LightGBM lambdarank")
+  gb = res["lambdarank/LightGBM"] = peers.lightgbm(splits["train"], splits["test"], threads, o.peer_trees,
+                                                    o.peer_leaves)
+  reached = []
   for loss in o.peer_losses:
     runs = {"pfd_jax": lambda: peers.ours(splits["train"], loss, o.peer_epochs, splits["test"])}
     if "allrank" in have:
@@ -269,12 +276,27 @@ def peer_rows(o: Options) -> tuple:
       lo, hi = r["docs_per_s_range"]
       rows.append([loss, name, r["backend"], f"{r['docs_per_s']:,.0f} ({lo:,.0f}-{hi:,.0f})",
                    f"{r['docs_per_s'] / res[f'{loss}/pfd_jax']['docs_per_s']:.2f}", f"{r['ndcg8']:.3f}"])
+    hit = res[f"{loss}/pfd_jax"]["reach_lightgbm"] = peers.reach(res[f"{loss}/pfd_jax"], gb["ndcg8"])
+    reached.append(f"{loss}: " + (f"after epoch {hit[0]} ({hit[1]:.1f} s of training, compiling included)" if hit
+                                  else f"not within {o.peer_epochs} epochs (best "
+                                       f"{max(res[f'{loss}/pfd_jax']['ndcg8_curve']):.3f})"))
+  rows.append(["lambdarank", "LightGBM", gb["backend"], f"{gb['docs_per_s']:,.0f}", "", f"{gb['ndcg8']:.3f}"])
+  missing = "" if len(have) == 2 else (" allRank / PT-Ranking not installed (pip install -e \".[peers]\", "
+                                       "third_party/peers/README.md).")
   md = (f"\nPeers on the same LETOR files (synthetic at {o.peer_scale:g} of Web30k: {sizes['train'][1]:,} training "
         f"documents in {sizes['train'][0]:,} lists; {threads} threads; one seed; docs/s of the median of epochs "
         f"2-{o.peer_epochs} (range); test NDCG@8 after epoch {o.peer_epochs}, same metric function for all; "
-        "recipes and differences: third_party/peers/README.md)\n\n" +
-        common.markdown_table(["loss", "framework", "backend", "docs/s", "vs pfd_jax", "NDCG@8"], rows))
+        "recipes and differences: third_party/peers/README.md). LightGBM LambdaMART: "
+        f"{o.peer_trees} trees of {o.peer_leaves} leaves fitted in {gb['fit_s']:.1f} s (binning included), "
+        f"docs/s = documents x rounds per second of fitting.{missing}\n\n" +
+        common.markdown_table(["loss", "framework", "backend", "docs/s", "vs pfd_jax", "NDCG@8"], rows) +
+        f"\npfd_jax reaches LightGBM's test NDCG@8 ({gb['ndcg8']:.3f}): " + "; ".join(reached) + ".\n")
   return res, md
+
+
+def peers_only(o: Options) -> tuple:
+  res, md = peer_rows(o)
+  return dict(env=common.environment(), peers=res), md
 
 
 def memory(o: Options) -> tuple:
@@ -377,7 +399,7 @@ def streamed(o: Options) -> tuple:
 
 def run(cfg: common.Config) -> dict:
   o = cfg.options
-  res, md = {"throughput": throughput, "memory": memory, "streamed": streamed}[o.case](o)
+  res, md = {"throughput": throughput, "memory": memory, "streamed": streamed, "peers": peers_only}[o.case](o)
   return dict(res, config=cfg, markdown=md)
 
 

@@ -16,7 +16,7 @@ import dataclasses
 import os
 
 from experiments import common
-from experiments.table3_logs import Options as SimulatorOptions
+from experiments.table3_logs import SimulatorOptions
 from pfd_jax import files
 from pfd_jax.config import option
 from pfd_jax.data import logs

@@ -203,9 +203,36 @@ def ptranking(train, loss: str, epochs: int, test, threads: int, seed: int = 0) 
                   f"torch {torch.__version__}")
 
 
+def lightgbm(train, test, threads: int, trees: int = 100, leaves: int = 255, seed: int = 0) -> dict:
+  """LightGBM LambdaMART (``objective="lambdarank"``) on the same file: `trees` rounds of `leaves` leaves, no
+  early stopping, LightGBM's other defaults (learning rate 0.1). docs/s counts documents x rounds per second
+  of fitting (a round visits every training document once, as an epoch does); fit_s is the whole fit,
+  Dataset construction (binning) included."""
+  import lightgbm as lgb
+  t0 = time.perf_counter()
+  data = lgb.Dataset(train.x, label=train.y, group=train.sizes)
+  model = lgb.train(dict(objective="lambdarank", num_leaves=leaves, num_threads=threads, seed=seed,
+                         deterministic=True, force_row_wise=True, verbosity=-1), data, num_boost_round=trees)
+  fit_s = time.perf_counter() - t0
+  score = lambda x: model.predict(x.reshape(-1, x.shape[-1])).reshape(x.shape[:-1])
+  return dict(docs_per_s=train.num_docs * trees / fit_s, docs_per_s_range=[train.num_docs * trees / fit_s] * 2,
+              fit_s=fit_s, trees=trees, leaves=leaves, docs=train.num_docs, ndcg8=test_ndcg8(score, test),
+              backend=f"lightgbm {lgb.__version__}")
+
+
+def reach(ours_result: dict, target: float):
+  """(epoch, seconds) at which pfd_jax's test NDCG@8 first reaches `target` (epoch 1-based, seconds from the
+  start of training, compiling included), or None when it does not within its epochs."""
+  curve = np.asarray(ours_result["ndcg8_curve"])
+  hit = np.flatnonzero(curve >= target)
+  if hit.size == 0:
+    return None
+  return int(hit[0]) + 1, float(np.cumsum(ours_result["epoch_s"])[hit[0]])
+
+
 def ours(train, loss: str, epochs: int, test, seed: int = 0) -> dict:
   """pfd_jax on the same file (one seed, the epoch program; each epoch also evaluates the test split, which
-  the peers' timings do not include)."""
+  the peers' timings do not include). ndcg8_curve: test NDCG@8 after every epoch."""
   import jax
   from pfd_jax import train as T
   cfg = T.TrainConfig(loss=loss, epochs=epochs, data_groups="all")
@@ -213,7 +240,8 @@ def ours(train, loss: str, epochs: int, test, seed: int = 0) -> dict:
   res = T.train(jax.random.split(jax.random.PRNGKey(seed), 1), cfg, T.device_buckets(D.bucketize(train, 8)),
                 "x", {"test": T.eval_set(test, 8)}, log_fn=lambda e, l, n, s: stamps.append(s))
   # curves[test][seed 0, last epoch, NDCG@8]: the last epoch's model, as the peers' (not the best epoch's).
-  return _summary([0.0] + stamps, train.num_docs, float(res.curves["test"][0, -1, 0]), f"jax {jax.__version__}")
+  return dict(_summary([0.0] + stamps, train.num_docs, float(res.curves["test"][0, -1, 0]), f"jax {jax.__version__}"),
+              ndcg8_curve=np.asarray(res.curves["test"])[0, :, 0].tolist())
 
 
 def _summary(stamps, docs: int, ndcg8: float, backend: str) -> dict:

@@ -6,8 +6,10 @@ add-to-cart are privileged. (The Amazon logs cannot be rerun; pfd_jax/data/logs.
 
 Rows as in the paper, every number scaled to the no-distillation baseline: pre-training on click / add (and
 fine-tuning on purchase from those weights), self-distillation, PFD with each privileged feature (teacher
-and student) and multi-teacher PFD (teacher loss averaged over the three teachers). Writes
-results/table3_logs/logs/.
+and student) and multi-teacher PFD (teacher loss averaged over the three teachers); then the practitioner's
+incumbent (:mod:`pfd_jax.gbdt`): LightGBM LambdaMART on the regular features, a LambdaMART teacher on all
+three privileged features with its out-of-fold scores distilled into the MLP student, and LightGBM students
+of an MLP PFD teacher on all three (--nolightgbm leaves them out). Writes results/table3_logs/logs/.
 """
 import time
 
@@ -18,13 +20,15 @@ import numpy as np
 
 from experiments import common
 from pfd_jax import distill
+from pfd_jax import gbdt
 from pfd_jax import train as T
 from pfd_jax.config import ConfigError, option
 from pfd_jax.data import logs
+from pfd_jax.gbdt import GBDTConfig
 
 
 @dataclasses.dataclass(frozen=True)
-class Options:
+class SimulatorOptions:
   """The log simulator's settings (shared with experiments.export_logs)."""
   sessions: Tuple[int, ...] = option((800, 200, 800), "Simulated sessions in train, vali, test.", lo=1)
   sim_seed: int = option(0, "Seed of the log simulator.")
@@ -33,6 +37,13 @@ class Options:
     if len(self.sessions) != 3:
       raise ConfigError("sessions", f"three counts (train,vali,test) expected, got {self.sessions}")
 
+
+@dataclasses.dataclass(frozen=True)
+class Options(SimulatorOptions):
+  lightgbm: bool = option(True, "Also the LightGBM rows: LambdaMART, its teacher and cross-family distillation.")
+  gbdt: GBDTConfig = option(GBDTConfig(), "LightGBM settings of the LightGBM rows.")
+
+
 ROWS = [("no_distill", "Baseline: no-distillation"),
         ("pre_click", "Pretrain on click"), ("pre_click_ft", "Pretrain on click + finetune on purchase"),
         ("pre_add", "Pretrain on add"), ("pre_add_ft", "Pretrain on add + finetune on purchase"),
@@ -40,7 +51,13 @@ ROWS = [("no_distill", "Baseline: no-distillation"),
         ("position_teacher", "Position as privileged feature: teacher*"), ("position", "Position: student"),
         ("click_teacher", "Click as privileged feature: teacher*"), ("click", "Click: student"),
         ("add_teacher", "Add as privileged feature: teacher*"), ("add", "Add: student"),
-        ("multi", "Multi-teacher: distill from position + click + add")]
+        ("multi", "Multi-teacher: distill from position + click + add"),
+        ("pfd_teacher", "Position + click + add: PFD teacher*"), ("lambdamart", "LambdaMART"),
+        ("lambdamart_teacher", "LambdaMART teacher* (position + click + add)"),
+        ("pfd_from_lambdamart", "PFD student (LambdaMART teacher)"),
+        ("gbdt_xent_from_pfd", "GBDT student, cross-entropy (PFD teacher)"),
+        ("lambdamart_from_pfd", "LambdaMART student, teacher grades (PFD teacher)")]
+GBDT_ROWS = 6  # the last rows, with --lightgbm
 
 
 VIEWS = {"position_teacher": "xz:0", "click_teacher": "xz:1", "add_teacher": "xz:2"}
@@ -77,12 +94,17 @@ def run(cfg: common.Config) -> dict:
                                                  log(name)))
   fit("multi", "x", lambda: distill.train_student(keys, tc, dd, distill.teacher_targets(tc, teachers, dd),
                                                   log("multi")))
+  if cfg.options.lightgbm:
+    res.update(gbdt.run_methods(keys, tc, cfg.options.gbdt, ds, dd, gbdt.METHODS, fit=fit, log_fn=log,
+                                seed=cfg.run.seed, max_buckets=cfg.data.max_buckets))
   sim = ds["train"]
   return {"config": cfg, "env": common.environment(), "simulator": ds.config,
           "positive_train_sessions_pct": 100.0 * dd.num_positive_groups / dd.num_train_groups,
           "privileged_corr": {n: float(np.corrcoef(sim.z[:, j], sim.y)[0, 1]) for j, n in enumerate(logs.PRIVILEGED)},
           "rows": {k: r.best["test"] for k, r in res.items()},
           "comparisons": common.compare({k: r.best["test"] for k, r in res.items()}, "no_distill"),
+          "vs_multi": common.compare({k: r.best["test"] for k, r in res.items() if k in gbdt.VIEWS or k == "multi"},
+                                     "multi"),
           "seconds": time.time() - t0}
 
 
@@ -90,16 +112,20 @@ def to_markdown(res: dict) -> str:
   cfg = res["config"]
   base = np.asarray(res["rows"]["no_distill"]).mean(0)
   cmp = res.get("comparisons") or common.compare(res["rows"], "no_distill")
+  vs_multi = res.get("vs_multi") or {}
   rows = [[label] + [f"{m / b:.3f}" for m, b in zip(np.asarray(res["rows"][k]).mean(0), base)] +
-          common.change_cells(cmp.get(k)) for k, label in ROWS]
+          common.change_cells(cmp.get(k)) + ([common.change_cell(vs_multi.get(k))] if vs_multi else [])
+          for k, label in ROWS if k in res["rows"]]
   corr = ", ".join(f"{k} {v:+.2f}" for k, v in res["privileged_corr"].items())
   return (f"# Table 3 on simulated logs ({cfg['run']['loss']})\n\nPurchase NDCG@k at each row's best epoch, mean over "
           f"{cfg['run']['seeds']} seeds, scaled to the baseline (absolute baseline NDCG@8/16/32: "
           f"{' / '.join(f'{b:.3f}' for b in base)}). {res['positive_train_sessions_pct']:.1f}% of training "
           f"sessions have a purchase; corr with purchase: {corr}. {res['seconds']:.0f} s.\n" +
           common.stats_note("the baseline", len(res["rows"]["no_distill"]), 1) + "\n" +
-          common.markdown_table(["Model", "NDCG@8", "NDCG@16", "NDCG@32"] + common.change_header("baseline", 8),
-                                rows))
+          ("LightGBM rows (pfd_jax.gbdt) are early-stopped on the selection split's NDCG@8; 'vs multi-teacher' "
+           "pairs their seeds with the multi-teacher PFD student's by index.\n\n" if vs_multi else "") +
+          common.markdown_table(["Model", "NDCG@8", "NDCG@16", "NDCG@32"] + common.change_header("baseline", 8) +
+                                (["NDCG@8 vs multi-teacher (seeds)"] if vs_multi else []), rows))
 
 
 def plot(res: dict, path: str) -> None:
@@ -107,7 +133,8 @@ def plot(res: dict, path: str) -> None:
 
 
 DRIVER = common.Driver("table3_logs", run, to_markdown, plot, "table3_logs.png", options=Options,
-                       groups=("train", "run", "output"), folder=lambda cfg: "logs", rows=lambda cfg: len(ROWS) - 1)
+                       groups=("train", "run", "output"), folder=lambda cfg: "logs",
+                       rows=lambda cfg: len(ROWS) - 1 - (0 if cfg.options.lightgbm else GBDT_ROWS))
 
 if __name__ == "__main__":
   common.main(DRIVER)
