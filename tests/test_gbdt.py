@@ -224,3 +224,28 @@ def test_saved_gbdt_row_resumes_with_the_same_bits(synthetic, tmp_path):
   np.testing.assert_array_equal(gbdt.scores(back, ds["test"]), gbdt.scores(r, ds["test"]))
   again = gbdt.train(SMALL, tc, ds, "x", 2, eval_splits=("test",), max_buckets=cfg.data.max_buckets)
   assert again.models == r.models  # same seed, same model (deterministic=True)
+
+
+def test_benchmark_peer_lightgbm_and_the_time_to_reach_it(folder):
+  from experiments import peers
+  splits = peers.read_letor(folder)
+  r = peers.lightgbm(splits["train"], splits["test"], threads=1, trees=5, leaves=7)
+  assert r["trees"] == 5 and r["docs"] == splits["train"].num_docs and 0 < r["ndcg8"] <= 1
+  assert r["docs_per_s"] == pytest.approx(r["docs"] * 5 / r["fit_s"])
+  ours = dict(ndcg8_curve=[0.2, 0.35, 0.31, 0.5], epoch_s=[3.0, 1.0, 1.0, 1.0])
+  assert peers.reach(ours, 0.3) == (2, 4.0)
+  assert peers.reach(ours, 0.5) == (4, 6.0)
+  assert peers.reach(ours, 0.51) is None
+
+
+def test_gbdt_teacher_teaches_through_every_teacher_transform(synthetic):
+  """The out-of-fold LambdaMART scores are teacher logits like an MLP's: every --teaching mode trains a student."""
+  cfg, ds, dd, tc, keys = synthetic
+  cache = {}
+  for mode, over in distill.TEACHING.items():
+    t = T.TrainConfig(**{**tc.__dict__, **over})
+    rows = gbdt.run_methods(keys, t, SMALL, ds, dd, ["pfd_from_lambdamart"], max_buckets=cfg.data.max_buckets,
+                            cache=cache)
+    r = rows["pfd_from_lambdamart"]
+    assert np.isfinite(np.asarray(r.loss)).all() and np.asarray(r.best["test"]).shape == (2, 3), mode
+  assert set(cache) == {"lambdamart_teacher", "oof"}  # fitted once for the four students
