@@ -99,12 +99,21 @@ def comparisons(loss_res: dict) -> dict:
     for name, r in f["rows"].items():
       per_query.setdefault(name, []).append(np.asarray(r["test_lists"]))
   per_query = {k: np.concatenate(v) for k, v in per_query.items()}
+  return dict(runs=common.compare(aggregate(loss_res), "no_distill"),
+              queries={k: common.comparison_record(stats.per_query(v, per_query["no_distill"], valid))
+                       for k, v in per_query.items() if k != "no_distill"},
+              **family_comparisons(loss_res))
+
+
+def family_comparisons(loss_res: dict) -> dict:
+  """The LightGBM rows against the PFD student ('vs_pfd') and every row against LambdaMART, the practitioner's
+  incumbent ('vs_lambdamart'), paired by (fold, seed index); {} for a table without LightGBM rows."""
   pooled = aggregate(loss_res)
-  out = dict(runs=common.compare(pooled, "no_distill"),
-             queries={k: common.comparison_record(stats.per_query(v, per_query["no_distill"], valid))
-                      for k, v in per_query.items() if k != "no_distill"})
-  if "pfd" in pooled and set(pooled) & set(gbdt.VIEWS):  # the LightGBM rows against the PFD student too
-    out["vs_pfd"] = common.compare(pooled, "pfd")
+  out = {}
+  if "pfd" in pooled and set(pooled) & set(gbdt.VIEWS):
+    out["vs_pfd"] = {k: v for k, v in common.compare(pooled, "pfd").items() if k in gbdt.VIEWS}
+  if "lambdamart" in pooled:
+    out["vs_lambdamart"] = common.compare(pooled, "lambdamart")
   return out
 
 
@@ -143,7 +152,9 @@ def to_markdown(res: dict) -> str:
     table = []
     cmp = lr.get("comparisons") or comparisons(lr)
     folds = len(lr["folds"])
-    vs_pfd = cmp.get("vs_pfd")
+    if "vs_lambdamart" not in cmp:  # a results file from before the LightGBM rows' comparisons
+      cmp = dict(cmp, **family_comparisons(lr))
+    vs_pfd, vs_gbdt = cmp.get("vs_pfd"), cmp.get("vs_lambdamart")
     for name in ROW_ORDER:
       if name not in pooled:
         continue
@@ -151,19 +162,21 @@ def to_markdown(res: dict) -> str:
       cells = [f"{common.fmt_pm(m, s)} ({common.fmt_change(m, b)})" for m, s, b in zip(v.mean(0), v.std(0), base)]
       runs = common.change_cells(cmp["runs"].get(name), folds)
       table.append([ROW_NAMES[name]] + cells + runs[:1] + [common.change_cell(cmp["queries"].get(name))] + runs[1:] +
-                   ([common.change_cell(vs_pfd.get(name)) if name in gbdt.VIEWS else ""] if vs_pfd else []))
+                   ([common.change_cell(vs_pfd.get(name))] if vs_pfd else []) +
+                   ([common.change_cell(vs_gbdt.get(name))] if vs_gbdt else []))
     n_q = next(iter(cmp["queries"].values()), {}).get("n", 0)
     parts.append(common.stats_note("no-distillation", len(pooled["no_distill"]), folds, ks[0]) +
                  f"Per query: the same over the {n_q} test queries with a positive (pooled over folds), each "
                  "query's NDCG@8 averaged over seeds.\n\n")
     runs_head, seeds_head = common.change_header("no-distillation", ks[0])
-    if vs_pfd:
-      parts.append(f"LightGBM rows (`pfd_jax.gbdt`): early-stopped on NDCG@{ks[0]} of {tr['select_on']}; "
-                   f"'vs PFD student' pairs the {len(pooled['pfd'])} runs by fold and seed index (a LightGBM seed "
-                   "shares no random numbers with an MLP seed).\n\n")
+    if vs_gbdt:
+      parts.append(f"LightGBM rows (`pfd_jax.gbdt`): early-stopped on NDCG@{ks[0]} of {tr['select_on']}. 'vs PFD "
+                   "student' and 'vs LambdaMART' pair runs by fold and seed index (a LightGBM seed shares no random "
+                   "numbers with an MLP seed, so across model families the pairing is by fold only).\n\n")
     parts.append(common.markdown_table(["Training method"] + [f"NDCG@{k}" for k in ks] +
                                        [runs_head, f"NDCG@{ks[0]} vs no-distillation (queries)", seeds_head] +
-                                       ([f"NDCG@{ks[0]} vs PFD student (runs)"] if vs_pfd else []), table))
+                                       ([f"NDCG@{ks[0]} vs PFD student (runs)"] if vs_pfd else []) +
+                                       ([f"NDCG@{ks[0]} vs LambdaMART (runs)"] if vs_gbdt else []), table))
   return "".join(parts)
 
 
