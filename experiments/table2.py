@@ -14,6 +14,7 @@ import time
 from typing import Tuple
 
 import numpy as np
+from absl import logging
 
 from experiments import common
 from pfd_jax import distill
@@ -62,6 +63,9 @@ def run(cfg: common.Config) -> dict:
   out = {"config": cfg, "env": common.environment(), "losses": {}}
   t_all = time.time()
   methods = cfg.options.methods_for(distributed.comm().count)
+  if set(ALL_METHODS) - set(methods) == set(gbdt.METHODS) and not cfg.options.methods:
+    logging.info("the LightGBM rows need the whole training split in one process: this %d-process run trains "
+                 "the MLP rows only", distributed.comm().count)
   shared = {}  # LightGBM results that no loss changes (the LambdaMART rows, out-of-fold teacher scores), per fold
   for loss in cfg.losses:
     per_fold = {}

@@ -12,24 +12,24 @@ The practitioner's path in a few calls (see the README section "PFD on your own 
   student.save("models/pfd"); student = pfd_jax.load_model("models/pfd")
   scores = student.score_groups(pfd_jax.load_serving("serve.txt", student.num_features))
 """
-from pfd_jax import config, data, distill, losses, metrics, models, rank_distill, serving, theory, train
+from pfd_jax import config, data, distill, gbdt, losses, metrics, models, rank_distill, serving, theory, train
 from pfd_jax.data import Dataset, Groups, load_letor, load_raw, load_serving, prepare
 from pfd_jax.distill import (METHODS, TEACHING, run_methods, teacher_targets, to_device, train_on_data,
                              train_student)
 from pfd_jax.config import DataConfig
-from pfd_jax.serving import Ranker, load_model, make_ranker, save_model
+from pfd_jax.serving import GBDTRanker, Ranker, load_model, make_ranker, save_model
 from pfd_jax.train import TrainConfig, TrainResult, evaluate, predict
 
 __version__ = "0.1.0"
 
 __all__ = [
     # modules
-    "config", "data", "distill", "losses", "metrics", "models", "rank_distill", "serving", "theory", "train",
+    "config", "data", "distill", "gbdt", "losses", "metrics", "models", "rank_distill", "serving", "theory", "train",
     # load and prepare data
     "DataConfig", "Dataset", "Groups", "load_letor", "load_raw", "load_serving", "prepare",
     # train and distil
     "METHODS", "TEACHING", "TrainConfig", "TrainResult", "evaluate", "predict", "run_methods",
     "teacher_targets", "to_device", "train_on_data", "train_student",
     # save, load and score
-    "Ranker", "load_model", "make_ranker", "save_model",
+    "GBDTRanker", "Ranker", "load_model", "make_ranker", "save_model",
 ]
