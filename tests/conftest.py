@@ -6,10 +6,14 @@ import pytest
 from experiments import common
 from pfd_jax.config import DataConfig
 from pfd_jax.data import shared_data_root
+from pfd_jax.gbdt import GBDTConfig
 from pfd_jax.train import TrainConfig
 
 # A tiny configuration, built through the same typed objects as the flags: every driver end to end in
 # seconds (structure, not numbers).
+# LightGBM settings small enough for tests (the defaults fit up to 500 trees per model).
+SMALL_GBDT = GBDTConfig(trees=20, leaves=7, min_leaf=5, early_stopping=10, oof_folds=3, threads=1)
+
 TINY = common.Config(
     data=DataConfig(dataset="synthetic", synthetic_queries=(80, 20, 60), synthetic_mean_docs=16.0, tau=4.0,
                     cache_dir="", max_buckets=2, min_docs=5),

@@ -8,7 +8,7 @@ from experiments import (alpha_robustness, common, fig3_alpha, fig4_sparsity, fi
 from pfd_jax import data as D
 from pfd_jax.data import logs
 
-from conftest import TINY, tiny, written
+from conftest import SMALL_GBDT, TINY, tiny, written
 
 
 def test_fig3_alpha_and_ratio(tmp_path):
@@ -65,7 +65,7 @@ def test_logs_simulator_cascade_and_seed():
 
 
 def test_table3_logs(tmp_path):
-  res = table3_logs.run(tiny(table3_logs.Options(sessions=(60, 10, 60), sim_seed=0)))
+  res = table3_logs.run(tiny(table3_logs.Options(sessions=(60, 10, 60), sim_seed=0, gbdt=SMALL_GBDT)))
   js = written(tmp_path, res, table3_logs.DRIVER)
   assert set(js["rows"]) == {k for k, _ in table3_logs.ROWS}
   assert "Multi-teacher" in (tmp_path / "out" / "table.md").read_text()

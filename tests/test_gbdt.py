@@ -3,13 +3,12 @@ import os
 import subprocess
 import sys
 
-import jax
 import numpy as np
 import pytest
 
 import pfd_jax
-from conftest import TINY
-from experiments import common, export_logs, table2
+from conftest import SMALL_GBDT as SMALL, TINY
+from experiments import common, export_logs, predict, table2
 from pfd_jax import data as D
 from pfd_jax import distill, gbdt, serving
 from pfd_jax import train as T
@@ -18,7 +17,6 @@ from pfd_jax.data import logs
 
 lgb = pytest.importorskip("lightgbm")
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SMALL = gbdt.GBDTConfig(trees=20, leaves=7, min_leaf=5, early_stopping=10, oof_folds=3, threads=1)
 
 
 def _groups(rng, sizes, positive=True, dim=5):
@@ -168,12 +166,10 @@ def _run(module, *args):
 def test_driver_rows_saved_gbdt_models_reload_bit_for_bit_and_predict(folder, tmp_path):
   data = DataConfig(dataset="letor", data_dir=folder, privileged="21,22,23", min_docs=5, cache_dir="", max_buckets=2)
   cfg = TINY.replace(data=data, run=dict(save_models=True), output=dict(out_dir=str(tmp_path)),
-                     options=table2.Options(methods=("pfd", "lambdamart", "pfd_from_lambdamart", "gbdt_from_pfd"),
-                                            gbdt=SMALL))
+                     options=table2.Options(methods=gbdt.METHODS, gbdt=SMALL))
   res = table2.run(cfg)
   rows = res["losses"]["rankbce"]["folds"]["fold1"]["rows"]
-  assert set(gbdt.VIEWS) <= set(rows) and rows["lambdamart"]["curves"] == {}
-  assert "vs_pfd" in res["losses"]["rankbce"]["comparisons"]
+  assert set(rows) == set(gbdt.VIEWS) | {"no_distill", "pfd_teacher"} and rows["lambdamart"]["curves"] == {}
   md = table2.to_markdown(common.as_json(res))
   for name in ("LambdaMART teacher*", "PFD student (LambdaMART teacher)", "LambdaMART student, teacher grades"):
     assert f"| {name}" in md
@@ -200,9 +196,10 @@ def test_driver_rows_saved_gbdt_models_reload_bit_for_bit_and_predict(folder, tm
   vals = [float(ln.split("\t")[2]) for ln in open(out)]
   np.testing.assert_array_equal(np.float32(vals), pfd_jax.load_model(str(models / "lambdamart")).score_groups(raw))
   assert "NDCG over" in p.stdout
-  p = _run("experiments.predict", f"--model={models / 'lambdamart_teacher'}", f"--data={folder}/serve.txt",
-           f"--out={tmp_path / 'never.tsv'}")
-  assert p.returncode == 1 and "feature ids 21,22,23 that appear on no line" in p.stderr, p.stderr
+  never = predict.Options(model=str(models / "lambdamart_teacher"), data=f"{folder}/serve.txt",
+                          out=str(tmp_path / "never.tsv"))
+  with pytest.raises(D.DataError, match="feature ids 21,22,23 that appear on no line.*privileged"):
+    predict.run(common.Config(options=never))
   assert not (tmp_path / "never.tsv").exists()
 
   # a damaged model file is named
@@ -239,13 +236,13 @@ def test_benchmark_peer_lightgbm_and_the_time_to_reach_it(folder):
 
 
 def test_gbdt_teacher_teaches_through_every_teacher_transform(synthetic):
-  """The out-of-fold LambdaMART scores are teacher logits like an MLP's: every --teaching mode trains a student."""
+  """The out-of-fold LambdaMART scores are teacher logits like an MLP's: every teacher transform trains a student."""
   cfg, ds, dd, tc, keys = synthetic
   cache = {}
-  for mode, over in distill.TEACHING.items():
-    t = T.TrainConfig(**{**tc.__dict__, **over})
+  for mode in ("pointwise", "listwise", "topk"):  # sigmoid, SDR's affine, top-K ranks ('pairwise': sigmoid too)
+    t = T.TrainConfig(**{**tc.__dict__, **distill.TEACHING[mode]})
     rows = gbdt.run_methods(keys, t, SMALL, ds, dd, ["pfd_from_lambdamart"], max_buckets=cfg.data.max_buckets,
                             cache=cache)
     r = rows["pfd_from_lambdamart"]
     assert np.isfinite(np.asarray(r.loss)).all() and np.asarray(r.best["test"]).shape == (2, 3), mode
-  assert set(cache) == {"lambdamart_teacher", "oof"}  # fitted once for the four students
+  assert set(cache) == {"lambdamart_teacher", "oof"}  # fitted once for the three students

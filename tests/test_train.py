@@ -7,9 +7,10 @@ import pytest
 
 from experiments import common, table2
 from pfd_jax import distill
+from pfd_jax import gbdt
 from pfd_jax import train as T
 
-from conftest import TINY, tiny, written
+from conftest import SMALL_GBDT, TINY, tiny, written
 
 
 @pytest.fixture(scope="module")
@@ -57,13 +58,13 @@ def test_student_with_alpha_one_ignores_teacher(tiny_device):
 
 
 def test_table2_driver_end_to_end(tmp_path):
-  cfg = tiny(table2.Options(), run=dict(loss="both", seeds=3))
+  cfg = tiny(table2.Options(gbdt=SMALL_GBDT), run=dict(loss="both", seeds=3))
   res = table2.run(cfg)
   js = written(tmp_path, res, table2.DRIVER)
   assert sorted(os.listdir(tmp_path / "out")) == ["fig2_rankbce.png", "fig2_ranknet.png", "results.json", "table.md"]
   assert set(js["losses"]) == {"rankbce", "ranknet"}
   rows = js["losses"]["rankbce"]["folds"]["fold1"]["rows"]
-  assert set(rows) == {"no_distill", "self_distill", "gend_teacher", "gend", "pfd_teacher", "pfd"}
+  assert set(rows) == set(table2.ROW_ORDER)  # the paper's rows and, by default, the LightGBM rows
   best = np.array(rows["pfd"]["best"]["test"])
   assert best.shape == (3, 3) and np.all((best >= 0) & (best <= 1))
   assert np.array(rows["pfd"]["curves"]["test"]).shape == (3, 2, 3)
@@ -71,7 +72,9 @@ def test_table2_driver_end_to_end(tmp_path):
   assert js["env"]["jax"] and js["config"]["run"]["seeds"] == 3
   assert js["losses"]["ranknet"]["train_config"]["batch_size"] == 300  # the paper's, in force and recorded
   md = (tmp_path / "out" / "table.md").read_text()
-  assert "PFD student" in md and "GenD teacher*" in md
+  assert "PFD student" in md and "GenD teacher*" in md and "| LambdaMART |" in md and "vs LambdaMART" in md
+  cmp = js["losses"]["rankbce"]["comparisons"]
+  assert set(cmp["vs_pfd"]) == set(gbdt.VIEWS) and set(cmp["vs_lambdamart"]) == set(rows) - {"lambdamart"}
   # the configuration round-trips through results.json
   assert common.config_from_json(js["config"], table2.Options) == cfg
   again = table2.run(cfg)
