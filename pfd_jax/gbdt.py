@@ -69,9 +69,6 @@ class GBDTConfig:
     config.check(self)
 
 
-STUDENT_OBJECTIVES = ("xent", "grades")
-
-
 @dataclasses.dataclass
 class Result:
   """The GBDT rows' counterpart of :class:`pfd_jax.train.TrainResult`: one LightGBM model (text) per seed.
@@ -134,8 +131,9 @@ def selection_metric(cfg: TrainConfig, groups: data_lib.Groups, max_buckets: int
   """LightGBM ``feval``: NDCG@ks[0] of the predictions on `groups`, averaged over its lists with a positive
   (the MLP rows' best-epoch criterion; the empty-list rule only scales it)."""
   fn = _ndcg_fn((int(cfg.ks[0]),))
+  lists = train_eval.eval_buckets(dataclasses.replace(groups, x=np.zeros((groups.num_docs, 0))), max_buckets)
   parts = [(jnp.asarray(np.where(b.mask, _bucket_rows(b, groups.offsets), 0)), jnp.asarray(b.y), jnp.asarray(b.mask))
-           for b in train_eval.eval_buckets(dataclasses.replace(groups, x=np.zeros((groups.num_docs, 0))), max_buckets)]
+           for b in lists]
   count = max(sum(int(p[0].shape[0]) for p in parts), 1)
 
   def feval(preds, _):

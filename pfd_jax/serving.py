@@ -231,7 +231,8 @@ def check_recipe(recipe: dict, where: str = RECIPE_FILE) -> None:
     raise ModelError(f"{where}: model kind {kind!r} is not one this version scores ({', '.join(_MODEL)})")
   _check_keys(recipe["model"], _MODEL[kind], where, "model.")
   if kind == "lightgbm" and len(recipe["model"]["files"]) != recipe["num_seeds"]:
-    raise ModelError(f"{where}: model.files lists {len(recipe['model']['files'])} files for {recipe['num_seeds']} seeds")
+    raise ModelError(f"{where}: model.files lists {len(recipe['model']['files'])} files for {recipe['num_seeds']} "
+                     "seeds")
   ids = recipe["regular_ids"] + recipe["privileged_ids"]
   if not all(isinstance(i, int) and not isinstance(i, bool) and 1 <= i <= recipe["num_features"] for i in ids):
     raise ModelError(f"{where}: feature ids must be integers in 1..num_features={recipe['num_features']}")
