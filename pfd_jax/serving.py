@@ -262,8 +262,9 @@ def _check_params(params, recipe: dict, where: str) -> None:
          } if isinstance(layers, dict) and all(isinstance(v, dict) for v in layers.values()) else None
   if got != expected:
     def show(d):
-      return "; ".join(f"{n} {', '.join(f'{k} {list(v)}' for k, v in sorted(l.items()))}"
-                       for n, l in sorted(d.items())) if d else "no Dense layers"
+      by_name = lambda items: sorted(items, key=lambda kv: str(kv[0]))  # damaged files may hold non-str keys
+      return "; ".join(f"{n} {', '.join(f'{k} {list(v)}' for k, v in by_name(l.items()))}"
+                       for n, l in by_name(d.items())) if d else "no Dense layers"
     raise ModelError(f"{where}: parameters do not match model.json ({m['layers']} layers of width "
                      f"{m['hidden']}, {width} inputs, {seeds} seeds): expected {show(expected)}; found "
                      f"{show(got) if got is not None else 'another structure'}")

@@ -310,6 +310,17 @@ def test_fuzz_load_model_on_corrupted_bytes(model_dir, tmp_path_factory, data):
   assert np.isfinite(np.asarray(ranker.score(feats))).all()
 
 
+def test_load_model_names_a_layer_key_that_is_not_text(model_dir):
+  """Found by the fuzz above: corrupted msgpack bytes can turn a layer name into an integer key; the check must
+  still end in the one-line ModelError (it once failed sorting mixed int and str keys for the message)."""
+  import flax.serialization
+  params = flax.serialization.msgpack_restore(open(os.path.join(model_dir, "params.msgpack"), "rb").read())
+  params["params"][49] = params["params"].pop("Dense_1")
+  recipe = json.load(open(os.path.join(model_dir, "model.json")))
+  with pytest.raises(serving.ModelError, match="p.msgpack: parameters do not match model.json.*found 49 bias"):
+    serving._check_params(params, recipe, "p.msgpack")
+
+
 # ------------------------------------------------------------------------------------------------ predict
 
 @pytest.fixture(scope="module")
