@@ -723,6 +723,18 @@ class PFDFold(NamedTuple):
   teacher: T.TrainResult
   rows: Rows
 
+  def lambdamart(self) -> Optional[gbdt.Result]:
+    """The practitioner's incumbent as a reference row of this fold: LightGBM LambdaMART on the regular
+    features (:mod:`pfd_jax.gbdt`, its default settings), saved and resumed like the other rows; None in a
+    multi-process run (LightGBM needs the whole training split in one process)."""
+    if distributed.comm().count > 1:
+      return None
+    cfg = self.rows.cfg
+    return self.rows("lambdamart", "x", self.tc, lambda: gbdt.train(
+        gbdt.GBDTConfig(), self.tc, self.ds, "x", int(np.shape(self.keys)[0]), seed=cfg.run.seed,
+        query_index=gbdt.loss_groups(self.tc, self.ds["train"]), eval_splits=tuple(self.dd.eval_sets),
+        max_buckets=cfg.data.max_buckets))
+
 
 def pfd_folds(cfg: Config):
   """Yields a :class:`PFDFold` per fold of `cfg`: the no-distillation baseline (view x) and the PFD teacher

@@ -29,22 +29,24 @@ class Options:
 LABELS = {"no_distill": "No-distillation", "pfd_teacher": "PFD teacher* (x + z)",
           "pointwise": "PFD, pointwise (RankBCE on sigmoid t)", "pairwise": "PFD, pairwise (RankNet on sigmoid t)",
           "listwise": "PFD, listwise (SDR softmax on max(a t + b, 0))",
-          "topk": "PFD, top-K (Ranking Distillation)"}
+          "topk": "PFD, top-K (Ranking Distillation)", "lambdamart": "LambdaMART (regular features; LightGBM)"}
 
 
 def run(cfg: common.Config) -> dict:
   t0 = time.time()
-  rows = {k: [] for k in ["no_distill", "pfd_teacher"] + list(cfg.options.teachings)}
+  rows = {k: [] for k in ["no_distill", "pfd_teacher"] + list(cfg.options.teachings) + ["lambdamart"]}
   for f in common.pfd_folds(cfg):
     rows["no_distill"].append(f.baseline.best["test"])
     rows["pfd_teacher"].append(f.teacher.best["test"])
+    if (lm := f.lambdamart()) is not None:
+      rows["lambdamart"].append(lm.best["test"])
     logits = distill.teacher_targets(f.tc, [(f.teacher, "xz")], f.dd)
     for name in cfg.options.teachings:
       tc = cfg.train_config(**distill.TEACHING[name])
       st = f.rows(f"pfd_{name}", "x", tc, lambda: distill.train_student(f.keys, tc, f.dd, logits,
                                                                         f.log(f"pfd {name}")))
       rows[name].append(st.best["test"])
-  rows = {k: np.concatenate(v) for k, v in rows.items()}
+  rows = {k: np.concatenate(v) for k, v in rows.items() if v}
   return {"config": cfg, "env": common.environment(), "rows": rows, "comparisons": common.compare(rows, "no_distill"),
           "seconds": time.time() - t0}
 
@@ -70,7 +72,7 @@ def plot(res: dict, path: str) -> None:
 
 
 DRIVER = common.Driver("pfd_teacher_loss", run, to_markdown, plot, "pfd_teacher_loss.png", options=Options,
-                       rows=lambda cfg: len(common.folds_of(cfg.data)) * (2 + len(cfg.options.teachings)))
+                       rows=lambda cfg: len(common.folds_of(cfg.data)) * (3 + len(cfg.options.teachings)))
 
 if __name__ == "__main__":
   common.main(DRIVER)

@@ -15,7 +15,7 @@ from experiments import common
 from pfd_jax import distill
 
 ROWS = {"no_distill": "No-distillation", "pfd_positive": "PFD, data loss on positive query groups",
-        "pfd_all": "PFD, data loss on all query groups"}
+        "pfd_all": "PFD, data loss on all query groups", "lambdamart": "LambdaMART (regular features; LightGBM)"}
 
 
 def run(cfg: common.Config) -> dict:
@@ -23,13 +23,15 @@ def run(cfg: common.Config) -> dict:
   rows = {k: [] for k in ROWS}
   for f in common.pfd_folds(cfg):
     rows["no_distill"].append(f.baseline.best["test"])
+    if (lm := f.lambdamart()) is not None:
+      rows["lambdamart"].append(lm.best["test"])
     targets = distill.teacher_targets(f.tc, [(f.teacher, "xz")], f.dd)
     for groups in ("positive", "all"):
       tcg = cfg.train_config(data_groups=groups)
       st = f.rows(f"pfd_{groups}", "x", tcg, lambda: distill.train_student(f.keys, tcg, f.dd, targets,
                                                                           f.log(f"pfd_{groups}")))
       rows[f"pfd_{groups}"].append(st.best["test"])
-  rows = {k: np.concatenate(v) for k, v in rows.items()}
+  rows = {k: np.concatenate(v) for k, v in rows.items() if v}
   return {"config": cfg, "env": common.environment(), "rows": rows, "comparisons": common.compare(rows, "no_distill"),
           "all_vs_positive": common.compare(rows, "pfd_positive")["pfd_all"], "seconds": time.time() - t0}
 
@@ -47,7 +49,7 @@ def plot(res: dict, path: str) -> None:
 
 
 DRIVER = common.Driver("table5_positive_groups", run, to_markdown, plot, "table5.png",
-                       rows=lambda cfg: 4 * len(common.folds_of(cfg.data)))
+                       rows=lambda cfg: 5 * len(common.folds_of(cfg.data)))
 
 if __name__ == "__main__":
   common.main(DRIVER)

@@ -306,6 +306,12 @@ def teacher_scores_oof(gc: GBDTConfig, cfg: TrainConfig, ds: data_lib.Dataset, v
   return np.stack(out)
 
 
+def loss_groups(cfg: TrainConfig, train: data_lib.Groups) -> Optional[np.ndarray]:
+  """The training groups of the data loss (cfg.data_groups: the positive ones, or None = all): what a
+  LambdaMART row is fitted on, as the MLP rows' data term."""
+  return np.flatnonzero(data_lib.positive_groups(train)) if cfg.data_groups == "positive" else None
+
+
 def run_methods(keys, cfg: TrainConfig, gc: GBDTConfig, ds: data_lib.Dataset, dd, methods: Sequence[str],
                 mlp_rows: Optional[dict] = None, fit: Optional[Callable] = None, log_fn: Optional[Callable] = None,
                 seed: int = 0, max_buckets: int = 8, cache: Optional[dict] = None) -> dict:
@@ -325,7 +331,7 @@ def run_methods(keys, cfg: TrainConfig, gc: GBDTConfig, ds: data_lib.Dataset, dd
   once = lambda key, make: cache[key] if key in cache else cache.setdefault(key, make())
   num_seeds = int(np.shape(keys)[0])
   tr = ds["train"]
-  data_groups = np.flatnonzero(data_lib.positive_groups(tr)) if cfg.data_groups == "positive" else None
+  data_groups = loss_groups(cfg, tr)
   splits = tuple(dd.eval_sets)
   kw = dict(num_seeds=num_seeds, seed=seed, eval_splits=splits, max_buckets=max_buckets)
   rows = {}

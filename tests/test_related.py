@@ -200,5 +200,6 @@ def test_pfd_teacher_loss_driver(tmp_path):
   res = pfd_teacher_loss.run(tiny(pfd_teacher_loss.Options(teachings=("listwise", "topk")),
                                   train=dict(topk=TopK(k=5))))
   js = written(tmp_path, res, pfd_teacher_loss.DRIVER)
-  assert list(js["rows"]) == ["no_distill", "pfd_teacher", "listwise", "topk"]
+  assert list(js["rows"]) == ["no_distill", "pfd_teacher", "listwise", "topk", "lambdamart"]
+  assert "| LambdaMART (regular features; LightGBM) [" in (tmp_path / "out" / "table.md").read_text()
   assert np.asarray(js["rows"]["topk"]).shape == (2, 3)
