@@ -1,0 +1,79 @@
+"""A saved MLP ranker as a graph any serving stack can run (work in progress for issue 26: StableHLO).
+
+The exported function takes one query's raw documents ``f32[n, D]`` (columns: the file's feature ids in
+the order of ``feature_ids`` in ``serving.json``; n dynamic) and returns ``f32[n]`` logits, the recipe's
+transforms applied inside the graph (query-level min-max over the query's documents, then log1p), so a
+service sends the features it has and ranks by the output.
+
+* StableHLO: :func:`jax.export.export` with a symbolic document count, serialised; a service deserialises it
+  with :func:`jax.export.deserialize` (JAX only, no pfd_jax) or compiles it with any StableHLO consumer.
+
+A LightGBM row is refused: its model file (``lightgbm_seed<s>.txt``) is already what a non-Python service
+loads through LightGBM's C API.
+"""
+from __future__ import annotations
+
+import json
+import os
+from typing import Optional
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from pfd_jax import files
+from pfd_jax import serving
+from pfd_jax.models import MLP
+
+STABLEHLO_FILE = "model.stablehlo"
+SPEC_FILE = "serving.json"
+
+
+def serving_function(ranker: serving.Ranker, seed: Optional[int] = None, ensemble: bool = False):
+  """``fn(x f32[n, D]) -> f32[n]``: raw columns in input-id order -> the recipe's transforms -> logits of one
+  seed (default: the recorded best) or, with `ensemble`, the mean logit of every saved seed."""
+  if isinstance(ranker, serving.GBDTRanker):
+    raise serving.ModelError("a LightGBM model is served by its own model files (lightgbm_seed<s>.txt, "
+                             "LightGBM's C API); export applies to MLP rankers")
+  m, t = ranker.recipe["model"], ranker.recipe["transforms"]
+  model = MLP(hidden=m["hidden"], layers=m["layers"])
+  if ensemble:
+    params = ranker.params
+    score = lambda x: jnp.mean(jax.vmap(model.apply, in_axes=(0, None))(params, x), axis=0)
+  else:
+    s = ranker._seed(seed)
+    params = jax.tree_util.tree_map(lambda a: a[s], ranker.params)
+    score = lambda x: model.apply(params, x)
+
+  def fn(x):
+    if t["query_norm"]:  # LETOR's QueryLevelNorm over this query's documents (constant column -> 0)
+      lo, hi = jnp.min(x, axis=0), jnp.max(x, axis=0)
+      span = hi - lo
+      x = jnp.where(span > 0, (x - lo) / jnp.where(span > 0, span, 1.0), 0.0)
+    if t["log1p"]:
+      x = jnp.sign(x) * jnp.log1p(jnp.abs(x))
+    return score(x)
+  return fn
+
+
+def export_stablehlo(ranker: serving.Ranker, out_dir: str, seed: Optional[int] = None,
+                     ensemble: bool = False) -> dict:
+  """Writes ``model.stablehlo`` (serialised :class:`jax.export.Exported`, n symbolic) and ``serving.json``
+  to `out_dir`; returns the spec."""
+  fn = serving_function(ranker, seed, ensemble)
+  n = jax.export.symbolic_shape("n")[0]
+  width = len(ranker.input_ids)
+  exported = jax.export.export(jax.jit(fn))(jax.ShapeDtypeStruct((n, width), jnp.float32))
+  spec = dict(format="pfd_jax.export/1", artifact=STABLEHLO_FILE, input="f32[n, D]: one query's documents",
+              output="f32[n]: logits (sigmoid = the paper's score; rank by either)",
+              feature_ids=ranker.input_ids, seed=None if ensemble else ranker._seed(seed), ensemble=ensemble,
+              transforms=ranker.recipe["transforms"], model=ranker.recipe["model"])
+  os.makedirs(out_dir, exist_ok=True)
+  files.write_atomic(os.path.join(out_dir, STABLEHLO_FILE), bytes(exported.serialize()))
+  files.write_atomic(os.path.join(out_dir, SPEC_FILE), json.dumps(spec, indent=1))
+  return spec
+
+
+def raw_columns(groups, feature_ids) -> np.ndarray:
+  """f32[N, D] the columns a served graph takes, from raw flat groups (1-based ids as in the files)."""
+  return np.ascontiguousarray(groups.x[:, np.asarray(feature_ids, np.int64) - 1], np.float32)

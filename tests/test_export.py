@@ -1,0 +1,59 @@
+"""Issue 26 (work in progress): a saved MLP student exported as StableHLO scores like Ranker.score_groups."""
+import os
+
+import jax
+import numpy as np
+import pytest
+
+import pfd_jax
+from experiments import common, export_logs
+from pfd_jax import data as D
+from pfd_jax import distill, export, serving
+from pfd_jax import train as T
+from pfd_jax.config import DataConfig
+from pfd_jax.data import logs
+
+
+@pytest.fixture(scope="module")
+def student(tmp_path_factory):
+  out = tmp_path_factory.mktemp("logs_export")
+  export_logs.write_folder(str(out), logs.simulate(sessions=(60, 20, 40), min_items=10, max_items=20, seed=3))
+  data = DataConfig(dataset="letor", data_dir=str(out), privileged="21,22,23", min_docs=5, cache_dir="",
+                    max_buckets=2, query_norm=True)
+  ds = common.load_dataset(data)
+  dd = distill.to_device(ds, 2, ("test",))
+  cfg = T.TrainConfig(epochs=2, batch_size=16, hidden=16, layers=3)
+  rows = distill.run_methods(jax.random.split(jax.random.PRNGKey(0), 3), cfg, dd, ["pfd"])
+  ranker = pfd_jax.make_ranker(rows["pfd"], cfg, "x", ds.config)
+  ranker.save(str(out / "model"))
+  return pfd_jax.load_model(str(out / "model")), D.load_serving(os.path.join(out, "serve.txt"), 23)
+
+
+@pytest.mark.parametrize("n", [1, 7, 300])
+def test_stablehlo_scores_like_the_ranker(student, tmp_path, n):
+  ranker, raw = student
+  spec = export.export_stablehlo(ranker, str(tmp_path))
+  blob = open(tmp_path / export.STABLEHLO_FILE, "rb").read()
+  graph = jax.export.deserialize(bytearray(blob))
+  # one query of n documents: the serving file's documents, query ids replaced by a single query
+  rng = np.random.default_rng(n)
+  rows = rng.choice(raw.num_docs, size=n, replace=n > raw.num_docs)
+  one = D.Groups(x=raw.x[rows], rel=None, qid=np.array([1]), offsets=np.array([0, n]))
+  want = ranker.score_groups(one)
+  got = np.asarray(graph.call(export.raw_columns(one, spec["feature_ids"])))
+  assert got.shape == (n,)
+  np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_ensemble_is_the_mean_of_the_seeds(student, tmp_path):
+  ranker, raw = student
+  one = D.Groups(x=raw.x[:12], rel=None, qid=np.array([1]), offsets=np.array([0, 12]))
+  cols = export.raw_columns(one, ranker.input_ids)
+  mean = np.mean([ranker.score_groups(one, seed=s) for s in range(ranker.num_seeds)], axis=0)
+  np.testing.assert_allclose(np.asarray(export.serving_function(ranker, ensemble=True)(cols)), mean, atol=1e-5)
+
+
+def test_a_lightgbm_model_is_refused_with_one_line():
+  fake = serving.GBDTRanker(params=("",), recipe={})
+  with pytest.raises(serving.ModelError, match="LightGBM model is served by its own model files"):
+    export.serving_function(fake)
