@@ -7,6 +7,8 @@ service sends the features it has and ranks by the output.
 
 * StableHLO: :func:`jax.export.export` with a symbolic document count, serialised; a service deserialises it
   with :func:`jax.export.deserialize` (JAX only, no pfd_jax) or compiles it with any StableHLO consumer.
+* ONNX: the same function converted by jax2onnx (a maintained JAX -> ONNX converter), input ``x`` of shape
+  ``["n", D]``; scored by ONNX Runtime (C, C++, C#, Java, Python, JavaScript) with no JAX at all.
 
 A LightGBM row is refused: its model file (``lightgbm_seed<s>.txt``) is already what a non-Python service
 loads through LightGBM's C API.
@@ -26,6 +28,7 @@ from pfd_jax import serving
 from pfd_jax.models import MLP
 
 STABLEHLO_FILE = "model.stablehlo"
+ONNX_FILE = "model.onnx"
 SPEC_FILE = "serving.json"
 
 
@@ -56,20 +59,29 @@ def serving_function(ranker: serving.Ranker, seed: Optional[int] = None, ensembl
   return fn
 
 
-def export_stablehlo(ranker: serving.Ranker, out_dir: str, seed: Optional[int] = None,
-                     ensemble: bool = False) -> dict:
-  """Writes ``model.stablehlo`` (serialised :class:`jax.export.Exported`, n symbolic) and ``serving.json``
-  to `out_dir`; returns the spec."""
+def export(ranker: serving.Ranker, out_dir: str, fmt: str = "onnx", seed: Optional[int] = None,
+           ensemble: bool = False) -> dict:
+  """Writes the ranker's serving graph to `out_dir` as ``model.onnx`` (fmt='onnx') or ``model.stablehlo``
+  (fmt='stablehlo'), and ``serving.json`` beside it (the feature ids in input-column order, the seed, the
+  recipe); returns that spec. The graph's input is one query's raw documents f32[n, D], n dynamic."""
   fn = serving_function(ranker, seed, ensemble)
-  n = jax.export.symbolic_shape("n")[0]
   width = len(ranker.input_ids)
-  exported = jax.export.export(jax.jit(fn))(jax.ShapeDtypeStruct((n, width), jnp.float32))
-  spec = dict(format="pfd_jax.export/1", artifact=STABLEHLO_FILE, input="f32[n, D]: one query's documents",
-              output="f32[n]: logits (sigmoid = the paper's score; rank by either)",
+  if fmt == "stablehlo":
+    n = jax.export.symbolic_shape("n")[0]
+    blob = bytes(jax.export.export(jax.jit(fn))(jax.ShapeDtypeStruct((n, width), jnp.float32)).serialize())
+    artifact = STABLEHLO_FILE
+  elif fmt == "onnx":
+    from jax2onnx import to_onnx
+    blob = to_onnx(fn, [("n", width)], model_name="pfd_jax_ranker", return_mode="proto").SerializeToString()
+    artifact = ONNX_FILE
+  else:
+    raise ValueError(f"format {fmt!r}: onnx or stablehlo")
+  spec = dict(format="pfd_jax.export/1", artifact=artifact, input="f32[n, D]: one query's documents, columns = "
+              "feature_ids in this order", output="f32[n]: logits (sigmoid = the paper's score; rank by either)",
               feature_ids=ranker.input_ids, seed=None if ensemble else ranker._seed(seed), ensemble=ensemble,
               transforms=ranker.recipe["transforms"], model=ranker.recipe["model"])
   os.makedirs(out_dir, exist_ok=True)
-  files.write_atomic(os.path.join(out_dir, STABLEHLO_FILE), bytes(exported.serialize()))
+  files.write_atomic(os.path.join(out_dir, artifact), blob)
   files.write_atomic(os.path.join(out_dir, SPEC_FILE), json.dumps(spec, indent=1))
   return spec
 

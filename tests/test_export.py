@@ -29,20 +29,28 @@ def student(tmp_path_factory):
   return pfd_jax.load_model(str(out / "model")), D.load_serving(os.path.join(out, "serve.txt"), 23)
 
 
-@pytest.mark.parametrize("n", [1, 7, 300])
-def test_stablehlo_scores_like_the_ranker(student, tmp_path, n):
+def _query(raw, n):
+  """One query of n documents drawn from the serving file's documents."""
+  rows = np.random.default_rng(n).choice(raw.num_docs, size=n, replace=n > raw.num_docs)
+  return D.Groups(x=raw.x[rows], rel=None, qid=np.array([1]), offsets=np.array([0, n]))
+
+
+@pytest.mark.parametrize("fmt", ["stablehlo", "onnx"])
+def test_exported_graph_scores_like_the_ranker(student, tmp_path, fmt):
   ranker, raw = student
-  spec = export.export_stablehlo(ranker, str(tmp_path))
-  blob = open(tmp_path / export.STABLEHLO_FILE, "rb").read()
-  graph = jax.export.deserialize(bytearray(blob))
-  # one query of n documents: the serving file's documents, query ids replaced by a single query
-  rng = np.random.default_rng(n)
-  rows = rng.choice(raw.num_docs, size=n, replace=n > raw.num_docs)
-  one = D.Groups(x=raw.x[rows], rel=None, qid=np.array([1]), offsets=np.array([0, n]))
-  want = ranker.score_groups(one)
-  got = np.asarray(graph.call(export.raw_columns(one, spec["feature_ids"])))
-  assert got.shape == (n,)
-  np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+  spec = export.export(ranker, str(tmp_path), fmt)
+  blob = open(tmp_path / spec["artifact"], "rb").read()
+  if fmt == "stablehlo":
+    call = jax.export.deserialize(bytearray(blob)).call
+  else:
+    ort = pytest.importorskip("onnxruntime")
+    sess = ort.InferenceSession(blob)
+    call = lambda x: sess.run(None, {sess.get_inputs()[0].name: x})[0]
+  for n in (1, 7, 300):  # n is dynamic: one artifact for every query size
+    one = _query(raw, n)
+    got = np.asarray(call(export.raw_columns(one, spec["feature_ids"])))
+    assert got.shape == (n,)
+    np.testing.assert_allclose(got, ranker.score_groups(one), rtol=1e-5, atol=1e-5)
 
 
 def test_ensemble_is_the_mean_of_the_seeds(student, tmp_path):
