@@ -1,12 +1,15 @@
 """Issue 26 (work in progress): a saved MLP student exported as StableHLO scores like Ranker.score_groups."""
 import os
+import subprocess
+import sys
 
 import jax
 import numpy as np
 import pytest
 
 import pfd_jax
-from experiments import common, export_logs
+from experiments import common, export_logs, predict
+from experiments import export as export_driver
 from pfd_jax import data as D
 from pfd_jax import distill, export, serving
 from pfd_jax import train as T
@@ -26,7 +29,7 @@ def student(tmp_path_factory):
   rows = distill.run_methods(jax.random.split(jax.random.PRNGKey(0), 3), cfg, dd, ["pfd"])
   ranker = pfd_jax.make_ranker(rows["pfd"], cfg, "x", ds.config)
   ranker.save(str(out / "model"))
-  return pfd_jax.load_model(str(out / "model")), D.load_serving(os.path.join(out, "serve.txt"), 23)
+  return pfd_jax.load_model(str(out / "model")), D.load_serving(os.path.join(out, "serve.txt"), 23), str(out)
 
 
 def _query(raw, n):
@@ -37,7 +40,7 @@ def _query(raw, n):
 
 @pytest.mark.parametrize("fmt", ["stablehlo", "onnx"])
 def test_exported_graph_scores_like_the_ranker(student, tmp_path, fmt):
-  ranker, raw = student
+  ranker, raw, _ = student
   spec = export.export(ranker, str(tmp_path), fmt)
   blob = open(tmp_path / spec["artifact"], "rb").read()
   if fmt == "stablehlo":
@@ -54,7 +57,7 @@ def test_exported_graph_scores_like_the_ranker(student, tmp_path, fmt):
 
 
 def test_ensemble_is_the_mean_of_the_seeds(student, tmp_path):
-  ranker, raw = student
+  ranker, raw, _ = student
   one = D.Groups(x=raw.x[:12], rel=None, qid=np.array([1]), offsets=np.array([0, 12]))
   cols = export.raw_columns(one, ranker.input_ids)
   mean = np.mean([ranker.score_groups(one, seed=s) for s in range(ranker.num_seeds)], axis=0)
@@ -65,3 +68,25 @@ def test_a_lightgbm_model_is_refused_with_one_line():
   fake = serving.GBDTRanker(params=("",), recipe={})
   with pytest.raises(serving.ModelError, match="LightGBM model is served by its own model files"):
     export.serving_function(fake)
+
+
+def test_export_driver_and_the_serving_example_without_jax(student, tmp_path):
+  """experiments.export writes the ONNX graph; examples/serve_onnx.py scores serve.txt with ONNX Runtime in a
+  process that never imports JAX, giving experiments.predict's scores (1e-5) line for line."""
+  ranker, raw, folder = student
+  served, model = str(tmp_path / "served"), os.path.join(folder, "model")
+  res = export_driver.run(common.Config(options=export_driver.Options(model=model, out=served)))
+  assert res["spec"]["feature_ids"] == list(range(1, 21)) and res["spec"]["seed"] == ranker.best_seed
+  data = os.path.join(folder, "serve.txt")
+  ours, theirs = str(tmp_path / "predict.tsv"), str(tmp_path / "onnx.tsv")
+  predict.run(common.Config(options=predict.Options(model=model, data=data, out=ours)))
+  code = ("import runpy, sys; sys.argv = ['serve_onnx.py', %r, %r, %r]; "
+          "runpy.run_path('examples/serve_onnx.py', run_name='__main__'); "
+          "assert 'jax' not in sys.modules, 'the example imported jax'" % (served, data, theirs))
+  root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+  p = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, timeout=120)
+  assert p.returncode == 0, p.stderr[-800:]
+  a = [ln.split("\t") for ln in open(ours).read().splitlines()]
+  b = [ln.split("\t") for ln in open(theirs).read().splitlines()]
+  assert [r[:2] for r in a] == [r[:2] for r in b] and len(a) == raw.num_docs
+  np.testing.assert_allclose([float(r[2]) for r in b], [float(r[2]) for r in a], rtol=1e-5, atol=1e-5)
