@@ -47,8 +47,10 @@ from pfd_jax.config import option
 
 @dataclasses.dataclass(frozen=True)
 class Options:
-  case: str = option("throughput", "What to measure (peers: only the peers table).",
-                     choices=("throughput", "memory", "streamed", "peers"))
+  case: str = option("throughput", "What to measure (peers: only the peers table; export: latency of an exported "
+                     "student).", choices=("throughput", "memory", "streamed", "peers", "export"))
+  export_sizes: Tuple[int, ...] = option((10, 100, 1000), "Export case: documents per query.", lo=1)
+  export_calls: int = option(2000, "Export case: timed calls per size and runtime.", lo=10)
   stream_scales: Tuple[float, ...] = option((1.0, 4.0), "Streamed case: training split sizes, in Web30k folds "
                                             "(18,919 lists, ~2.35 M documents each).", lo=0, lo_open=True)
   stream_dir: str = option("cache/streamed", "Streamed case: where the shards are written (reused when complete).")
@@ -299,6 +301,50 @@ def peers_only(o: Options) -> tuple:
   return dict(env=common.environment(), peers=res), md
 
 
+def export_latency(o: Options) -> tuple:
+  """The paper's MLP (96 regular features, log1p recipe) exported to ONNX, scored by ONNX Runtime on one thread,
+  one query of n documents per call, against JAX's jitted scoring of the same function on this process's
+  devices: p50 / p99 microseconds per query (the first 20 calls of each are warm-up, not timed)."""
+  import tempfile
+  import onnxruntime as ort
+  from pfd_jax import export, serving
+  from pfd_jax.models import MLP
+  d = 96
+  params = jax.vmap(lambda k: MLP().init(k, jnp.zeros((1, d))))(jax.random.split(jax.random.PRNGKey(0), 1))
+  recipe = dict(model=dict(kind="mlp", hidden=100, layers=5), transforms=dict(query_norm=False, log1p=True),
+                input_ids=list(range(1, d + 1)), num_seeds=1, best_seed=0)
+  ranker = serving.Ranker(params=params, recipe=recipe)
+  with tempfile.TemporaryDirectory() as tmp:
+    spec = export.export(ranker, tmp, "onnx")
+    size = os.path.getsize(os.path.join(tmp, spec["artifact"]))
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = so.inter_op_num_threads = 1
+    sess = ort.InferenceSession(os.path.join(tmp, spec["artifact"]), so)
+  name = sess.get_inputs()[0].name
+  jitted = jax.jit(export.serving_function(ranker))
+  rng = np.random.default_rng(0)
+  res, rows = dict(env=common.environment(), onnx_bytes=size, calls=o.export_calls, sizes={}), []
+  for n in o.export_sizes:
+    x = np.abs(rng.normal(size=(n, d))).astype(np.float32)
+    runs = {"onnxruntime": lambda: sess.run(None, {name: x}), "jax.jit": lambda: jitted(x).block_until_ready()}
+    out = res["sizes"][n] = {}
+    for label, fn in runs.items():
+      for _ in range(20):
+        fn()
+      t = np.empty(o.export_calls)
+      for i in range(o.export_calls):
+        t0 = time.perf_counter()
+        fn()
+        t[i] = time.perf_counter() - t0
+      out[label] = dict(p50_us=float(np.percentile(t, 50) * 1e6), p99_us=float(np.percentile(t, 99) * 1e6))
+      rows.append([n, label, f"{out[label]['p50_us']:.0f}", f"{out[label]['p99_us']:.0f}"])
+  md = (f"Exported student (ONNX, {size:,} bytes; the paper's MLP on 96 features, log1p in the graph): one query per "
+        f"call, {o.export_calls} timed calls per size; ONNX Runtime {ort.__version__} on 1 thread, JAX's jitted "
+        f"function on {jax.default_backend()}.\n\n" +
+        common.markdown_table(["documents", "runtime", "p50 us", "p99 us"], rows))
+  return res, md
+
+
 def memory(o: Options) -> tuple:
   """RankNet on [batch, L] lists: two steps (one compiles), peak RSS of this process."""
   rng = np.random.default_rng(0)
@@ -399,7 +445,8 @@ def streamed(o: Options) -> tuple:
 
 def run(cfg: common.Config) -> dict:
   o = cfg.options
-  res, md = {"throughput": throughput, "memory": memory, "streamed": streamed, "peers": peers_only}[o.case](o)
+  res, md = {"throughput": throughput, "memory": memory, "streamed": streamed, "peers": peers_only,
+              "export": export_latency}[o.case](o)
   return dict(res, config=cfg, markdown=md)
 
 
