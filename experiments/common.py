@@ -81,6 +81,9 @@ class OutputConfig:
                                   "its own run folder <out_dir>/<dataset>[-<data folder>]/<hash>/, with a "
                                   "'latest' link beside it.")
   run_dir: Optional[str] = option(None, "The run folder (set by the driver's main).", flag=False)
+  tensorboard: bool = option(True, "Write every row's per-epoch loss and NDCG of every seed as TensorBoard event "
+                             "files under <run folder>/tensorboard (flushed each epoch; tensorboard --logdir "
+                             "results).")
   compile_cache: str = option(os.path.join("cache", "jax"), "JAX's persistent compilation cache folder, so that "
                               "a second run of a driver skips compiling ('' = off).")
   coordinator: str = option("", "Multi-process run: host:port of process 0 (or 'auto': the cluster's "
@@ -337,6 +340,8 @@ def main(driver: Driver) -> None:
       logging.info("run folder %s", run_dir)
       cfg = cfg.replace(output=dict(run_dir=run_dir))
       PROGRESS.start(driver.rows(cfg) if driver.rows else None)
+      if cfg.output.tensorboard and lead:
+        TENSORBOARD.open(os.path.join(run_dir, "tensorboard"), as_json({"c": cfg})["c"])
       res = driver.run(cfg)
       guards.checkpoint(distributed.comm())
       res["provenance"] = prov
@@ -367,6 +372,7 @@ def main(driver: Driver) -> None:
             f"stopped ({first}); {_saved_in(cfg)}", file=sys.stderr, flush=True)
       os._exit(1)
     finally:
+      TENSORBOARD.close()
       if lock is not None:
         lock.release()
 
@@ -436,14 +442,50 @@ def describe_data(d: DataConfig) -> str:
 
 
 def progress(prefix: str, epochs: int):
-  """A log_fn factory: one absl log line per epoch of every row, with the run's progress and its ETA."""
+  """A log_fn factory: one absl log line per epoch of every row, with the run's progress and its ETA, and the
+  row's per-seed scalars to TensorBoard when the run writes them (:data:`TENSORBOARD`)."""
   def make(row):
     def log(epoch, loss, ndcg, seconds):
       logging.info("%s %-13s %s epoch %3d/%d  loss %10.3f  select NDCG %.4f  %s", prefix, row, PROGRESS.of(),
                    epoch + 1, epochs, loss, ndcg, PROGRESS.eta((epoch + 1) / epochs))
       guards.checkpoint(distributed.comm())  # a safe point: the epoch's state is consistent
+    if TENSORBOARD.writer is not None:
+      tag = "/".join(filter(None, [prefix.strip("[]").replace(" ", "/"), row.replace(" ", "_")]))
+      log.per_model = lambda epoch, loss, metrics, ks: TENSORBOARD.epoch(tag, epoch, loss, metrics, ks)
     return log
   return make
+
+
+class TensorBoard:
+  """The run's TensorBoard event files (tensorboardX): <run folder>/tensorboard, one scalar per row, model
+  (seed, or variant x seed) and epoch: ``<loss>/<fold>/<row>/seed<s>/loss`` and ``.../<split>_ndcg<k>``; the
+  configuration as text (``config``). Flushed every epoch, so a running job can be watched."""
+
+  def __init__(self):
+    self.writer = None
+
+  def open(self, folder: str, config: dict) -> None:
+    from tensorboardX import SummaryWriter
+    self.writer = SummaryWriter(folder, flush_secs=3600)
+    self.writer.add_text("config", "```\n" + json.dumps(config, indent=1) + "\n```", 0)
+    self.writer.flush()
+
+  def epoch(self, tag: str, epoch: int, loss, metrics: dict, ks) -> None:
+    for s, value in enumerate(np.asarray(loss)):
+      self.writer.add_scalar(f"{tag}/seed{s}/loss", float(value), epoch + 1)
+    for split, vals in metrics.items():
+      for s, row in enumerate(np.asarray(vals)):
+        for k, v in zip(ks, row):
+          self.writer.add_scalar(f"{tag}/seed{s}/{split}_ndcg{k}", float(v), epoch + 1)
+    self.writer.flush()
+
+  def close(self) -> None:
+    if self.writer is not None:
+      self.writer.close()
+      self.writer = None
+
+
+TENSORBOARD = TensorBoard()
 
 
 SYNTHETIC_TAU = 4.4  # see README: tau 4.8 leaves ~16 positive training groups in the small default

@@ -113,6 +113,11 @@ class Ranker:
   def save(self, path: str) -> None:
     save_model(path, self)
 
+  def export(self, out_dir: str, fmt: str = "onnx", seed: Optional[int] = None, ensemble: bool = False) -> dict:
+    """Writes the serving graph (ONNX or StableHLO) and serving.json to `out_dir` (:func:`pfd_jax.export.export`)."""
+    from pfd_jax import export
+    return export.export(self, out_dir, fmt, seed, ensemble)
+
 
 class GBDTRanker(Ranker):
   """A LightGBM ranker: params is the tuple of its seeds' LightGBM model texts (see the module docstring)."""

@@ -68,7 +68,9 @@ def train(key, cfg: TrainConfig, train_buckets: list, view: str, eval_sets: dict
     eval_sets: {split name: :class:`EvalSet`} evaluated after every epoch; must contain ``cfg.select_on``.
     teacher: per train bucket, teacher logits ``[S, Q, L]`` or ``[S, K, Q, L]`` (K teachers, multi-teacher
       PFD); None trains on the data loss alone. Teacher seed s teaches student s.
-    log_fn: called as ``log_fn(epoch, loss_mean, ndcg_select_mean, seconds)`` after every epoch.
+    log_fn: called as ``log_fn(epoch, loss_mean, ndcg_select_mean, seconds)`` after every epoch; if it has a
+      ``per_model`` attribute, that is called too as ``per_model(epoch, loss [M], {split: NDCG [M, K]}, ks)``
+      with every model's values (M = seeds, or variants x seeds).
     init_params: seed-stacked parameters to start from (fine-tuning a pre-trained model); the optimizer
       state starts fresh. None initialises from the keys.
     chunk_steps: steps per call of the training program (0: a whole epoch per call; streamed data: one step
@@ -112,6 +114,8 @@ def train(key, cfg: TrainConfig, train_buckets: list, view: str, eval_sets: dict
     loss_hist[:, epoch] = loss
     if log_fn is not None:
       log_fn(epoch, float(loss_hist[:, epoch, 0].mean()), float(np.mean(m[cfg.select_on][:, 0])), time.time() - t0)
+      if getattr(log_fn, "per_model", None) is not None:  # e.g. a TensorBoard writer: every seed's values
+        log_fn.per_model(epoch, loss_hist[:, epoch, 0], m, tuple(cfg.ks))
   best = {name: c[np.arange(models), best_epoch] for name, c in curves.items()}
   res = TrainResult(params=best_params, curves=curves, loss=loss_hist, best_epoch=best_epoch, best=best,
                     seconds=time.time() - t0)

@@ -41,7 +41,7 @@ def _query(raw, n):
 @pytest.mark.parametrize("fmt", ["stablehlo", "onnx"])
 def test_exported_graph_scores_like_the_ranker(student, tmp_path, fmt):
   ranker, raw, _ = student
-  spec = export.export(ranker, str(tmp_path), fmt)
+  spec = ranker.export(str(tmp_path), fmt)
   blob = open(tmp_path / spec["artifact"], "rb").read()
   if fmt == "stablehlo":
     call = jax.export.deserialize(bytearray(blob)).call
@@ -90,3 +90,41 @@ def test_export_driver_and_the_serving_example_without_jax(student, tmp_path):
   b = [ln.split("\t") for ln in open(theirs).read().splitlines()]
   assert [r[:2] for r in a] == [r[:2] for r in b] and len(a) == raw.num_docs
   np.testing.assert_allclose([float(r[2]) for r in b], [float(r[2]) for r in a], rtol=1e-5, atol=1e-5)
+
+
+def _scalars(folder):
+  """(tag, step, value) of every scalar in the event files of `folder`, read with tensorboardX's protobuf."""
+  import glob
+  import struct
+  from tensorboardX.proto import event_pb2
+  out = []
+  for path in sorted(glob.glob(os.path.join(folder, "events.*"))):
+    data, i = open(path, "rb").read(), 0
+    while i < len(data):  # TFRecord framing: u64 length, u32 crc, record, u32 crc
+      (n,) = struct.unpack("<Q", data[i:i + 8])
+      ev = event_pb2.Event()
+      ev.ParseFromString(data[i + 12:i + 12 + n])
+      i += 16 + n
+      out += [(v.tag, ev.step, v.simple_value) for v in ev.summary.value if v.HasField("simple_value")]
+  return out
+
+
+def test_tensorboard_files_hold_every_rows_scalars(tmp_path):
+  from conftest import TINY
+  from experiments import table2
+  cfg = TINY.replace(options=table2.Options(methods=("pfd",)))
+  common.TENSORBOARD.open(str(tmp_path / "tb"), common.as_json({"c": cfg})["c"])
+  try:
+    res = table2.run(cfg)
+  finally:
+    common.TENSORBOARD.close()
+  got = _scalars(str(tmp_path / "tb"))
+  rows = res["losses"]["rankbce"]["folds"]["fold1"]["rows"]
+  for row in ("no_distill", "pfd_teacher", "pfd"):
+    for s in range(2):
+      loss = [(step, v) for tag, step, v in got if tag == f"rankbce/fold1/{row}/seed{s}/loss"]
+      assert [step for step, _ in loss] == [1, 2]
+      np.testing.assert_allclose([v for _, v in loss], np.asarray(rows[row]["loss"])[s, :, 0], rtol=1e-6)
+      ndcg = [v for tag, step, v in got if tag == f"rankbce/fold1/{row}/seed{s}/test_ndcg8"]
+      np.testing.assert_allclose(ndcg, np.asarray(rows[row]["curves"]["test"])[s, :, 0], rtol=1e-6)
+  assert len(got) == 3 * 2 * 2 * (1 + 3)  # rows x seeds x epochs x (loss + NDCG@8/16/32 on test)
