@@ -115,7 +115,7 @@ def fit(gc: GBDTConfig, train: data_lib.Groups, view: str, select: data_lib.Grou
   metric on the MLP rows' lists: :func:`selection_metric`)."""
   import lightgbm as lgb
   if query_index is not None:
-    rows = _rows(train, query_index)
+    rows = train.rows(query_index)
     train = train.take(query_index)
     label = None if label is None else label[rows]
     weight = None if weight is None else weight[rows]
@@ -143,13 +143,6 @@ def selection_metric(cfg: TrainConfig, groups: data_lib.Groups, max_buckets: int
   return feval
 
 
-def _rows(g: data_lib.Groups, query_index) -> np.ndarray:
-  """Document rows of the groups `query_index`, in that order."""
-  query_index = np.asarray(query_index, np.int64)
-  return np.concatenate([np.arange(g.offsets[q], g.offsets[q + 1]) for q in query_index]) if query_index.size \
-      else np.zeros(0, np.int64)
-
-
 def predict(model, groups: data_lib.Groups, view: str) -> np.ndarray:
   """f32[N] scores of a booster (best iteration) on flat groups."""
   return np.asarray(model.predict(flat_features(groups, view), num_iteration=model.best_iteration),
@@ -171,7 +164,7 @@ def out_of_fold(fit_fn: Callable, score_fn: Callable, groups: data_lib.Groups, f
     if held.size == 0:
       continue
     model = fit_fn(np.flatnonzero(which != k))
-    out[_rows(groups, held)] = score_fn(model, groups.take(held))
+    out[groups.rows(held)] = score_fn(model, groups.take(held))
   return out
 
 
@@ -351,8 +344,7 @@ def run_methods(keys, cfg: TrainConfig, gc: GBDTConfig, ds: data_lib.Dataset, dd
     teacher = (mlp_rows or {}).get("pfd_teacher") or rows.setdefault("pfd_teacher", fit(
         "pfd_teacher", "xz", lambda: distill.train_on_data(keys, cfg, dd, "xz", cb("pfd_teacher"))))
     logits = []  # the PFD teacher's logits on every training document, computed once for both students
-    in_data = np.zeros(tr.num_docs, bool)
-    in_data[_rows(tr, np.arange(tr.num_queries) if data_groups is None else data_groups)] = True
+    in_data = np.ones(tr.num_docs, bool) if data_groups is None else np.isin(tr.group_index, data_groups)
 
     def targets(s, as_grades):
       if not logits:

@@ -71,13 +71,19 @@ class Groups:
   def per_doc_fields(self) -> dict:
     return {k: getattr(self, k) for k in ("x", "rel", "z", "y", "g0", "g1") if getattr(self, k) is not None}
 
+  def rows(self, query_index: np.ndarray) -> np.ndarray:
+    """i64[n]: the document rows of the groups `query_index`, group after group in that order."""
+    query_index = np.asarray(query_index, dtype=np.int64)
+    sizes = self.sizes[query_index]
+    starts = self.offsets[:-1][query_index]
+    return (np.repeat(starts - np.concatenate([[0], np.cumsum(sizes)[:-1]]), sizes)
+            + np.arange(sizes.sum())) if sizes.size else np.zeros(0, np.int64)
+
   def take(self, query_index: np.ndarray) -> "Groups":
     """The groups `query_index` (indices into 0..Q-1, in that order), every per-document field kept."""
     query_index = np.asarray(query_index, dtype=np.int64)
     sizes = self.sizes[query_index]
-    starts = self.offsets[:-1][query_index]
-    rows = (np.repeat(starts - np.concatenate([[0], np.cumsum(sizes)[:-1]]), sizes)
-            + np.arange(sizes.sum())) if sizes.size else np.zeros(0, np.int64)
+    rows = self.rows(query_index)
     fields = {k: v[rows] for k, v in self.per_doc_fields().items()}
     return Groups(qid=self.qid[query_index], offsets=np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64),
                   **fields)
