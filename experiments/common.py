@@ -17,6 +17,7 @@ never in pfd_jax.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 import os
@@ -64,6 +65,10 @@ class RunConfig:
                                    "probabilities, the paper's PFD): pointwise = RankBCE, pairwise = RankNet on "
                                    "sigmoid(t); listwise = SDR softmax on max(a t + b, 0); topk = Ranking "
                                    "Distillation's top-K loss.", choices=tuple(distill.TEACHING))
+  placebo: str = option("query", "The placebo rows' permutation of the privileged features (the PFD teacher's "
+                        "inputs with z's rows permuted, the link to the label broken): query = within each "
+                        "query (keeps every query's values; the link a ranking loss uses is the one broken), "
+                        "split = across the whole split.", choices=D.PLACEBO_MODES)
   save_models: bool = option(False, "Save every trained row's model (all seeds + feature recipe) under "
                              "<run folder>/models/[<loss>/][fold<k>/]<row>/ (pfd_jax.load_model, "
                              "python -m experiments.predict).")
@@ -534,11 +539,8 @@ def fold_setup(cfg: Config, loss: Optional[str] = None, fold: int = 1, ds: Optio
   if not need <= set(ds.splits):
     raise D.DataError(f"dataset {cfg.data.dataset!r} fold {fold} needs the splits {sorted(need)}; it has "
                      f"{list(ds.splits)}")
-  splits = ("test", "vali") if tc.select_on == "vali" else ("test",)
-  dd = distill.to_device(ds, cfg.data.max_buckets, splits, tc.data_groups,
-                         cfg.data.shard_dir if cfg.data.data_source == "streamed" else None)
-  if dd.shards:
-    logging.info("fold %d streams its buckets from %s", fold, dd.shards)
+  splits = eval_splits(tc)
+  dd = device_data(cfg, ds, tc, fold)
   labels = ds.config.get("labels", "gumbel")
   how = (f"labels={labels}" + (f", t={ds.config.get('t')}, tau={ds.config.get('tau')}, label_seed="
                                f"{ds.config.get('seed')}" if labels == "gumbel" else
@@ -552,6 +554,26 @@ def fold_setup(cfg: Config, loss: Optional[str] = None, fold: int = 1, ds: Optio
     raise D.DataError(f"dataset {ds.name!r} fold {fold}: no training query group has a positive label ({how})")
   keys = jax.random.split(jax.random.PRNGKey(cfg.run.seed), cfg.run.seeds)
   return ds, dd, tc, keys
+
+
+def eval_splits(tc: TrainConfig) -> tuple:
+  return ("test", "vali") if tc.select_on == "vali" else ("test",)
+
+
+def device_data(cfg: Config, ds: D.Dataset, tc: TrainConfig, fold: int = 1) -> distill.DeviceData:
+  """A fold's buckets on the device (or streamed from shards, as --data_source says)."""
+  dd = distill.to_device(ds, cfg.data.max_buckets, eval_splits(tc), tc.data_groups,
+                         cfg.data.shard_dir if cfg.data.data_source == "streamed" else None)
+  if dd.shards:
+    logging.info("fold %d streams its buckets from %s", fold, dd.shards)
+  return dd
+
+
+def placebo_data(cfg: Config, ds: D.Dataset, tc: TrainConfig, fold: int = 1) -> Callable[[], distill.DeviceData]:
+  """The placebo rows' device data, made on first use and kept: `ds` with its privileged rows permuted
+  (--placebo; the permutation seeded by --seed, the same for every training seed of the run)."""
+  return functools.cache(lambda: device_data(cfg, D.with_placebo_privileged(ds, cfg.run.placebo, cfg.run.seed),
+                                             tc, fold))
 
 
 class Rows:

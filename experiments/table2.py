@@ -30,7 +30,9 @@ ALL_METHODS = distill.METHODS + gbdt.METHODS
 
 @dataclasses.dataclass(frozen=True)
 class Options:
-  methods: Tuple[str, ...] = option((), "Methods (rows) to run (default: all; the LightGBM ones, lambdamart "
+  methods: Tuple[str, ...] = option((), "Methods (rows) to run (default: all; placebo = the PFD teacher and student "
+                                    "on privileged features permuted as --placebo says, the control that separates "
+                                    "the privileged information from distillation; the LightGBM ones, lambdamart "
                                     "(LambdaMART on x), pfd_from_lambdamart (LambdaMART teacher on x+z, MLP "
                                     "student) and gbdt_from_pfd (PFD teacher, LightGBM students), in a one-process "
                                     "run only).", choices=ALL_METHODS)
@@ -46,12 +48,14 @@ class Options:
     return self.methods
 
 
-ROW_ORDER = ["no_distill", "self_distill", "gend_teacher", "gend", "pfd_teacher", "pfd", "lambdamart",
+ROW_ORDER = ["no_distill", "self_distill", "gend_teacher", "gend", "pfd_teacher", "pfd", "placebo_teacher", "placebo",
+             "lambdamart",
              "lambdamart_teacher", "pfd_from_lambdamart", "gbdt_xent_from_pfd", "lambdamart_from_pfd"]
 ROW_VIEW = {"no_distill": "x", "self_distill": "x", "gend_teacher": "z", "gend": "x", "pfd_teacher": "xz", "pfd": "x",
-            **gbdt.VIEWS}
+            "placebo_teacher": "xz", "placebo": "x", **gbdt.VIEWS}
 ROW_NAMES = {"no_distill": "No-distillation", "self_distill": "Self-distillation", "gend_teacher": "GenD teacher*",
              "gend": "GenD student", "pfd_teacher": "PFD teacher*", "pfd": "PFD student",
+             "placebo_teacher": "Placebo teacher (z permuted)", "placebo": "Placebo student",
              "lambdamart": "LambdaMART", "lambdamart_teacher": "LambdaMART teacher*",
              "pfd_from_lambdamart": "PFD student (LambdaMART teacher)",
              "gbdt_xent_from_pfd": "GBDT student, cross-entropy (PFD teacher)",
@@ -74,8 +78,10 @@ def run(cfg: common.Config) -> dict:
       ds, dd, tc, keys = common.fold_setup(cfg, loss, fold)
       store = common.Rows(cfg, ds, fold, loss)
       log = common.progress(f"[{loss} fold{fold}]", tc.epochs)
-      fit = lambda row, view, train: store(row, view, tc, train)
-      rows = distill.run_methods(keys, tc, dd, [m for m in methods if m in distill.METHODS], log, fit=fit)
+      # the placebo teacher reads permuted privileged features, which no file has: never saved as a model
+      fit = lambda row, view, train: store(row, view, tc, train, servable=row != "placebo_teacher")
+      rows = distill.run_methods(keys, tc, dd, [m for m in methods if m in distill.METHODS], log, fit=fit,
+                                 placebo=common.placebo_data(cfg, ds, tc, fold))
       rows.update(gbdt.run_methods(keys, tc, cfg.options.gbdt, ds, dd, [m for m in methods if m in gbdt.METHODS],
                                    rows, fit, log, seed=cfg.run.seed, max_buckets=cfg.data.max_buckets,
                                    cache=shared.setdefault(fold, {})))
@@ -106,14 +112,18 @@ def comparisons(loss_res: dict) -> dict:
   return dict(runs=common.compare(aggregate(loss_res), "no_distill"),
               queries={k: common.comparison_record(stats.per_query(v, per_query["no_distill"], valid))
                        for k, v in per_query.items() if k != "no_distill"},
-              **family_comparisons(loss_res))
+              **column_comparisons(loss_res))
 
 
-def family_comparisons(loss_res: dict) -> dict:
-  """The LightGBM rows against the PFD student ('vs_pfd') and every row against LambdaMART, the practitioner's
-  incumbent ('vs_lambdamart'), paired by (fold, seed index); {} for a table without LightGBM rows."""
+def column_comparisons(loss_res: dict) -> dict:
+  """The table's further paired columns: every student against the placebo student ('vs_placebo': what the
+  privileged information adds beyond distillation), the LightGBM rows against the PFD student ('vs_pfd') and
+  every row against LambdaMART, the practitioner's incumbent ('vs_lambdamart', paired by (fold, seed index)).
+  Only those whose rows the table has."""
   pooled = aggregate(loss_res)
   out = {}
+  if "placebo" in pooled:
+    out["vs_placebo"] = {k: v for k, v in common.compare(pooled, "placebo").items() if not k.endswith("teacher")}
   if "pfd" in pooled and set(pooled) & set(gbdt.VIEWS):
     out["vs_pfd"] = {k: v for k, v in common.compare(pooled, "pfd").items() if k in gbdt.VIEWS}
   if "lambdamart" in pooled:
@@ -156,9 +166,8 @@ def to_markdown(res: dict) -> str:
     table = []
     cmp = lr.get("comparisons") or comparisons(lr)
     folds = len(lr["folds"])
-    if "vs_lambdamart" not in cmp:  # a results file from before the LightGBM rows' comparisons
-      cmp = dict(cmp, **family_comparisons(lr))
-    vs_pfd, vs_gbdt = cmp.get("vs_pfd"), cmp.get("vs_lambdamart")
+    cmp = dict(column_comparisons(lr), **cmp)  # a results file from before a column: computed from its rows
+    vs_placebo, vs_pfd, vs_gbdt = cmp.get("vs_placebo"), cmp.get("vs_pfd"), cmp.get("vs_lambdamart")
     for name in ROW_ORDER:
       if name not in pooled:
         continue
@@ -166,6 +175,7 @@ def to_markdown(res: dict) -> str:
       cells = [f"{common.fmt_pm(m, s)} ({common.fmt_change(m, b)})" for m, s, b in zip(v.mean(0), v.std(0), base)]
       runs = common.change_cells(cmp["runs"].get(name), folds)
       table.append([ROW_NAMES[name]] + cells + runs[:1] + [common.change_cell(cmp["queries"].get(name))] + runs[1:] +
+                   ([common.change_cell(vs_placebo.get(name))] if vs_placebo else []) +
                    ([common.change_cell(vs_pfd.get(name))] if vs_pfd else []) +
                    ([common.change_cell(vs_gbdt.get(name))] if vs_gbdt else []))
     n_q = next(iter(cmp["queries"].values()), {}).get("n", 0)
@@ -173,15 +183,24 @@ def to_markdown(res: dict) -> str:
                  f"Per query: the same over the {n_q} test queries with a positive (pooled over folds), each "
                  "query's NDCG@8 averaged over seeds.\n\n")
     runs_head, seeds_head = common.change_header("no-distillation", ks[0])
+    if vs_placebo:
+      parts.append(f"Placebo rows: the PFD teacher and student with the privileged rows permuted "
+                   f"{_PLACEBO_TEXT[cfg['run'].get('placebo', 'query')]} (every value kept, the link to the label "
+                   "broken); 'vs placebo student' pairs runs by (fold, seed): the PFD student's column is the "
+                   "gain of the privileged information beyond distillation as regularisation.\n\n")
     if vs_gbdt:
       parts.append(f"LightGBM rows (`pfd_jax.gbdt`): early-stopped on NDCG@{ks[0]} of {tr['select_on']}. 'vs PFD "
                    "student' and 'vs LambdaMART' pair runs by fold and seed index (a LightGBM seed shares no random "
                    "numbers with an MLP seed, so across model families the pairing is by fold only).\n\n")
     parts.append(common.markdown_table(["Training method"] + [f"NDCG@{k}" for k in ks] +
                                        [runs_head, f"NDCG@{ks[0]} vs no-distillation (queries)", seeds_head] +
+                                       ([f"NDCG@{ks[0]} vs placebo student (runs)"] if vs_placebo else []) +
                                        ([f"NDCG@{ks[0]} vs PFD student (runs)"] if vs_pfd else []) +
                                        ([f"NDCG@{ks[0]} vs LambdaMART (runs)"] if vs_gbdt else []), table))
   return "".join(parts)
+
+
+_PLACEBO_TEXT = {"query": "within each query", "split": "across the training split (and each eval split)"}
 
 
 def _labels_text(d: dict) -> str:
@@ -233,7 +252,7 @@ def plot_curves(res: dict, path: str) -> list:
 DRIVER = common.Driver("table2", run, to_markdown, plot_curves, "fig2.png", options=Options,
                        defaults=(("loss", "both"),), losses=("rankbce", "ranknet", "both"),
                        needs_privileged=lambda cfg: not cfg.options.methods or bool(
-                           {"gend", "pfd", "pfd_from_lambdamart", "gbdt_from_pfd"} & set(cfg.options.methods)),
+                           {"gend", "pfd", "placebo", "pfd_from_lambdamart", "gbdt_from_pfd"} & set(cfg.options.methods)),
                        rows=lambda cfg: len(cfg.losses) * len(common.folds_of(cfg.data)) * (
                            distill.num_rows([m for m in cfg.options.methods_for(cfg.output.num_processes)
                                              if m in distill.METHODS]) +

@@ -6,6 +6,11 @@
   (self-distillation), ``z`` (GenD) or ``concat(x, z)`` (PFD). The teacher is its run's best checkpoint.
 * **students** see ``x`` only and train on *all* groups with Eq. 1: alpha * data loss on the positive
   groups + (1 - alpha) * loss against the teacher's probabilities sigmoid(g) on every group.
+* **placebo** (a control, not in the paper): PFD's teacher and student on a copy of the data whose privileged
+  rows are permuted across documents (:func:`pfd_jax.data.with_placebo_privileged`): the teacher has PFD's
+  inputs, capacity and training, the student PFD's distillation, and only the link between z and the label is
+  gone. PFD student vs placebo student, paired, measures what the privileged information adds beyond
+  distillation as regularisation.
 
 Seeds: every run of a table uses the same ``S`` training keys, so seed s of the baseline, of each teacher
 and of each student share their key (common random numbers), and teacher seed s teaches student s.
@@ -29,8 +34,8 @@ from pfd_jax import distributed
 from pfd_jax import train as train_lib
 from pfd_jax.data import shards
 
-METHODS = ("no_distill", "self_distill", "gend", "pfd")
-TEACHER_VIEW = {"self_distill": "x", "gend": "z", "pfd": "xz"}
+METHODS = ("no_distill", "self_distill", "gend", "pfd", "placebo")
+TEACHER_VIEW = {"self_distill": "x", "gend": "z", "pfd": "xz", "placebo": "xz"}
 
 # How a teacher can teach (TrainConfig overrides of the teacher term). 'pointwise' and 'pairwise' are the
 # paper's own PFD for RankBCE and RankNet (sigmoid probabilities as soft labels); 'listwise' is SDR's
@@ -137,16 +142,21 @@ def num_rows(methods: Sequence[str]) -> int:
 
 def run_methods(keys, cfg: train_lib.TrainConfig, dd: DeviceData, methods: Sequence[str] = METHODS,
                 log_fn: Optional[Callable[[str], Callable]] = None,
-                fit: Optional[Callable] = None) -> dict:
+                fit: Optional[Callable] = None, placebo: Optional[Callable[[], DeviceData]] = None) -> dict:
   """Runs the Table 2 / Table 4 rows. Returns {row: TrainResult} with rows no_distill, self_distill,
-  gend_teacher, gend, pfd_teacher, pfd (those asked for; the baseline always runs).
+  gend_teacher, gend, pfd_teacher, pfd, placebo_teacher, placebo (those asked for; the baseline always runs).
 
   log_fn(row) returns the per-epoch callback for that row (or None). fit(row, view, train) returns the row's
   result, by calling ``train()`` or otherwise (a driver loads rows an interrupted run saved); default: train.
+  placebo() returns the placebo rows' device data (the same groups with permuted z; called only when a
+  placebo row has to be trained).
   """
   bad = [m for m in methods if m not in METHODS]
   if bad:
     raise ValueError(f"unknown methods {bad}; known: {METHODS}")
+  if "placebo" in methods and placebo is None:
+    raise ValueError("the placebo rows need their data: run_methods(..., placebo=lambda: to_device(...)) of "
+                     "pfd_jax.data.with_placebo_privileged(ds)")
   cb = (lambda row: log_fn(row)) if log_fn else (lambda row: None)
   fit = fit or (lambda row, view, train: train())
   rows = {"no_distill": fit("no_distill", "x", lambda: train_on_data(keys, cfg, dd, "x", cb("no_distill")))}
@@ -154,10 +164,12 @@ def run_methods(keys, cfg: train_lib.TrainConfig, dd: DeviceData, methods: Seque
     if m == "no_distill":
       continue
     view = TEACHER_VIEW[m]
+    data = placebo if m == "placebo" else (lambda: dd)  # the placebo's teacher and student see its z
     if m == "self_distill":
       teacher = rows["no_distill"]
     else:
       teacher = rows[f"{m}_teacher"] = fit(f"{m}_teacher", view,
-                                           lambda: train_on_data(keys, cfg, dd, view, cb(f"{m}_teacher")))
-    rows[m] = fit(m, "x", lambda: train_student(keys, cfg, dd, teacher_targets(cfg, [(teacher, view)], dd), cb(m)))
+                                           lambda: train_on_data(keys, cfg, data(), view, cb(f"{m}_teacher")))
+    rows[m] = fit(m, "x", lambda: train_student(keys, cfg, data(), teacher_targets(cfg, [(teacher, view)], data()),
+                                                cb(m)))
   return rows

@@ -64,7 +64,7 @@ def test_table2_driver_end_to_end(tmp_path):
   assert sorted(os.listdir(tmp_path / "out")) == ["fig2_rankbce.png", "fig2_ranknet.png", "results.json", "table.md"]
   assert set(js["losses"]) == {"rankbce", "ranknet"}
   rows = js["losses"]["rankbce"]["folds"]["fold1"]["rows"]
-  assert set(rows) == set(table2.ROW_ORDER[:6]) | {"lambdamart"}
+  assert set(rows) == set(table2.ROW_ORDER[:8]) | {"lambdamart"}
   best = np.array(rows["pfd"]["best"]["test"])
   assert best.shape == (3, 3) and np.all((best >= 0) & (best <= 1))
   assert np.array(rows["pfd"]["curves"]["test"]).shape == (3, 2, 3)
@@ -75,6 +75,8 @@ def test_table2_driver_end_to_end(tmp_path):
   assert "PFD student" in md and "GenD teacher*" in md and "| LambdaMART |" in md and "vs LambdaMART" in md
   cmp = js["losses"]["rankbce"]["comparisons"]
   assert set(cmp["vs_pfd"]) == {"lambdamart"} and set(cmp["vs_lambdamart"]) == set(rows) - {"lambdamart"}
+  assert set(cmp["vs_placebo"]) == {"no_distill", "self_distill", "gend", "pfd", "lambdamart"}
+  assert "vs placebo student" in md and "| Placebo student |" in md
   # the configuration round-trips through results.json
   assert common.config_from_json(js["config"], table2.Options) == cfg
   again = table2.run(cfg)

@@ -300,6 +300,19 @@ def with_synthetic_privileged(ds: Dataset, tau_priv: float) -> Dataset:
                              privileged_choice=f"synthetic z = 1[t r + G1 > t {tau_priv} + G0]"))
 
 
+PLACEBO_STREAM = 0x9ACEB0  # a fixed entropy word: the placebo permutation never reuses another stream's draws
+
+
+def with_placebo_privileged(ds: Dataset, within: str = "query", seed: int = 0) -> Dataset:
+  """The placebo control's dataset (:func:`pfd_jax.data.preprocess.permute_privileged` on every split, each
+  with its own stream of `seed`): what a teacher learns from it beyond x is capacity and noise, never the
+  privileged information."""
+  splits = {s: pp.permute_privileged(g, np.random.default_rng([PLACEBO_STREAM, seed, i]), within)
+            for i, (s, g) in enumerate(sorted(ds.splits.items()))}
+  return Dataset(name=ds.name, splits=splits, privileged=ds.privileged,
+                 config=dict(ds.config, placebo=within, placebo_seed=seed))
+
+
 def summary(ds: Dataset, max_buckets: int = 8) -> dict:
   """The paper's Table 1 columns (plus padding ratio) for every split of `ds`."""
   rows = {}

@@ -143,3 +143,24 @@ def split_features(g: Groups, privileged: np.ndarray) -> Groups:
   regular = np.setdiff1d(np.arange(g.x.shape[1]), privileged)
   return dataclasses.replace(g, x=np.ascontiguousarray(g.x[:, regular]),
                              z=np.ascontiguousarray(g.x[:, privileged]))
+
+
+PLACEBO_MODES = ("query", "split")
+
+
+def permute_privileged(g: Groups, rng: np.random.Generator, within: str = "query") -> Groups:
+  """The placebo control's data: z's rows permuted across documents, x, y and everything else kept.
+
+  within='query': each document gets the privileged vector of a random document of its own query, so every
+  query keeps its multiset of z rows (and, with query-level min-max, the very values a query-normalised file
+  would give); the within-query link between z and the label, the only one a ranking loss can use, is broken.
+  within='split': a random document of the whole split (also breaks query-level differences in z). Whole rows
+  move, so the joint distribution of the privileged columns is kept; only their link to x and y is broken.
+  """
+  if g.z is None:
+    raise ValueError("the placebo control permutes the privileged features z: this split has none")
+  if within not in PLACEBO_MODES:
+    raise ValueError(f"within must be one of {PLACEBO_MODES}, got {within!r}")
+  draw = rng.random(g.num_docs)
+  perm = np.argsort(draw, kind="stable") if within == "split" else np.lexsort((draw, g.group_index))
+  return dataclasses.replace(g, z=g.z[perm])
