@@ -65,7 +65,7 @@ class RunConfig:
                                    "probabilities, the paper's PFD): pointwise = RankBCE, pairwise = RankNet on "
                                    "sigmoid(t); listwise = SDR softmax on max(a t + b, 0); topk = Ranking "
                                    "Distillation's top-K loss.", choices=tuple(distill.TEACHING))
-  placebo: str = option("query", "The placebo rows' permutation of the privileged features (the PFD teacher's "
+  placebo_within: str = option("query", "The placebo rows' permutation of the privileged features (the PFD teacher's "
                         "inputs with z's rows permuted, the link to the label broken): query = within each "
                         "query (keeps every query's values; the link a ranking loss uses is the one broken), "
                         "split = across the whole split.", choices=D.PLACEBO_MODES)
@@ -571,8 +571,8 @@ def device_data(cfg: Config, ds: D.Dataset, tc: TrainConfig, fold: int = 1) -> d
 
 def placebo_data(cfg: Config, ds: D.Dataset, tc: TrainConfig, fold: int = 1) -> Callable[[], distill.DeviceData]:
   """The placebo rows' device data, made on first use and kept: `ds` with its privileged rows permuted
-  (--placebo; the permutation seeded by --seed, the same for every training seed of the run)."""
-  return functools.cache(lambda: device_data(cfg, D.with_placebo_privileged(ds, cfg.run.placebo, cfg.run.seed),
+  (--placebo_within; the permutation seeded by --seed, the same for every training seed of the run)."""
+  return functools.cache(lambda: device_data(cfg, D.with_placebo_privileged(ds, cfg.run.placebo_within, cfg.run.seed),
                                              tc, fold))
 
 

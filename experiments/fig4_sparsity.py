@@ -18,12 +18,18 @@ from pfd_jax import distill
 from pfd_jax.config import option
 
 TAUS = (4.8, 4.4, 3.6, 2.4)
-METHODS = ("self_distill", "pfd")
+METHODS = ("self_distill", "pfd", "placebo")
+ORDER = ("no_distill", "self_distill", "gend_teacher", "gend", "pfd_teacher", "pfd", "placebo_teacher", "placebo")
+NAMES = {"no_distill": "no-distillation", "self_distill": "self-distillation", "gend_teacher": "GenD teacher*",
+         "gend": "GenD student", "pfd_teacher": "PFD teacher*", "pfd": "PFD student",
+         "placebo_teacher": "placebo teacher", "placebo": "placebo student"}
 
 
 @dataclasses.dataclass(frozen=True)
 class Options:
   taus: Tuple[float, ...] = option(TAUS, "Values of tau_target.")
+  methods: Tuple[str, ...] = option(METHODS, "Methods at each tau (placebo: the PFD teacher and student on "
+                                    "permuted privileged features, --placebo_within).", choices=distill.METHODS[1:])
 
 
 def run(cfg: common.Config) -> dict:
@@ -35,21 +41,30 @@ def run(cfg: common.Config) -> dict:
       ds, dd, tc, keys = common.fold_setup(cfg.replace(data=dict(tau=tau)), None, fold)
       pos.append(100.0 * dd.num_positive_groups / dd.num_train_groups)
       store = common.Rows(cfg, ds, fold)
-      r = distill.run_methods(keys, tc, dd, METHODS, common.progress(f"[tau={tau} fold{fold}]", tc.epochs),
-                              fit=lambda row, view, train: store(f"tau{tau}_{row}", view, tc, train))
+      r = distill.run_methods(keys, tc, dd, cfg.options.methods,
+                              common.progress(f"[tau={tau} fold{fold}]", tc.epochs),
+                              fit=lambda row, view, train: store(f"tau{tau}_{row}", view, tc, train,
+                                                                 servable=row != "placebo_teacher"),
+                              placebo=common.placebo_data(cfg, ds, tc, fold))
       for name, res in r.items():
         rows.setdefault(name, []).append(res.best["test"])
     rows = {k: np.concatenate(v) for k, v in rows.items()}
     base = rows["no_distill"][:, 0].mean()
     out["taus"][str(tau)] = dict(positive_groups_pct=float(np.mean(pos)), rows=rows,
                                  relative={k: common.ratio(v[:, 0].mean(), base) for k, v in rows.items()},
-                                 comparisons=common.compare(rows, "no_distill"))
+                                 comparisons=common.compare(rows, "no_distill"),
+                                 **({"pfd_vs_placebo": common.compare(rows, "placebo")["pfd"]}
+                                    if {"pfd", "placebo"} <= set(rows) else {}))
   out["seconds"] = time.time() - t0
   return out
 
 
 def to_markdown(res: dict) -> str:
   cfg = res["config"]
+  first = next(iter(res["taus"].values()))
+  names = [k for k in ORDER if k in first["rows"]]
+  students = [k for k in names if k != "no_distill" and not k.endswith("teacher")]
+  placebo = "pfd_vs_placebo" in first
   rows = []
   for tau, r in res["taus"].items():
     nd = r["rows"]
@@ -57,19 +72,22 @@ def to_markdown(res: dict) -> str:
     runs = len(nd["no_distill"])
     rows.append([tau, f"{r['positive_groups_pct']:.1f}%"] +
                 [f"{np.asarray(nd[k])[:, 0].mean():.3f} ("
-                 + ("n/a" if r['relative'][k] is None else f"{r['relative'][k]:.3f}") + ")"
-                 for k in ("no_distill", "self_distill", "pfd_teacher", "pfd")] +
-                [common.change_cell(cmp["self_distill"])] + common.change_cells(cmp["pfd"], runs // cfg["run"]["seeds"]))
-  runs = len(next(iter(res["taus"].values()))["rows"]["no_distill"])
+                 + ("n/a" if r['relative'][k] is None else f"{r['relative'][k]:.3f}") + ")" for k in names] +
+                [common.change_cell(cmp[k]) for k in students if k != "pfd"] +
+                (common.change_cells(cmp["pfd"], runs // cfg["run"]["seeds"]) if "pfd" in students else []) +
+                ([common.change_cell(r["pfd_vs_placebo"])] if placebo else []))
+  runs = len(first["rows"]["no_distill"])
   return (f"# Figure 4: gains against label sparsity ({common.title(cfg)})\n\nTest NDCG@8 (relative to "
           f"no-distillation), mean over folds x {cfg['run']['seeds']} seeds, {cfg['train']['epochs']} epochs; "
           f"{res['seconds']:.0f} s.\n" + common.stats_note("no-distillation (of the same tau)", runs,
                                                           max(1, runs // cfg["run"]["seeds"])) +
-          "\n" + common.markdown_table(["tau_target", "positive train groups", "no-distillation",
-                                        "self-distillation", "PFD teacher*", "PFD student",
-                                        "self-distillation vs no-distillation (runs)",
-                                        "PFD vs no-distillation (runs)", "PFD: " + common.change_header("", 8)[1]],
-                                       rows))
+          ("PFD vs placebo: the PFD student against the placebo student of the same tau (privileged rows permuted), "
+           "paired by run: the privileged information's gain beyond distillation.\n" if placebo else "") +
+          "\n" + common.markdown_table(
+              ["tau_target", "positive train groups"] + [NAMES[k] for k in names] +
+              [f"{NAMES[k]} vs no-distillation (runs)" for k in students if k != "pfd"] +
+              (["PFD vs no-distillation (runs)", "PFD: " + common.change_header("", 8)[1]] if "pfd" in students
+               else []) + (["PFD vs placebo (runs)"] if placebo else []), rows))
 
 
 def plot(res: dict, path: str) -> None:
@@ -77,7 +95,9 @@ def plot(res: dict, path: str) -> None:
   taus = res["taus"].values()
   x = np.array([r["positive_groups_pct"] for r in taus])
   fig, ax = plt.subplots(figsize=(6, 4))
-  for k, lab in (("self_distill", "self-distillation"), ("pfd", "PFD")):
+  for k, lab in (("self_distill", "self-distillation"), ("gend", "GenD"), ("pfd", "PFD"), ("placebo", "placebo")):
+    if k not in next(iter(taus))["relative"]:
+      continue
     ax.plot(x, [np.nan if r["relative"][k] is None else r["relative"][k] for r in taus], "o-", label=lab)
   ax.axhline(1.0, color="gray", ls="--", label="no-distillation")
   common.finish_plot(fig, ax, res, path, "% positive training query groups", "test NDCG@8 / no-distillation")
@@ -85,7 +105,7 @@ def plot(res: dict, path: str) -> None:
 
 DRIVER = common.Driver("fig4_sparsity", run, to_markdown, plot, "fig4_sparsity.png", options=Options,
                        rows=lambda cfg: len(cfg.options.taus) * len(common.folds_of(cfg.data)) *
-                       distill.num_rows(METHODS))
+                       distill.num_rows(cfg.options.methods))
 
 if __name__ == "__main__":
   common.main(DRIVER)

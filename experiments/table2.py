@@ -31,7 +31,7 @@ ALL_METHODS = distill.METHODS + gbdt.METHODS
 @dataclasses.dataclass(frozen=True)
 class Options:
   methods: Tuple[str, ...] = option((), "Methods (rows) to run (default: all; placebo = the PFD teacher and student "
-                                    "on privileged features permuted as --placebo says, the control that separates "
+                                    "on privileged features permuted as --placebo_within says, the control that separates "
                                     "the privileged information from distillation; the LightGBM ones, lambdamart "
                                     "(LambdaMART on x), pfd_from_lambdamart (LambdaMART teacher on x+z, MLP "
                                     "student) and gbdt_from_pfd (PFD teacher, LightGBM students), in a one-process "
@@ -185,7 +185,7 @@ def to_markdown(res: dict) -> str:
     runs_head, seeds_head = common.change_header("no-distillation", ks[0])
     if vs_placebo:
       parts.append(f"Placebo rows: the PFD teacher and student with the privileged rows permuted "
-                   f"{_PLACEBO_TEXT[cfg['run'].get('placebo', 'query')]} (every value kept, the link to the label "
+                   f"{_PLACEBO_TEXT[cfg['run'].get('placebo_within', 'query')]} (every value kept, the link to the label "
                    "broken); 'vs placebo student' pairs runs by (fold, seed): the PFD student's column is the "
                    "gain of the privileged information beyond distillation as regularisation.\n\n")
     if vs_gbdt:

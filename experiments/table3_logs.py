@@ -1,5 +1,7 @@
 r"""Table 3 of the paper on simulated e-commerce logs: purchase is the target; position, click and
 add-to-cart are privileged. (The Amazon logs cannot be rerun; pfd_jax/data/logs.py documents the simulator.)
+Placebo rows (--placebo, default on): every PFD teacher and the multi-teacher student again, on the privileged
+columns permuted as --placebo_within says (pfd_jax.distill's placebo control).
 
   python -m experiments.table3_logs                     # RankBCE, 5 seeds, 100 epochs
   python -m experiments.table3_logs --sessions=3000,500,3000
@@ -40,6 +42,8 @@ class SimulatorOptions:
 
 @dataclasses.dataclass(frozen=True)
 class Options(SimulatorOptions):
+  placebo: bool = option(True, "Also the placebo rows: each PFD teacher and the multi-teacher student again with "
+                         "the privileged columns permuted (--placebo_within), the control for distillation alone.")
   lightgbm: bool = option(True, "Also the LightGBM rows: LambdaMART, its teacher and cross-family distillation.")
   gbdt: GBDTConfig = option(GBDTConfig(), "LightGBM settings of the LightGBM rows.")
 
@@ -52,12 +56,19 @@ ROWS = [("no_distill", "Baseline: no-distillation"),
         ("click_teacher", "Click as privileged feature: teacher*"), ("click", "Click: student"),
         ("add_teacher", "Add as privileged feature: teacher*"), ("add", "Add: student"),
         ("multi", "Multi-teacher: distill from position + click + add"),
+        ("position_placebo_teacher", "Placebo: position permuted, teacher"),
+        ("position_placebo", "Placebo: position permuted, student"),
+        ("click_placebo_teacher", "Placebo: click permuted, teacher"), ("click_placebo", "Placebo: click permuted, student"),
+        ("add_placebo_teacher", "Placebo: add permuted, teacher"), ("add_placebo", "Placebo: add permuted, student"),
+        ("multi_placebo", "Placebo: multi-teacher from the three permuted teachers"),
         ("pfd_teacher", "Position + click + add: PFD teacher*"), ("lambdamart", "LambdaMART"),
         ("lambdamart_teacher", "LambdaMART teacher* (position + click + add)"),
         ("pfd_from_lambdamart", "PFD student (LambdaMART teacher)"),
         ("gbdt_xent_from_pfd", "GBDT student, cross-entropy (PFD teacher)"),
         ("lambdamart_from_pfd", "LambdaMART student, teacher grades (PFD teacher)")]
 GBDT_ROWS = 6  # the last rows, with --lightgbm
+PLACEBO_ROWS = 7  # with --placebo
+PRIVILEGED = ("position", "click", "add")
 
 
 VIEWS = {"position_teacher": "xz:0", "click_teacher": "xz:1", "add_teacher": "xz:2"}
@@ -70,8 +81,8 @@ def run(cfg: common.Config) -> dict:
   log = common.progress("[logs]", tc.epochs)
   store = common.Rows(cfg, ds)
 
-  def fit(row, view, train):
-    res[row] = store(row, view, tc, train)
+  def fit(row, view, train, servable=True):
+    res[row] = store(row, view, tc, train, servable)
     return res[row]
 
   res = {}
@@ -85,27 +96,38 @@ def run(cfg: common.Config) -> dict:
                                                log_fn=log(f"pre_{name}_ft"), init_params=pre.params))
   fit("self", "x", lambda: distill.train_student(keys, tc, dd, distill.teacher_targets(tc, [(res["no_distill"], "x")],
                                                                                        dd), log("self")))
-  teachers = []
-  for col, name in enumerate(("position", "click", "add")):
-    view = f"xz:{col}"
-    teacher = fit(f"{name}_teacher", view, lambda: distill.train_on_data(keys, tc, dd, view, log(f"{name}_teacher")))
-    teachers.append((teacher, view))
-    fit(name, "x", lambda: distill.train_student(keys, tc, dd, distill.teacher_targets(tc, [(teacher, view)], dd),
-                                                 log(name)))
-  fit("multi", "x", lambda: distill.train_student(keys, tc, dd, distill.teacher_targets(tc, teachers, dd),
-                                                  log("multi")))
+  placebo = common.placebo_data(cfg, ds, tc)
+  for tag, data in [("", lambda: dd)] + ([("_placebo", placebo)] if cfg.options.placebo else []):
+    teachers = []
+    for col, name in enumerate(PRIVILEGED):
+      view, row = f"xz:{col}", name + tag
+      teacher = fit(f"{row}_teacher", view, lambda: distill.train_on_data(keys, tc, data(), view, log(f"{row}_teacher")),
+                    servable=not tag)  # a placebo teacher's inputs exist in no file
+      teachers.append((teacher, view))
+      fit(row, "x", lambda: distill.train_student(keys, tc, data(), distill.teacher_targets(tc, [(teacher, view)],
+                                                                                            data()), log(row)))
+    fit("multi" + tag, "x", lambda: distill.train_student(keys, tc, data(), distill.teacher_targets(tc, teachers, data()),
+                                                          log("multi" + tag)))
   if cfg.options.lightgbm:
     res.update(gbdt.run_methods(keys, tc, cfg.options.gbdt, ds, dd, gbdt.METHODS, fit=fit, log_fn=log,
                                 seed=cfg.run.seed, max_buckets=cfg.data.max_buckets))
   sim = ds["train"]
+  best = {k: r.best["test"] for k, r in res.items()}
   return {"config": cfg, "env": common.environment(), "simulator": ds.config,
           "positive_train_sessions_pct": 100.0 * dd.num_positive_groups / dd.num_train_groups,
           "privileged_corr": {n: float(np.corrcoef(sim.z[:, j], sim.y)[0, 1]) for j, n in enumerate(logs.PRIVILEGED)},
           "rows": {k: r.best["test"] for k, r in res.items()},
           "comparisons": common.compare({k: r.best["test"] for k, r in res.items()}, "no_distill"),
+          "vs_placebo": vs_placebo(best),
           "vs_multi": common.compare({k: r.best["test"] for k, r in res.items() if k in gbdt.VIEWS or k == "multi"},
                                      "multi"),
           "seconds": time.time() - t0}
+
+
+def vs_placebo(rows: dict) -> dict:
+  """Each PFD student (one privileged feature, and multi-teacher) against its placebo, paired by seed."""
+  return {k: common.compare({k: rows[k], "placebo": rows[f"{k}_placebo"]}, "placebo")[k]
+          for k in PRIVILEGED + ("multi",) if f"{k}_placebo" in rows}
 
 
 def to_markdown(res: dict) -> str:
@@ -113,8 +135,10 @@ def to_markdown(res: dict) -> str:
   base = np.asarray(res["rows"]["no_distill"]).mean(0)
   cmp = res.get("comparisons") or common.compare(res["rows"], "no_distill")
   vs_multi = res.get("vs_multi") or {}
+  vs_pl = res.get("vs_placebo") or vs_placebo(res["rows"])
   rows = [[label] + [f"{m / b:.3f}" for m, b in zip(np.asarray(res["rows"][k]).mean(0), base)] +
-          common.change_cells(cmp.get(k)) + ([common.change_cell(vs_multi.get(k))] if vs_multi else [])
+          common.change_cells(cmp.get(k)) + ([common.change_cell(vs_pl.get(k))] if vs_pl else []) +
+          ([common.change_cell(vs_multi.get(k))] if vs_multi else [])
           for k, label in ROWS if k in res["rows"]]
   corr = ", ".join(f"{k} {v:+.2f}" for k, v in res["privileged_corr"].items())
   return (f"# Table 3 on simulated logs ({cfg['run']['loss']})\n\nPurchase NDCG@k at each row's best epoch, mean over "
@@ -122,9 +146,14 @@ def to_markdown(res: dict) -> str:
           f"{' / '.join(f'{b:.3f}' for b in base)}). {res['positive_train_sessions_pct']:.1f}% of training "
           f"sessions have a purchase; corr with purchase: {corr}. {res['seconds']:.0f} s.\n" +
           common.stats_note("the baseline", len(res["rows"]["no_distill"]), 1) + "\n" +
+          ("Placebo rows: the teachers and the multi-teacher student again with the privileged columns permuted "
+           f"{'within each session' if cfg['run'].get('placebo_within', 'query') == 'query' else 'across the split'} "
+           "(values kept, link to purchase broken); 'vs its placebo' pairs each PFD student with its placebo by "
+           "seed: the privileged information's gain beyond distillation.\n\n" if vs_pl else "") +
           ("LightGBM rows (pfd_jax.gbdt) are early-stopped on the selection split's NDCG@8; 'vs multi-teacher' "
            "pairs their seeds with the multi-teacher PFD student's by index.\n\n" if vs_multi else "") +
           common.markdown_table(["Model", "NDCG@8", "NDCG@16", "NDCG@32"] + common.change_header("baseline", 8) +
+                                (["NDCG@8 vs its placebo (seeds)"] if vs_pl else []) +
                                 (["NDCG@8 vs multi-teacher (seeds)"] if vs_multi else []), rows))
 
 
@@ -134,7 +163,8 @@ def plot(res: dict, path: str) -> None:
 
 DRIVER = common.Driver("table3_logs", run, to_markdown, plot, "table3_logs.png", options=Options,
                        groups=("train", "run", "output"), folder=lambda cfg: "logs",
-                       rows=lambda cfg: len(ROWS) - 1 - (0 if cfg.options.lightgbm else GBDT_ROWS))
+                       rows=lambda cfg: len(ROWS) - 1 - (0 if cfg.options.lightgbm else GBDT_ROWS) -
+                       (0 if cfg.options.placebo else PLACEBO_ROWS))
 
 if __name__ == "__main__":
   common.main(DRIVER)

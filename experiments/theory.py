@@ -55,6 +55,7 @@ def run(trials: int, seed: int, w_seed: int, reduce_noise: bool, x64: bool) -> d
   for dz in range(0, 11):
     p = base._replace(d_z=dz)
     row = dict(d_z=dz, pfd_cf=th.theorem2_pfd(p.n, p.m, 10, dz, base.sigma, base.v).total,
+               placebo_cf=th.theorem2_placebo(p.n, p.m, 10, dz, base.sigma, base.v).total,
                regression_cf=th.theorem1_regression(p.n, 10, base.sigma, v2))
     for method in th.METHODS:
       if method == "gend" and dz == 0:
@@ -93,11 +94,20 @@ def to_markdown(res: dict) -> str:
   rows = []
   for r in res["fig6"]:
     g = f"{r['gend_mc']:.1f} ± {r['gend_se']:.1f}" if "gend_mc" in r else "-"
+    pl = ([f"{r['placebo_mc']:.1f} ± {r['placebo_se']:.1f}", f"{r['placebo_cf']:.1f}"] if "placebo_mc" in r
+          else [])
     rows.append([r["d_z"], f"{r['regression_mc']:.1f} ± {r['regression_se']:.1f}", f"{r['regression_cf']:.1f}",
                  f"{r['pfd_mc']:.1f} ± {r['pfd_se']:.1f}", f"{r['pfd_cf']:.1f}",
-                 f"{r['self_mc']:.1f} ± {r['self_se']:.1f}", g])
+                 f"{r['self_mc']:.1f} ± {r['self_se']:.1f}", g] + pl)
+  placebo = "placebo_mc" in res["fig6"][0]
   out.append(common.markdown_table(["d_z", "regression MC", "Thm 1", "PFD MC", "Thm 2", "self-distillation MC",
-                                    "GenD MC"], rows))
+                                    "GenD MC"] + (["placebo MC", "placebo CF"] if placebo else []), rows))
+  if placebo:
+    out.append("\nPlacebo: the PFD teacher with d_z independent N(0, 1) noise columns in place of z "
+               "(`pfd_jax.theory.theorem2_placebo`: Theorem 2 with v_z* = 0, d_x (sigma^2 + ||v*||^2) / "
+               "(n - d_x - d_z - 1)). The linear theory predicts the control is never better than regression: "
+               "distillation alone brings nothing here (the self-distilled student is the regression), and the "
+               "noise columns cost d_z degrees of freedom.\n")
   best = min(res["fig6"], key=lambda r: r["pfd_mc"])
   out.append(f"\nMonte-Carlo PFD error is smallest at d_z = {best['d_z']} ({best['pfd_mc']:.1f}); at d_z = 10 "
              f"it is {res['fig6'][-1]['pfd_mc']:.1f}.\n\n## Scaling: PFD gap to Theorem 2 as n and m grow (d_z = 10)\n\n")
@@ -118,6 +128,10 @@ def plot(res: dict, path: str) -> None:
   ax.errorbar(dz, [r["pfd_mc"] for r in f6], yerr=[2 * r["pfd_se"] for r in f6], fmt="s", color="C3",
               label="PFD, Monte-Carlo (±2 SE)")
   ax.plot(dz, [r["pfd_cf"] for r in f6], "-", color="C3", label="PFD, Theorem 2")
+  if "placebo_mc" in f6[0]:
+    ax.errorbar(dz, [r["placebo_mc"] for r in f6], yerr=[2 * r["placebo_se"] for r in f6], fmt="^", color="C7",
+                label="placebo (noise for z), Monte-Carlo")
+    ax.plot(dz, [r["placebo_cf"] for r in f6], ":", color="C7", label="placebo, Theorem 2 with $v_z^*=0$")
   ax.set_xlabel("$d_z$ (privileged coordinates of u revealed)")
   ax.set_ylabel(r"$E\|\hat w - w^*\|^2$")
   ax.set_title("Figure 6: Example 1 (n=30, m=200, $\\sigma$=15)")

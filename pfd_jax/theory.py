@@ -10,6 +10,9 @@ Estimators of w* (all least squares, solved with ``jnp.linalg.lstsq``, never an 
 * distillation with a teacher on ``pfd`` = [X, Z], ``self`` = X or ``gend`` = Z: theta = T^+ y on the
   labelled rows, teacher predictions yhat = T_a theta on all n + m rows, then the student minimises
   alpha ||y - X w||^2 + (1 - alpha) ||yhat - X_a w||^2 (alpha = 0 is the paper's Theorem 1-2 setting).
+* ``placebo`` (pfd_jax's control, not in the paper): the PFD teacher with d_z pure-noise columns W ~ N(0, I),
+  independent of everything, in place of Z: PFD's inputs and capacity without the privileged information
+  (the linear counterpart of permuting z; :func:`theorem2_placebo`).
 
 Every estimator is linear in y, which gives a variance-reduced Monte-Carlo: for a sampled design, the error
 averaged over the label noise is exactly ||L y0 - w*||^2 + sigma^2 ||L||_F^2 with y0 = X w* + U v* the
@@ -24,7 +27,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-TEACHERS = ("pfd", "self", "gend")
+TEACHERS = ("pfd", "self", "gend", "placebo")
+PLACEBO_STREAM = 0x9ACEB0
 METHODS = ("regression",) + TEACHERS
 
 
@@ -69,6 +73,22 @@ def theorem2_pfd(n: int, m: int, d_x: int, d_z: int, sigma: float, v: np.ndarray
   return PFDTerms(a, b, a + b)
 
 
+def theorem2_placebo(n: int, m: int, d_x: int, d_z: int, sigma: float, v: np.ndarray) -> PFDTerms:
+  """What Theorem 2's argument gives for the placebo teacher (d_z independent noise columns in place of z).
+
+  The noise explains nothing, so the whole of sigma^2 + ||v*||^2 stays in the labelled term, which still
+  pays for the d_z extra columns (X projected off the noise: n - d_z degrees of freedom), and the all-data
+  term is 0: d_x (sigma^2 + ||v*||^2) / (n - d_x - d_z - 1), i.e. Theorem 2 with v_z* = 0. Above Theorem 1's
+  regression error for every d_z >= 1: in the linear model distillation by itself brings nothing (the
+  self-distilled student is exactly the regression) and the placebo costs d_z degrees of freedom. Dropped,
+  as in Theorem 2: a term of order d_x d_z (sigma^2 + ||v*||^2) / (n (n + m)) from the student's projection
+  of the teacher's noise weights.
+  """
+  _check(n > d_x + d_z + 1, f"the placebo bound is undefined for n={n} <= d_x + d_z + 1 = {d_x + d_z + 1}")
+  a = (sigma ** 2 + float(np.sum(np.asarray(v, np.float64) ** 2))) * inverse_wishart_trace(d_x, n - d_z)
+  return PFDTerms(a, 0.0, a)
+
+
 # ---------------------------------------------------------------- estimators (linear in the labels)
 
 def _lstsq(a, b):
@@ -82,7 +102,9 @@ def _lstsq_qr(a, b):
 
 
 def _teacher_design(method, x, z, xa, za):
-  return {"pfd": (jnp.concatenate([x, z], 1), jnp.concatenate([xa, za], 1)),
+  """The teacher's design; for the placebo, z holds the noise columns."""
+  xz = (jnp.concatenate([x, z], 1), jnp.concatenate([xa, za], 1))
+  return {"pfd": xz, "placebo": xz,
           "self": (x, xa), "gend": (z, za)}[method]
 
 
@@ -156,7 +178,12 @@ def _errors(key, w, v, sigma, d_z, *, method, n, m, trials, alpha, reduce_noise,
     # unchanged (lstsq is SVD-based and drops the zero singular values). With alpha > 0 the columns are
     # sliced statically and the student solved by QR: vmapped SVD-based lstsq calls of that path hung on
     # the CPU backend (jax 0.10) once run over several lax.map chunks.
-    za = ua[:, :static_d_z] if static_d_z is not None else jnp.where(jnp.arange(d_u) < d_z, ua, 0.0)
+    if method == "placebo":  # noise columns in place of z, from their own stream (the other draws unchanged;
+      # fold_in(k, i) for a small i would repeat split(k, 3)[i], i.e. u itself)
+      ua_z = jax.random.normal(jax.random.fold_in(k, PLACEBO_STREAM), (n + m, d_u), dtype)
+    else:
+      ua_z = ua
+    za = ua_z[:, :static_d_z] if static_d_z is not None else jnp.where(jnp.arange(d_u) < d_z, ua_z, 0.0)
     x, u = xa[:n], ua[:n]
     y0 = x @ w + u @ v
     if reduce_noise and (alpha == 0.0 or method == "regression"):

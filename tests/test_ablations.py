@@ -26,7 +26,12 @@ def test_fig4_sparsity(tmp_path):
   js = written(tmp_path, res, fig4_sparsity.DRIVER)
   pct = [js["taus"][t]["positive_groups_pct"] for t in ("4.0", "2.0")]
   assert pct[0] < pct[1]  # lower tau, more positive groups
-  assert set(js["taus"]["2.0"]["relative"]) == {"no_distill", "self_distill", "pfd_teacher", "pfd"}
+  assert set(js["taus"]["2.0"]["relative"]) == {"no_distill", "self_distill", "pfd_teacher", "pfd", "placebo_teacher",
+                                                 "placebo"}
+  assert js["taus"]["2.0"]["pfd_vs_placebo"]["n"] == 2 and "PFD vs placebo (runs)" in (tmp_path / "out" / "table.md").read_text()
+  res = fig4_sparsity.run(tiny(fig4_sparsity.Options(taus=(2.0,), methods=("gend",))))
+  assert set(res["taus"]["2.0"]["rows"]) == {"no_distill", "gend_teacher", "gend"}
+  assert "GenD student vs no-distillation" in fig4_sparsity.to_markdown(common.as_json(res))
 
 
 def test_fig5_correlation(tmp_path):
@@ -68,4 +73,10 @@ def test_table3_logs(tmp_path):
   res = table3_logs.run(tiny(table3_logs.Options(sessions=(60, 10, 60), sim_seed=0, gbdt=SMALL_GBDT)))
   js = written(tmp_path, res, table3_logs.DRIVER)
   assert set(js["rows"]) == {k for k, _ in table3_logs.ROWS}
-  assert "Multi-teacher" in (tmp_path / "out" / "table.md").read_text()
+  md = (tmp_path / "out" / "table.md").read_text()
+  assert "Multi-teacher" in md and "vs its placebo" in md
+  assert set(js["vs_placebo"]) == {"position", "click", "add", "multi"}
+  # the placebo teachers trained on permuted columns: not the PFD teachers' models
+  assert not np.array_equal(js["rows"]["click_placebo_teacher"], js["rows"]["click_teacher"])
+  cfg = tiny(table3_logs.Options(sessions=(60, 10, 60), placebo=False, lightgbm=False))
+  assert table3_logs.DRIVER.rows(cfg) == len(table3_logs.ROWS) - 1 - table3_logs.GBDT_ROWS - table3_logs.PLACEBO_ROWS
