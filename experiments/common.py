@@ -23,6 +23,7 @@ import json
 import os
 import platform
 import resource
+import shlex
 import subprocess
 import sys
 import time
@@ -50,6 +51,7 @@ from pfd_jax.config import DataConfig, option
 from pfd_jax.train import TrainConfig
 
 FLAGS = flags.FLAGS
+T_START = time.time()  # the process's start (imports included), for results.json's wall_seconds
 RESULTS = "results"
 SINGLE_LOSSES = ("rankbce", "ranknet")
 
@@ -350,6 +352,9 @@ def main(driver: Driver) -> None:
       res = driver.run(cfg)
       guards.checkpoint(distributed.comm())
       res["provenance"] = prov
+      # how it was run and how long the whole command took (what experiments.report shows beside each table)
+      res["command"] = " ".join(["python -m experiments." + driver.name] + [shlex.quote(a) for a in sys.argv[1:]])
+      res["wall_seconds"] = time.time() - T_START
       if lead:  # one writer: process 0
         print(write_outputs(run_dir, res, driver))
         point_latest(run_dir)  # only a run that wrote its results becomes 'latest'
