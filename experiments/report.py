@@ -1,0 +1,449 @@
+r"""RESULTS.md from the results files: every driver's latest run, its table and figures, the command, commit,
+machine and wall time, and one verdict per claim derived from the run's paired intervals.
+
+  python -m experiments.report                          # reads results/, writes RESULTS.md and figures/
+  python -m experiments.report --results=/runs --out=/tmp/RESULTS.md
+
+Nothing in RESULTS.md is typed by hand: each section is the run's own table.md, its PNGs (copied beside the page,
+under figures/), and what its results.json and provenance.json say. A run whose training code (the library,
+the driver and the experiments modules it imports) differs between its commit and HEAD is marked **stale**. A
+missing run is an error (exit 1) naming every missing one and the command that makes it, never a silent gap.
+
+Verdicts (directional claims "A beats B", paired by run, 95% paired-t interval of the relative change):
+* **holds**: the interval lies above 0;
+* **does not reproduce**: the interval lies below +MARGIN (a gain of MARGIN or more is ruled out; "reversed"
+  when it lies below 0);
+* **undecided at n runs**: otherwise, with the seeds (per fold) a paired t-test would need for 80% power at the
+  measured spread, for the observed change or MARGIN, whichever is larger.
+The theory's claims are checks of Monte-Carlo against the closed forms (holds / does not reproduce).
+"""
+from __future__ import annotations
+
+import ast
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from typing import Callable, NamedTuple, Optional
+
+import numpy as np
+from absl import app, flags
+
+from experiments import common
+from pfd_jax import stats
+
+MARGIN = common.POWER_CHANGE  # the relative change the tables' power columns are about (2%)
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+class Claim(NamedTuple):
+  text: str
+  verdict: str   # holds / does not reproduce / undecided at n runs
+  detail: str
+
+
+def verdict(c: dict, folds: int = 1, margin: float = MARGIN) -> tuple:
+  """(verdict, detail) of the claim "row beats reference" from its comparison record (common.comparison_record)."""
+  cell = common.change_cell(c)
+  lo, hi = c["rel_ci"]
+  if not (np.isfinite(lo) and np.isfinite(hi)):
+    return "undecided", f"{cell} (no interval)"
+  if lo > 0:
+    return "holds", cell
+  if hi < margin:
+    return "does not reproduce", cell + (" (reversed)" if hi < 0 else f" (a gain of {100 * margin:.0f}% or more is "
+                                                                        "ruled out)")
+  effect = max(c["diff"], margin * c["reference"])
+  need = stats.runs_for_power(effect, c["sd"])
+  size = "the observed change" if c["diff"] > margin * c["reference"] else f"a {100 * margin:.0f}% change"
+  seeds = "more than 100,000 runs" if need is None else (f"~{-(-need // folds):,} seeds" +
+                                                          (" per fold" if folds > 1 else ""))
+  return f"undecided at {c['n']} runs", f"{cell}; {seeds} would detect {size} with 80% power"
+
+
+def beats(text: str, rows: dict, a: str, b: str, folds: int = 1, col: int = 0) -> Optional[Claim]:
+  """The claim "rows[a] beats rows[b]" (paired by run), or None when either row is absent."""
+  if a not in rows or b not in rows:
+    return None
+  c = common.compare({a: np.asarray(rows[a]), b: np.asarray(rows[b])}, b, col=col)[a]
+  return Claim(text, *verdict(c, folds))
+
+
+def sweep(text: str, records: dict, folds: int = 1) -> Optional[Claim]:
+  """One claim over a sweep ({point: comparison record}): where it holds, is undecided, does not reproduce."""
+  if not records:
+    return None
+  found = {}
+  for point, c in records.items():
+    found.setdefault(verdict(c, folds)[0].split(" at ")[0], []).append(str(point))
+  word = ("holds" if set(found) == {"holds"} else "does not reproduce" if set(found) == {"does not reproduce"}
+          else "mixed")
+  return Claim(text, word, "; ".join(f"{k} at {', '.join(v)}" for k, v in found.items()))
+
+
+def check(text: str, ok: bool, detail: str) -> Claim:
+  return Claim(text, "holds" if ok else "does not reproduce", detail)
+
+
+# ------------------------------------------------------------------ the claims of each driver
+
+
+def _folds(n_runs: int, res: dict) -> int:
+  return max(1, n_runs // res["config"]["run"]["seeds"])
+
+
+def table2_claims(res: dict) -> list:
+  from experiments import table2
+  out = []
+  for loss, lr in res["losses"].items():
+    rows, folds = table2.aggregate(lr), len(lr["folds"])
+    p = f"[{loss}] "
+    out += [beats(p + "PFD student beats no-distillation (paper, Table 2)", rows, "pfd", "no_distill", folds),
+            beats(p + "PFD student beats self-distillation (paper, Table 2)", rows, "pfd", "self_distill", folds),
+            beats(p + "PFD student beats GenD student (paper, Table 2)", rows, "pfd", "gend", folds),
+            beats(p + "Self-distillation beats no-distillation (paper, Table 2)", rows, "self_distill", "no_distill",
+                  folds),
+            beats(p + "PFD student beats the placebo student: the gain is the privileged information (control)",
+                  rows, "pfd", "placebo", folds),
+            beats(p + "PFD student beats LambdaMART, the incumbent", rows, "pfd", "lambdamart", folds),
+            beats(p + "GBDT student of the PFD teacher beats LambdaMART (cross-family)", rows, "gbdt_xent_from_pfd",
+                  "lambdamart", folds)]
+  return out
+
+
+def table3_claims(res: dict) -> list:
+  rows = res["rows"]
+  single = ("position", "click", "add")
+  vs = lambda a, b: common.compare({a: np.asarray(rows[a]), b: np.asarray(rows[b])}, b)[a]
+  return [beats("Multi-teacher PFD beats the baseline (paper, Table 3)", rows, "multi", "no_distill"),
+          sweep("Each single-feature PFD student beats the baseline (paper, Table 3)",
+                {k: vs(k, "no_distill") for k in single if k in rows}),
+          sweep("Multi-teacher PFD beats pre-training + fine-tuning (paper, Table 3)",
+                {k: vs("multi", k) for k in ("pre_click_ft", "pre_add_ft") if k in rows}),
+          beats("Multi-teacher PFD beats its placebo: the gain is the privileged information (control)", rows,
+                "multi", "multi_placebo"),
+          sweep("Each single-feature PFD student beats its placebo (control)",
+                {k: vs(k, f"{k}_placebo") for k in single if f"{k}_placebo" in rows}),
+          beats("Multi-teacher PFD beats LambdaMART, the incumbent", rows, "multi", "lambdamart")]
+
+
+def table5_claims(res: dict) -> list:
+  rows = res["rows"]
+  f = _folds(len(rows["no_distill"]), res)
+  return [beats("Data loss on positive groups beats all groups (paper, Table 5)", rows, "pfd_positive", "pfd_all", f),
+          beats("PFD (positive groups) beats no-distillation", rows, "pfd_positive", "no_distill", f)]
+
+
+def table6_claims(res: dict) -> list:
+  rows = res["rows"]
+  f = _folds(len(rows["no_distill"]), res)
+  return [beats("No-distillation beats the PFD teacher served with mean-imputed z (paper, Table 6)", rows,
+                "no_distill", "mean", f),
+          beats("No-distillation beats the PFD teacher served with zero-imputed z (paper, Table 6)", rows,
+                "no_distill", "zero", f)]
+
+
+def teacher_loss_claims(res: dict) -> list:
+  rows = res["rows"]
+  f = _folds(len(rows["no_distill"]), res)
+  recs = {k: common.compare({k: np.asarray(rows[k]), "b": np.asarray(rows["no_distill"])}, "b")[k]
+          for k in ("pointwise", "pairwise", "listwise", "topk") if k in rows}
+  return [sweep("PFD beats no-distillation, whatever the teacher term", recs, f)]
+
+
+def alpha_claims(res: dict) -> list:
+  f = _folds(len(res["no_distill"]), res)
+  return [sweep("PFD student beats no-distillation at alpha (paper, Figure 3 / appendix A.7)",
+                {a: r["comparison"] for a, r in res["alphas"].items()}, f)]
+
+
+def fig4_claims(res: dict) -> list:
+  taus = res["taus"]
+  f = _folds(len(next(iter(taus.values()))["rows"]["no_distill"]), res)
+  cmp = lambda key: {t: r["comparisons"][key] for t, r in taus.items() if key in r["comparisons"]}
+  return [sweep("PFD beats no-distillation at tau_target (paper, Figure 4)", cmp("pfd"), f),
+          sweep("Self-distillation beats no-distillation at tau_target (paper, Figure 4)", cmp("self_distill"), f),
+          sweep("PFD beats the placebo at tau_target (control)",
+                {t: r["pfd_vs_placebo"] for t, r in taus.items() if "pfd_vs_placebo" in r}, f)]
+
+
+def fig5_claims(res: dict) -> list:
+  tp = res["tau_privs"]
+  f = _folds(len(res["no_distill"]), res)
+  top = max(tp, key=lambda k: tp[k]["corr"])
+  best = max((k for k in tp if k != top), key=lambda k: np.asarray(tp[k]["student"])[:, 0].mean())
+  students = {k: np.asarray(v["student"]) for k, v in tp.items()}
+  return [sweep("PFD student beats no-distillation at tau_priv (paper, Figure 5)",
+                {k: v["comparison"] for k, v in tp.items()}, f),
+          beats(f"A less correlated z (the best student, tau_priv = {best}, corr {tp[best]['corr']:.2f}) beats the "
+                f"most correlated one (tau_priv = {top}, corr {tp[top]['corr']:.2f}) (paper, Figure 5)",
+                students, best, top, f)]
+
+
+def sdr_claims(res: dict) -> list:
+  from experiments import sdr
+  rows = res["rows"]
+  f = _folds(len(next(iter(rows.values()))), res)
+  col = sdr.SHOW.index(5)
+  return [beats("The listwise self-distilled student beats its teacher (SDR)", rows, "listwise -> listwise",
+                "listwise teacher", f, col),
+          beats("The pointwise-teacher, listwise-student pair beats its teacher (SDR)", rows, "pointwise -> listwise",
+                "pointwise teacher", f, col)]
+
+
+def rank_distill_claims(res: dict) -> list:
+  rows = {k: np.asarray(v["NDCG@10"])[:, None] for k, v in res["rows"].items()}
+  f = _folds(len(rows["student"]), res)
+  schemes = [k for k in rows if k not in ("teacher", "student")]
+  return [sweep("Ranking distillation beats the student trained alone, NDCG@10 (Ranking Distillation)",
+                {k: common.compare({k: rows[k], "student": rows["student"]}, "student")[k] for k in schemes}, f)]
+
+
+def committee_claims(res: dict) -> list:
+  cmp = res["comparisons"]
+  return [Claim(f"{k} beats RankSVM, NDCG@10 over folds (Committee Perceptron)", *verdict(cmp[k]))
+          for k in ("committee (avg), K chosen", "committee (vote), K chosen") if k in cmp]
+
+
+def theory_claims(res: dict) -> list:
+  grid, fig6 = res["grid"], res["fig6"]
+  exact = [abs(g["regression_mc"] - g["regression_cf"]) <= 3 * g["regression_se"] + 0.005 * g["regression_cf"]
+           for g in grid]
+  large = [g for g in grid if g["n"] >= 100]
+  gaps = [g["pfd_mc"] / g["pfd_cf"] - 1 for g in large]
+  dz = [r["d_z"] for r in fig6]
+  best = dz[int(np.argmin([r["pfd_mc"] for r in fig6]))]
+  out = [check("Theorem 1 (exact) matches Monte-Carlo in every grid cell (within 3 SE + 0.5%)", all(exact),
+               f"{sum(exact)}/{len(exact)} cells"),
+         check("Theorem 2 matches Monte-Carlo within 2% once n >= 100 (its dropped O(1/(nm)) term)",
+               all(abs(x) < 0.02 for x in gaps), ", ".join(f"n={g['n']}, d_z={g['d_z']}: {100 * x:+.1f}%"
+                                                         for g, x in zip(large, gaps))),
+         check("Figure 6: PFD's error is smallest strictly inside 0 < d_z < 10", 0 < best < max(dz),
+               f"minimum at d_z = {best}"),
+         check("Example 1: PFD beats regression for every d_z >= 1",
+               all(r["pfd_mc"] + 3 * r["pfd_se"] < r["regression_mc"] for r in fig6 if r["d_z"] > 0),
+               "Monte-Carlo, 3 SE")]
+  if "placebo_mc" in fig6[0]:
+    worse = [r for r in fig6 if r["d_z"] > 0 and r["placebo_mc"] - 3 * r["placebo_se"] > r["regression_mc"]]
+    out.append(check("Placebo (noise for z) is worse than regression for every d_z >= 1 (linear theory, control)",
+                     len(worse) == sum(r["d_z"] > 0 for r in fig6),
+                     f"{len(worse)}/{sum(r['d_z'] > 0 for r in fig6)} values of d_z, Monte-Carlo, 3 SE"))
+  return out
+
+
+class Entry(NamedTuple):
+  """A run the page needs: <results>/<driver>/<label>/latest, the command that makes it, its claims."""
+  driver: str
+  label: str
+  command: str
+  title: str
+  claims: Optional[Callable] = None
+
+
+EXPECTED = [
+    Entry("table2", "synthetic", "python -m experiments.table2", "Table 2 / Table 4: synthetic default (main job)",
+          table2_claims),
+    Entry("table2", "ohsumed", "python -m experiments.table2 --dataset=ohsumed --loss=rankbce",
+          "Table 2 / Table 4: OHSUMED, 5 folds", table2_claims),
+    Entry("table3_logs", "logs", "python -m experiments.table3_logs", "Table 3 analogue: simulated e-commerce logs",
+          table3_claims),
+    Entry("theory", "fig6", "python -m experiments.theory", "Linear theory: Theorems 1-2, Figure 6", theory_claims),
+    Entry("fig3_alpha", "synthetic", "python -m experiments.fig3_alpha", "Figure 3: alpha", alpha_claims),
+    Entry("alpha_robustness", "synthetic", "python -m experiments.alpha_robustness", "Appendix A.7: alpha robustness",
+          alpha_claims),
+    Entry("fig4_sparsity", "synthetic", "python -m experiments.fig4_sparsity", "Figure 4: label sparsity",
+          fig4_claims),
+    Entry("fig5_correlation", "synthetic", "python -m experiments.fig5_correlation",
+          "Figure 5: correlation of z with y", fig5_claims),
+    Entry("table5_positive_groups", "synthetic", "python -m experiments.table5_positive_groups",
+          "Table 5: positive vs all query groups", table5_claims),
+    Entry("table6_imputation", "synthetic", "python -m experiments.table6_imputation",
+          "Table 6: the teacher served with imputed z", table6_claims),
+    Entry("pfd_teacher_loss", "synthetic", "python -m experiments.pfd_teacher_loss",
+          "Ablation: how the PFD teacher teaches", teacher_loss_claims),
+    Entry("sdr", "synthetic", "python -m experiments.sdr", "Self-Distilled neural Rankers (SDR)", sdr_claims),
+    Entry("rank_distill", "synthetic", "python -m experiments.rank_distill", "Ranking Distillation",
+          rank_distill_claims),
+    Entry("committee_perceptron", "ohsumed", "python -m experiments.committee_perceptron",
+          "Committee Perceptron family vs RankSVM (OHSUMED)", committee_claims),
+    Entry("data_summary", "synthetic", "python -m experiments.data_summary", "Data summary (Table 1 columns)"),
+    # measurements, not claims: speed and memory on the machine named in each section
+    Entry("benchmark", "throughput", "python -m experiments.benchmark --scale=0.5 --repeats=3",
+          "Speed: training throughput at half Web30k size, and the peers on the same files"),
+    Entry("benchmark", "streamed", "python -m experiments.benchmark --case=streamed",
+          "Scale: data larger than memory, streamed from disk"),
+    Entry("benchmark", "memory", "python -m experiments.benchmark --case=memory", "Memory: the losses at 1,300 documents"),
+    Entry("benchmark", "export", "python -m experiments.benchmark --case=export",
+          "Serving: ONNX Runtime vs jax.jit latency of an exported student"),
+]
+
+
+class Missing(Exception):
+  """Runs the page needs are absent (the message names each and its command)."""
+
+
+# ------------------------------------------------------------------ staleness
+
+
+def _imported_experiments(module: str, root: str, seen: set) -> None:
+  """experiments modules `module` imports, recursively (the driver's own code beside the library)."""
+  if module in seen:
+    return
+  seen.add(module)
+  path = os.path.join(root, "experiments", module + ".py")
+  if not os.path.exists(path):
+    return
+  with open(path) as f:
+    tree = ast.parse(f.read())
+  for node in ast.walk(tree):
+    if isinstance(node, ast.ImportFrom) and node.module == "experiments":
+      for a in node.names:
+        _imported_experiments(a.name, root, seen)
+    elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("experiments."):
+      _imported_experiments(node.module.split(".", 1)[1], root, seen)
+
+
+def training_code(driver: str, root: str = ROOT) -> list:
+  """The paths whose change changes a driver's results: the library and the experiments modules it runs."""
+  seen = set()
+  _imported_experiments(driver, root, seen)
+  return ["pfd_jax"] + sorted(f"experiments/{m}.py" for m in seen)
+
+
+def _git(root: str, *args) -> subprocess.CompletedProcess:
+  return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, timeout=60)
+
+
+def staleness(code: dict, driver: str, root: str = ROOT) -> Optional[str]:
+  """None when the run's training code is HEAD's; else why it is stale (or cannot be checked)."""
+  commit = code.get("git_commit")
+  if not commit:
+    return "run outside a git checkout: its code cannot be compared with HEAD"
+  paths = training_code(driver, root)
+  diff = _git(root, "diff", "--name-only", commit, "HEAD", "--", *paths)
+  if diff.returncode != 0:
+    return f"commit {commit[:10]} is not in this repository: its code cannot be compared with HEAD"
+  changed = diff.stdout.split()
+  if changed:
+    shown = ", ".join(changed[:4]) + (f" and {len(changed) - 4} more" if len(changed) > 4 else "")
+    return f"training code changed since {commit[:10]} ({shown})"
+  if code.get("git_dirty"):
+    return f"run on {commit[:10]} with uncommitted changes: its code cannot be compared with HEAD"
+  return None
+
+
+# ------------------------------------------------------------------ the page
+
+
+def load_run(results: str, e: Entry) -> Optional[dict]:
+  folder = os.path.join(results, e.driver, e.label, "latest")
+  path = os.path.join(folder, "results.json")
+  if not os.path.exists(path):
+    return None
+  with open(path) as f:
+    res = json.load(f)
+  prov = res.get("provenance")
+  if prov is None and os.path.exists(os.path.join(folder, "provenance.json")):
+    with open(os.path.join(folder, "provenance.json")) as f:
+      prov = json.load(f)
+  return dict(res=res, prov=prov or {}, folder=os.path.realpath(folder))
+
+
+def _demote(md: str) -> str:
+  return "\n".join("##" + line if line.startswith("#") else line for line in md.strip().splitlines())
+
+
+def _machine(env: dict) -> str:
+  return (f"{env.get('cpus', '?')} CPUs ({env.get('machine', '?')}), {env.get('backend', '?')} backend, "
+          f"Python {env.get('python', '?')}, jax {env.get('jax', '?')}")
+
+
+def _wall(res: dict) -> str:
+  s = res.get("wall_seconds", res.get("seconds"))
+  return "?" if s is None else (f"{s:.0f} s" if s < 120 else f"{int(s // 60)} min {int(round(s % 60))} s")
+
+
+def build(results: str, out: str, root: str = ROOT, expected: list = EXPECTED) -> dict:
+  """Writes `out` (Markdown) and its figures beside it (<dir of out>/figures/); returns a summary
+  {"entries": [...], "stale": [...], "claims": [...]}. Raises Missing (writing nothing) if a run is absent."""
+  runs = [(e, load_run(results, e)) for e in expected]
+  missing = [e for e, r in runs if r is None]
+  if missing:
+    raise Missing("no results for " + "; ".join(
+        f"{e.driver}/{e.label} ({os.path.join(results, e.driver, e.label, 'latest')} is absent; run: {e.command})"
+        for e in missing))
+  out_dir = os.path.dirname(os.path.abspath(out))
+  fig_root = os.path.join(out_dir, "figures")
+  head = _git(root, "rev-parse", "HEAD").stdout.strip() or "unknown"
+  summary, sections, all_claims, stale = [], [], [], []
+  shutil.rmtree(fig_root, ignore_errors=True)
+  for e, run in runs:
+    res, code = run["res"], run["prov"].get("code", {})
+    why = staleness(code, e.driver, root)
+    claims = [c for c in (e.claims(res) if e.claims else []) if c is not None]
+    all_claims += [(e, c) for c in claims]
+    if why:
+      stale.append((e, why))
+    anchor = f"{e.driver}-{e.label}"
+    counts = {}
+    for c in claims:
+      counts[c.verdict.split(" at ")[0]] = counts.get(c.verdict.split(" at ")[0], 0) + 1
+    summary.append([f"[{e.title}](#{anchor})", "; ".join(f"{v} {k}" for k, v in counts.items()) or "-",
+                    "**stale**" if why else "current", (code.get("git_commit") or "?")[:10], _wall(res)])
+    parts = [f'<a id="{anchor}"></a>\n## {e.title}\n',
+             f"Command: `{res.get('command', e.command)}`  \nCommit: `{(code.get('git_commit') or '?')[:10]}`"
+             f"{' (uncommitted changes)' if code.get('git_dirty') else ''}; run {res.get('env', {}).get('time', '?')} "
+             f"on {_machine(res.get('env', {}))}; wall time {_wall(res)}.  \nResults: `{run['folder']}`\n"]
+    if why:
+      parts.append(f"\n**Stale**: {why}. Re-run `{e.command}`.\n")
+    if claims:
+      parts.append("\n| Claim | Verdict | Evidence |\n|---|---|---|\n" +
+                   "".join(f"| {c.text} | **{c.verdict}** | {c.detail} |\n" for c in claims))
+    table = os.path.join(run["folder"], "table.md")
+    if os.path.exists(table):
+      with open(table) as f:
+        parts.append("\n" + _demote(f.read()) + "\n")
+    for png in sorted(p for p in os.listdir(run["folder"]) if p.endswith(".png")):
+      dest = os.path.join(fig_root, anchor, png)
+      os.makedirs(os.path.dirname(dest), exist_ok=True)
+      shutil.copyfile(os.path.join(run["folder"], png), dest)
+      parts.append(f"\n![{e.title}: {png}]({os.path.relpath(dest, out_dir)})\n")
+    sections.append("".join(parts))
+  page = [f"# pfd_jax results\n\nGenerated by `python -m experiments.report` from `{results}` at commit "
+          f"`{head[:10]}` ({time.strftime('%Y-%m-%d')}); do not edit by hand. Every table below is the run's own "
+          f"table.md; every verdict is derived from the run's paired 95% intervals: **holds** = the interval of "
+          f"the relative change lies above 0; **does not reproduce** = it lies below +{100 * MARGIN:.0f}% (a gain "
+          f"of {100 * MARGIN:.0f}% or more is ruled out); **undecided at n runs** = neither, with the seeds a "
+          f"paired t-test would need (80% power) for the observed change or {100 * MARGIN:.0f}%, whichever is "
+          f"larger; **mixed** = a sweep whose points differ. A run is **stale** when the library or its "
+          f"driver's code differs between the run's commit and HEAD.\n\n",
+          common.markdown_table(["Run", "Claims", "Code", "Commit", "Wall time"], summary), "\n"]
+  page += [s + "\n" for s in sections]
+  with open(out, "w") as f:
+    f.write("".join(page).rstrip() + "\n")
+  return dict(entries=[e.driver + "/" + e.label for e in expected], stale=[f"{e.driver}/{e.label}" for e, _ in stale],
+              claims=[(f"{e.driver}/{e.label}", c.text, c.verdict) for e, c in all_claims])
+
+
+flags.DEFINE_string("results", "results", "The results root the drivers wrote (<results>/<driver>/<label>/latest).")
+flags.DEFINE_string("out", "RESULTS.md", "The page to write (its figures go to figures/ beside it).")
+
+
+def main(argv):
+  del argv
+  try:
+    s = build(flags.FLAGS.results, flags.FLAGS.out)
+  except Missing as e:
+    print(f"error: {e}", file=sys.stderr, flush=True)
+    sys.exit(1)
+  verdicts = {}
+  for _, _, v in s["claims"]:
+    verdicts[v.split(" at ")[0]] = verdicts.get(v.split(" at ")[0], 0) + 1
+  print(f"wrote {flags.FLAGS.out}: {len(s['entries'])} runs, {len(s['claims'])} claims "
+        f"({', '.join(f'{n} {k}' for k, n in verdicts.items())}); stale: {', '.join(s['stale']) or 'none'}")
+
+
+if __name__ == "__main__":
+  app.run(main)

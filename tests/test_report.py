@@ -1,0 +1,112 @@
+"""experiments.report: RESULTS.md from results folders, verdicts from the intervals, stale runs marked, a
+missing run an error."""
+import json
+import os
+import subprocess
+
+import numpy as np
+import pytest
+
+from conftest import tiny
+from experiments import common, report, table5_positive_groups, table6_imputation
+from pfd_jax import stats
+
+
+def _record(diff, sd, n=10, ref=0.5):
+  """A comparison record of n paired runs with these differences' mean and spread (exactly)."""
+  z = np.random.default_rng(0).normal(size=n)
+  d = (z - z.mean()) / z.std(ddof=1) * sd + diff
+  return common.comparison_record(stats.paired(ref + d, np.full(n, ref)))
+
+
+def test_verdicts_follow_the_interval():
+  assert report.verdict(_record(0.05, 0.01))[0] == "holds"
+  v, detail = report.verdict(_record(-0.05, 0.01))
+  assert v == "does not reproduce" and "reversed" in detail
+  v, detail = report.verdict(_record(0.001, 0.002))  # interval ~[-0.3%, +0.5%]: a 2% gain is ruled out
+  assert v == "does not reproduce" and "ruled out" in detail
+  c = _record(0.01, 0.05)  # +2% observed, wide interval
+  v, detail = report.verdict(c, folds=2)
+  need = stats.runs_for_power(max(c["diff"], 0.02 * c["reference"]), c["sd"])
+  assert v == "undecided at 10 runs" and f"~{-(-need // 2):,} seeds per fold" in detail
+  s = report.sweep("x", {"a": _record(0.05, 0.01), "b": _record(0.01, 0.05)})
+  assert s.verdict == "mixed" and "holds at a" in s.detail and "undecided at b" in s.detail
+
+
+def _git(root, *args):
+  env = dict(os.environ, GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@t", GIT_COMMITTER_NAME="t", GIT_COMMITTER_EMAIL="t@t")
+  return subprocess.run(["git", *args], cwd=root, check=True, capture_output=True, text=True, env=env).stdout.strip()
+
+
+def _write_run(results, driver, label, res, commit):
+  folder = results / driver / label / "abc"
+  folder.mkdir(parents=True)
+  drv = {"table5_positive_groups": table5_positive_groups.DRIVER, "table6_imputation": table6_imputation.DRIVER}[driver]
+  res = dict(common.as_json(res), command=f"python -m experiments.{driver}", wall_seconds=12.0)
+  common.write_outputs(str(folder), res, drv)
+  (folder / "provenance.json").write_text(json.dumps(dict(code=dict(git_commit=commit, git_dirty=False))))
+  os.symlink("abc", results / driver / label / "latest")
+
+
+def test_report_builds_marks_stale_and_fails_on_a_missing_run(tmp_path):
+  # a repository with two commits: the library changes between them
+  repo = tmp_path / "repo"
+  (repo / "pfd_jax").mkdir(parents=True)
+  (repo / "experiments").mkdir()
+  (repo / "pfd_jax" / "lib.py").write_text("A = 1\n")
+  (repo / "experiments" / "table6_imputation.py").write_text("from experiments import common\n")
+  (repo / "experiments" / "common.py").write_text("\n")
+  _git(repo, "init", "-q")
+  _git(repo, "add", "-A")
+  _git(repo, "commit", "-qm", "one")
+  old = _git(repo, "rev-parse", "HEAD")
+  (repo / "pfd_jax" / "lib.py").write_text("A = 2\n")
+  _git(repo, "commit", "-qam", "two")
+  head = _git(repo, "rev-parse", "HEAD")
+  assert report.training_code("table6_imputation", str(repo)) == ["pfd_jax", "experiments/common.py",
+                                                                  "experiments/table6_imputation.py"]
+
+  results = tmp_path / "results"
+  # a real (tiny) Table 5 run, on the old commit: stale
+  _write_run(results, "table5_positive_groups", "synthetic", table5_positive_groups.run(tiny()), old)
+  # Table 6 with known rows, on HEAD: no-distillation 5% above mean imputation in every run; zero imputation
+  # indistinguishable (+0.1% +- 1% around it)
+  rng = np.random.default_rng(1)
+  base = 0.3 + 0.01 * rng.normal(size=(10, 3))
+  rows = dict(no_distill=base, mean=base / 1.05, zero=base * (1 + 0.01 * rng.normal(size=(10, 3))), teacher=base + 0.3)
+  res6 = dict(config=tiny(), env=common.environment(), rows=rows, comparisons=common.compare(rows, "no_distill"),
+              seconds=1.0)
+  _write_run(results, "table6_imputation", "synthetic", res6, head)
+
+  expected = [e for e in report.EXPECTED if e.driver in ("table5_positive_groups", "table6_imputation")]
+  out = tmp_path / "page" / "RESULTS.md"
+  out.parent.mkdir()
+  s = report.build(str(results), str(out), root=str(repo), expected=expected)
+  md = out.read_text()
+  assert s["stale"] == ["table5_positive_groups/synthetic"]
+  assert "**Stale**: training code changed since " + old[:10] + " (pfd_jax/lib.py)" in md
+  assert md.count("**Stale**") == 1 and "| current |" in md
+  claims = {t: v for _, t, v in s["claims"]}
+  assert claims["No-distillation beats the PFD teacher served with mean-imputed z (paper, Table 6)"] == "holds"
+  assert claims["No-distillation beats the PFD teacher served with zero-imputed z (paper, Table 6)"] != "holds"
+  # each run's own table, command, commit and figure
+  assert "### Table 6: PFD teacher with imputed privileged features" in md
+  assert "Command: `python -m experiments.table6_imputation`" in md and f"Commit: `{head[:10]}`" in md
+  assert (out.parent / "figures" / "table6_imputation-synthetic" / "table6.png").stat().st_size > 1000
+  assert "](figures/table6_imputation-synthetic/table6.png)" in md
+
+  # a driver without results: an error naming it and its command, and the page is left as it was
+  expected.append(next(e for e in report.EXPECTED if e.driver == "table3_logs"))
+  with pytest.raises(report.Missing, match=r"table3_logs/logs .*run: python -m experiments.table3_logs"):
+    report.build(str(results), str(out), root=str(repo), expected=expected)
+  assert out.read_text() == md
+
+
+def test_every_entry_has_a_driver_and_claims_for_each_paper_result():
+  import importlib
+  for e in report.EXPECTED:
+    mod = importlib.import_module(f"experiments.{e.driver}")
+    assert mod.DRIVER.name == e.driver and e.command.startswith(f"python -m experiments.{e.driver}")
+  assert {e.driver for e in report.EXPECTED} >= {"table2", "table3_logs", "theory", "fig3_alpha", "alpha_robustness",
+                                                 "fig4_sparsity", "fig5_correlation", "table5_positive_groups",
+                                                 "table6_imputation", "sdr", "rank_distill", "committee_perceptron"}
