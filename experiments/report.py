@@ -15,6 +15,7 @@ Verdicts (directional claims "A beats B", paired by run, 95% paired-t interval o
   when it lies below 0);
 * **undecided at n runs**: otherwise, with the seeds (per fold) a paired t-test would need for 80% power at the
   measured spread, for the observed change or MARGIN, whichever is larger.
+"Comparable" claims hold when the interval lies within +-MARGIN and do not reproduce when it excludes 0.
 The theory's claims are checks of Monte-Carlo against the closed forms (holds / does not reproduce).
 """
 from __future__ import annotations
@@ -61,6 +62,19 @@ def verdict(c: dict, folds: int = 1, margin: float = MARGIN) -> tuple:
   seeds = "more than 100,000 runs" if need is None else (f"~{-(-need // folds):,} seeds" +
                                                           (" per fold" if folds > 1 else ""))
   return f"undecided at {c['n']} runs", f"{cell}; {seeds} would detect {size} with 80% power"
+
+
+def equivalence(c: dict, margin: float = MARGIN) -> tuple:
+  """(verdict, detail) of the claim "row is comparable to reference" (within +-margin)."""
+  cell = common.change_cell(c)
+  lo, hi = c["rel_ci"]
+  if -margin < lo and hi < margin:
+    return "holds", f"{cell} (within ±{100 * margin:.0f}%)"
+  if lo > 0 or hi < 0:
+    return "does not reproduce", f"{cell} (they differ)"
+  need = stats.runs_for_power(margin * c["reference"], c["sd"])
+  return (f"undecided at {c['n']} runs", f"{cell}; " + ("more than 100,000 runs" if need is None else f"~{need:,} runs")
+          + f" would detect a {100 * margin:.0f}% difference with 80% power")
 
 
 def beats(text: str, rows: dict, a: str, b: str, folds: int = 1, col: int = 0) -> Optional[Claim]:
@@ -203,7 +217,7 @@ def rank_distill_claims(res: dict) -> list:
 
 def committee_claims(res: dict) -> list:
   cmp = res["comparisons"]
-  return [Claim(f"{k} beats RankSVM, NDCG@10 over folds (Committee Perceptron)", *verdict(cmp[k]))
+  return [Claim(f"The {k} is comparable to RankSVM, NDCG@10 paired by fold (Committee Perceptron)", *equivalence(cmp[k]))
           for k in ("committee (avg), K chosen", "committee (vote), K chosen") if k in cmp]
 
 
@@ -417,7 +431,8 @@ def build(results: str, out: str, root: str = ROOT, expected: list = EXPECTED) -
           f"the relative change lies above 0; **does not reproduce** = it lies below +{100 * MARGIN:.0f}% (a gain "
           f"of {100 * MARGIN:.0f}% or more is ruled out); **undecided at n runs** = neither, with the seeds a "
           f"paired t-test would need (80% power) for the observed change or {100 * MARGIN:.0f}%, whichever is "
-          f"larger; **mixed** = a sweep whose points differ. A run is **stale** when the library or its "
+          f"larger; **mixed** = a sweep whose points differ. A \"comparable\" claim holds when the interval lies "
+          f"within ±{100 * MARGIN:.0f}% and does not reproduce when it excludes 0. A run is **stale** when the library or its "
           f"driver's code differs between the run's commit and HEAD.\n\n",
           common.markdown_table(["Run", "Claims", "Code", "Commit", "Wall time"], summary), "\n"]
   page += [s + "\n" for s in sections]

@@ -29,6 +29,9 @@ def test_verdicts_follow_the_interval():
   v, detail = report.verdict(c, folds=2)
   need = stats.runs_for_power(max(c["diff"], 0.02 * c["reference"]), c["sd"])
   assert v == "undecided at 10 runs" and f"~{-(-need // 2):,} seeds per fold" in detail
+  assert report.equivalence(_record(0.001, 0.002))[0] == "holds"
+  assert report.equivalence(_record(0.05, 0.01))[0] == "does not reproduce"
+  assert report.equivalence(_record(0.0, 0.05))[0] == "undecided at 10 runs"
   s = report.sweep("x", {"a": _record(0.05, 0.01), "b": _record(0.01, 0.05)})
   assert s.verdict == "mixed" and "holds at a" in s.detail and "undecided at b" in s.detail
 
