@@ -261,6 +261,10 @@ EXPECTED = [
           table2_claims),
     Entry("table2", "ohsumed", "python -m experiments.table2 --dataset=ohsumed --loss=rankbce",
           "Table 2 / Table 4: OHSUMED, 5 folds", table2_claims),
+    Entry("table2", "letor-logs_letor", "python -m experiments.export_logs --out=logs_letor && python -m "
+          "experiments.table2 --dataset=letor --data_dir=logs_letor --privileged=21,22,23 --loss=rankbce "
+          "--methods=pfd,placebo,lambdamart,gbdt_from_pfd --save_models",
+          "Your own data: simulated logs as a LETOR folder, file labels, named privileged features", table2_claims),
     Entry("table3_logs", "logs", "python -m experiments.table3_logs", "Table 3 analogue: simulated e-commerce logs",
           table3_claims),
     Entry("theory", "fig6", "python -m experiments.theory", "Linear theory: Theorems 1-2, Figure 6", theory_claims),
