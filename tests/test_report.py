@@ -84,7 +84,13 @@ def test_report_builds_marks_stale_and_fails_on_a_missing_run(tmp_path):
   expected = [e for e in report.EXPECTED if e.driver in ("table5_positive_groups", "table6_imputation")]
   out = tmp_path / "page" / "RESULTS.md"
   out.parent.mkdir()
-  s = report.build(str(results), str(out), root=str(repo), expected=expected)
+  readme = tmp_path / "README.md"
+  readme.write_text(f"# x\n\n{report.BEGIN}\nPLACEHOLDER\n{report.END}\n\nafter\n")
+  headline = [e._replace(headline=True) if e.driver == "table6_imputation" else e for e in expected]
+  s = report.build(str(results), str(out), root=str(repo), expected=headline, readme=str(readme))
+  text = readme.read_text()
+  assert "PLACEHOLDER" not in text and text.endswith("\n\nafter\n") and f"commit `{head[:10]}`" in text
+  assert "mean-imputed z (paper, Table 6) | **holds** |" in text and "Table 5" not in text
   md = out.read_text()
   assert s["stale"] == ["table5_positive_groups/synthetic"]
   assert "**Stale**: training code changed since " + old[:10] + " (pfd_jax/lib.py)" in md
