@@ -80,14 +80,16 @@ def run(cfg: common.Config) -> dict:
       log = common.progress(f"[{loss} fold{fold}]", tc.epochs)
       # the placebo teacher reads permuted privileged features, which no file has: never saved as a model
       fit = lambda row, view, train: store(row, view, tc, train, servable=row != "placebo_teacher")
+      placebo = common.placebo_data(cfg, ds, tc, fold)
       rows = distill.run_methods(keys, tc, dd, [m for m in methods if m in distill.METHODS], log, fit=fit,
-                                 placebo=common.placebo_data(cfg, ds, tc, fold))
+                                 placebo=placebo)
       rows.update(gbdt.run_methods(keys, tc, cfg.options.gbdt, ds, dd, [m for m in methods if m in gbdt.METHODS],
                                    rows, fit, log, seed=cfg.run.seed, max_buckets=cfg.data.max_buckets,
                                    cache=shared.setdefault(fold, {})))
       # Per test list NDCG@8 of each row's best-epoch models, averaged over seeds: the query-level comparison.
       lists = {name: gbdt.per_list_ndcg(tc, r, ds["test"], cfg.data.max_buckets) if isinstance(r, gbdt.Result)
-               else T.per_list_ndcg(tc, r.params, dd.eval_sets["test"], ROW_VIEW[name]) for name, r in rows.items()}
+               else T.per_list_ndcg(tc, r.params, (placebo() if name == "placebo_teacher" else dd).eval_sets["test"],
+                                    ROW_VIEW[name]) for name, r in rows.items()}  # the placebo teacher: its own z
       per_fold[f"fold{fold}"] = dict(
           data=ds.config, train_groups=dd.num_train_groups, positive_train_groups=dd.num_positive_groups,
           seconds=time.time() - t0,

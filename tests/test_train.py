@@ -77,6 +77,11 @@ def test_table2_driver_end_to_end(tmp_path):
   assert set(cmp["vs_pfd"]) == {"lambdamart"} and set(cmp["vs_lambdamart"]) == set(rows) - {"lambdamart"}
   assert set(cmp["vs_placebo"]) == {"no_distill", "self_distill", "gend", "pfd", "lambdamart"}
   assert "vs placebo student" in md and "| Placebo student |" in md
+  # every row's per-query NDCG averages to its per-run NDCG (the same lists and inputs; the placebo teacher's
+  # permuted z included)
+  for name, r in rows.items():
+    if name != "lambdamart":
+      np.testing.assert_allclose(np.mean(r["test_lists"]), np.mean(np.array(r["best"]["test"])[:, 0]), rtol=1e-5)
   # the configuration round-trips through results.json
   assert common.config_from_json(js["config"], table2.Options) == cfg
   again = table2.run(cfg)
