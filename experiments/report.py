@@ -368,7 +368,8 @@ def load_run(results: str, e: Entry) -> Optional[dict]:
   if prov is None and os.path.exists(os.path.join(folder, "provenance.json")):
     with open(os.path.join(folder, "provenance.json")) as f:
       prov = json.load(f)
-  return dict(res=res, prov=prov or {}, folder=os.path.realpath(folder))
+  shown = os.path.join(os.path.dirname(folder), os.readlink(folder)) if os.path.islink(folder) else folder
+  return dict(res=res, prov=prov or {}, folder=os.path.realpath(folder), shown=shown)
 
 
 def _demote(md: str) -> str:
@@ -434,10 +435,10 @@ def build(results: str, out: str, root: str = ROOT, expected: list = EXPECTED, r
       counts[c.verdict.split(" at ")[0]] = counts.get(c.verdict.split(" at ")[0], 0) + 1
     summary.append([f"[{e.title}](#{anchor})", "; ".join(f"{v} {k}" for k, v in counts.items()) or "-",
                     "**stale**" if why else "current", (code.get("git_commit") or "?")[:10], _wall(res)])
-    parts = [f'<a id="{anchor}"></a>\n## {e.title}\n',
+    parts = [f'<a id="{anchor}"></a>\n\n## {e.title}\n\n',
              f"Command: `{res.get('command', e.command)}`  \nCommit: `{(code.get('git_commit') or '?')[:10]}`"
              f"{' (uncommitted changes)' if code.get('git_dirty') else ''}; run {res.get('env', {}).get('time', '?')} "
-             f"on {_machine(res.get('env', {}))}; wall time {_wall(res)}.  \nResults: `{run['folder']}`\n"]
+             f"on {_machine(res.get('env', {}))}; wall time {_wall(res)}.  \nResults: `{run['shown']}`\n"]
     if why:
       parts.append(f"\n**Stale**: {why}. Re-run `{e.command}`.\n")
     if claims:
