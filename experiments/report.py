@@ -5,8 +5,9 @@ machine and wall time, and one verdict per claim derived from the run's paired i
   python -m experiments.report --results=/runs --out=/tmp/RESULTS.md
 
 Nothing in RESULTS.md is typed by hand: each section is the run's own table.md, its PNGs (copied beside the page,
-under figures/), and what its results.json and provenance.json say. A run whose training code (the library,
-the driver and the experiments modules it imports) differs between its commit and HEAD is marked **stale**. A
+under figures/), and what its results.json and provenance.json say. A run whose training code (the library less
+its serving side, the driver and the experiments modules it imports) differs between its commit and HEAD is
+marked **stale**. A
 missing run is an error (exit 1) naming every missing one and the command that makes it, never a silent gap.
 
 Verdicts (directional claims "A beats B", paired by run, 95% paired-t interval of the relative change):
@@ -322,11 +323,17 @@ def _imported_experiments(module: str, root: str, seen: set) -> None:
       _imported_experiments(node.module.split(".", 1)[1], root, seen)
 
 
+# Library modules that load, check and export saved models: they never change a number a driver records.
+SERVING_SIDE = ("pfd_jax/serving.py", "pfd_jax/export.py")
+
+
 def training_code(driver: str, root: str = ROOT) -> list:
-  """The paths whose change changes a driver's results: the library and the experiments modules it runs."""
+  """The git pathspecs whose change changes a driver's results: the library (less its serving side) and the
+  experiments modules the driver runs."""
   seen = set()
   _imported_experiments(driver, root, seen)
-  return ["pfd_jax"] + sorted(f"experiments/{m}.py" for m in seen)
+  return (["pfd_jax"] + [f":(exclude){p}" for p in SERVING_SIDE] +
+          sorted(f"experiments/{m}.py" for m in seen))
 
 
 def _git(root: str, *args) -> subprocess.CompletedProcess:
@@ -458,8 +465,9 @@ def build(results: str, out: str, root: str = ROOT, expected: list = EXPECTED, r
           f"of {100 * MARGIN:.0f}% or more is ruled out); **undecided at n runs** = neither, with the seeds a "
           f"paired t-test would need (80% power) for the observed change or {100 * MARGIN:.0f}%, whichever is "
           f"larger; **mixed** = a sweep whose points differ. A \"comparable\" claim holds when the interval lies "
-          f"within ±{100 * MARGIN:.0f}% and does not reproduce when it excludes 0. A run is **stale** when the library or its "
-          f"driver's code differs between the run's commit and HEAD.\n\n",
+          f"within ±{100 * MARGIN:.0f}% and does not reproduce when it excludes 0. A run is **stale** when the "
+          f"library (less its serving side, which only loads and exports saved models) or its driver's code differs "
+          f"between the run's commit and HEAD.\n\n",
           common.markdown_table(["Run", "Claims", "Code", "Commit", "Wall time"], summary), "\n"]
   page += [s + "\n" for s in sections]
   if readme:

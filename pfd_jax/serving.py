@@ -263,12 +263,14 @@ def _check_params(params, recipe: dict, where: str) -> None:
     fan_out = 1 if i == m["layers"] - 1 else m["hidden"]
     expected[f"Dense_{i}"] = {"kernel": (seeds, fan_in, fan_out), "bias": (seeds, fan_out)}
   layers = params.get("params") if isinstance(params, dict) else None
-  got = {name: {k: tuple(np.shape(v)) for k, v in layer.items()} for name, layer in layers.items()
+  # a damaged file may decode a leaf as something else than an array (a list, bytes): no shape, a mismatch
+  shape = lambda v: tuple(v.shape) if isinstance(v, (np.ndarray, np.generic)) else None
+  got = {name: {k: shape(v) for k, v in layer.items()} for name, layer in layers.items()
          } if isinstance(layers, dict) and all(isinstance(v, dict) for v in layers.values()) else None
   if got != expected:
     def show(d):
       by_name = lambda items: sorted(items, key=lambda kv: str(kv[0]))  # damaged files may hold non-str keys
-      return "; ".join(f"{n} {', '.join(f'{k} {list(v)}' for k, v in by_name(l.items()))}"
+      return "; ".join(f"{n} {', '.join(f'{k} {list(v) if v is not None else chr(8212)}' for k, v in by_name(l.items()))}"
                        for n, l in by_name(d.items())) if d else "no Dense layers"
     raise ModelError(f"{where}: parameters do not match model.json ({m['layers']} layers of width "
                      f"{m['hidden']}, {width} inputs, {seeds} seeds): expected {show(expected)}; found "

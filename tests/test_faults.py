@@ -321,6 +321,20 @@ def test_load_model_names_a_layer_key_that_is_not_text(model_dir):
     serving._check_params(params, recipe, "p.msgpack")
 
 
+def test_load_model_names_a_parameter_that_is_not_an_array(model_dir, tmp_path):
+  """Found by the fuzz above: corrupted bytes can leave an array's encoding undecoded, a list [shape, dtype,
+  bytes]; loading must end in the one-line ModelError (it once raised numpy's ValueError from np.shape)."""
+  import flax.serialization
+  bad = _copy(model_dir, str(tmp_path / "m"))
+  path = os.path.join(bad, "params.msgpack")
+  params = flax.serialization.msgpack_restore(open(path, "rb").read())
+  k = params["params"]["Dense_0"]["kernel"]
+  params["params"]["Dense_0"]["kernel"] = [list(k.shape), str(k.dtype), k.tobytes()]
+  open(path, "wb").write(flax.serialization.msgpack_serialize(params))
+  with pytest.raises(serving.ModelError, match=r"params.msgpack: parameters do not match model.json.*kernel \u2014"):
+    serving.load_model(bad)
+
+
 # ------------------------------------------------------------------------------------------------ predict
 
 @pytest.fixture(scope="module")

@@ -52,7 +52,7 @@ def _write_run(results, driver, label, res, commit):
 
 
 def test_report_builds_marks_stale_and_fails_on_a_missing_run(tmp_path):
-  # a repository with two commits: the library changes between them
+  # a repository with three commits: the library changes, then its serving side
   repo = tmp_path / "repo"
   (repo / "pfd_jax").mkdir(parents=True)
   (repo / "experiments").mkdir()
@@ -65,14 +65,18 @@ def test_report_builds_marks_stale_and_fails_on_a_missing_run(tmp_path):
   old = _git(repo, "rev-parse", "HEAD")
   (repo / "pfd_jax" / "lib.py").write_text("A = 2\n")
   _git(repo, "commit", "-qam", "two")
-  head = _git(repo, "rev-parse", "HEAD")
-  assert report.training_code("table6_imputation", str(repo)) == ["pfd_jax", "experiments/common.py",
-                                                                  "experiments/table6_imputation.py"]
+  (repo / "pfd_jax" / "serving.py").write_text("B = 1\n")  # loading saved models: changes no recorded number
+  _git(repo, "add", "-A")
+  _git(repo, "commit", "-qm", "three")
+  head, tip = _git(repo, "rev-parse", "HEAD~1"), _git(repo, "rev-parse", "HEAD")
+  assert report.training_code("table6_imputation", str(repo)) == [
+      "pfd_jax", ":(exclude)pfd_jax/serving.py", ":(exclude)pfd_jax/export.py", "experiments/common.py",
+      "experiments/table6_imputation.py"]
 
   results = tmp_path / "results"
   # a real (tiny) Table 5 run, on the old commit: stale
   _write_run(results, "table5_positive_groups", "synthetic", table5_positive_groups.run(tiny()), old)
-  # Table 6 with known rows, on HEAD: no-distillation 5% above mean imputation in every run; zero imputation
+  # Table 6 with known rows, on the library of HEAD (only the serving side changed since): no-distillation 5% above mean imputation in every run; zero imputation
   # indistinguishable (+0.1% +- 1% around it)
   rng = np.random.default_rng(1)
   base = 0.3 + 0.01 * rng.normal(size=(10, 3))
@@ -89,7 +93,7 @@ def test_report_builds_marks_stale_and_fails_on_a_missing_run(tmp_path):
   headline = [e._replace(headline=True) if e.driver == "table6_imputation" else e for e in expected]
   s = report.build(str(results), str(out), root=str(repo), expected=headline, readme=str(readme))
   text = readme.read_text()
-  assert "PLACEHOLDER" not in text and text.endswith("\n\nafter\n") and f"commit `{head[:10]}`" in text
+  assert "PLACEHOLDER" not in text and text.endswith("\n\nafter\n") and f"commit `{tip[:10]}`" in text
   assert "mean-imputed z (paper, Table 6) | **holds** |" in text and "Table 5" not in text
   md = out.read_text()
   assert s["stale"] == ["table5_positive_groups/synthetic"]
