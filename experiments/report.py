@@ -93,8 +93,7 @@ def sweep(text: str, records: dict, folds: int = 1) -> Optional[Claim]:
   found = {}
   for point, c in records.items():
     found.setdefault(verdict(c, folds)[0].split(" at ")[0], []).append(str(point))
-  word = ("holds" if set(found) == {"holds"} else "does not reproduce" if set(found) == {"does not reproduce"}
-          else "mixed")
+  word = next(iter(found)) if len(found) == 1 else "mixed"
   return Claim(text, word, "; ".join(f"{k} at {', '.join(v)}" for k, v in found.items()))
 
 

@@ -34,6 +34,7 @@ def test_verdicts_follow_the_interval():
   assert report.equivalence(_record(0.0, 0.05))[0] == "undecided at 10 runs"
   s = report.sweep("x", {"a": _record(0.05, 0.01), "b": _record(0.01, 0.05)})
   assert s.verdict == "mixed" and "holds at a" in s.detail and "undecided at b" in s.detail
+  assert report.sweep("x", {"a": _record(0.01, 0.05), "b": _record(0.01, 0.05)}).verdict == "undecided"
 
 
 def _git(root, *args):
