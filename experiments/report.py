@@ -407,13 +407,15 @@ def update_readme(path: str, block: str) -> None:
     f.write(text[:start] + block + text[stop:])
 
 
-def build(results: str, out: str, root: str = ROOT, expected: list = EXPECTED, readme: Optional[str] = None) -> dict:
+def build(results: str, out: str, root: str = ROOT, expected: list = EXPECTED, readme: Optional[str] = None,
+          mark_missing: bool = False) -> dict:
   """Writes `out` (Markdown) and its figures beside it (<dir of out>/figures/), and the headline claims into
   `readme`'s summary block when given; returns a summary {"entries": [...], "stale": [...], "claims": [...]}.
-  Raises Missing (writing nothing) if a run is absent."""
+  Raises Missing (writing nothing) if a run is absent, unless mark_missing: then the page lists it as
+  **missing** with its command, in the summary and in its own section."""
   runs = [(e, load_run(results, e)) for e in expected]
   missing = [e for e, r in runs if r is None]
-  if missing:
+  if missing and not mark_missing:
     raise Missing("no results for " + "; ".join(
         f"{e.driver}/{e.label} ({os.path.join(results, e.driver, e.label, 'latest')} is absent; run: {e.command})"
         for e in missing))
@@ -423,6 +425,13 @@ def build(results: str, out: str, root: str = ROOT, expected: list = EXPECTED, r
   summary, sections, all_claims, stale = [], [], [], []
   shutil.rmtree(fig_root, ignore_errors=True)
   for e, run in runs:
+    if run is None:
+      anchor = f"{e.driver}-{e.label}"
+      summary.append([f"[{e.title}](#{anchor})", "-", "**missing**", "-", "-"])
+      sections.append(f'<a id="{anchor}"></a>\n\n## {e.title}\n\n**Missing**: no run in '
+                      f"`{os.path.join(results, e.driver, e.label, 'latest')}`; run `{e.command}`.\n")
+      stale.append((e, "missing"))
+      continue
     res, code = run["res"], run["prov"].get("code", {})
     why = staleness(code, e.driver, root)
     claims = [c for c in (e.claims(res) if e.claims else []) if c is not None]
@@ -476,13 +485,15 @@ def build(results: str, out: str, root: str = ROOT, expected: list = EXPECTED, r
 
 flags.DEFINE_string("results", "results", "The results root the drivers wrote (<results>/<driver>/<label>/latest).")
 flags.DEFINE_string("out", "RESULTS.md", "The page to write (its figures go to figures/ beside it).")
+flags.DEFINE_bool("mark_missing", False, "List runs that are absent as missing on the page instead of failing.")
 flags.DEFINE_string("readme", "README.md", "A file whose results summary block gets the headline claims ('' = none).")
 
 
 def main(argv):
   del argv
   try:
-    s = build(flags.FLAGS.results, flags.FLAGS.out, readme=flags.FLAGS.readme or None)
+    s = build(flags.FLAGS.results, flags.FLAGS.out, readme=flags.FLAGS.readme or None,
+              mark_missing=flags.FLAGS.mark_missing)
   except Missing as e:
     print(f"error: {e}", file=sys.stderr, flush=True)
     sys.exit(1)

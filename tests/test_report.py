@@ -114,6 +114,10 @@ def test_report_builds_marks_stale_and_fails_on_a_missing_run(tmp_path):
   with pytest.raises(report.Missing, match=r"table3_logs/logs .*run: python -m experiments.table3_logs"):
     report.build(str(results), str(out), root=str(repo), expected=expected)
   assert out.read_text() == md
+  # unless asked to mark it: then the page says it is missing, with its command
+  s = report.build(str(results), str(out), root=str(repo), expected=expected, mark_missing=True)
+  assert "table3_logs/logs" in s["stale"] and "| **missing** |" in out.read_text()
+  assert "run `python -m experiments.table3_logs`" in out.read_text()
 
 
 def test_every_entry_has_a_driver_and_claims_for_each_paper_result():
