@@ -394,7 +394,7 @@ def readme_summary(head: str, headline: list) -> str:
   rows = [[f"[{e.title}](RESULTS.md#{e.driver}-{e.label})", c.text, f"**{c.verdict}**", c.detail]
           for e, c in headline]
   return (f"{BEGIN}\nFrom RESULTS.md at commit `{head[:10]}`:\n\n" +
-          common.markdown_table(["Run", "Claim", "Verdict", "Evidence (NDCG@8 change [95% CI], p)"], rows) + END)
+          common.markdown_table(["Run", "Claim", "Verdict", "Evidence (change [95% CI], p)"], rows) + END)
 
 
 def update_readme(path: str, block: str) -> None:
