@@ -37,7 +37,7 @@ import numpy as np
 from absl import app, flags, logging
 
 import pfd_jax
-from experiments import guards
+from experiments import guards, machine
 from pfd_jax import config as C
 from pfd_jax import data as D
 from pfd_jax import distill
@@ -818,12 +818,15 @@ def pfd_folds(cfg: Config):
 
 
 def environment() -> dict:
-  import flax
-  import optax
-  return dict(python=platform.python_version(), jax=jax.__version__, flax=flax.__version__,
-              optax=optax.__version__, numpy=np.__version__, backend=jax.default_backend(),
+  """Where a run ran: the short fields RESULTS.md shows, `numerics` (what its bits depend on besides code,
+  configuration and data: CPU model, instruction set, caches, threads, XLA_FLAGS, the numeric packages) and
+  every installed package's version."""
+  installed = machine.packages()
+  return dict(python=platform.python_version(), jax=jax.__version__, flax=installed.get("flax"),
+              optax=installed.get("optax"), numpy=np.__version__, backend=jax.default_backend(),
               devices=[str(d) for d in jax.devices()], machine=platform.machine(),
-              cpus=os.cpu_count(), time=time.strftime("%Y-%m-%d %H:%M:%S"))
+              cpus=os.cpu_count(), time=time.strftime("%Y-%m-%d %H:%M:%S"),
+              numerics=machine.numerics(installed), packages=installed)
 
 
 def as_json(res: dict) -> dict:

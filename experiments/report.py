@@ -2,7 +2,8 @@ r"""RESULTS.md from the results files: every driver's latest run, its table and 
 machine and wall time, and one verdict per claim derived from the run's paired intervals.
 
   python -m experiments.report                          # reads results/, writes RESULTS.md and figures/
-  python -m experiments.report --results=/runs --out=/tmp/RESULTS.md
+  python -m experiments.report --results=runs --out=mine/RESULTS.md
+  python -m experiments.report --check                  # do my runs in results/ reproduce RESULTS.md?
 
 Nothing in RESULTS.md is typed by hand: each section is the run's own table.md, its PNGs (copied beside the page,
 under figures/), and what its results.json and provenance.json say. A run whose training code (the library less
@@ -18,12 +19,22 @@ Verdicts (directional claims "A beats B", paired by run, 95% paired-t interval o
   measured spread, for the observed change or MARGIN, whichever is larger.
 "Comparable" claims hold when the interval lies within +-MARGIN and do not reproduce when it excludes 0.
 The theory's claims are checks of Monte-Carlo against the closed forms (holds / does not reproduce).
+
+Configurations: a run's bits depend on the machine and packages too (:mod:`experiments.machine`). The page
+records each run's `numerics` (CPU model, instruction set, caches, threads, XLA_FLAGS, numeric packages) and
+marks a run whose numerics differ from the reference run's (the main job, the first entry). RESULTS.json beside
+the page keeps, per run, its numerics, a fingerprint of its stored results (every field less wall times, paths
+and the environment) and its table's cells, so that ``--check`` can tell a newcomer whether each of their runs is
+bit-identical to the published one (required on the same configuration) or, on another configuration, within
+TOLERANCE of every published cell.
 """
 from __future__ import annotations
 
 import ast
+import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -33,7 +44,7 @@ from typing import Callable, NamedTuple, Optional
 import numpy as np
 from absl import app, flags
 
-from experiments import common
+from experiments import common, machine
 from pfd_jax import stats
 
 MARGIN = common.POWER_CHANGE  # the relative change the tables' power columns are about (2%)
@@ -377,8 +388,109 @@ def _demote(md: str) -> str:
 
 
 def _machine(env: dict) -> str:
-  return (f"{env.get('cpus', '?')} CPUs ({env.get('machine', '?')}), {env.get('backend', '?')} backend, "
-          f"Python {env.get('python', '?')}, jax {env.get('jax', '?')}")
+  n = env.get("numerics")
+  if not n:  # a run from before the numerics were recorded
+    return (f"{env.get('cpus', '?')} CPUs ({env.get('machine', '?')}), {env.get('backend', '?')} backend, "
+            f"Python {env.get('python', '?')}, jax {env.get('jax', '?')}")
+  isa = next((f for f in ("amx_tile", "avx512f", "avx2", "avx") if f in n["isa"]), "no AVX")
+  return (f"{n['cpu']} ({isa.upper()}; {n['caches'] or 'caches unknown'}), {n['threads']} threads, "
+          f"{env.get('backend', '?')} backend, XLA_FLAGS '{n['xla_flags']}', Python {n['python']}, " +
+          ", ".join(f"{p} {v}" for p, v in n["packages"].items()))
+
+
+# ------------------------------------------------------------------ reproducing the page elsewhere
+
+# Fields of results.json that say how, where and how long a run ran, not what it found (out of the fingerprint).
+CIRCUMSTANCES = frozenset({"seconds", "wall_seconds", "env", "provenance", "command", "output", "data_dir",
+                           "cache_dir", "shard_dir"})
+# Largest difference of a table cell's mean (e.g. NDCG@8) that --check accepts from a run on another
+# configuration; measured differences between configurations are in the README ("Reproducing RESULTS.md").
+TOLERANCE = 0.01
+CELL = re.compile(r"(-?\d+\.\d+) ± (\d+\.\d+)")
+
+
+def _strip(o):
+  if isinstance(o, dict):
+    return {k: _strip(v) for k, v in o.items() if k not in CIRCUMSTANCES}
+  if isinstance(o, list):
+    return [_strip(v) for v in o]
+  return o
+
+
+def fingerprint(res: dict) -> str:
+  """SHA-256 (16 hex digits) of what a run found: its results.json less CIRCUMSTANCES, keys sorted."""
+  return hashlib.sha256(json.dumps(_strip(res), sort_keys=True).encode()).hexdigest()[:16]
+
+
+def cells(table_md: str) -> list:
+  """The 'mean ± std' cells of a table, in reading order, as (mean, std) strings."""
+  return CELL.findall(table_md)
+
+
+def compare_cells(mine: list, published: list, tolerance: float = TOLERANCE) -> tuple:
+  """(ok, detail): whether a table's cells equal the published ones, or lie within `tolerance` of them."""
+  if len(mine) != len(published):
+    return False, f"{len(mine)} cells where the published table has {len(published)}"
+  if mine == published:
+    return True, f"all {len(mine)} cells equal"
+  worst = max(abs(float(a[0]) - float(b[0])) for a, b in zip(mine, published))
+  changed = sum(a != b for a, b in zip(mine, published))
+  return worst <= tolerance, (f"{changed} of {len(mine)} cells differ, the largest mean by {worst:.3f} "
+                              f"({'within' if worst <= tolerance else 'beyond'} the tolerance {tolerance})")
+
+
+def published_record(run: dict) -> dict:
+  """What RESULTS.json keeps of a run (see the module docstring)."""
+  table = os.path.join(run["folder"], "table.md")
+  text = open(table).read() if os.path.exists(table) else ""
+  return dict(commit=run["prov"].get("code", {}).get("git_commit"), numerics=run["res"].get("env", {}).get(
+      "numerics"), fingerprint=fingerprint(run["res"]), cells=cells(text))
+
+
+def _page_cells(page: str, anchor: str) -> Optional[list]:
+  """The cells of one section of a RESULTS.md (for a page without RESULTS.json), None if it has none."""
+  start = page.find(f'<a id="{anchor}"></a>')
+  if start < 0:
+    return None
+  stop = page.find('<a id="', start + 1)
+  return cells(page[start:stop if stop > 0 else len(page)])
+
+
+def check_reproduction(results: str, page: str, expected: list = EXPECTED, required: bool = False) -> tuple:
+  """(ok, lines): each expected run present under `results` against the published page (RESULTS.md and the
+  RESULTS.json beside it). Same numerics: the fingerprint must be equal. Other or unknown numerics: every
+  table cell within TOLERANCE. A run absent from `results` is skipped (said so), or fails if `required`."""
+  side = os.path.splitext(page)[0] + ".json"
+  published = json.load(open(side)) if os.path.exists(side) else {}
+  text = open(page).read()
+  ok, lines = True, []
+  for e in expected:
+    key, run = f"{e.driver}/{e.label}", load_run(results, e)
+    if run is None:
+      ok &= not required
+      lines.append(f"{key}: {'FAILED: ' if required else ''}no run in {results}" + ("" if required else " (skipped)"))
+      continue
+    mine, pub = published_record(run), published.get(key)
+    if pub is None:
+      pub = dict(numerics=None, fingerprint=None, cells=_page_cells(text, f"{e.driver}-{e.label}"))
+    if pub["cells"] is None:
+      lines.append(f"{key}: not on the published page (skipped)")
+      continue
+    same = bool(mine["numerics"]) and mine["numerics"] == pub["numerics"]
+    if same:
+      good = mine["fingerprint"] == pub["fingerprint"]
+      why = ("bit-identical to the published run (same configuration)" if good else
+             f"DIFFERENT from the published run on the same configuration (fingerprint {mine['fingerprint']} vs "
+             f"{pub['fingerprint']}): a change in code, data or packages")
+    else:
+      good, detail = compare_cells(mine["cells"], pub["cells"])
+      differs = ("the published run's configuration is not recorded" if not pub["numerics"] else
+                 "another configuration (" + "; ".join(machine.differences(mine["numerics"] or {},
+                                                                          pub["numerics"])) + ")")
+      why = f"{differs}: {detail}"
+    ok &= good
+    lines.append(f"{key}: {'ok' if good else 'FAILED'}: {why}")
+  return ok, lines
 
 
 def _wall(res: dict) -> str:
@@ -422,12 +534,14 @@ def build(results: str, out: str, root: str = ROOT, expected: list = EXPECTED, r
   out_dir = os.path.dirname(os.path.abspath(out))
   fig_root = os.path.join(out_dir, "figures")
   head = _git(root, "rev-parse", "HEAD").stdout.strip() or "unknown"
-  summary, sections, all_claims, stale = [], [], [], []
+  summary, sections, all_claims, stale, records = [], [], [], [], {}
+  reference = next(((e, r["res"]["env"]["numerics"]) for e, r in runs if r and r["res"].get("env", {}).get("numerics")),
+                   (None, None))
   shutil.rmtree(fig_root, ignore_errors=True)
   for e, run in runs:
     if run is None:
       anchor = f"{e.driver}-{e.label}"
-      summary.append([f"[{e.title}](#{anchor})", "-", "**missing**", "-", "-"])
+      summary.append([f"[{e.title}](#{anchor})", "-", "**missing**", "-", "-", "-"])
       sections.append(f'<a id="{anchor}"></a>\n\n## {e.title}\n\n**Missing**: no run in '
                       f"`{os.path.join(results, e.driver, e.label, 'latest')}`; run `{e.command}`.\n")
       stale.append((e, "missing"))
@@ -442,14 +556,23 @@ def build(results: str, out: str, root: str = ROOT, expected: list = EXPECTED, r
     counts = {}
     for c in claims:
       counts[c.verdict.split(" at ")[0]] = counts.get(c.verdict.split(" at ")[0], 0) + 1
+    records[f"{e.driver}/{e.label}"] = published_record(run)
+    numerics, other = res.get("env", {}).get("numerics"), None
+    if reference[0] is not None and numerics != reference[1]:
+      other = ("its configuration is not recorded (a run from before it was)" if not numerics else
+               "; ".join(machine.differences(numerics, reference[1])))
     summary.append([f"[{e.title}](#{anchor})", "; ".join(f"{v} {k}" for k, v in counts.items()) or "-",
-                    "**stale**" if why else "current", (code.get("git_commit") or "?")[:10], _wall(res)])
+                    "**stale**" if why else "current", "**other**" if other else "reference",
+                    (code.get("git_commit") or "?")[:10], _wall(res)])
     parts = [f'<a id="{anchor}"></a>\n\n## {e.title}\n\n',
              f"Command: `{res.get('command', e.command)}`  \nCommit: `{(code.get('git_commit') or '?')[:10]}`"
              f"{' (uncommitted changes)' if code.get('git_dirty') else ''}; run {res.get('env', {}).get('time', '?')} "
              f"on {_machine(res.get('env', {}))}; wall time {_wall(res)}.  \nResults: `{run['shown']}`\n"]
     if why:
       parts.append(f"\n**Stale**: {why}. Re-run `{e.command}`.\n")
+    if other:
+      parts.append(f"\n**Other configuration** than the reference run ({reference[0].title}): {other}. Its bits "
+                   f"are its configuration's (README, \"Reproducing RESULTS.md\").\n")
     if claims:
       parts.append("\n| Claim | Verdict | Evidence |\n|---|---|---|\n" +
                    "".join(f"| {c.text} | **{c.verdict}** | {c.detail} |\n" for c in claims))
@@ -472,13 +595,19 @@ def build(results: str, out: str, root: str = ROOT, expected: list = EXPECTED, r
           f"larger; **mixed** = a sweep whose points differ. A \"comparable\" claim holds when the interval lies "
           f"within ±{100 * MARGIN:.0f}% and does not reproduce when it excludes 0. A run is **stale** when the "
           f"library (less its serving side, which only loads and exports saved models) or its driver's code differs "
-          f"between the run's commit and HEAD.\n\n",
-          common.markdown_table(["Run", "Claims", "Code", "Commit", "Wall time"], summary), "\n"]
+          f"between the run's commit and HEAD. Configuration: **other** marks a run whose machine or packages "
+          f"(`numerics`: CPU, instruction set, caches, threads, XLA_FLAGS, numeric packages) differ from the "
+          f"reference run's" + (f" ({reference[0].title}: {_machine(runs[0][1]['res']['env'])})"
+                                if reference[0] is not None and runs[0][0] is reference[0] else "") +
+          f"; RESULTS.json beside this page has each run's fingerprint for `python -m experiments.report "
+          f"--check`.\n\n",
+          common.markdown_table(["Run", "Claims", "Code", "Configuration", "Commit", "Wall time"], summary), "\n"]
   page += [s + "\n" for s in sections]
   if readme:
     update_readme(readme, readme_summary(head, [(e, c) for e, c in all_claims if e.headline]))
   with open(out, "w") as f:
     f.write("".join(page).rstrip() + "\n")
+  common.write_json(os.path.splitext(out)[0] + ".json", records)
   return dict(entries=[e.driver + "/" + e.label for e in expected], stale=[f"{e.driver}/{e.label}" for e, _ in stale],
               claims=[(f"{e.driver}/{e.label}", c.text, c.verdict) for e, c in all_claims])
 
@@ -487,10 +616,23 @@ flags.DEFINE_string("results", "results", "The results root the drivers wrote (<
 flags.DEFINE_string("out", "RESULTS.md", "The page to write (its figures go to figures/ beside it).")
 flags.DEFINE_bool("mark_missing", False, "List runs that are absent as missing on the page instead of failing.")
 flags.DEFINE_string("readme", "README.md", "A file whose results summary block gets the headline claims ('' = none).")
+flags.DEFINE_bool("check", False, "Write nothing: compare each run under --results with the published page --out "
+                  "(and its .json): bit-identical on the same configuration, within the tolerance on another. "
+                  "Exit 1 if one is not.")
+flags.DEFINE_list("only", [], "With --check: these runs only, as driver/label (e.g. table2/synthetic).")
 
 
 def main(argv):
   del argv
+  if flags.FLAGS.check:
+    chosen = [e for e in EXPECTED if not flags.FLAGS.only or f"{e.driver}/{e.label}" in flags.FLAGS.only]
+    unknown = set(flags.FLAGS.only) - {f"{e.driver}/{e.label}" for e in EXPECTED}
+    if unknown:
+      print(f"error: --only: no expected run {', '.join(sorted(unknown))}", file=sys.stderr, flush=True)
+      sys.exit(2)
+    ok, lines = check_reproduction(flags.FLAGS.results, flags.FLAGS.out, chosen, required=bool(flags.FLAGS.only))
+    print("\n".join(lines))
+    sys.exit(0 if ok else 1)
   try:
     s = build(flags.FLAGS.results, flags.FLAGS.out, readme=flags.FLAGS.readme or None,
               mark_missing=flags.FLAGS.mark_missing)

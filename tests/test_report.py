@@ -2,6 +2,7 @@
 missing run an error."""
 import json
 import os
+import shutil
 import subprocess
 
 import numpy as np
@@ -128,3 +129,88 @@ def test_every_entry_has_a_driver_and_claims_for_each_paper_result():
   assert {e.driver for e in report.EXPECTED} >= {"table2", "table3_logs", "theory", "fig3_alpha", "alpha_robustness",
                                                  "fig4_sparsity", "fig5_correlation", "table5_positive_groups",
                                                  "table6_imputation", "sdr", "rank_distill", "committee_perceptron"}
+
+
+# ------------------------------------------------------------------ configurations and --check
+
+
+def _table6(results, label, rows, numerics, commit="c0"):
+  """A Table 6 run with known rows (no training) recorded on the given numerics."""
+  env = dict(common.environment(), numerics=numerics)
+  res = dict(config=tiny(), env=env, rows=rows, comparisons=common.compare(rows, "no_distill"), seconds=1.0)
+  _write_run(results, "table6_imputation", label, res, commit)
+  return results / "table6_imputation" / label / "abc" / "results.json"
+
+
+def _rows(shift=0.0):
+  base = 0.3 + 0.01 * np.random.default_rng(1).normal(size=(10, 3))
+  return dict(no_distill=base + shift, mean=base / 1.05, zero=base * 0.99, teacher=base + 0.3)
+
+
+def test_fingerprint_covers_results_not_circumstances():
+  res = dict(rows=dict(a=[0.25, 0.5]), seconds=3.0, env=dict(cpus=2), command="x",
+             config=dict(output=dict(out_dir="/a"), data=dict(data_dir="/b", t=4.0)))
+  same = json.loads(json.dumps(res))
+  same.update(seconds=9.0, env=dict(cpus=16), command="y")
+  same["config"]["output"]["out_dir"], same["config"]["data"]["data_dir"] = "/c", "/d"
+  assert report.fingerprint(res) == report.fingerprint(same)
+  for path in (("rows", "a"), ("config", "data")):
+    other = json.loads(json.dumps(res))
+    if path[0] == "rows":
+      other["rows"]["a"][1] = 0.5000000000000001  # one ulp is another result
+    else:
+      other["config"]["data"]["t"] = 2.0
+    assert report.fingerprint(other) != report.fingerprint(res)
+
+
+def test_cells_and_their_comparison():
+  t = "| a | 0.287 ± 0.024 (+0.0%) | 0.35 ± 0.1 |\n| b | -0.010 ± 0.002 | 12 |"
+  assert report.cells(t) == [("0.287", "0.024"), ("0.35", "0.1"), ("-0.010", "0.002")]
+  pub = [("0.287", "0.024"), ("0.308", "0.019")]
+  assert report.compare_cells(pub, pub) == (True, "all 2 cells equal")
+  ok, detail = report.compare_cells([("0.285", "0.024"), ("0.306", "0.019")], pub, tolerance=0.01)
+  assert ok and "2 of 2 cells differ, the largest mean by 0.002 (within" in detail
+  ok, detail = report.compare_cells([("0.287", "0.024"), ("0.330", "0.019")], pub, tolerance=0.01)
+  assert not ok and "by 0.022 (beyond" in detail
+  assert report.compare_cells(pub[:1], pub)[0] is False
+
+
+def test_page_marks_other_configurations_and_check_tells_a_newcomer(tmp_path):
+  here = dict(cpu="Xeon", isa=["avx2", "avx512f"], caches="L2 2048K", threads=2, xla_flags="", python="3.11.7",
+              packages=dict(jax="0.10.2"))
+  there = dict(here, cpu="EPYC", isa=["avx2"], threads=16)
+  entry = next(e for e in report.EXPECTED if e.driver == "table6_imputation")
+  other = entry._replace(label="other", title="Table 6 again")
+  published = tmp_path / "published"
+  _table6(published, "synthetic", _rows(), here)
+  _table6(published, "other", _rows(), there)
+  page = tmp_path / "RESULTS.md"
+  report.build(str(published), str(page), root=str(tmp_path), expected=[entry, other])
+  md = page.read_text()
+  assert md.count("| reference |") == 1 and md.count("| **other** |") == 1
+  assert "**Other configuration** than the reference run (Table 6: the teacher served with imputed z): cpu: 'EPYC' " \
+         "vs 'Xeon'" in md and "threads: 16 vs 2" in md
+  side = json.loads((tmp_path / "RESULTS.json").read_text())
+  assert side["table6_imputation/synthetic"]["numerics"] == here and len(side["table6_imputation/other"]["cells"]) > 3
+
+  # a newcomer on the same configuration: bit-identical passes, any other bit fails
+  mine = tmp_path / "mine"
+  _table6(mine, "synthetic", _rows(), here)
+  ok, lines = report.check_reproduction(str(mine), str(page), [entry])
+  assert ok and lines == ["table6_imputation/synthetic: ok: bit-identical to the published run (same configuration)"]
+  (mine / "table6_imputation").rename(tmp_path / "moved")
+  _table6(mine, "synthetic", _rows(shift=1e-12), here)
+  ok, lines = report.check_reproduction(str(mine), str(page), [entry])
+  assert not ok and "DIFFERENT from the published run on the same configuration" in lines[0]
+  # on another machine: the cells, within the tolerance
+  for shift, good in ((1e-12, True), (0.003, True), (0.03, False)):
+    shutil.rmtree(mine / "table6_imputation")
+    _table6(mine, "synthetic", _rows(shift=shift), there)
+    ok, lines = report.check_reproduction(str(mine), str(page), [entry])
+    assert ok is good and "another configuration (cpu: 'EPYC' vs 'Xeon'; isa" in lines[0], lines
+  # a page without its .json: the page's own cells, the configuration unknown
+  (tmp_path / "RESULTS.json").unlink()
+  ok, lines = report.check_reproduction(str(mine), str(page), [entry, other], required=True)
+  assert not ok and "the published run's configuration is not recorded" in lines[0]
+  assert lines[1] == f"table6_imputation/other: FAILED: no run in {mine}"
+  assert report.check_reproduction(str(mine), str(page), [other])[0]  # absent and not required: skipped

@@ -1,0 +1,93 @@
+"""What a run's numbers depend on besides its code, configuration and data: the machine and the packages.
+
+JAX's CPU backend compiles for the host, and its contractions (the MLP's weight gradients, whose inner dimension
+is every document of a batch) are split by CPU type and by the number of threads it may use. Measured (README,
+"Reproducing RESULTS.md"): the same commit, packages and data give the same bits on the same CPU model with the
+same schedulable CPUs, and other bits when any of these differ:
+  * the thread count (a 5-epoch main job under ``taskset -c 0`` on the 2-core machine that made RESULTS.md);
+  * the CPU type (products and gradients of the MLP's shapes under QEMU's EPYC-Milan model: no AVX-512, other
+    caches), whatever XLA flag pins it (--xla_cpu_max_isa=AVX2, --xla_cpu_enable_platform_dependent_math=false,
+    the library dots off): matrix products then agree, the large-K contractions of the gradients still do not;
+  * jax/jaxlib (an unpinned install next to an older numpy resolved jax 0.9.2) and scipy (last bits of the
+    statistics). numpy 2.1 - 2.4, scikit-learn 1.6 - 1.9 and LightGBM's thread count moved nothing.
+So :func:`numerics` is what a run records to say which results it can equal bit for bit, and
+``python -m experiments.report`` marks a run whose numerics differ from the reference run's.
+"""
+from __future__ import annotations
+
+import glob
+import importlib.metadata
+import os
+import platform
+
+# CPU features that change what XLA's CPU backend and its kernel libraries emit (vector width, fused
+# multiply-add, the AVX-512 / AMX dot kernels).
+ISA_FEATURES = ("sse4_2", "avx", "avx2", "fma", "avx512f", "avx512_bf16", "avx512_fp16", "avx_vnni", "amx_tile")
+# Packages whose version changes recorded numbers (XLA is inside jaxlib; scipy computes the statistics).
+NUMERIC_PACKAGES = ("jax", "jaxlib", "flax", "optax", "numpy", "scipy", "lightgbm")
+
+
+def _cpuinfo() -> dict:
+  """The first processor's fields of /proc/cpuinfo ({} where there is none, e.g. macOS)."""
+  try:
+    with open("/proc/cpuinfo") as f:
+      text = f.read().split("\n\n")[0]
+  except OSError:
+    return {}
+  pairs = (line.split(":", 1) for line in text.splitlines() if ":" in line)
+  return {k.strip(): v.strip() for k, v in pairs}
+
+
+def _caches() -> str:
+  """'L1d 48K, L1i 32K, L2 2048K, L3 ...' of CPU 0 from sysfs ('' where unavailable)."""
+  out = []
+  for d in sorted(glob.glob("/sys/devices/system/cpu/cpu0/cache/index*")):
+    try:
+      with open(os.path.join(d, "level")) as f:
+        level = f.read().strip()
+      with open(os.path.join(d, "type")) as f:
+        kind = f.read().strip()
+      with open(os.path.join(d, "size")) as f:
+        size = f.read().strip()
+    except OSError:
+      continue
+    out.append(f"L{level}{dict(Data='d', Instruction='i').get(kind, '')} {size}")
+  return ", ".join(out)
+
+
+def threads() -> int:
+  """CPUs this process may run on: the size of XLA's CPU thread pool."""
+  return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def packages() -> dict:
+  """{distribution: version} of every installed Python distribution, sorted by name."""
+  found = {}
+  for d in importlib.metadata.distributions():
+    name = (d.metadata["Name"] or "").lower().replace("_", "-")
+    if name:
+      found[name] = d.version
+  return dict(sorted(found.items()))
+
+
+def numerics(installed: dict | None = None) -> dict:
+  """The determinants of a run's bits beside its code, configuration and data (see the module docstring)."""
+  info = _cpuinfo()
+  flags = set(info.get("flags", "").split())
+  installed = packages() if installed is None else installed
+  return dict(cpu=info.get("model name") or platform.processor() or platform.machine(),
+              isa=[f for f in ISA_FEATURES if f in flags], caches=_caches(), threads=threads(),
+              xla_flags=os.environ.get("XLA_FLAGS", ""), python=platform.python_version(),
+              packages={p: installed.get(p) for p in NUMERIC_PACKAGES})
+
+
+def differences(a: dict, b: dict) -> list:
+  """'field: a vs b' for each determinant in which two numerics records differ (packages one by one)."""
+  out = []
+  for k in sorted(set(a) | set(b)):
+    if k == "packages":
+      pa, pb = a.get(k) or {}, b.get(k) or {}
+      out += [f"{p} {pa.get(p)} vs {pb.get(p)}" for p in sorted(set(pa) | set(pb)) if pa.get(p) != pb.get(p)]
+    elif a.get(k) != b.get(k):
+      out.append(f"{k}: {a.get(k)!r} vs {b.get(k)!r}")
+  return out
