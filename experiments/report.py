@@ -440,16 +440,28 @@ def compare_cells(mine: list, published: list) -> tuple:
            for a, b in zip(mine, published)]
   worst, a, b = max(shift, key=lambda t: t[0])
   changed = sum(a != b for a, b in zip(mine, published))
-  return round(worst, 9) <= 1, (f"{changed} of {len(mine)} cells differ; the largest move, {b[0]} ± {b[1]} -> {a[0]}, is "
-                      f"{worst:.2f} of the tolerance (half the published std, at least {TOLERANCE_FLOOR})")
+  return round(worst, 9) <= 1, (f"{changed} of {len(mine)} cells differ; the largest move, {b[0]} ± {b[1]} -> "
+                                f"{a[0]}, is {worst:.2f} of the tolerance (half the published std, at least "
+                                f"{TOLERANCE_FLOOR})")
 
 
 def published_record(run: dict, claims: list) -> dict:
   """What RESULTS.json keeps of a run (see the module docstring), with its claims' verdicts."""
-  table = os.path.join(run["folder"], "table.md")
-  text = open(table).read() if os.path.exists(table) else ""
-  return dict(commit=run["prov"].get("code", {}).get("git_commit"), numerics=run["res"].get("env", {}).get(
-      "numerics"), fingerprint=fingerprint(run["res"]), cells=cells(text), verdicts={c.text: c.verdict for c in claims})
+  return dict(commit=run["prov"].get("code", {}).get("git_commit"),
+              numerics=run["res"].get("env", {}).get("numerics"), fingerprint=fingerprint(run["res"]), cells=cells(_read(os.path.join(run["folder"], "table.md"))),
+              verdicts={c.text: c.verdict for c in claims})
+
+
+def _read(path: str) -> str:
+  """A text file's contents, '' when it does not exist."""
+  if not os.path.exists(path):
+    return ""
+  with open(path, encoding="utf-8") as f:
+    return f.read()
+
+
+def _claims(e: Entry, res: dict) -> list:
+  return [c for c in (e.claims(res) if e.claims else []) if c is not None]
 
 
 VERDICT_ROW = re.compile(r"^\| (.+?) \| \*\*(.+?)\*\* \|", re.M)
@@ -468,18 +480,18 @@ def _page_record(page: str, anchor: str) -> Optional[dict]:
 def check_reproduction(results: str, page: str, expected: list = EXPECTED, required: bool = False) -> tuple:
   """(ok, lines): each expected run present under `results` against the published page (RESULTS.md and the
   RESULTS.json beside it). Same numerics: the fingerprint must be equal. Other or unknown numerics: every
-  table cell within the tolerance (compare_cells). A run absent from `results` is skipped (said so), or fails if `required`."""
-  side = os.path.splitext(page)[0] + ".json"
-  published = json.load(open(side)) if os.path.exists(side) else {}
-  text = open(page).read()
+  table cell within the tolerance (compare_cells). A run absent from `results` is skipped (said so), or fails if
+  `required`. Claims whose verdict differs from the published one are listed (they fail nothing)."""
+  published = json.loads(_read(os.path.splitext(page)[0] + ".json") or "{}")
+  text = _read(page)
   ok, lines = True, []
   for e in expected:
     key, run = f"{e.driver}/{e.label}", load_run(results, e)
     if run is None:
       ok &= not required
-      lines.append(f"{key}: {'FAILED: ' if required else ''}no run in {results}" + ("" if required else " (skipped)"))
+      lines.append(f"{key}: FAILED: no run in {results}" if required else f"{key}: no run in {results} (skipped)")
       continue
-    mine = published_record(run, [c for c in (e.claims(run["res"]) if e.claims else []) if c is not None])
+    mine = published_record(run, _claims(e, run["res"]))
     pub = published.get(key) or _page_record(text, f"{e.driver}-{e.label}")
     if pub is None:
       lines.append(f"{key}: not on the published page (skipped)")
@@ -545,8 +557,9 @@ def build(results: str, out: str, root: str = ROOT, expected: list = EXPECTED, r
   fig_root = os.path.join(out_dir, "figures")
   head = _git(root, "rev-parse", "HEAD").stdout.strip() or "unknown"
   summary, sections, all_claims, stale, records = [], [], [], [], {}
-  reference = next(((e, r["res"]["env"]["numerics"]) for e, r in runs if r and r["res"].get("env", {}).get("numerics")),
-                   (None, None))
+  # the reference configuration: the first run's (the main job's) that recorded its numerics
+  ref, ref_env = next(((e, r["res"]["env"]) for e, r in runs if r and r["res"].get("env", {}).get("numerics")),
+                      (None, {}))
   shutil.rmtree(fig_root, ignore_errors=True)
   for e, run in runs:
     if run is None:
@@ -558,7 +571,7 @@ def build(results: str, out: str, root: str = ROOT, expected: list = EXPECTED, r
       continue
     res, code = run["res"], run["prov"].get("code", {})
     why = staleness(code, e.driver, root)
-    claims = [c for c in (e.claims(res) if e.claims else []) if c is not None]
+    claims = _claims(e, res)
     all_claims += [(e, c) for c in claims]
     if why:
       stale.append((e, why))
@@ -568,9 +581,9 @@ def build(results: str, out: str, root: str = ROOT, expected: list = EXPECTED, r
       counts[c.verdict.split(" at ")[0]] = counts.get(c.verdict.split(" at ")[0], 0) + 1
     records[f"{e.driver}/{e.label}"] = published_record(run, claims)
     numerics, other = res.get("env", {}).get("numerics"), None
-    if reference[0] is not None and numerics != reference[1]:
+    if ref is not None and numerics != ref_env["numerics"]:
       other = ("its configuration is not recorded (a run from before it was)" if not numerics else
-               "; ".join(machine.differences(numerics, reference[1])))
+               "; ".join(machine.differences(numerics, ref_env["numerics"])))
     summary.append([f"[{e.title}](#{anchor})", "; ".join(f"{v} {k}" for k, v in counts.items()) or "-",
                     "**stale**" if why else "current", "**other**" if other else "reference",
                     (code.get("git_commit") or "?")[:10], _wall(res)])
@@ -581,7 +594,7 @@ def build(results: str, out: str, root: str = ROOT, expected: list = EXPECTED, r
     if why:
       parts.append(f"\n**Stale**: {why}. Re-run `{e.command}`.\n")
     if other:
-      parts.append(f"\n**Other configuration** than the reference run ({reference[0].title}): {other}. Its bits "
+      parts.append(f"\n**Other configuration** than the reference run ({ref.title}): {other}. Its bits "
                    f"are its configuration's (README, \"Reproducing RESULTS.md\").\n")
     if claims:
       parts.append("\n| Claim | Verdict | Evidence |\n|---|---|---|\n" +
@@ -607,8 +620,7 @@ def build(results: str, out: str, root: str = ROOT, expected: list = EXPECTED, r
           f"library (less its serving side, which only loads and exports saved models) or its driver's code differs "
           f"between the run's commit and HEAD. Configuration: **other** marks a run whose machine or packages "
           f"(`numerics`: CPU, instruction set, caches, threads, XLA_FLAGS, numeric packages) differ from the "
-          f"reference run's" + (f" ({reference[0].title}: {_machine(runs[0][1]['res']['env'])})"
-                                if reference[0] is not None and runs[0][0] is reference[0] else "") +
+          f"reference run's" + (f" ({ref.title}: {_machine(ref_env)})" if ref is not None else "") +
           f"; RESULTS.json beside this page has each run's fingerprint for `python -m experiments.report "
           f"--check`.\n\n",
           common.markdown_table(["Run", "Claims", "Code", "Configuration", "Commit", "Wall time"], summary), "\n"]

@@ -71,7 +71,8 @@ def test_interrupted_run_resumes_to_the_same_results(two_folds, tmp_path):
   again = subprocess.run(_cmd(two_folds, out), cwd=ROOT, capture_output=True, text=True, timeout=120)
   assert again.returncode == 0, again.stderr[-2000:]
   assert again.stderr.count("loaded from") == 3  # fold 1's rows, not retrained
-  assert f"wrote {run_dir}" in again.stdout
+  # what a newcomer reads last: where the results are
+  assert again.stdout.rstrip().splitlines()[-1] == f"wrote {run_dir} (also {run_dir.parent / 'latest'})"
 
   clean = subprocess.run(_cmd(two_folds, tmp_path / "clean"), cwd=ROOT, capture_output=True, text=True, timeout=120)
   assert clean.returncode == 0, clean.stderr[-2000:]
