@@ -40,15 +40,14 @@ def _cpuinfo() -> dict:
 
 def _caches() -> str:
   """'L1d 48K, L1i 32K, L2 2048K, L3 ...' of CPU 0 from sysfs ('' where unavailable)."""
+  def field(d, name):
+    with open(os.path.join(d, name)) as f:
+      return f.read().strip()
+
   out = []
   for d in sorted(glob.glob("/sys/devices/system/cpu/cpu0/cache/index*")):
     try:
-      with open(os.path.join(d, "level")) as f:
-        level = f.read().strip()
-      with open(os.path.join(d, "type")) as f:
-        kind = f.read().strip()
-      with open(os.path.join(d, "size")) as f:
-        size = f.read().strip()
+      level, kind, size = (field(d, n) for n in ("level", "type", "size"))
     except OSError:
       continue
     out.append(f"L{level}{dict(Data='d', Instruction='i').get(kind, '')} {size}")
