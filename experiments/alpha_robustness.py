@@ -9,14 +9,17 @@ results/alpha_robustness/<dataset>/.
 import dataclasses
 import functools
 
-from experiments import common, fig3_alpha
+from experiments import fig3_alpha
+from experiments.framework import lifecycle
+from experiments.framework.claims import Preset
 
 ALPHAS = (0.3, 0.5, 0.7, 0.9, 0.95, 0.99, 0.999)
 
 DRIVER = dataclasses.replace(
     fig3_alpha.DRIVER, name="alpha_robustness", png="alpha_robustness.png", defaults=(("alphas", ALPHAS),),
+    presets=(Preset("default", "synthetic", "", "Appendix A.7: alpha robustness"),),
     to_markdown=functools.partial(fig3_alpha.to_markdown,
                                   title="Appendix A.7: PFD's gain over no-distillation against alpha"))
 
 if __name__ == "__main__":
-  common.main(DRIVER)
+  lifecycle.main(DRIVER)

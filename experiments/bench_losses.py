@@ -12,8 +12,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from experiments import common
-from pfd_jax import losses as L
+from experiments.framework import lifecycle, rundir, schema, tabulate
+from pfd_jax.ops import losses as L
 from pfd_jax.config import option
 
 
@@ -40,9 +40,9 @@ def time_case(name, b, l, min_seconds):
   return n * b / (time.perf_counter() - t0)
 
 
-def run(cfg: common.Config) -> dict:
+def run(cfg: schema.Config) -> dict:
   o = cfg.options
-  res = {"config": cfg, "env": common.environment(), "batch": o.batch, "lists_per_s": {}}
+  res = {"config": cfg, "env": rundir.environment(), "batch": o.batch, "lists_per_s": {}}
   for name in o.losses:
     for size in o.list_sizes:
       res["lists_per_s"][f"{name}@{size}"] = time_case(name, o.batch, size, o.min_seconds)
@@ -51,11 +51,11 @@ def run(cfg: common.Config) -> dict:
 
 def to_markdown(res: dict) -> str:
   rows = [k.split("@") + [f"{v:,.0f}"] for k, v in res["lists_per_s"].items()]
-  return common.markdown_table(["loss", "L", "lists/s (loss + grad)"], rows)
+  return tabulate.markdown_table(["loss", "L", "lists/s (loss + grad)"], rows)
 
 
-DRIVER = common.Driver("bench_losses", run, to_markdown, options=Options, groups=("output",),
+DRIVER = schema.Driver("bench_losses", run, to_markdown, options=Options, groups=("output",),
                        folder=lambda cfg: "lists")
 
 if __name__ == "__main__":
-  common.main(DRIVER)
+  lifecycle.main(DRIVER)

@@ -18,17 +18,13 @@ Default case, per loss (RankBCE, RankNet; the paper's model, batch size and lear
   --torch_batches batches after a warm-up, as the "what users would pick instead" comparison;
 * **evaluation**: NDCG@8/16/32 of one model on the whole test split, one jitted call.
 
-The memory case trains RankNet (all pairs, blocked: pfd_jax.losses.PAIR_BLOCK) on lists of --memory_len
+The memory case trains RankNet (all pairs, blocked: pfd_jax.ops.losses.PAIR_BLOCK) on lists of --memory_len
 documents at batch --memory_batch for two steps and reports the process's peak resident memory (the figure
 `/usr/bin/time -v` prints as "Maximum resident set size"). Writes results/benchmark/<case>.json and .md.
 A script, never a timed test.
 """
 import dataclasses
-import json
 import os
-import resource
-import subprocess
-import sys
 import time
 from typing import Tuple
 
@@ -37,10 +33,11 @@ import jax.numpy as jnp
 import numpy as np
 from absl import logging
 
-from experiments import common
-from experiments import peers
+from experiments.framework import lifecycle, rundir, schema, tabulate
+from experiments import bench_memory, peers
 from pfd_jax import data as D
-from pfd_jax import train as T
+from pfd_jax.data.config import DataConfig
+from pfd_jax import training as T
 from pfd_jax.config import option
 
 
@@ -76,9 +73,9 @@ class Options:
 
 def epoch_seconds(cfg, buckets, eval_set, seeds, chunk_steps=0):
   """(seconds of the second of two epochs (the first compiles), the trained params)."""
-  times = []
+  times = T.EpochTimes()
   res = T.train(jax.random.split(jax.random.PRNGKey(0), seeds), cfg, buckets, "x", {"test": eval_set},
-                log_fn=lambda e, l, n, s: times.append(s), chunk_steps=chunk_steps)
+                hooks=T.Hooks(writers=(times,)), chunk_steps=chunk_steps)
   return times[1] - times[0], res.params
 
 
@@ -145,7 +142,7 @@ def torch_reference(host_buckets, cfg: T.TrainConfig, n_batches: int, seed: int 
     layers += [torch.nn.Linear(cfg.hidden, cfg.hidden), torch.nn.ReLU()]
   model = torch.nn.Sequential(*layers, torch.nn.Linear(cfg.hidden, 1))
   opt = torch.optim.Adam(model.parameters(), lr=cfg.effective_lr, weight_decay=cfg.weight_decay)
-  ids, idx, valid = jax.device_get(T.train_program.plan(jax.random.split(jax.random.PRNGKey(seed), 1), 0,
+  ids, idx, valid = jax.device_get(T.program.plan(jax.random.split(jax.random.PRNGKey(seed), 1), 0,
                                                        tuple(b.x.shape[0] for b in host_buckets),
                                                        cfg.effective_batch_size))
   warm = 3
@@ -170,23 +167,23 @@ def torch_reference(host_buckets, cfg: T.TrainConfig, n_batches: int, seed: int 
 
 
 def throughput(o: Options) -> tuple:
+  """Training docs/s of every loss and seed count on the Web30k-sized synthetic set, the roofline of the step,
+  the evaluation's time, the host overhead of a program call and the peers: (results, markdown)."""
   kw = D.web30k_scale()
   kw["num_queries"] = tuple(max(1, int(q * o.scale)) for q in kw["num_queries"])
   t0 = time.time()
-  ds = D.prepare("synthetic", D.generate_synthetic(**kw))
+  ds = D.prepare(DataConfig(tau=4.8), D.synthetic.generate(**kw))  # the paper's tau on 0-4 grades
   host = D.bucketize(ds["train"], o.max_buckets)
   train_b = T.device_buckets(host)
   test = ds["test"].take(np.arange(min(200, ds["test"].num_queries)))
   eval_set = T.eval_set(test, 2)
-  full_test = T.eval_set(ds["test"], o.max_buckets)
   docs = ds["train"].num_docs
   padded = sum(int(np.prod(b.mask.shape)) for b in host)
   dim = int(ds["train"].x.shape[1])
   logging.info("data ready in %.1fs: %d train groups, %d docs, padding ratio %.3f", time.time() - t0,
                ds["train"].num_queries, docs, padded / docs)
-  res = {"env": common.environment(), "train_docs": docs, "padded_docs": padded, "train_groups":
+  res = {"env": rundir.environment(), "train_docs": docs, "padded_docs": padded, "train_groups":
          ds["train"].num_queries, "features": dim, "scale": o.scale, "cases": {}}
-  rows = []
   timings, params = {}, {}
   for _ in range(o.repeats):  # interleaved, so that a slow spell of a shared machine hits every case
     for loss in o.losses:
@@ -194,44 +191,64 @@ def throughput(o: Options) -> tuple:
       for s in o.seed_counts:
         sec, params[loss, s] = epoch_seconds(cfg, train_b, eval_set, s, o.chunk_steps)
         timings.setdefault((loss, s), []).append(sec)
+  rows = []
   for loss in o.losses:
-    cfg = T.TrainConfig(loss=loss, epochs=2, data_groups="all")
-    base = float(np.median(timings[loss, o.seed_counts[0]]))  # the first seed count is the reference
-    for s in o.seed_counts:
-      t = timings[loss, s]
-      sec = float(np.median(t))
-      rate = docs * s / sec
-      case = dict(epoch_seconds=sec, epoch_seconds_all=t, docs_per_s=rate, time_ratio=sec / base)
-      if loss == "rankbce":
-        flops = 3 * mlp_matmul_flops(dim, cfg.hidden, cfg.layers)
-        case.update(useful_flops_per_s=flops * docs * s / sec, executed_flops_per_s=flops * padded * s / sec)
-      res["cases"][f"{loss}/seeds={s}"] = case
-      rows.append([loss, s, f"{sec:.2f} ({min(t):.2f}-{max(t):.2f})", f"{rate:,.0f}", f"{sec / base:.2f}"])
-      logging.info("%s seeds=%d: %.2fs/epoch, %.0f docs/s", loss, s, sec, rate)
-    if o.torch_batches:
-      ref = torch_reference(host, cfg, o.torch_batches) if loss == "rankbce" else None
-      if ref is not None:
-        res["cases"][f"{loss}/torch"] = ref
-        jax_rate = res["cases"][f"{loss}/seeds=1"]["docs_per_s"]
-        rows.append([f"{loss} (torch {ref['torch']} eager)", 1, "", f"{ref['docs_per_s']:,.0f}",
-                     f"JAX / torch = {jax_rate / ref['docs_per_s']:.2f}x docs/s"])
+    rows += _cases(res, o, loss, timings, host)
     if loss == "rankbce":
-      rows_per_batch = int(np.mean([min(cfg.effective_batch_size, b.x.shape[0]) * b.x.shape[1] for b in host]))
-      peak = matmul_rate(rows_per_batch, dim, cfg.hidden, cfg.layers)
-      first = o.seed_counts[0]
-      one = res["cases"][f"rankbce/seeds={first}"]
-      res["roofline"] = dict(matmul_flops_per_s=peak, rows=rows_per_batch, seeds=first,
-                             useful_fraction=one["useful_flops_per_s"] / peak,
-                             executed_fraction=one["executed_flops_per_s"] / peak)
-      one_seed = jax.tree_util.tree_map(lambda a: a[:1], params[loss, o.seed_counts[-1]])
-      T.evaluate(cfg, one_seed, full_test, "x")  # compile
-      sec = _timed(lambda: T.evaluate(cfg, one_seed, full_test, "x"))
+      sec = _roofline(res, o, host, params[loss, o.seed_counts[-1]], T.eval_set(ds["test"], o.max_buckets))
       res["evaluation"] = dict(seconds=sec, lists=ds["test"].num_queries, docs=ds["test"].num_docs)
+  return res, _throughput_markdown(res, o, rows)
+
+
+def _cases(res: dict, o: Options, loss: str, timings: dict, host: list) -> list:
+  """One loss's cases into res['cases'] (and the torch reference's); their table rows."""
+  cfg = T.TrainConfig(loss=loss, epochs=2, data_groups="all")
+  docs, padded, dim = res["train_docs"], res["padded_docs"], res["features"]
+  base = float(np.median(timings[loss, o.seed_counts[0]]))  # the first seed count is the reference
+  rows = []
+  for s in o.seed_counts:
+    t = timings[loss, s]
+    sec = float(np.median(t))
+    rate = docs * s / sec
+    case = dict(epoch_seconds=sec, epoch_seconds_all=t, docs_per_s=rate, time_ratio=sec / base)
+    if loss == "rankbce":
+      flops = 3 * mlp_matmul_flops(dim, cfg.hidden, cfg.layers)
+      case.update(useful_flops_per_s=flops * docs * s / sec, executed_flops_per_s=flops * padded * s / sec)
+    res["cases"][f"{loss}/seeds={s}"] = case
+    rows.append([loss, s, f"{sec:.2f} ({min(t):.2f}-{max(t):.2f})", f"{rate:,.0f}", f"{sec / base:.2f}"])
+    logging.info("%s seeds=%d: %.2fs/epoch, %.0f docs/s", loss, s, sec, rate)
+  ref = torch_reference(host, cfg, o.torch_batches) if o.torch_batches and loss == "rankbce" else None
+  if ref is not None:
+    res["cases"][f"{loss}/torch"] = ref
+    jax_rate = res["cases"][f"{loss}/seeds=1"]["docs_per_s"]
+    rows.append([f"{loss} (torch {ref['torch']} eager)", 1, "", f"{ref['docs_per_s']:,.0f}",
+                 f"JAX / torch = {jax_rate / ref['docs_per_s']:.2f}x docs/s"])
+  return rows
+
+
+def _roofline(res: dict, o: Options, host: list, params, full_test) -> float:
+  """RankBCE's step against the measured matmul rate (into res); returns the whole test split's evaluation
+  time in seconds."""
+  cfg = T.TrainConfig(loss="rankbce", epochs=2, data_groups="all")
+  rows_per_batch = int(np.mean([min(cfg.effective_batch_size, b.x.shape[0]) * b.x.shape[1] for b in host]))
+  peak = matmul_rate(rows_per_batch, res["features"], cfg.hidden, cfg.layers)
+  first = o.seed_counts[0]
+  one = res["cases"][f"rankbce/seeds={first}"]
+  res["roofline"] = dict(matmul_flops_per_s=peak, rows=rows_per_batch, seeds=first,
+                         useful_fraction=one["useful_flops_per_s"] / peak,
+                         executed_fraction=one["executed_flops_per_s"] / peak)
+  one_seed = jax.tree_util.tree_map(lambda a: a[:1], params)
+  T.evaluate(cfg, one_seed, full_test, "x")  # compile
+  return _timed(lambda: T.evaluate(cfg, one_seed, full_test, "x"))
+
+
+def _throughput_markdown(res: dict, o: Options, rows: list) -> str:
+  docs, padded, dim = res["train_docs"], res["padded_docs"], res["features"]
   calls = f"one per {o.chunk_steps} steps" if o.chunk_steps else "one per epoch"
   md = (f"{docs:,} training documents ({padded / docs:.3f} padded / real), {dim} regular features, 5-layer "
         f"width-100 MLP, {res['env']['backend']} ({res['env']['cpus']} CPUs); program calls: {calls}; "
         f"median (range) of {o.repeats} interleaved timings\n\n" +
-        common.markdown_table(["loss", "seeds", "s / epoch", "docs/s (all seeds)", "vs 1 seed"], rows))
+        tabulate.markdown_table(["loss", "seeds", "s / epoch", "docs/s (all seeds)", "vs 1 seed"], rows))
   res["host_overhead"] = ho = host_overhead(o.repeats)
   loop, prog = ho["steps"]["median_s_per_step"], ho["epoch"]["median_s_per_step"]
   md += ("\nHost overhead (64 one-group batches of 8 documents, width-8 model; median s per step): one program "
@@ -246,7 +263,7 @@ def throughput(o: Options) -> tuple:
            f"executed).\n\nEvaluation: NDCG@8/16/32 of the whole test split ({ev['lists']:,} lists, "
            f"{ev['docs']:,} documents) in one jitted call: {ev['seconds']:.2f} s.\n")
   res["peers"], peer_md = peer_rows(o)
-  return res, md + peer_md
+  return md + peer_md
 
 
 def peer_rows(o: Options) -> tuple:
@@ -291,14 +308,14 @@ def peer_rows(o: Options) -> tuple:
         "recipes and differences: third_party/peers/README.md). LightGBM LambdaMART: "
         f"{o.peer_trees} trees of {o.peer_leaves} leaves fitted in {gb['fit_s']:.1f} s (binning included), "
         f"docs/s = documents x rounds per second of fitting.{missing}\n\n" +
-        common.markdown_table(["loss", "framework", "backend", "docs/s", "vs pfd_jax", "NDCG@8"], rows) +
+        tabulate.markdown_table(["loss", "framework", "backend", "docs/s", "vs pfd_jax", "NDCG@8"], rows) +
         f"\npfd_jax reaches LightGBM's test NDCG@8 ({gb['ndcg8']:.3f}): " + "; ".join(reached) + ".\n")
   return res, md
 
 
 def peers_only(o: Options) -> tuple:
   res, md = peer_rows(o)
-  return dict(env=common.environment(), peers=res), md
+  return dict(env=rundir.environment(), peers=res), md
 
 
 def export_latency(o: Options) -> tuple:
@@ -307,8 +324,9 @@ def export_latency(o: Options) -> tuple:
   devices: p50 / p99 microseconds per query (the first 20 calls of each are warm-up, not timed)."""
   import tempfile
   import onnxruntime as ort
-  from pfd_jax import export, serving
-  from pfd_jax.models import MLP
+  from pfd_jax.serving import export
+  from pfd_jax import serving
+  from pfd_jax.ops.models import MLP
   d = 96
   params = jax.vmap(lambda k: MLP().init(k, jnp.zeros((1, d))))(jax.random.split(jax.random.PRNGKey(0), 1))
   recipe = dict(model=dict(kind="mlp", hidden=100, layers=5), transforms=dict(query_norm=False, log1p=True),
@@ -323,7 +341,7 @@ def export_latency(o: Options) -> tuple:
   name = sess.get_inputs()[0].name
   jitted = jax.jit(export.serving_function(ranker))
   rng = np.random.default_rng(0)
-  res, rows = dict(env=common.environment(), onnx_bytes=size, calls=o.export_calls, sizes={}), []
+  res, rows = dict(env=rundir.environment(), onnx_bytes=size, calls=o.export_calls, sizes={}), []
   for n in o.export_sizes:
     x = np.abs(rng.normal(size=(n, d))).astype(np.float32)
     runs = {"onnxruntime": lambda: sess.run(None, {name: x}), "jax.jit": lambda: jitted(x).block_until_ready()}
@@ -341,117 +359,19 @@ def export_latency(o: Options) -> tuple:
   md = (f"Exported student (ONNX, {size:,} bytes; the paper's MLP on 96 features, log1p in the graph): one query per "
         f"call, {o.export_calls} timed calls per size; ONNX Runtime {ort.__version__} on 1 thread, JAX's jitted "
         f"function on {jax.default_backend()}.\n\n" +
-        common.markdown_table(["documents", "runtime", "p50 us", "p99 us"], rows))
+        tabulate.markdown_table(["documents", "runtime", "p50 us", "p99 us"], rows))
   return res, md
 
 
-def memory(o: Options) -> tuple:
-  """RankNet on [batch, L] lists: two steps (one compiles), peak RSS of this process."""
-  rng = np.random.default_rng(0)
-  q, l, dim = o.memory_batch, o.memory_len, 96
-  bucket = dict(x=jnp.asarray(rng.normal(size=(q, l, dim)).astype(np.float32)),
-                y=jnp.asarray((rng.random((q, l)) < 0.05).astype(np.float32)), mask=jnp.ones((q, l), bool),
-                pos=jnp.ones(q))
-  es = T.EvalSet([bucket], q)
-  cfg = T.TrainConfig(loss="ranknet", epochs=2, batch_size=q)
-  t0 = time.time()
-  times = []
-  T.train(jax.random.split(jax.random.PRNGKey(0), 1), cfg, [bucket], "x", {"test": es},
-          log_fn=lambda e, loss, n, s: times.append(s))
-  rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2 ** 20  # KiB -> GiB on Linux
-  res = {"env": common.environment(), "lists": q, "docs_per_list": l, "features": dim,
-         "peak_rss_gib": rss, "step_seconds": times[1] - times[0], "total_seconds": time.time() - t0}
-  md = (f"RankNet (all pairs, blocked) on a batch of {q} lists x {l} documents, {dim} features: peak resident "
-        f"memory {rss:.2f} GiB; one epoch (1 step + evaluation) {res['step_seconds']:.1f} s after compiling. "
-        f"{res['env']['backend']} ({res['env']['cpus']} CPUs).\n")
-  return res, md
-
-
-def write_synthetic_shards(folder: str, scale: float, max_buckets: int, seed: int = 0) -> dict:
-  """A Web30k-shaped synthetic training split of `scale` folds written as a bucket set, chunk by chunk (the
-  paper's log1p and Eq. 2 labels per chunk; the 40 privileged columns chosen on the first chunk)."""
-  from pfd_jax.data import preprocess as pp, shards, synthetic
-  n = int(round(18919 * scale))
-  meta = dict(scale=scale, seed=seed, max_buckets=max_buckets)
-  if shards.is_done(folder, "train_all", meta):
-    return meta
-  sizes = synthetic.chunk_sizes(n, seed=seed)
-  cuts = D.bucket_cuts(sizes, max_buckets)
-  counts = np.bincount(np.searchsorted(cuts, sizes), minlength=len(cuts))
-  writer, priv = None, None
-  for c, g in enumerate(synthetic.generate_chunks(n, seed=seed)):
-    g = dataclasses.replace(g, x=pp.log1p_transform(g.x))
-    g = pp.with_labels(g, np.random.default_rng([seed, c, 1]), t=4.0, tau=4.8)
-    if priv is None:
-      priv = pp.privileged_columns(g, 40)
-      writer = shards.BucketWriter(folder, "train_all", counts, cuts, g.x.shape[1] - 40, 40)
-    for k, padded in shards.bucket_sets_iter([pp.split_features(g, priv)], cuts):
-      writer.add(padded, k)
-  writer.close(meta)
-  return meta
-
-
-def stream_child(folder: str, source: str, epochs: int = 2) -> dict:
-  """Trains RankBCE (one seed, every group, view x) on a written set, resident or streamed: docs/s of the
-  last epoch and this process's peak resident memory."""
-  from pfd_jax.data import shards
-  buckets = shards.open_set(folder, "train_all")
-  sample = [b.read(np.arange(min(256, b.num_groups))) for b in buckets]
-  es = T.EvalSet([{k: jnp.asarray(v) for k, v in b.items()} for b in sample], sum(b["x"].shape[0] for b in sample))
-  if source == "resident":
-    buckets = [{k: jnp.asarray(v) for k, v in b.read(np.arange(b.num_groups)).items()} for b in buckets]
-  docs = sum(int(np.asarray(b.whole(["mask"])["mask"] if source == "streamed" else b["mask"]).sum()) for b in buckets)
-  times = []
-  T.train(jax.random.split(jax.random.PRNGKey(0), 1), T.TrainConfig(epochs=epochs, data_groups="all"), buckets, "x",
-          {"test": es}, log_fn=lambda e, l, n, s: times.append(s))
-  return dict(docs=docs, seconds=times[-1] - times[-2], docs_per_s=docs / (times[-1] - times[-2]),
-              peak_rss_gib=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2 ** 20)
-
-
-def _child(code: str) -> dict:
-  """Runs `code` (an expression of this module) in a fresh interpreter: its own peak memory."""
-  r = subprocess.run([sys.executable, "-c", "import json, resource; from experiments.benchmark import *; r = "
-                      f"{code}; r['peak_rss_gib'] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2 ** 20; "
-                      "print('RESULT' + json.dumps(r))"], capture_output=True, text=True)
-  if r.returncode:
-    raise RuntimeError(f"benchmark child {code!r} failed:\n{r.stderr[-3000:]}")
-  return json.loads(r.stdout.rsplit("RESULT", 1)[1])
-
-
-def streamed(o: Options) -> tuple:
-  """Conversion and training at each of `stream_scales` (each in its own process), against resident at the
-  first scale."""
-  res, rows = {"env": common.environment()}, []
-  for scale in o.stream_scales:
-    folder = os.path.join(o.stream_dir, f"web30k-x{scale:g}")
-    t0 = time.time()
-    conv = _child(f"write_synthetic_shards({folder!r}, {scale}, {o.max_buckets})")
-    conv["seconds"] = time.time() - t0
-    runs = {"streamed": _child(f"stream_child({folder!r}, 'streamed')")}
-    if scale == o.stream_scales[0]:
-      runs["resident"] = _child(f"stream_child({folder!r}, 'resident')")
-    res[f"x{scale:g}"] = dict(conversion=conv, **runs)
-    for source, r in runs.items():
-      rows.append([f"{scale:g}", source, f"{r['docs']:,}", f"{r['docs_per_s']:,.0f}", f"{r['peak_rss_gib']:.2f}",
-                   f"{conv['peak_rss_gib']:.2f} ({conv['seconds']:.0f} s)"])
-  first = res[f"x{o.stream_scales[0]:g}"]
-  md = ("Streamed training (RankBCE, one seed, every group, view x, 5-layer width-100 MLP; docs/s of epoch 2; "
-        f"peak RSS of each process; {res['env']['backend']}, {res['env']['cpus']} CPUs). Streamed / resident "
-        f"docs/s at {o.stream_scales[0]:g}x: {first['streamed']['docs_per_s'] / first['resident']['docs_per_s']:.2f}."
-        "\n\n" + common.markdown_table(["Web30k folds", "data", "training documents", "docs/s", "peak RSS GiB",
-                                         "conversion peak RSS GiB (time)"], rows))
-  return res, md
-
-
-def run(cfg: common.Config) -> dict:
+def run(cfg: schema.Config) -> dict:
   o = cfg.options
-  res, md = {"throughput": throughput, "memory": memory, "streamed": streamed, "peers": peers_only,
-              "export": export_latency}[o.case](o)
+  res, md = {"throughput": throughput, "memory": bench_memory.memory, "streamed": bench_memory.streamed,
+              "peers": peers_only, "export": export_latency}[o.case](o)
   return dict(res, config=cfg, markdown=md)
 
 
-DRIVER = common.Driver("benchmark", run, lambda res: res["markdown"], options=Options, groups=("output",),
+DRIVER = schema.Driver("benchmark", run, lambda res: res["markdown"], options=Options, groups=("output",),
                        folder=lambda cfg: cfg.options.case)
 
 if __name__ == "__main__":
-  common.main(DRIVER)
+  lifecycle.main(DRIVER)

@@ -28,10 +28,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from experiments import common
+from experiments.framework import lifecycle, plots, rundir, schema, setup, tabulate
+from experiments.framework.claims import Claim, Preset, equivalence
 from pfd_jax import data as D
-from pfd_jax import metrics
-from pfd_jax import perceptron as P
+from pfd_jax.ops import metrics
+from pfd_jax.methods import perceptron as P
 from pfd_jax.config import option
 from pfd_jax.data import padding
 
@@ -125,15 +126,15 @@ def timing(diffs_x, pairs, eta, passes: int, variants: dict, seed: int) -> dict:
   return out
 
 
-def run(cfg: common.Config) -> dict:
+def run(cfg: schema.Config) -> dict:
   t_all = time.time()
   o = cfg.options
   sizes, vote_cap = list(o.committee_sizes), o.vote_capacity
   caps = sorted(set(sizes) | {1, vote_cap})
   per_fold = {}
   data = dataclasses.replace(cfg.data, num_privileged=0, privileged="", query_norm=True, log1p=False)
-  for fold in common.folds_of(cfg.data):
-    ds = D.with_graded_labels(common.load_dataset(data, fold))
+  for fold in setup.folds_of(cfg.data):
+    ds = D.with_graded_labels(setup.load_dataset(data, fold))
     tr_name, sel_name, te_name = splits_of(ds)
     tr = ds[tr_name]
     pairs, eta = P.query_pairs(tr.rel, tr.offsets)
@@ -165,7 +166,7 @@ def run(cfg: common.Config) -> dict:
   variants = {"vanilla / averaged": (), "pocket": (1,), "voted": (vote_cap,),
               f"committee K={max(sizes)}": (max(sizes),)}
   per_pass = timing(tr.x, pairs, eta, o.timing_passes, variants, o.cp_seed)
-  out = {"config": cfg, "env": common.environment(), "data": ds.config, "folds": per_fold,
+  out = {"config": cfg, "env": rundir.environment(), "data": ds.config, "folds": per_fold,
           "seconds_per_pass": per_pass, "timing_pairs": int(len(eta)), "seconds": time.time() - t_all}
   out["comparisons"] = comparisons(out)
   return out
@@ -185,7 +186,7 @@ def comparisons(res: dict) -> dict:
   """Every method's test NDCG@10 against RankSVM's, paired by fold."""
   ndcg10 = {name: np.stack([np.asarray(t) for t in pooled(res, name, "test")])[:, [NAMES.index("NDCG@10")]]
             for name in ROW_ORDER}
-  return common.compare(ndcg10, "RankSVM (LinearSVC)")
+  return tabulate.compare(ndcg10, "RankSVM (LinearSVC)")
 
 
 def to_markdown(res: dict) -> str:
@@ -207,7 +208,7 @@ def to_markdown(res: dict) -> str:
       choice = f"T {t.mean():.1f}" + (f", K {'/'.join(str(k) for k in pooled(res, name, 'K'))}"
                                         if "K chosen" in name else "")
       secs = (per_pass[TIMING_OF[name]] if name in TIMING_OF else com_pp) * t.mean()
-    body.append([name, choice, f"{secs:.2f}"] + cells + [common.change_cell(cmp.get(name))])
+    body.append([name, choice, f"{secs:.2f}"] + cells + [tabulate.change_cell(cmp.get(name))])
   sel = folds[0]["selected_on"]
   return (f"# Committee Perceptron family vs RankSVM ({cfg['data']['dataset']}, QueryLevelNorm, graded labels)\n\n"
           f"Mean ± std over {len(folds)} fold(s) of the test metrics at the choices made on **{sel}** "
@@ -221,12 +222,12 @@ def to_markdown(res: dict) -> str:
           f"{res['env']['backend']} ({res['env']['cpus']} CPUs). Change vs RankSVM: paired by fold (each method "
           f"and RankSVM on the same fold's data; {len(folds)} pairs, so intervals are wide), 95% paired-t interval "
           f"and p-value, † = p < 0.05.\n\n" +
-          common.markdown_table(["method", "choice", "train s"] + show +
+          tabulate.markdown_table(["method", "choice", "train s"] + show +
                                 ["NDCG@10 vs RankSVM (folds): change [95% CI], p"], body))
 
 
 def plot(res: dict, path: str) -> None:
-  plt = common.pyplot()
+  plt = plots.pyplot()
   fig, ax = plt.subplots(figsize=(6.5, 4))
   sizes = res["config"]["options"]["committee_sizes"]
   names = ["vanilla", "pocket", "averaged", "voted"] + [f"committee K={k} (avg)" for k in sizes]
@@ -236,12 +237,21 @@ def plot(res: dict, path: str) -> None:
   svm = np.mean([np.asarray(f["rows"]["RankSVM (LinearSVC)"]["test"])[MAP] for f in res["folds"].values()])
   ax.axhline(svm, color="k", ls=":", label="RankSVM")
   res = dict(res, config=dict(res["config"], run=dict(loss="test MAP per pass")))
-  common.finish_plot(fig, ax, res, path, "passes over the pair stream", "test MAP")
+  plots.finish_plot(fig, ax, res, path, "passes over the pair stream", "test MAP")
 
 
-DRIVER = common.Driver("committee_perceptron", run, to_markdown, plot, "committee.png", options=Options,
+def claims(res: dict) -> list:
+  """The claims of a run of this driver, with their verdicts (:mod:`experiments.framework.claims`)."""
+  cmp = res["comparisons"]
+  return [Claim(f"The {k} is comparable to RankSVM, NDCG@10 paired by fold (Committee Perceptron)", *equivalence(cmp[k]))
+          for k in ("committee (avg), K chosen", "committee (vote), K chosen") if k in cmp]
+
+
+DRIVER = schema.Driver("committee_perceptron", run, to_markdown, plot, "committee.png", options=Options,
                        groups=("data", "output"), needs_privileged=False,
-                       defaults=(("dataset", "ohsumed"), ("min_docs", 1)))  # LETOR evaluation keeps every query
+                       defaults=(("dataset", "ohsumed"), ("min_docs", 1)),
+                       presets=(Preset("default", "ohsumed", "", "Committee Perceptron family vs RankSVM (OHSUMED)"),),
+                       claims=claims)  # min_docs 1: LETOR evaluation keeps every query
 
 if __name__ == "__main__":
-  common.main(DRIVER)
+  lifecycle.main(DRIVER)

@@ -5,15 +5,16 @@ r"""Table 1 of the paper for any loadable dataset: features, query groups, docs/
 """
 import time
 
-from experiments import common
+from experiments.framework import lifecycle, schema, setup, tabulate
+from experiments.framework.claims import Preset
 from pfd_jax import data as D
 
 
-def run(cfg: common.Config) -> dict:
+def run(cfg: schema.Config) -> dict:
   out = {}
-  for fold in common.folds_of(cfg.data):
+  for fold in setup.folds_of(cfg.data):
     t0 = time.time()
-    ds = common.load_dataset(cfg.data, fold)
+    ds = setup.load_dataset(cfg.data, fold)
     s = D.summary(ds, cfg.data.max_buckets)
     s["load_seconds"] = time.time() - t0
     out[f"fold{fold}"] = s
@@ -33,13 +34,14 @@ def to_markdown(res: dict) -> str:
   head = (f"Dataset **{name}** (t={cfg['t']}, tau_target={cfg['tau']}, min_docs={cfg['min_docs']}, "
           f"log1p={cfg['log1p']}, query_norm={cfg['query_norm']}, label seed={cfg['seed']}, "
           f"privileged split on {cfg['reference_split']})\n\n")
-  return head + common.markdown_table(
+  return head + tabulate.markdown_table(
       ["fold", "regular", "privileged", "splits", "query groups", "docs / query", "% positive groups",
        "padded / real"], rows)
 
 
-DRIVER = common.Driver("data_summary", run, to_markdown, groups=("data", "output"), needs_privileged=False,
-                       defaults=(("max_buckets", 8),))
+DRIVER = schema.Driver("data_summary", run, to_markdown, groups=("data", "output"), needs_privileged=False,
+                       defaults=(("max_buckets", 8),),
+                       presets=(Preset("default", "synthetic", "", "Data summary (Table 1 columns)"),))
 
 if __name__ == "__main__":
-  common.main(DRIVER)
+  lifecycle.main(DRIVER)

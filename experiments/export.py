@@ -1,4 +1,4 @@
-r"""Exports a saved MLP student as a graph a serving stack runs without Python or JAX (pfd_jax.export).
+r"""Exports a saved MLP student as a graph a serving stack runs without Python or JAX (pfd_jax.serving.export).
 
   python -m experiments.export --model=results/table2/letor-logs_letor/latest/models/pfd --format=onnx --out=served
   python -m experiments.export --model=DIR --format=stablehlo --out=DIR --ensemble
@@ -13,8 +13,9 @@ import dataclasses
 import os
 from typing import Optional
 
-from experiments import common
-from pfd_jax import export, serving
+from experiments.framework import lifecycle, schema
+from pfd_jax.serving import export
+from pfd_jax import serving
 from pfd_jax.config import ConfigError, check, option
 
 
@@ -35,7 +36,7 @@ class Options:
     check(self)
 
 
-def run(cfg: common.Config) -> dict:
+def run(cfg: schema.Config) -> dict:
   o = cfg.options
   ranker = serving.load_model(o.model)
   if o.seed is not None and o.seed >= ranker.num_seeds:
@@ -52,7 +53,7 @@ def to_markdown(res: dict) -> str:
           f"(also in {os.path.join(o['out'], export.SPEC_FILE)})")
 
 
-DRIVER = common.Driver("export", run, to_markdown, options=Options, groups=(), write=False)
+DRIVER = schema.Driver("export", run, to_markdown, options=Options, groups=(), write=False)
 
 if __name__ == "__main__":
-  common.main(DRIVER)
+  lifecycle.main(DRIVER)

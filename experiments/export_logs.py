@@ -15,7 +15,7 @@ test 200000... Then (README, "PFD on your own data"):
 import dataclasses
 import os
 
-from experiments import common
+from experiments.framework import lifecycle, schema
 from experiments.table3_logs import SimulatorOptions
 from pfd_jax import files
 from pfd_jax.config import option
@@ -39,7 +39,7 @@ def write_folder(out: str, ds) -> dict:
   return {k: len(v) for k, v in texts.items()}
 
 
-def run(cfg: common.Config) -> dict:
+def run(cfg: schema.Config) -> dict:
   o = cfg.options
   ds = logs.simulate(sessions=o.sessions, seed=o.sim_seed)
   n = ds.config["num_regular"]
@@ -54,7 +54,7 @@ def to_markdown(res: dict) -> str:
           f"{n + 3} add-to-cart (absent from serve.txt)")
 
 
-DRIVER = common.Driver("export_logs", run, to_markdown, options=Options, groups=(), write=False)
+DRIVER = schema.Driver("export_logs", run, to_markdown, options=Options, groups=(), write=False)
 
 if __name__ == "__main__":
-  common.main(DRIVER)
+  lifecycle.main(DRIVER)

@@ -13,8 +13,9 @@ from typing import Tuple
 
 import numpy as np
 
-from experiments import common
-from pfd_jax import distill
+from experiments.framework import ablation, lifecycle, plots, rundir, schema, setup, tabulate
+from experiments.framework.claims import Preset, runs_per_fold, sweep
+from pfd_jax.methods import distill
 from pfd_jax.config import option
 
 ALPHAS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.99, 0.999)
@@ -26,11 +27,11 @@ class Options:
                                      lo_open=True)
 
 
-def run(cfg: common.Config) -> dict:
+def run(cfg: schema.Config) -> dict:
   """Per alpha: the PFD student's best NDCG (pooled over folds x seeds) and the loss ratio."""
   t0 = time.time()
   base, rows = [], {a: dict(ndcg=[], ratio=[]) for a in cfg.options.alphas}
-  for f in common.pfd_folds(cfg):
+  for f in ablation.pfd_folds(cfg):
     base.append(f.baseline.best["test"])
     targets = distill.teacher_targets(f.tc, [(f.teacher, "xz")], f.dd)
     alphas = cfg.options.alphas
@@ -42,11 +43,11 @@ def run(cfg: common.Config) -> dict:
       rows[a]["ndcg"].append(st.best["test"])
       rows[a]["ratio"].append((1 - a) * at_best[:, 2] / np.maximum(a * at_best[:, 1], 1e-12))
   base = np.concatenate(base)
-  out = {"config": cfg, "env": common.environment(), "no_distill": base, "alphas": {}}
+  out = {"config": cfg, "env": rundir.environment(), "no_distill": base, "alphas": {}}
   for a, r in rows.items():
     nd, ratio = np.concatenate(r["ndcg"]), np.concatenate(r["ratio"])
-    out["alphas"][str(a)] = dict(ndcg=nd, ratio=ratio, gain=common.ratio(nd[:, 0].mean(), base[:, 0].mean()),
-                                 comparison=common.compare(dict(no_distill=base, pfd=nd), "no_distill")["pfd"])
+    out["alphas"][str(a)] = dict(ndcg=nd, ratio=ratio, gain=tabulate.ratio(nd[:, 0].mean(), base[:, 0].mean()),
+                                 comparison=tabulate.compare(dict(no_distill=base, pfd=nd), "no_distill")["pfd"])
   out["seconds"] = time.time() - t0
   return out
 
@@ -58,19 +59,19 @@ def to_markdown(res: dict, title: str = "Figure 3: PFD against alpha") -> str:
   folds = max(1, len(base) // cfg["run"]["seeds"])
   for a, r in res["alphas"].items():
     nd, ratio = np.asarray(r["ndcg"]), np.asarray(r["ratio"])
-    cmp = r.get("comparison") or common.compare(dict(no_distill=base, pfd=nd), "no_distill")["pfd"]
-    rows.append([a, common.fmt_pm(nd[:, 0].mean(), nd[:, 0].std())] + common.change_cells(cmp, folds) +
+    cmp = r.get("comparison") or tabulate.compare(dict(no_distill=base, pfd=nd), "no_distill")["pfd"]
+    rows.append([a, tabulate.fmt_pm(nd[:, 0].mean(), nd[:, 0].std())] + tabulate.change_cells(cmp, folds) +
                 [f"{np.median(ratio):.2f}"])
-  return (f"# {title} ({common.title(cfg)})\n\nNo-distillation NDCG@8 "
+  return (f"# {title} ({tabulate.title(cfg)})\n\nNo-distillation NDCG@8 "
           f"{base[:, 0].mean():.3f} ± {base[:, 0].std():.3f}; mean ± std over folds x seeds ({cfg['run']['seeds']} "
           f"seeds, {tr['epochs']} epochs, best epoch on {tr['select_on']}); {res['seconds']:.0f} s.\n" +
-          common.stats_note("no-distillation", len(base), folds) + "\n" +
-          common.markdown_table(["alpha", "PFD NDCG@8"] + common.change_header("no-distillation", 8) +
+          tabulate.stats_note("no-distillation", len(base), folds) + "\n" +
+          tabulate.markdown_table(["alpha", "PFD NDCG@8"] + tabulate.change_header("no-distillation", 8) +
                                 ["(1-a) teacher loss / (a data loss), median"], rows))
 
 
 def plot(res: dict, path: str) -> None:
-  plt = common.pyplot()
+  plt = plots.pyplot()
   a = np.array([float(k) for k in res["alphas"]])
   nd = np.array([np.asarray(r["ndcg"])[:, 0].mean() for r in res["alphas"].values()])
   sd = np.array([np.asarray(r["ndcg"])[:, 0].std() for r in res["alphas"].values()])
@@ -84,14 +85,23 @@ def plot(res: dict, path: str) -> None:
     ax.set_ylabel("test NDCG@8")
     ax.legend(fontsize=8)
   axes[1].set_xscale("log")
-  fig.suptitle(common.title(res["config"]))
+  fig.suptitle(tabulate.title(res["config"]))
   fig.tight_layout()
   fig.savefig(path, dpi=120)
   plt.close(fig)
 
 
-DRIVER = common.Driver("fig3_alpha", run, to_markdown, plot, "fig3_alpha.png", options=Options,
-                       rows=lambda cfg: len(common.folds_of(cfg.data)) * (2 + len(cfg.options.alphas)))
+def claims(res: dict) -> list:
+  """The claims of a run of this driver, with their verdicts (:mod:`experiments.framework.claims`)."""
+  f = runs_per_fold(len(res["no_distill"]), res)
+  return [sweep("PFD student beats no-distillation at alpha (paper, Figure 3 / appendix A.7)",
+                {a: r["comparison"] for a, r in res["alphas"].items()}, f)]
+
+
+DRIVER = schema.Driver("fig3_alpha", run, to_markdown, plot, "fig3_alpha.png", options=Options,
+                       rows=lambda cfg: len(setup.folds_of(cfg.data)) * (2 + len(cfg.options.alphas)),
+                       presets=(Preset("default", "synthetic", "", "Figure 3: alpha"),),
+                       claims=claims)
 
 if __name__ == "__main__":
-  common.main(DRIVER)
+  lifecycle.main(DRIVER)

@@ -13,8 +13,9 @@ from typing import Tuple
 
 import numpy as np
 
-from experiments import common
-from pfd_jax import distill
+from experiments.framework import lifecycle, monitor, plots, rowstore, rundir, schema, setup, tabulate
+from experiments.framework.claims import Preset, runs_per_fold, sweep
+from pfd_jax.methods import distill
 from pfd_jax.config import option
 
 TAUS = (4.8, 4.4, 3.6, 2.4)
@@ -32,28 +33,28 @@ class Options:
                                     "permuted privileged features, --placebo_within).", choices=distill.METHODS[1:])
 
 
-def run(cfg: common.Config) -> dict:
+def run(cfg: schema.Config) -> dict:
   t0 = time.time()
-  out = {"config": cfg, "env": common.environment(), "taus": {}}
+  out = {"config": cfg, "env": rundir.environment(), "taus": {}}
   for tau in cfg.options.taus:
     rows, pos = {}, []
-    for fold in common.folds_of(cfg.data):
-      ds, dd, tc, keys = common.fold_setup(cfg.replace(data=dict(tau=tau)), None, fold)
+    for fold in setup.folds_of(cfg.data):
+      ds, dd, tc, keys = setup.fold_setup(cfg.replace(data=dict(tau=tau)), None, fold)
       pos.append(100.0 * dd.num_positive_groups / dd.num_train_groups)
-      store = common.Rows(cfg, ds, fold)
+      store = rowstore.Rows(cfg, ds, fold)
       r = distill.run_methods(keys, tc, dd, cfg.options.methods,
-                              common.progress(f"[tau={tau} fold{fold}]", tc.epochs),
+                              hooks=monitor.progress(f"[tau={tau} fold{fold}]", tc.epochs),
                               fit=lambda row, view, train: store(f"tau{tau}_{row}", view, tc, train,
                                                                  servable=row != "placebo_teacher"),
-                              placebo=common.placebo_data(cfg, ds, tc, fold))
+                              placebo=setup.placebo_data(cfg, ds, tc, fold))
       for name, res in r.items():
         rows.setdefault(name, []).append(res.best["test"])
     rows = {k: np.concatenate(v) for k, v in rows.items()}
     base = rows["no_distill"][:, 0].mean()
     out["taus"][str(tau)] = dict(positive_groups_pct=float(np.mean(pos)), rows=rows,
-                                 relative={k: common.ratio(v[:, 0].mean(), base) for k, v in rows.items()},
-                                 comparisons=common.compare(rows, "no_distill"),
-                                 **({"pfd_vs_placebo": common.compare(rows, "placebo")["pfd"]}
+                                 relative={k: tabulate.ratio(v[:, 0].mean(), base) for k, v in rows.items()},
+                                 comparisons=tabulate.compare(rows, "no_distill"),
+                                 **({"pfd_vs_placebo": tabulate.compare(rows, "placebo")["pfd"]}
                                     if {"pfd", "placebo"} <= set(rows) else {}))
   out["seconds"] = time.time() - t0
   return out
@@ -68,30 +69,30 @@ def to_markdown(res: dict) -> str:
   rows = []
   for tau, r in res["taus"].items():
     nd = r["rows"]
-    cmp = r.get("comparisons") or common.compare(nd, "no_distill")
+    cmp = r.get("comparisons") or tabulate.compare(nd, "no_distill")
     runs = len(nd["no_distill"])
     rows.append([tau, f"{r['positive_groups_pct']:.1f}%"] +
                 [f"{np.asarray(nd[k])[:, 0].mean():.3f} ("
                  + ("n/a" if r['relative'][k] is None else f"{r['relative'][k]:.3f}") + ")" for k in names] +
-                [common.change_cell(cmp[k]) for k in students if k != "pfd"] +
-                (common.change_cells(cmp["pfd"], runs // cfg["run"]["seeds"]) if "pfd" in students else []) +
-                ([common.change_cell(r["pfd_vs_placebo"])] if placebo else []))
+                [tabulate.change_cell(cmp[k]) for k in students if k != "pfd"] +
+                (tabulate.change_cells(cmp["pfd"], runs // cfg["run"]["seeds"]) if "pfd" in students else []) +
+                ([tabulate.change_cell(r["pfd_vs_placebo"])] if placebo else []))
   runs = len(first["rows"]["no_distill"])
-  return (f"# Figure 4: gains against label sparsity ({common.title(cfg)})\n\nTest NDCG@8 (relative to "
+  return (f"# Figure 4: gains against label sparsity ({tabulate.title(cfg)})\n\nTest NDCG@8 (relative to "
           f"no-distillation), mean over folds x {cfg['run']['seeds']} seeds, {cfg['train']['epochs']} epochs; "
-          f"{res['seconds']:.0f} s.\n" + common.stats_note("no-distillation (of the same tau)", runs,
+          f"{res['seconds']:.0f} s.\n" + tabulate.stats_note("no-distillation (of the same tau)", runs,
                                                           max(1, runs // cfg["run"]["seeds"])) +
           ("PFD vs placebo: the PFD student against the placebo student of the same tau (privileged rows permuted), "
            "paired by run: the privileged information's gain beyond distillation.\n" if placebo else "") +
-          "\n" + common.markdown_table(
+          "\n" + tabulate.markdown_table(
               ["tau_target", "positive train groups"] + [NAMES[k] for k in names] +
               [f"{NAMES[k]} vs no-distillation (runs)" for k in students if k != "pfd"] +
-              (["PFD vs no-distillation (runs)", "PFD: " + common.change_header("", 8)[1]] if "pfd" in students
+              (["PFD vs no-distillation (runs)", "PFD: " + tabulate.change_header("", 8)[1]] if "pfd" in students
                else []) + (["PFD vs placebo (runs)"] if placebo else []), rows))
 
 
 def plot(res: dict, path: str) -> None:
-  plt = common.pyplot()
+  plt = plots.pyplot()
   taus = res["taus"].values()
   x = np.array([r["positive_groups_pct"] for r in taus])
   fig, ax = plt.subplots(figsize=(6, 4))
@@ -100,12 +101,25 @@ def plot(res: dict, path: str) -> None:
       continue
     ax.plot(x, [np.nan if r["relative"][k] is None else r["relative"][k] for r in taus], "o-", label=lab)
   ax.axhline(1.0, color="gray", ls="--", label="no-distillation")
-  common.finish_plot(fig, ax, res, path, "% positive training query groups", "test NDCG@8 / no-distillation")
+  plots.finish_plot(fig, ax, res, path, "% positive training query groups", "test NDCG@8 / no-distillation")
 
 
-DRIVER = common.Driver("fig4_sparsity", run, to_markdown, plot, "fig4_sparsity.png", options=Options,
-                       rows=lambda cfg: len(cfg.options.taus) * len(common.folds_of(cfg.data)) *
-                       distill.num_rows(cfg.options.methods))
+def claims(res: dict) -> list:
+  """The claims of a run of this driver, with their verdicts (:mod:`experiments.framework.claims`)."""
+  taus = res["taus"]
+  f = runs_per_fold(len(next(iter(taus.values()))["rows"]["no_distill"]), res)
+  cmp = lambda key: {t: r["comparisons"][key] for t, r in taus.items() if key in r["comparisons"]}
+  return [sweep("PFD beats no-distillation at tau_target (paper, Figure 4)", cmp("pfd"), f),
+          sweep("Self-distillation beats no-distillation at tau_target (paper, Figure 4)", cmp("self_distill"), f),
+          sweep("PFD beats the placebo at tau_target (control)",
+                {t: r["pfd_vs_placebo"] for t, r in taus.items() if "pfd_vs_placebo" in r}, f)]
+
+
+DRIVER = schema.Driver("fig4_sparsity", run, to_markdown, plot, "fig4_sparsity.png", options=Options,
+                       rows=lambda cfg: len(cfg.options.taus) * len(setup.folds_of(cfg.data)) *
+                       distill.num_rows(cfg.options.methods),
+                       presets=(Preset("default", "synthetic", "", "Figure 4: label sparsity"),),
+                       claims=claims)
 
 if __name__ == "__main__":
-  common.main(DRIVER)
+  lifecycle.main(DRIVER)

@@ -14,9 +14,10 @@ from typing import Tuple
 
 import numpy as np
 
-from experiments import common
+from experiments.framework import lifecycle, monitor, plots, rowstore, rundir, schema, setup, tabulate
+from experiments.framework.claims import Preset, beats, runs_per_fold, sweep
 from pfd_jax import data as D
-from pfd_jax import distill
+from pfd_jax.methods import distill
 from pfd_jax.config import option
 
 
@@ -29,19 +30,19 @@ class Options:
 OFFSETS = [2.4, 1.6, 1.0, 0.6, 0.3, 0.0]
 
 
-def run(cfg: common.Config) -> dict:
+def run(cfg: schema.Config) -> dict:
   t0 = time.time()
-  out = {"config": cfg, "env": common.environment(), "tau_privs": {}}
+  out = {"config": cfg, "env": rundir.environment(), "tau_privs": {}}
   base, per = [], {}
-  for fold in common.folds_of(cfg.data):
-    ds0 = common.load_dataset(cfg.data, fold)
+  for fold in setup.folds_of(cfg.data):
+    ds0 = setup.load_dataset(cfg.data, fold)
     tau = ds0.config["tau"]
     taus = cfg.options.tau_privs or [round(tau - o, 4) for o in OFFSETS]
     for i, tp in enumerate(taus):
       ds = D.with_synthetic_privileged(ds0, tp)
-      _, dd, tc, keys = common.fold_setup(cfg, None, fold, ds)
-      log = common.progress(f"[tau_priv={tp} fold{fold}]", tc.epochs)
-      rows = common.Rows(cfg, ds, fold)
+      _, dd, tc, keys = setup.fold_setup(cfg, None, fold, ds)
+      log = monitor.progress(f"[tau_priv={tp} fold{fold}]", tc.epochs)
+      rows = rowstore.Rows(cfg, ds, fold)
       if i == 0:  # no privileged input: the same for every tau_priv
         base.append(rows("no_distill", "x", tc, lambda: distill.train_on_data(keys, tc, dd, "x",
                                                                                log("no_distill"))).best["test"])
@@ -60,8 +61,8 @@ def run(cfg: common.Config) -> dict:
   for tp, r in per.items():
     st, te = np.concatenate(r["student"]), np.concatenate(r["teacher"])
     out["tau_privs"][str(tp)] = dict(corr=float(np.mean(r["corr"])), teacher=te, student=st,
-                                     student_rel=common.ratio(st[:, 0].mean(), base[:, 0].mean()),
-                                     comparison=common.compare(dict(base=base, pfd=st), "base")["pfd"])
+                                     student_rel=tabulate.ratio(st[:, 0].mean(), base[:, 0].mean()),
+                                     comparison=tabulate.compare(dict(base=base, pfd=st), "base")["pfd"])
   out["seconds"] = time.time() - t0
   return out
 
@@ -72,23 +73,23 @@ def to_markdown(res: dict) -> str:
   rows = [[tp, f"{r['corr']:.3f}", f"{np.asarray(r['teacher'])[:, 0].mean():.3f} ± {np.asarray(r['teacher'])[:, 0].std():.3f}",
            f"{np.asarray(r['student'])[:, 0].mean():.3f} ± {np.asarray(r['student'])[:, 0].std():.3f}",
            "n/a" if r["student_rel"] is None else f"{r['student_rel']:.3f}"] +
-          common.change_cells(r.get("comparison") or common.compare(dict(base=base, pfd=np.asarray(r["student"])),
+          tabulate.change_cells(r.get("comparison") or tabulate.compare(dict(base=base, pfd=np.asarray(r["student"])),
                                                                     "base")["pfd"], folds)
           for tp, r in res["tau_privs"].items()]
   best = max(res["tau_privs"].items(), key=lambda kv: np.asarray(kv[1]["student"])[:, 0].mean())
   top = max(res["tau_privs"].items(), key=lambda kv: kv[1]["corr"])
-  return (f"# Figure 5: PFD against corr(z, y) ({common.title(cfg)})\n\nNo-distillation NDCG@8 "
+  return (f"# Figure 5: PFD against corr(z, y) ({tabulate.title(cfg)})\n\nNo-distillation NDCG@8 "
           f"{base[:, 0].mean():.3f} ± {base[:, 0].std():.3f}; mean ± std over folds x {cfg['run']['seeds']} seeds; "
           f"{res['seconds']:.0f} s. Best student at tau_priv = {best[0]} (corr {best[1]['corr']:.3f}); the most "
           f"correlated z (tau_priv = {top[0]}, corr {top[1]['corr']:.3f}) gives "
           f"{np.asarray(top[1]['student'])[:, 0].mean():.3f}.\n" +
-          common.stats_note("no-distillation", len(base), folds) + "\n" +
-          common.markdown_table(["tau_priv", "corr(z, y)", "PFD teacher* NDCG@8", "PFD student NDCG@8",
-                                 "student / no-distillation"] + common.change_header("no-distillation", 8), rows))
+          tabulate.stats_note("no-distillation", len(base), folds) + "\n" +
+          tabulate.markdown_table(["tau_priv", "corr(z, y)", "PFD teacher* NDCG@8", "PFD student NDCG@8",
+                                 "student / no-distillation"] + tabulate.change_header("no-distillation", 8), rows))
 
 
 def plot(res: dict, path: str) -> None:
-  plt = common.pyplot()
+  plt = plots.pyplot()
   r = list(res["tau_privs"].values())
   x = [v["corr"] for v in r]
   fig, ax = plt.subplots(figsize=(6, 4))
@@ -97,12 +98,28 @@ def plot(res: dict, path: str) -> None:
     sd = [np.asarray(v[k])[:, 0].std() for v in r]
     ax.errorbar(x, m, yerr=sd, fmt="o-", label=lab)
   ax.axhline(np.asarray(res["no_distill"])[:, 0].mean(), color="gray", ls="--", label="no-distillation")
-  common.finish_plot(fig, ax, res, path, "corr(z, y) on training documents")
+  plots.finish_plot(fig, ax, res, path, "corr(z, y) on training documents")
 
 
-DRIVER = common.Driver("fig5_correlation", run, to_markdown, plot, "fig5_correlation.png", options=Options,
-                       rows=lambda cfg: len(common.folds_of(cfg.data)) *
-                       (1 + 2 * len(cfg.options.tau_privs or OFFSETS)))
+def claims(res: dict) -> list:
+  """The claims of a run of this driver, with their verdicts (:mod:`experiments.framework.claims`)."""
+  tp = res["tau_privs"]
+  f = runs_per_fold(len(res["no_distill"]), res)
+  top = max(tp, key=lambda k: tp[k]["corr"])
+  best = max((k for k in tp if k != top), key=lambda k: np.asarray(tp[k]["student"])[:, 0].mean())
+  students = {k: np.asarray(v["student"]) for k, v in tp.items()}
+  return [sweep("PFD student beats no-distillation at tau_priv (paper, Figure 5)",
+                {k: v["comparison"] for k, v in tp.items()}, f),
+          beats(f"A less correlated z (the best student, tau_priv = {best}, corr {tp[best]['corr']:.2f}) beats the "
+                f"most correlated one (tau_priv = {top}, corr {tp[top]['corr']:.2f}) (paper, Figure 5)",
+                students, best, top, f)]
+
+
+DRIVER = schema.Driver("fig5_correlation", run, to_markdown, plot, "fig5_correlation.png", options=Options,
+                       rows=lambda cfg: len(setup.folds_of(cfg.data)) *
+                       (1 + 2 * len(cfg.options.tau_privs or OFFSETS)),
+                       presets=(Preset("default", "synthetic", "", "Figure 5: correlation of z with y"),),
+                       claims=claims)
 
 if __name__ == "__main__":
-  common.main(DRIVER)
+  lifecycle.main(DRIVER)

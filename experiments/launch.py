@@ -84,46 +84,12 @@ def launch(driver_argv: list, n: int, port: int = 0, out=sys.stdout, grace: floa
   procs = [subprocess.Popen(c, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1,
                             preexec_fn=_die_with_parent, start_new_session=True)
            for c in commands(driver_argv, n, port, extra)]
-  lock = threading.Lock()
   state = dict(run_folder=None, signals=[])
-
-  def forward(i, p):
-    for line in p.stdout:
-      if i == 0 and state["run_folder"] is None and (m := _RUN_FOLDER.search(line)):
-        state["run_folder"] = m.group(1)
-      with lock:
-        out.write(f"[p{i}] {line}")
-        out.flush()
-
-  def on_signal(signum, frame):
-    state["signals"].append(signum)
-
-  old = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
-  threads = [threading.Thread(target=forward, args=(i, p), daemon=True) for i, p in enumerate(procs)]
-  for t in threads:
-    t.start()
-  failed, forwarded, kill_at = None, 0, None
+  threads = _forward(procs, state, out)
+  old = {s: signal.signal(s, lambda signum, frame: state["signals"].append(signum))
+         for s in (signal.SIGTERM, signal.SIGINT)}
   try:
-    while any(p.poll() is None for p in procs):
-      if len(state["signals"]) > forwarded:  # pass each signal on; the second one kills
-        sig = state["signals"][forwarded]
-        forwarded += 1
-        for p in procs:
-          if p.poll() is None:
-            p.send_signal(sig if forwarded == 1 else signal.SIGKILL)
-      if failed is None and not forwarded:
-        failed = _culprit([p.poll() for p in procs])
-        if failed is not None:  # one died: the others would wait for it at the next collective
-          for p in procs:
-            if p.poll() is None:
-              p.terminate()
-          kill_at = time.monotonic() + grace
-      if kill_at is not None and time.monotonic() >= kill_at:
-        for p in procs:
-          if p.poll() is None:
-            p.kill()
-        kill_at = None
-      time.sleep(0.05)
+    failed, forwarded = _supervise(procs, state, grace)
   finally:
     for p in procs:  # an exception in the launcher itself leaves no process behind
       if p.poll() is None:
@@ -133,7 +99,58 @@ def launch(driver_argv: list, n: int, port: int = 0, out=sys.stdout, grace: floa
       signal.signal(s, h)
   for t in threads:
     t.join(timeout=5)
-  codes = [p.returncode for p in procs]
+  return _outcome([p.returncode for p in procs], failed, forwarded, state, driver_argv)
+
+
+def _forward(procs: list, state: dict, out) -> list:
+  """Threads copying each process's output to `out` as '[p<i>] <line>' (noting process 0's run folder)."""
+  lock = threading.Lock()
+
+  def forward(i, p):
+    for line in p.stdout:
+      if i == 0 and state["run_folder"] is None and (m := _RUN_FOLDER.search(line)):
+        state["run_folder"] = m.group(1)
+      with lock:
+        out.write(f"[p{i}] {line}")
+        out.flush()
+
+  threads = [threading.Thread(target=forward, args=(i, p), daemon=True) for i, p in enumerate(procs)]
+  for t in threads:
+    t.start()
+  return threads
+
+
+def _supervise(procs: list, state: dict, grace: float) -> tuple:
+  """Watches the processes until all have ended: passes each signal on (the second one kills), and when one
+  fails stops the others (terminate, then kill after `grace` seconds). Returns (the failed process or None,
+  how many signals were passed on)."""
+  failed, forwarded, kill_at = None, 0, None
+  while any(p.poll() is None for p in procs):
+    if len(state["signals"]) > forwarded:  # pass each signal on; the second one kills
+      sig = state["signals"][forwarded]
+      forwarded += 1
+      for p in procs:
+        if p.poll() is None:
+          p.send_signal(sig if forwarded == 1 else signal.SIGKILL)
+    if failed is None and not forwarded:
+      failed = _culprit([p.poll() for p in procs])
+      if failed is not None:  # one died: the others would wait for it at the next collective
+        for p in procs:
+          if p.poll() is None:
+            p.terminate()
+        kill_at = time.monotonic() + grace
+    if kill_at is not None and time.monotonic() >= kill_at:
+      for p in procs:
+        if p.poll() is None:
+          p.kill()
+      kill_at = None
+    time.sleep(0.05)
+  return failed, forwarded
+
+
+def _outcome(codes: list, failed, forwarded: int, state: dict, driver_argv: list) -> int:
+  """The launcher's exit status, with one line on stderr saying what happened and how to resume."""
+  n = len(codes)
   where = state["run_folder"]
   resume = ((f"the finished rows are saved in {where}; " if where else "") + "the same command resumes: " +
             shlex.join(["python", "-m", "experiments.launch", f"--num_processes={n}", "--", *driver_argv]))

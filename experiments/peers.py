@@ -11,7 +11,7 @@ the learning rate halved every 20 epochs, the paper's batch size and learning ra
 3e-4, softmax = ListNet 500 / 1e-3, RankBCE 500 / 1e-3), on this process's thread count, for the same
 epochs. Reported: training documents per second over the epochs after the first (the first compiles, for
 JAX; for torch it warms the allocator) and test NDCG@8 of the last epoch's model, computed for every
-framework by the same function (:func:`pfd_jax.metrics.ndcg_at_k` over test lists with a positive).
+framework by the same function (:func:`pfd_jax.ops.metrics.ndcg_at_k` over test lists with a positive).
 
 The recipes, the import shim and every way a peer's setup differs from ours are in
 ``third_party/peers/README.md``; the recipes themselves are ``third_party/peers/*.json``. Nothing of the
@@ -29,10 +29,11 @@ import numpy as np
 
 from pfd_jax import files
 from pfd_jax import data as D
-from pfd_jax import metrics
+from pfd_jax.data.config import DataConfig
+from pfd_jax.ops import metrics
 
 PEERS_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "third_party", "peers")
-# The paper's batch size and learning rate per loss (appendix A.3), as pfd_jax.train.PAPER_BATCH.
+# The paper's batch size and learning rate per loss (appendix A.3), as pfd_jax.training.PAPER_BATCH.
 # allRank's bce loss fails on current torch (its padded targets, -1, reach BCELoss, which now checks targets
 # lie in [0, 1]), so RankBCE has no peer row; PT-Ranking 0.0.5 has no BCE loss.
 PEER_LOSSES = {"allrank": ("ranknet", "softmax"), "ptranking": ("ranknet", "softmax")}
@@ -61,7 +62,8 @@ def write_letor(folder: str, scale: float, seed: int = 0) -> dict:
       return json.load(f)
   kw = D.web30k_scale()
   kw["num_queries"] = tuple(max(1, int(q * scale)) for q in kw["num_queries"])
-  ds = D.prepare("synthetic", D.generate_synthetic(**kw), labels="file", positive_grade=POSITIVE_GRADE, seed=seed)
+  ds = D.prepare(DataConfig(labels="file", positive_grade=POSITIVE_GRADE, label_seed=seed),
+                 D.synthetic.generate(**kw))
   os.makedirs(folder, exist_ok=True)
   out = {}
   for split in ("train", "vali", "test"):
@@ -75,8 +77,8 @@ def write_letor(folder: str, scale: float, seed: int = 0) -> dict:
 
 def read_letor(folder: str):
   """Our reading of the folder (file labels, no further transform): {split: Groups}."""
-  return D.prepare("letor", D.load_raw("letor", folder), labels="file", log1p=False, min_docs=1,
-                   privileged=[])
+  return D.prepare(DataConfig(dataset="letor", labels="file", log1p=False, min_docs=1, num_privileged=0),
+                   D.load_raw("letor", folder))
 
 
 def test_ndcg8(score_fn, test) -> float:
@@ -234,11 +236,11 @@ def ours(train, loss: str, epochs: int, test, seed: int = 0) -> dict:
   """pfd_jax on the same file (one seed, the epoch program; each epoch also evaluates the test split, which
   the peers' timings do not include). ndcg8_curve: test NDCG@8 after every epoch."""
   import jax
-  from pfd_jax import train as T
+  from pfd_jax import training as T
   cfg = T.TrainConfig(loss=loss, epochs=epochs, data_groups="all")
-  stamps = []
+  stamps = T.EpochTimes()
   res = T.train(jax.random.split(jax.random.PRNGKey(seed), 1), cfg, T.device_buckets(D.bucketize(train, 8)),
-                "x", {"test": T.eval_set(test, 8)}, log_fn=lambda e, l, n, s: stamps.append(s))
+                "x", {"test": T.eval_set(test, 8)}, hooks=T.Hooks(writers=(stamps,)))
   # curves[test][seed 0, last epoch, NDCG@8]: the last epoch's model, as the peers' (not the best epoch's).
   return dict(_summary([0.0] + stamps, train.num_docs, float(res.curves["test"][0, -1, 0]), f"jax {jax.__version__}"),
               ndcg8_curve=np.asarray(res.curves["test"])[0, :, 0].tolist())

@@ -5,7 +5,7 @@ r"""PFD x teacher loss: one privileged teacher (x + z) teaching its student thro
 
 The combination none of the papers ran. Per fold, the no-distillation baseline and the PFD teacher are
 trained once (as in Table 2); then a student on x alone for every --teachings entry
-(:data:`pfd_jax.distill.TEACHING`): pointwise = RankBCE on sigmoid(t) (the paper's PFD), pairwise =
+(:data:`pfd_jax.methods.distill.TEACHING`): pointwise = RankBCE on sigmoid(t) (the paper's PFD), pairwise =
 RankNet on sigmoid(t), listwise = SDR's softmax on max(a t + b, 0) (--transform_a/b), topk = Ranking
 Distillation's weighted top-K positives among y = 0 documents (--topk_* flags). The data term stays the
 student's --loss on the positive groups; alpha weights it (Eq. 1). Writes results/pfd_teacher_loss/<dataset>/latest/.
@@ -16,8 +16,9 @@ from typing import Tuple
 
 import numpy as np
 
-from experiments import common
-from pfd_jax import distill
+from experiments.framework import ablation, lifecycle, plots, rundir, schema, setup, tabulate
+from experiments.framework.claims import Preset, runs_per_fold, sweep
+from pfd_jax.methods import distill
 from pfd_jax.config import option
 
 
@@ -32,10 +33,10 @@ LABELS = {"no_distill": "No-distillation", "pfd_teacher": "PFD teacher* (x + z)"
           "topk": "PFD, top-K (Ranking Distillation)", "lambdamart": "LambdaMART (regular features; LightGBM)"}
 
 
-def run(cfg: common.Config) -> dict:
+def run(cfg: schema.Config) -> dict:
   t0 = time.time()
   rows = {k: [] for k in ["no_distill", "pfd_teacher"] + list(cfg.options.teachings) + ["lambdamart"]}
-  for f in common.pfd_folds(cfg):
+  for f in ablation.pfd_folds(cfg):
     rows["no_distill"].append(f.baseline.best["test"])
     rows["pfd_teacher"].append(f.teacher.best["test"])
     if (lm := f.lambdamart()) is not None:
@@ -47,7 +48,7 @@ def run(cfg: common.Config) -> dict:
                                                                         f.log(f"pfd {name}")))
       rows[name].append(st.best["test"])
   rows = {k: np.concatenate(v) for k, v in rows.items() if v}
-  return {"config": cfg, "env": common.environment(), "rows": rows, "comparisons": common.compare(rows, "no_distill"),
+  return {"config": cfg, "env": rundir.environment(), "rows": rows, "comparisons": tabulate.compare(rows, "no_distill"),
           "seconds": time.time() - t0}
 
 
@@ -57,22 +58,33 @@ def to_markdown(res: dict) -> str:
   tk = tr["topk"]
   rows = {k: np.asarray(v) for k, v in res["rows"].items()}
   base = rows["no_distill"][:, 0].mean()
-  labels = {k: LABELS[k] + ("" if k == "no_distill" else f" [{common.fmt_change(rows[k][:, 0].mean(), base)}]")
+  labels = {k: LABELS[k] + ("" if k == "no_distill" else f" [{tabulate.fmt_change(rows[k][:, 0].mean(), base)}]")
             for k in rows}
-  return (f"# PFD x teacher loss ({common.title(cfg)} data loss)\n\n"
+  return (f"# PFD x teacher loss ({tabulate.title(cfg)} data loss)\n\n"
           f"Mean ± std over folds x {cfg['run']['seeds']} seeds, {tr['epochs']} epochs, alpha = {tr['alpha']}, best "
           f"epoch on {tr['select_on']}; [NDCG@8 change vs no-distillation]; affine g = max({tr['transform_a']} t"
           f" + {tr['transform_b']}, 0); top-K: K = {tk['k']}, {tk['scheme']} weights, lambda = {tk['lam']}, "
           f"mu = {tk['mu']}, eps = {tk['eps']}. {res['seconds']:.0f} s.\n\n"
-          + common.mean_std_table(rows, labels, reference="no_distill", seeds=cfg['run']['seeds']))
+          + tabulate.mean_std_table(rows, labels, reference="no_distill", seeds=cfg['run']['seeds']))
 
 
 def plot(res: dict, path: str) -> None:
-  common.bar_plot(res, path, LABELS)
+  plots.bar_plot(res, path, LABELS)
 
 
-DRIVER = common.Driver("pfd_teacher_loss", run, to_markdown, plot, "pfd_teacher_loss.png", options=Options,
-                       rows=lambda cfg: len(common.folds_of(cfg.data)) * (3 + len(cfg.options.teachings)))
+def claims(res: dict) -> list:
+  """The claims of a run of this driver, with their verdicts (:mod:`experiments.framework.claims`)."""
+  rows = res["rows"]
+  f = runs_per_fold(len(rows["no_distill"]), res)
+  recs = {k: tabulate.compare({k: np.asarray(rows[k]), "b": np.asarray(rows["no_distill"])}, "b")[k]
+          for k in ("pointwise", "pairwise", "listwise", "topk") if k in rows}
+  return [sweep("PFD beats no-distillation, whatever the teacher term", recs, f)]
+
+
+DRIVER = schema.Driver("pfd_teacher_loss", run, to_markdown, plot, "pfd_teacher_loss.png", options=Options,
+                       rows=lambda cfg: len(setup.folds_of(cfg.data)) * (3 + len(cfg.options.teachings)),
+                       presets=(Preset("default", "synthetic", "", "Ablation: how the PFD teacher teaches"),),
+                       claims=claims)
 
 if __name__ == "__main__":
-  common.main(DRIVER)
+  lifecycle.main(DRIVER)

@@ -26,10 +26,10 @@ from typing import Optional
 
 import numpy as np
 
-from experiments import common
+from experiments.framework import lifecycle, schema
 from pfd_jax import data as D
 from pfd_jax import files
-from pfd_jax import metrics
+from pfd_jax.ops import metrics
 from pfd_jax import serving
 from pfd_jax.config import ConfigError, check, option
 
@@ -87,7 +87,7 @@ def check_out(o: Options) -> None:
   files.check_writable(o.out)
 
 
-def run(cfg: common.Config) -> dict:
+def run(cfg: schema.Config) -> dict:
   o = cfg.options
   check_out(o)
   ranker = serving.load_model(o.model)
@@ -131,7 +131,7 @@ def to_markdown(res: dict) -> str:
   return "\n".join(lines)
 
 
-DRIVER = common.Driver("predict", run, to_markdown, options=Options, groups=(), write=False)
+DRIVER = schema.Driver("predict", run, to_markdown, options=Options, groups=(), write=False)
 
 if __name__ == "__main__":
-  common.main(DRIVER)
+  lifecycle.main(DRIVER)

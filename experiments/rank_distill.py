@@ -8,7 +8,7 @@ RD's Table 3 efficiency columns (parameters, scoring time).
 RD's setting on the PFD paper's data: binary Gumbel labels; every feature is an input (no privileged
 split); groups without a y = 1 are the "unlabelled" ones (as in the PFD paper's appendix A.5). The teacher
 (width --teacher_hidden) and the student alone train on the data loss over the positive groups; the RD
-student adds, on every group, the top-K loss of :mod:`pfd_jax.rank_distill` over the teacher's top-K
+student adds, on every group, the top-K loss of :mod:`pfd_jax.ops.topk` over the teacher's top-K
 documents among those with y = 0, with RD Eq. 4 weight a = --rd_a on it (our alpha = 1 - a).
 
 Metrics on test at each run's best epoch (by NDCG@10 on --select_on): NDCG, P@k and MAP at k = 3, 5, 10.
@@ -23,11 +23,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from experiments import common
-from pfd_jax import distill
-from pfd_jax import models
-from pfd_jax import rank_distill
-from pfd_jax import train as T
+from experiments.framework import lifecycle, monitor, plots, rowstore, rundir, schema, setup, tabulate
+from experiments.framework.claims import Preset, runs_per_fold, sweep
+from pfd_jax.methods import distill
+from pfd_jax.ops import models
+from pfd_jax.ops import topk as rank_distill
+from pfd_jax import training as T
 from pfd_jax.config import option
 
 
@@ -61,16 +62,16 @@ def scoring_ms_per_1000(tc: T.TrainConfig, params, es: T.EvalSet, repeats: int =
   return 1e6 * min(times) / docs.shape[1]
 
 
-def run(cfg: common.Config) -> dict:
+def run(cfg: schema.Config) -> dict:
   t0 = time.time()
   rows, info = {}, {}
   o = cfg.options
-  for fold in common.folds_of(cfg.data):
-    ds = common.load_dataset(dataclasses.replace(cfg.data, num_privileged=0, privileged=""), fold)
-    _, dd, tc_t, keys = common.fold_setup(cfg, None, fold, ds=ds, ks=KS, hidden=o.teacher_hidden)
+  for fold in setup.folds_of(cfg.data):
+    ds = setup.load_dataset(dataclasses.replace(cfg.data, num_privileged=0, privileged=""), fold)
+    _, dd, tc_t, keys = setup.fold_setup(cfg, None, fold, ds=ds, ks=KS, hidden=o.teacher_hidden)
     tc_s = dataclasses.replace(tc_t, hidden=o.student_hidden, teacher_loss="topk", alpha=1.0 - o.rd_a)
-    log = common.progress(f"[rd fold{fold}]", tc_t.epochs)
-    store = common.Rows(cfg, ds, fold)
+    log = monitor.progress(f"[rd fold{fold}]", tc_t.epochs)
+    store = rowstore.Rows(cfg, ds, fold)
     runs = {name: (store(name, "x", tc, lambda: distill.train_on_data(keys, tc, dd, "x", log(name))), tc)
             for name, tc in (("teacher", tc_t), ("student", tc_s))}
     targets = distill.teacher_targets(tc_s, [(runs["teacher"][0], "x", tc_t)], dd)
@@ -85,14 +86,14 @@ def run(cfg: common.Config) -> dict:
         info[name] = dict(params=models.num_params(jax.tree_util.tree_map(lambda a: a[0], res.params)),
                           ms_per_1000_docs=scoring_ms_per_1000(tc, res.params, test), hidden=tc.hidden)
   rows = {name: {m: np.concatenate([f[m] for f in per_fold]) for m in per_fold[0]} for name, per_fold in rows.items()}
-  return {"config": cfg, "env": common.environment(), "data": ds.config, "topk": dataclasses.asdict(tc_s.topk),
+  return {"config": cfg, "env": rundir.environment(), "data": ds.config, "topk": dataclasses.asdict(tc_s.topk),
           "rows": rows, "comparisons": comparisons(rows),
           "info": info, "seconds": time.time() - t0}
 
 
 def comparisons(rows: dict) -> dict:
   """Every model's test NDCG@10 against the student trained alone, paired by (fold, seed) run."""
-  return common.compare({n: np.asarray(v["NDCG@10"])[:, None] for n, v in rows.items()}, "student")
+  return tabulate.compare({n: np.asarray(v["NDCG@10"])[:, None] for n, v in rows.items()}, "student")
 
 
 def to_markdown(res: dict) -> str:
@@ -108,7 +109,7 @@ def to_markdown(res: dict) -> str:
     label = {"teacher": "Teacher", "student": "Student alone"}.get(n, f"RD student, {SCHEME_NAMES.get(n, n)}")
     cells = [f"{np.mean(rows[n][m]):.4f} ± {np.std(rows[n][m]):.4f}" for m in metrics]
     body.append([label, f"{info[n]['params']:,} ({info[n]['params'] / p_teacher:.2f})",
-                 f"{info[n]['ms_per_1000_docs']:.3f}"] + cells + common.change_cells(cmp.get(n), folds))
+                 f"{info[n]['ms_per_1000_docs']:.3f}"] + cells + tabulate.change_cells(cmp.get(n), folds))
   tk = res["topk"]
   o, tr = cfg["options"], cfg["train"]
   return (f"# Ranking Distillation on {cfg['data']['dataset']} ({cfg['run']['loss']} data loss)\n\n"
@@ -117,14 +118,14 @@ def to_markdown(res: dict) -> str:
           f"warm-up {tk['warmup'] if tk['warmup'] is not None else tr['epochs'] // 2} epochs. Mean ± std over "
           f"folds x {cfg['run']['seeds']} seeds, {tr['epochs']} epochs, best epoch by NDCG@10 on {tr['select_on']}; "
           f"scoring time = one model on the whole test split. {res['seconds']:.0f} s on {res['env']['backend']} "
-          f"({res['env']['cpus']} CPUs).\n" + common.stats_note("the student alone", len(rows[ref]["NDCG@10"]),
+          f"({res['env']['cpus']} CPUs).\n" + tabulate.stats_note("the student alone", len(rows[ref]["NDCG@10"]),
                                                              folds, 10) + "\n" +
-          common.markdown_table(["Model", "#params (ratio)", "ms / 1,000 docs"] + metrics +
-                                common.change_header("student alone", 10), body))
+          tabulate.markdown_table(["Model", "#params (ratio)", "ms / 1,000 docs"] + metrics +
+                                tabulate.change_header("student alone", 10), body))
 
 
 def plot(res: dict, path: str) -> None:
-  plt = common.pyplot()
+  plt = plots.pyplot()
   rows = res["rows"]
   names = list(rows)
   fig, ax = plt.subplots(figsize=(7, 4))
@@ -133,12 +134,23 @@ def plot(res: dict, path: str) -> None:
     v = [np.asarray(rows[n][m]) for n in names]
     ax.bar(x + 0.4 * i - 0.2, [a.mean() for a in v], 0.4, yerr=[a.std() for a in v], label=m, capsize=2)
   ax.set_xticks(x, names, rotation=20, fontsize=8)
-  common.finish_plot(fig, ax, res, path, "", "test metric")
+  plots.finish_plot(fig, ax, res, path, "", "test metric")
 
 
-DRIVER = common.Driver("rank_distill", run, to_markdown, plot, "rank_distill.png", options=Options,
+def claims(res: dict) -> list:
+  """The claims of a run of this driver, with their verdicts (:mod:`experiments.framework.claims`)."""
+  rows = {k: np.asarray(v["NDCG@10"])[:, None] for k, v in res["rows"].items()}
+  f = runs_per_fold(len(rows["student"]), res)
+  schemes = [k for k in rows if k not in ("teacher", "student")]
+  return [sweep("Ranking distillation beats the student trained alone, NDCG@10 (Ranking Distillation)",
+                {k: tabulate.compare({k: rows[k], "student": rows["student"]}, "student")[k] for k in schemes}, f)]
+
+
+DRIVER = schema.Driver("rank_distill", run, to_markdown, plot, "rank_distill.png", options=Options,
                        needs_privileged=False,
-                       rows=lambda cfg: len(common.folds_of(cfg.data)) * (2 + len(cfg.options.schemes)))
+                       rows=lambda cfg: len(setup.folds_of(cfg.data)) * (2 + len(cfg.options.schemes)),
+                       presets=(Preset("default", "synthetic", "", "Ranking Distillation"),),
+                       claims=claims)
 
 if __name__ == "__main__":
-  common.main(DRIVER)
+  lifecycle.main(DRIVER)

@@ -27,9 +27,10 @@ from typing import Tuple
 
 import numpy as np
 
-from experiments import common
+from experiments.framework import lifecycle, monitor, plots, rowstore, rundir, schema, setup, tabulate
+from experiments.framework.claims import Preset, beats, runs_per_fold
 from pfd_jax import data as D
-from pfd_jax import distill
+from pfd_jax.methods import distill
 from pfd_jax.config import option
 
 
@@ -48,7 +49,7 @@ def row_name(name: str) -> str:
   return name.replace(" -> ", "_to_").replace(" = ", "").replace(" ", "_").strip("()")
 
 
-def run(cfg: common.Config) -> dict:
+def run(cfg: schema.Config) -> dict:
   t0 = time.time()
   a = cfg.options.sdr_a
   rows, order = {}, []
@@ -62,12 +63,12 @@ def run(cfg: common.Config) -> dict:
   def add(name, tc, train):
     return record(name, store(row_name(name), "x", tc, train))
 
-  for fold in common.folds_of(cfg.data):
-    ds = D.with_graded_labels(common.load_dataset(dataclasses.replace(cfg.data, num_privileged=0, privileged=""),
+  for fold in setup.folds_of(cfg.data):
+    ds = D.with_graded_labels(setup.load_dataset(dataclasses.replace(cfg.data, num_privileged=0, privileged=""),
                                                   fold))
-    log = common.progress(f"[sdr fold{fold}]", cfg.train.epochs)
-    store = common.Rows(cfg, ds, fold, "softmax")
-    _, dd, base, keys = common.fold_setup(cfg, "softmax", fold, ds=ds, data_groups="all", ks=KS,
+    log = monitor.progress(f"[sdr fold{fold}]", cfg.train.epochs)
+    store = rowstore.Rows(cfg, ds, fold, "softmax")
+    _, dd, base, keys = setup.fold_setup(cfg, "softmax", fold, ds=ds, data_groups="all", ks=KS,
                                           teacher_transform="affine", alpha=1.0 - a)
     tcs, logits = {}, {}
     for kind, loss in TEACHER_LOSS.items():
@@ -91,12 +92,12 @@ def run(cfg: common.Config) -> dict:
     for n, res in zip(names, trained):
       record(n, res)
   rows = {k: np.concatenate(v) for k, v in rows.items()}
-  return {"config": cfg, "env": common.environment(), "data": ds.config, "order": order, "rows": rows,
+  return {"config": cfg, "env": rundir.environment(), "data": ds.config, "order": order, "rows": rows,
           "comparisons": comparisons(rows), "seconds": time.time() - t0}
 
 
 def compare_to(rows: dict, names: list, base: str) -> dict:
-  return common.compare({n: np.asarray(rows[n]) for n in names}, base, col=SHOW.index(5))
+  return tabulate.compare({n: np.asarray(rows[n]) for n in names}, base, col=SHOW.index(5))
 
 
 def comparisons(rows: dict) -> dict:
@@ -122,11 +123,11 @@ def to_markdown(res: dict) -> str:
     cmp = (res.get("comparisons") or comparisons(rows)).get(base) or compare_to(rows, names, base)
     for n in names:
       m, s, b = rows[n].mean(0), rows[n].std(0), rows[base].mean(0)
-      cells = [common.fmt_pm(x, e, 4) + ("" if n == base else f" ({common.fmt_change(x, bb)})")
+      cells = [tabulate.fmt_pm(x, e, 4) + ("" if n == base else f" ({tabulate.fmt_change(x, bb)})")
                for x, e, bb in zip(m, s, b)]
-      body.append([n] + cells + common.change_cells(cmp.get(n), folds))
-    return common.markdown_table(["teacher -> distillation loss"] + [f"NDCG@{k}" for k in SHOW] +
-                                 common.change_header("the first row", 5), body)
+      body.append([n] + cells + tabulate.change_cells(cmp.get(n), folds))
+    return tabulate.markdown_table(["teacher -> distillation loss"] + [f"NDCG@{k}" for k in SHOW] +
+                                 tabulate.change_header("the first row", 5), body)
 
   tr, a = cfg["train"], cfg["options"]["sdr_a"]
   head = (f"# SDR on {cfg['data']['dataset']} (graded labels, all features, same-size student)\n\n"
@@ -134,7 +135,7 @@ def to_markdown(res: dict) -> str:
           f"{tr['select_on']}; a = {a} (alpha = {1 - a}); affine g = max({tr['transform_a']}"
           f" t + {tr['transform_b']}, 0). Student rows: change against their own teacher. {res['seconds']:.0f} s "
           f"on {res['env']['backend']} ({res['env']['cpus']} CPUs).\n" +
-          common.stats_note("the first row of each table", runs, folds, 5) + "\n")
+          tabulate.stats_note("the first row of each table", runs, folds, 5) + "\n")
   t2 = ["pointwise teacher", "pointwise -> pointwise", "pointwise -> listwise"]
   t2b = ["listwise teacher", "listwise -> pointwise", "listwise -> listwise"]
   t3 = ["listwise teacher", "listwise -> listwise", "teacher-only objective (a = 1)"]
@@ -145,7 +146,7 @@ def to_markdown(res: dict) -> str:
 
 
 def plot(res: dict, path: str) -> None:
-  plt = common.pyplot()
+  plt = plots.pyplot()
   rows = {k: np.asarray(v) for k, v in res["rows"].items()}
   temps = res["config"]["options"]["temperatures"]
   sm = np.stack([rows[f"softmax transform T = {t}"][:, 1] for t in temps], 1)
@@ -156,12 +157,25 @@ def plot(res: dict, path: str) -> None:
                label="SDR, affine transform" if ls == "-" else "teacher")
   ax.set_xscale("log")
   res = dict(res, config=dict(res["config"], run=dict(res["config"]["run"], loss="softmax teacher")))
-  common.finish_plot(fig, ax, res, path, "temperature T", "test NDCG@5")
+  plots.finish_plot(fig, ax, res, path, "temperature T", "test NDCG@5")
 
 
-DRIVER = common.Driver("sdr", run, to_markdown, plot, "sdr.png", options=Options, needs_privileged=False,
+def claims(res: dict) -> list:
+  """The claims of a run of this driver, with their verdicts (:mod:`experiments.framework.claims`)."""
+  rows = res["rows"]
+  f = runs_per_fold(len(next(iter(rows.values()))), res)
+  col = SHOW.index(5)
+  return [beats("The listwise self-distilled student beats its teacher (SDR)", rows, "listwise -> listwise",
+                "listwise teacher", f, col),
+          beats("The pointwise-teacher, listwise-student pair beats its teacher (SDR)", rows, "pointwise -> listwise",
+                "pointwise teacher", f, col)]
+
+
+DRIVER = schema.Driver("sdr", run, to_markdown, plot, "sdr.png", options=Options, needs_privileged=False,
                        defaults=(("loss", "softmax"),), losses=("softmax",),
-                       rows=lambda cfg: len(common.folds_of(cfg.data)) * (7 + len(cfg.options.temperatures)))
+                       rows=lambda cfg: len(setup.folds_of(cfg.data)) * (7 + len(cfg.options.temperatures)),
+                       presets=(Preset("default", "synthetic", "", "Self-Distilled neural Rankers (SDR)"),),
+                       claims=claims)
 
 if __name__ == "__main__":
-  common.main(DRIVER)
+  lifecycle.main(DRIVER)

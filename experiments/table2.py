@@ -1,5 +1,5 @@
 r"""Table 2 / Table 4 / Figure 2 of the paper: no-distillation, self-distillation, GenD and PFD, beside the
-practitioner's incumbent (LightGBM LambdaMART) and distillation across model families (:mod:`pfd_jax.gbdt`).
+practitioner's incumbent (LightGBM LambdaMART) and distillation across model families (:mod:`pfd_jax.methods.gbdt`).
 
   python -m experiments.table2                                  # both losses, synthetic default
   python -m experiments.table2 --dataset=ohsumed --loss=rankbce # 5 folds x 5 seeds
@@ -16,16 +16,17 @@ from typing import Tuple
 import numpy as np
 from absl import logging
 
-from experiments import common
-from pfd_jax import distill
+from experiments.framework import lifecycle, monitor, plots, rowstore, rundir, schema, setup, tabulate
+from experiments.framework.claims import Preset, beats
+from pfd_jax.methods import distill
 from pfd_jax import distributed
-from pfd_jax import gbdt
-from pfd_jax import stats
-from pfd_jax import train as T
+from pfd_jax.methods import gbdt
+from pfd_jax.ops import stats
+from pfd_jax import training as T
 from pfd_jax.config import ConfigError, option
-from pfd_jax.gbdt import GBDTConfig
+from pfd_jax.methods.gbdt import GBDTConfig
 
-ALL_METHODS = distill.METHODS + gbdt.METHODS
+ALL_METHODS = distill.METHODS + distill.GBDT_METHODS
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,8 +43,8 @@ class Options:
     """The methods a run of `processes` processes trains (LightGBM needs the whole training split in one)."""
     if not self.methods:
       return ALL_METHODS if processes == 1 else distill.METHODS
-    if processes > 1 and set(self.methods) & set(gbdt.METHODS):
-      raise ConfigError("methods", f"{','.join(sorted(set(self.methods) & set(gbdt.METHODS)))}: LightGBM rows "
+    if processes > 1 and set(self.methods) & set(distill.GBDT_METHODS):
+      raise ConfigError("methods", f"{','.join(sorted(set(self.methods) & set(distill.GBDT_METHODS)))}: LightGBM rows "
                         "need the whole training split in one process; run them in one process")
     return self.methods
 
@@ -51,8 +52,6 @@ class Options:
 ROW_ORDER = ["no_distill", "self_distill", "gend_teacher", "gend", "pfd_teacher", "pfd", "placebo_teacher", "placebo",
              "lambdamart",
              "lambdamart_teacher", "pfd_from_lambdamart", "gbdt_xent_from_pfd", "lambdamart_from_pfd"]
-ROW_VIEW = {"no_distill": "x", "self_distill": "x", "gend_teacher": "z", "gend": "x", "pfd_teacher": "xz", "pfd": "x",
-            "placebo_teacher": "xz", "placebo": "x", **gbdt.VIEWS}
 ROW_NAMES = {"no_distill": "No-distillation", "self_distill": "Self-distillation", "gend_teacher": "GenD teacher*",
              "gend": "GenD student", "pfd_teacher": "PFD teacher*", "pfd": "PFD student",
              "placebo_teacher": "Placebo teacher (z permuted)", "placebo": "Placebo student",
@@ -62,34 +61,34 @@ ROW_NAMES = {"no_distill": "No-distillation", "self_distill": "Self-distillation
              "lambdamart_from_pfd": "LambdaMART student, teacher grades (PFD teacher)"}
 
 
-def run(cfg: common.Config) -> dict:
+def run(cfg: schema.Config) -> dict:
   """Runs every (loss, fold) of `cfg` and returns the results dictionary written to results.json."""
-  out = {"config": cfg, "env": common.environment(), "losses": {}}
+  out = {"config": cfg, "env": rundir.environment(), "losses": {}}
   t_all = time.time()
   methods = cfg.options.methods_for(distributed.comm().count)
-  if set(ALL_METHODS) - set(methods) == set(gbdt.METHODS) and not cfg.options.methods:
+  if set(ALL_METHODS) - set(methods) == set(distill.GBDT_METHODS) and not cfg.options.methods:
     logging.info("the LightGBM rows need the whole training split in one process: this %d-process run trains "
                  "the MLP rows only", distributed.comm().count)
   shared = {}  # LightGBM results that no loss changes (the LambdaMART rows, out-of-fold teacher scores), per fold
   for loss in cfg.losses:
     per_fold = {}
-    for fold in common.folds_of(cfg.data):
+    for fold in setup.folds_of(cfg.data):
       t0 = time.time()
-      ds, dd, tc, keys = common.fold_setup(cfg, loss, fold)
-      store = common.Rows(cfg, ds, fold, loss)
-      log = common.progress(f"[{loss} fold{fold}]", tc.epochs)
+      ds, dd, tc, keys = setup.fold_setup(cfg, loss, fold)
+      store = rowstore.Rows(cfg, ds, fold, loss)
+      log = monitor.progress(f"[{loss} fold{fold}]", tc.epochs)
       # the placebo teacher reads permuted privileged features, which no file has: never saved as a model
       fit = lambda row, view, train: store(row, view, tc, train, servable=row != "placebo_teacher")
-      placebo = common.placebo_data(cfg, ds, tc, fold)
-      rows = distill.run_methods(keys, tc, dd, [m for m in methods if m in distill.METHODS], log, fit=fit,
+      placebo = setup.placebo_data(cfg, ds, tc, fold)
+      rows = distill.run_methods(keys, tc, dd, [m for m in methods if m in distill.METHODS], hooks=log, fit=fit,
                                  placebo=placebo)
-      rows.update(gbdt.run_methods(keys, tc, cfg.options.gbdt, ds, dd, [m for m in methods if m in gbdt.METHODS],
-                                   rows, fit, log, seed=cfg.run.seed, max_buckets=cfg.data.max_buckets,
-                                   cache=shared.setdefault(fold, {})))
+      rows.update(distill.run_gbdt_methods(keys, tc, cfg.options.gbdt, ds, dd,
+                                           [m for m in methods if m in distill.GBDT_METHODS], mlp_rows=rows, fit=fit,
+                                           hooks=log, seed=cfg.run.seed, cache=shared.setdefault(fold, {})))
       # Per test list NDCG@8 of each row's best-epoch models, averaged over seeds: the query-level comparison.
-      lists = {name: gbdt.per_list_ndcg(tc, r, ds["test"], cfg.data.max_buckets) if isinstance(r, gbdt.Result)
+      lists = {name: gbdt.per_list_ndcg(tc, r, ds["test"], max_buckets=dd.max_buckets) if isinstance(r, gbdt.Result)
                else T.per_list_ndcg(tc, r.params, (placebo() if name == "placebo_teacher" else dd).eval_sets["test"],
-                                    ROW_VIEW[name]) for name, r in rows.items()}  # the placebo teacher: its own z
+                                    distill.ROW_VIEW[name]) for name, r in rows.items()}  # the placebo teacher: its own z
       per_fold[f"fold{fold}"] = dict(
           data=ds.config, train_groups=dd.num_train_groups, positive_train_groups=dd.num_positive_groups,
           seconds=time.time() - t0,
@@ -111,8 +110,8 @@ def comparisons(loss_res: dict) -> dict:
     for name, r in f["rows"].items():
       per_query.setdefault(name, []).append(np.asarray(r["test_lists"]))
   per_query = {k: np.concatenate(v) for k, v in per_query.items()}
-  return dict(runs=common.compare(aggregate(loss_res), "no_distill"),
-              queries={k: common.comparison_record(stats.per_query(v, per_query["no_distill"], valid))
+  return dict(runs=tabulate.compare(aggregate(loss_res), "no_distill"),
+              queries={k: tabulate.comparison_record(stats.per_query(v, per_query["no_distill"], valid))
                        for k, v in per_query.items() if k != "no_distill"},
               **column_comparisons(loss_res))
 
@@ -125,11 +124,11 @@ def column_comparisons(loss_res: dict) -> dict:
   pooled = aggregate(loss_res)
   out = {}
   if "placebo" in pooled:
-    out["vs_placebo"] = {k: v for k, v in common.compare(pooled, "placebo").items() if not k.endswith("teacher")}
-  if "pfd" in pooled and set(pooled) & set(gbdt.VIEWS):
-    out["vs_pfd"] = {k: v for k, v in common.compare(pooled, "pfd").items() if k in gbdt.VIEWS}
+    out["vs_placebo"] = {k: v for k, v in tabulate.compare(pooled, "placebo").items() if not k.endswith("teacher")}
+  if "pfd" in pooled and set(pooled) & set(distill.GBDT_ROWS):
+    out["vs_pfd"] = {k: v for k, v in tabulate.compare(pooled, "pfd").items() if k in distill.GBDT_ROWS}
   if "lambdamart" in pooled:
-    out["vs_lambdamart"] = common.compare(pooled, "lambdamart")
+    out["vs_lambdamart"] = tabulate.compare(pooled, "lambdamart")
   return out
 
 
@@ -174,27 +173,27 @@ def to_markdown(res: dict) -> str:
       if name not in pooled:
         continue
       v = pooled[name]
-      cells = [f"{common.fmt_pm(m, s)} ({common.fmt_change(m, b)})" for m, s, b in zip(v.mean(0), v.std(0), base)]
-      runs = common.change_cells(cmp["runs"].get(name), folds)
-      table.append([ROW_NAMES[name]] + cells + runs[:1] + [common.change_cell(cmp["queries"].get(name))] + runs[1:] +
-                   ([common.change_cell(vs_placebo.get(name))] if vs_placebo else []) +
-                   ([common.change_cell(vs_pfd.get(name))] if vs_pfd else []) +
-                   ([common.change_cell(vs_gbdt.get(name))] if vs_gbdt else []))
+      cells = [f"{tabulate.fmt_pm(m, s)} ({tabulate.fmt_change(m, b)})" for m, s, b in zip(v.mean(0), v.std(0), base)]
+      runs = tabulate.change_cells(cmp["runs"].get(name), folds)
+      table.append([ROW_NAMES[name]] + cells + runs[:1] + [tabulate.change_cell(cmp["queries"].get(name))] + runs[1:] +
+                   ([tabulate.change_cell(vs_placebo.get(name))] if vs_placebo else []) +
+                   ([tabulate.change_cell(vs_pfd.get(name))] if vs_pfd else []) +
+                   ([tabulate.change_cell(vs_gbdt.get(name))] if vs_gbdt else []))
     n_q = next(iter(cmp["queries"].values()), {}).get("n", 0)
-    parts.append(common.stats_note("no-distillation", len(pooled["no_distill"]), folds, ks[0]) +
+    parts.append(tabulate.stats_note("no-distillation", len(pooled["no_distill"]), folds, ks[0]) +
                  f"Per query: the same over the {n_q} test queries with a positive (pooled over folds), each "
                  "query's NDCG@8 averaged over seeds.\n\n")
-    runs_head, seeds_head = common.change_header("no-distillation", ks[0])
+    runs_head, seeds_head = tabulate.change_header("no-distillation", ks[0])
     if vs_placebo:
       parts.append(f"Placebo rows: the PFD teacher and student with the privileged rows permuted "
                    f"{_PLACEBO_TEXT[cfg['run'].get('placebo_within', 'query')]} (every value kept, the link to the label "
                    "broken); 'vs placebo student' pairs runs by (fold, seed): the PFD student's column is the "
                    "gain of the privileged information beyond distillation as regularisation.\n\n")
     if vs_gbdt:
-      parts.append(f"LightGBM rows (`pfd_jax.gbdt`): early-stopped on NDCG@{ks[0]} of {tr['select_on']}. 'vs PFD "
+      parts.append(f"LightGBM rows (`pfd_jax.methods.gbdt`): early-stopped on NDCG@{ks[0]} of {tr['select_on']}. 'vs PFD "
                    "student' and 'vs LambdaMART' pair runs by fold and seed index (a LightGBM seed shares no random "
                    "numbers with an MLP seed, so across model families the pairing is by fold only).\n\n")
-    parts.append(common.markdown_table(["Training method"] + [f"NDCG@{k}" for k in ks] +
+    parts.append(tabulate.markdown_table(["Training method"] + [f"NDCG@{k}" for k in ks] +
                                        [runs_head, f"NDCG@{ks[0]} vs no-distillation (queries)", seeds_head] +
                                        ([f"NDCG@{ks[0]} vs placebo student (runs)"] if vs_placebo else []) +
                                        ([f"NDCG@{ks[0]} vs PFD student (runs)"] if vs_pfd else []) +
@@ -227,7 +226,7 @@ def _ids_text(ids: list) -> str:
 
 def plot_curves(res: dict, path: str) -> list:
   """Figure 2: test NDCG@8 per epoch of every row, one PNG per loss (`path` with _<loss> before .png)."""
-  plt = common.pyplot()
+  plt = plots.pyplot()
   paths = []
   for loss, lr in res["losses"].items():
     fig, ax = plt.subplots(figsize=(6, 4))
@@ -251,15 +250,47 @@ def plot_curves(res: dict, path: str) -> list:
   return paths
 
 
-DRIVER = common.Driver("table2", run, to_markdown, plot_curves, "fig2.png", options=Options,
+def claims(res: dict) -> list:
+  """The claims of a run of this driver, with their verdicts (:mod:`experiments.framework.claims`)."""
+  out = []
+  for loss, lr in res["losses"].items():
+    rows, folds = aggregate(lr), len(lr["folds"])
+    p = f"[{loss}] "
+    out += [beats(p + "PFD student beats no-distillation (paper, Table 2)", rows, "pfd", "no_distill", folds),
+            beats(p + "PFD student beats self-distillation (paper, Table 2)", rows, "pfd", "self_distill", folds),
+            beats(p + "PFD student beats GenD student (paper, Table 2)", rows, "pfd", "gend", folds),
+            beats(p + "Self-distillation beats no-distillation (paper, Table 2)", rows, "self_distill", "no_distill",
+                  folds),
+            beats(p + "PFD student beats the placebo student: the gain is the privileged information (control)",
+                  rows, "pfd", "placebo", folds),
+            beats(p + "PFD student beats LambdaMART, the incumbent", rows, "pfd", "lambdamart", folds),
+            beats(p + "GBDT student of the PFD teacher beats LambdaMART (cross-family)", rows, "gbdt_xent_from_pfd",
+                  "lambdamart", folds)]
+  return out
+
+
+# The runs of RESULTS.md this driver makes (python -m experiments.table2 --preset=<name>).
+PRESETS = (
+    Preset('default', 'synthetic', '',
+           'Table 2 / Table 4: synthetic default (main job)', headline=True),
+    Preset('ohsumed', 'ohsumed', '--dataset=ohsumed --loss=rankbce',
+           'Table 2 / Table 4: OHSUMED, 5 folds', headline=True),
+    Preset('logs_letor', 'letor-logs_letor', '--dataset=letor --data_dir=logs_letor --privileged=21,22,23 '
+           '--loss=rankbce --methods=pfd,placebo,lambdamart,gbdt_from_pfd --save_models',
+           'Your own data: simulated logs as a LETOR folder, file labels, named privileged features',
+           before='python -m experiments.export_logs --out=logs_letor'),
+)
+
+
+DRIVER = schema.Driver("table2", run, to_markdown, plot_curves, "fig2.png", options=Options,
                        defaults=(("loss", "both"),), losses=("rankbce", "ranknet", "both"),
                        needs_privileged=lambda cfg: not cfg.options.methods or bool(
                            {"gend", "pfd", "placebo", "pfd_from_lambdamart", "gbdt_from_pfd"} & set(cfg.options.methods)),
-                       rows=lambda cfg: len(cfg.losses) * len(common.folds_of(cfg.data)) * (
+                       rows=lambda cfg: len(cfg.losses) * len(setup.folds_of(cfg.data)) * (
                            distill.num_rows([m for m in cfg.options.methods_for(cfg.output.num_processes)
                                              if m in distill.METHODS]) +
-                           gbdt.num_rows([m for m in cfg.options.methods_for(cfg.output.num_processes)
-                                          if m in gbdt.METHODS])))
+                           distill.num_gbdt_rows([m for m in cfg.options.methods_for(cfg.output.num_processes)
+                                          if m in distill.GBDT_METHODS])), presets=PRESETS, claims=claims)
 
 if __name__ == "__main__":
-  common.main(DRIVER)
+  lifecycle.main(DRIVER)

@@ -1,7 +1,7 @@
 r"""Table 3 of the paper on simulated e-commerce logs: purchase is the target; position, click and
 add-to-cart are privileged. (The Amazon logs cannot be rerun; pfd_jax/data/logs.py documents the simulator.)
 Placebo rows (--placebo, default on): every PFD teacher and the multi-teacher student again, on the privileged
-columns permuted as --placebo_within says (pfd_jax.distill's placebo control).
+columns permuted as --placebo_within says (pfd_jax.methods.distill's placebo control).
 
   python -m experiments.table3_logs                     # RankBCE, 5 seeds, 100 epochs
   python -m experiments.table3_logs --sessions=3000,500,3000
@@ -9,7 +9,7 @@ columns permuted as --placebo_within says (pfd_jax.distill's placebo control).
 Rows as in the paper, every number scaled to the no-distillation baseline: pre-training on click / add (and
 fine-tuning on purchase from those weights), self-distillation, PFD with each privileged feature (teacher
 and student) and multi-teacher PFD (teacher loss averaged over the three teachers); then the practitioner's
-incumbent (:mod:`pfd_jax.gbdt`): LightGBM LambdaMART on the regular features, a LambdaMART teacher on all
+incumbent (:mod:`pfd_jax.methods.gbdt`): LightGBM LambdaMART on the regular features, a LambdaMART teacher on all
 three privileged features with its out-of-fold scores distilled into the MLP student, and LightGBM students
 of an MLP PFD teacher on all three (--nolightgbm leaves them out). Writes results/table3_logs/logs/.
 """
@@ -20,13 +20,13 @@ from typing import Tuple
 
 import numpy as np
 
-from experiments import common
-from pfd_jax import distill
-from pfd_jax import gbdt
-from pfd_jax import train as T
+from experiments.framework import lifecycle, monitor, plots, rowstore, rundir, schema, setup, tabulate
+from experiments.framework.claims import Preset, beats, sweep
+from pfd_jax.methods import distill
+from pfd_jax import training as T
 from pfd_jax.config import ConfigError, option
 from pfd_jax.data import logs
-from pfd_jax.gbdt import GBDTConfig
+from pfd_jax.methods.gbdt import GBDTConfig
 
 
 @dataclasses.dataclass(frozen=True)
@@ -74,12 +74,12 @@ PRIVILEGED = ("position", "click", "add")
 VIEWS = {"position_teacher": "xz:0", "click_teacher": "xz:1", "add_teacher": "xz:2"}
 
 
-def run(cfg: common.Config) -> dict:
+def run(cfg: schema.Config) -> dict:
   t0 = time.time()
   ds = logs.simulate(sessions=cfg.options.sessions, seed=cfg.options.sim_seed)
-  _, dd, tc, keys = common.fold_setup(cfg, None, 1, ds)
-  log = common.progress("[logs]", tc.epochs)
-  store = common.Rows(cfg, ds)
+  _, dd, tc, keys = setup.fold_setup(cfg, None, 1, ds)
+  log = monitor.progress("[logs]", tc.epochs)
+  store = rowstore.Rows(cfg, ds)
 
   def fit(row, view, train, servable=True):
     res[row] = store(row, view, tc, train, servable)
@@ -91,12 +91,12 @@ def run(cfg: common.Config) -> dict:
   for col, name in ((1, "click"), (2, "add")):
     pre_dd = distill.to_device(logs.relabel(ds, col), cfg.data.max_buckets, ())
     pre = fit(f"pre_{name}", "x", lambda: T.train(keys, tc, pre_dd.train_pos, "x", dd.eval_sets,
-                                                  log_fn=log(f"pre_{name}")))
+                                                  hooks=log(f"pre_{name}")))
     fit(f"pre_{name}_ft", "x", lambda: T.train(keys, tc, dd.train_pos, "x", dd.eval_sets,
-                                               log_fn=log(f"pre_{name}_ft"), init_params=pre.params))
+                                               hooks=log(f"pre_{name}_ft"), init_params=pre.params))
   fit("self", "x", lambda: distill.train_student(keys, tc, dd, distill.teacher_targets(tc, [(res["no_distill"], "x")],
                                                                                        dd), log("self")))
-  placebo = common.placebo_data(cfg, ds, tc)
+  placebo = setup.placebo_data(cfg, ds, tc)
   for tag, data in [("", lambda: dd)] + ([("_placebo", placebo)] if cfg.options.placebo else []):
     teachers = []
     for col, name in enumerate(PRIVILEGED):
@@ -109,62 +109,86 @@ def run(cfg: common.Config) -> dict:
     fit("multi" + tag, "x", lambda: distill.train_student(keys, tc, data(), distill.teacher_targets(tc, teachers, data()),
                                                           log("multi" + tag)))
   if cfg.options.lightgbm:
-    res.update(gbdt.run_methods(keys, tc, cfg.options.gbdt, ds, dd, gbdt.METHODS, fit=fit, log_fn=log,
-                                seed=cfg.run.seed, max_buckets=cfg.data.max_buckets))
+    res.update(distill.run_gbdt_methods(keys, tc, cfg.options.gbdt, ds, dd, distill.GBDT_METHODS, fit=fit,
+                                        hooks=log, seed=cfg.run.seed))
   sim = ds["train"]
   best = {k: r.best["test"] for k, r in res.items()}
-  return {"config": cfg, "env": common.environment(), "simulator": ds.config,
+  return {"config": cfg, "env": rundir.environment(), "simulator": ds.config,
           "positive_train_sessions_pct": 100.0 * dd.num_positive_groups / dd.num_train_groups,
           "privileged_corr": {n: float(np.corrcoef(sim.z[:, j], sim.y)[0, 1]) for j, n in enumerate(logs.PRIVILEGED)},
           "rows": {k: r.best["test"] for k, r in res.items()},
-          "comparisons": common.compare({k: r.best["test"] for k, r in res.items()}, "no_distill"),
+          "comparisons": tabulate.compare({k: r.best["test"] for k, r in res.items()}, "no_distill"),
           "vs_placebo": vs_placebo(best),
-          "vs_multi": common.compare({k: r.best["test"] for k, r in res.items() if k in gbdt.VIEWS or k == "multi"},
+          "vs_multi": tabulate.compare({k: r.best["test"] for k, r in res.items() if k in distill.GBDT_ROWS or k == "multi"},
                                      "multi"),
           "seconds": time.time() - t0}
 
 
 def vs_placebo(rows: dict) -> dict:
   """Each PFD student (one privileged feature, and multi-teacher) against its placebo, paired by seed."""
-  return {k: common.compare({k: rows[k], "placebo": rows[f"{k}_placebo"]}, "placebo")[k]
+  return {k: tabulate.compare({k: rows[k], "placebo": rows[f"{k}_placebo"]}, "placebo")[k]
           for k in PRIVILEGED + ("multi",) if f"{k}_placebo" in rows}
 
 
 def to_markdown(res: dict) -> str:
   cfg = res["config"]
   base = np.asarray(res["rows"]["no_distill"]).mean(0)
-  cmp = res.get("comparisons") or common.compare(res["rows"], "no_distill")
+  cmp = res.get("comparisons") or tabulate.compare(res["rows"], "no_distill")
   vs_multi = res.get("vs_multi") or {}
   vs_pl = res.get("vs_placebo") or vs_placebo(res["rows"])
   rows = [[label] + [f"{m / b:.3f}" for m, b in zip(np.asarray(res["rows"][k]).mean(0), base)] +
-          common.change_cells(cmp.get(k)) + ([common.change_cell(vs_pl.get(k))] if vs_pl else []) +
-          ([common.change_cell(vs_multi.get(k))] if vs_multi else [])
+          tabulate.change_cells(cmp.get(k)) + ([tabulate.change_cell(vs_pl.get(k))] if vs_pl else []) +
+          ([tabulate.change_cell(vs_multi.get(k))] if vs_multi else [])
           for k, label in ROWS if k in res["rows"]]
   corr = ", ".join(f"{k} {v:+.2f}" for k, v in res["privileged_corr"].items())
   return (f"# Table 3 on simulated logs ({cfg['run']['loss']})\n\nPurchase NDCG@k at each row's best epoch, mean over "
           f"{cfg['run']['seeds']} seeds, scaled to the baseline (absolute baseline NDCG@8/16/32: "
           f"{' / '.join(f'{b:.3f}' for b in base)}). {res['positive_train_sessions_pct']:.1f}% of training "
           f"sessions have a purchase; corr with purchase: {corr}. {res['seconds']:.0f} s.\n" +
-          common.stats_note("the baseline", len(res["rows"]["no_distill"]), 1) + "\n" +
+          tabulate.stats_note("the baseline", len(res["rows"]["no_distill"]), 1) + "\n" +
           ("Placebo rows: the teachers and the multi-teacher student again with the privileged columns permuted "
            f"{'within each session' if cfg['run'].get('placebo_within', 'query') == 'query' else 'across the split'} "
            "(values kept, link to purchase broken); 'vs its placebo' pairs each PFD student with its placebo by "
            "seed: the privileged information's gain beyond distillation.\n\n" if vs_pl else "") +
-          ("LightGBM rows (pfd_jax.gbdt) are early-stopped on the selection split's NDCG@8; 'vs multi-teacher' "
+          ("LightGBM rows (pfd_jax.methods.gbdt) are early-stopped on the selection split's NDCG@8; 'vs multi-teacher' "
            "pairs their seeds with the multi-teacher PFD student's by index.\n\n" if vs_multi else "") +
-          common.markdown_table(["Model", "NDCG@8", "NDCG@16", "NDCG@32"] + common.change_header("baseline", 8) +
+          tabulate.markdown_table(["Model", "NDCG@8", "NDCG@16", "NDCG@32"] + tabulate.change_header("baseline", 8) +
                                 (["NDCG@8 vs its placebo (seeds)"] if vs_pl else []) +
                                 (["NDCG@8 vs multi-teacher (seeds)"] if vs_multi else []), rows))
 
 
 def plot(res: dict, path: str) -> None:
-  common.bar_plot(res, path, dict(ROWS), scale_to="no_distill")
+  plots.bar_plot(res, path, dict(ROWS), scale_to="no_distill")
 
 
-DRIVER = common.Driver("table3_logs", run, to_markdown, plot, "table3_logs.png", options=Options,
+def claims(res: dict) -> list:
+  """The claims of a run of this driver, with their verdicts (:mod:`experiments.framework.claims`)."""
+  rows = res["rows"]
+  single = ("position", "click", "add")
+  vs = lambda a, b: tabulate.compare({a: np.asarray(rows[a]), b: np.asarray(rows[b])}, b)[a]
+  return [beats("Multi-teacher PFD beats the baseline (paper, Table 3)", rows, "multi", "no_distill"),
+          sweep("Each single-feature PFD student beats the baseline (paper, Table 3)",
+                {k: vs(k, "no_distill") for k in single if k in rows}),
+          sweep("Multi-teacher PFD beats pre-training + fine-tuning (paper, Table 3)",
+                {k: vs("multi", k) for k in ("pre_click_ft", "pre_add_ft") if k in rows}),
+          beats("Multi-teacher PFD beats its placebo: the gain is the privileged information (control)", rows,
+                "multi", "multi_placebo"),
+          sweep("Each single-feature PFD student beats its placebo (control)",
+                {k: vs(k, f"{k}_placebo") for k in single if f"{k}_placebo" in rows}),
+          beats("Multi-teacher PFD beats LambdaMART, the incumbent", rows, "multi", "lambdamart")]
+
+
+# The runs of RESULTS.md this driver makes (python -m experiments.table3_logs --preset=<name>).
+PRESETS = (
+    Preset('default', 'logs', '',
+           'Table 3 analogue: simulated e-commerce logs', headline=True),
+)
+
+
+DRIVER = schema.Driver("table3_logs", run, to_markdown, plot, "table3_logs.png", options=Options,
                        groups=("train", "run", "output"), folder=lambda cfg: "logs",
                        rows=lambda cfg: len(ROWS) - 1 - (0 if cfg.options.lightgbm else GBDT_ROWS) -
-                       (0 if cfg.options.placebo else PLACEBO_ROWS))
+                       (0 if cfg.options.placebo else PLACEBO_ROWS), presets=PRESETS, claims=claims)
 
 if __name__ == "__main__":
-  common.main(DRIVER)
+  lifecycle.main(DRIVER)

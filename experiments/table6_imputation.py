@@ -11,18 +11,19 @@ import time
 import jax.numpy as jnp
 import numpy as np
 
-from experiments import common
-from pfd_jax import train as T
+from experiments.framework import ablation, lifecycle, plots, rundir, schema, setup, tabulate
+from experiments.framework.claims import Preset, beats, runs_per_fold
+from pfd_jax import training as T
 
 ROWS = {"zero": "Zero imputation", "mean": "Mean imputation", "teacher": "PFD teacher with true z*",
         "no_distill": "Baseline: trained with no privileged features",
         "lambdamart": "LambdaMART (regular features; LightGBM)"}
 
 
-def run(cfg: common.Config) -> dict:
+def run(cfg: schema.Config) -> dict:
   t0 = time.time()
   rows = {k: [] for k in ROWS}
-  for f in common.pfd_folds(cfg):
+  for f in ablation.pfd_folds(cfg):
     rows["no_distill"].append(f.baseline.best["test"])
     if (lm := f.lambdamart()) is not None:
       rows["lambdamart"].append(lm.best["test"])
@@ -31,24 +32,36 @@ def run(cfg: common.Config) -> dict:
     rows["zero"].append(T.evaluate(f.tc, f.teacher.params, test, "xz", jnp.zeros(())))
     rows["mean"].append(T.evaluate(f.tc, f.teacher.params, test, "xz", jnp.asarray(f.ds["train"].z.mean(0))))
   rows = {k: np.concatenate(v) for k, v in rows.items() if v}
-  return {"config": cfg, "env": common.environment(), "rows": rows, "comparisons": common.compare(rows, "no_distill"),
+  return {"config": cfg, "env": rundir.environment(), "rows": rows, "comparisons": tabulate.compare(rows, "no_distill"),
           "seconds": time.time() - t0}
 
 
 def to_markdown(res: dict) -> str:
   cfg = res["config"]
-  return (f"# Table 6: PFD teacher with imputed privileged features ({common.title(cfg)})\n\n"
+  return (f"# Table 6: PFD teacher with imputed privileged features ({tabulate.title(cfg)})\n\n"
           f"Mean ± std over folds x {cfg['run']['seeds']} seeds; * uses the real privileged features (not servable); "
           f"{res['seconds']:.0f} s.\n\n" +
-          common.mean_std_table(res["rows"], ROWS, reference="no_distill", seeds=cfg["run"]["seeds"]))
+          tabulate.mean_std_table(res["rows"], ROWS, reference="no_distill", seeds=cfg["run"]["seeds"]))
 
 
 def plot(res: dict, path: str) -> None:
-  common.bar_plot(res, path, ROWS)
+  plots.bar_plot(res, path, ROWS)
 
 
-DRIVER = common.Driver("table6_imputation", run, to_markdown, plot, "table6.png",
-                       rows=lambda cfg: 3 * len(common.folds_of(cfg.data)))
+def claims(res: dict) -> list:
+  """The claims of a run of this driver, with their verdicts (:mod:`experiments.framework.claims`)."""
+  rows = res["rows"]
+  f = runs_per_fold(len(rows["no_distill"]), res)
+  return [beats("No-distillation beats the PFD teacher served with mean-imputed z (paper, Table 6)", rows,
+                "no_distill", "mean", f),
+          beats("No-distillation beats the PFD teacher served with zero-imputed z (paper, Table 6)", rows,
+                "no_distill", "zero", f)]
+
+
+DRIVER = schema.Driver("table6_imputation", run, to_markdown, plot, "table6.png",
+                       rows=lambda cfg: 3 * len(setup.folds_of(cfg.data)),
+                       presets=(Preset("default", "synthetic", "", "Table 6: the teacher served with imputed z"),),
+                       claims=claims)
 
 if __name__ == "__main__":
-  common.main(DRIVER)
+  lifecycle.main(DRIVER)

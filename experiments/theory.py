@@ -11,7 +11,8 @@ import time
 import jax
 import numpy as np
 
-from experiments import common
+from experiments.framework import lifecycle, plots, rundir, schema, tabulate
+from experiments.framework.claims import Preset, check
 from pfd_jax.config import option
 
 
@@ -28,7 +29,7 @@ SCALING = [(30, 300), (300, 3000), (3000, 30000)]
 
 
 def run(trials: int, seed: int, w_seed: int, reduce_noise: bool, x64: bool) -> dict:
-  from pfd_jax import theory as th  # after the x64 flag is set
+  from pfd_jax.ops import theory as th  # after the x64 flag is set
   dtype = jax.numpy.float64 if x64 else jax.numpy.float32
   key = jax.random.PRNGKey(seed)
   mc = lambda p, method, t=trials: th.monte_carlo(key, p, method, trials=t, reduce_noise=reduce_noise,
@@ -36,7 +37,7 @@ def run(trials: int, seed: int, w_seed: int, reduce_noise: bool, x64: bool) -> d
   base = th.Problem.example1(w_seed)
   v2 = float(np.sum(base.v ** 2))
   res = {"setup": dict(trials=trials, seed=seed, w_seed=w_seed, reduce_noise=reduce_noise, x64=x64,
-                        d_x=10, d_u=10, sigma=base.sigma, v=base.v, w=base.w), "env": common.environment()}
+                        d_x=10, d_u=10, sigma=base.sigma, v=base.v, w=base.w), "env": rundir.environment()}
   t0 = time.time()
   cells = lambda n: trials if n <= 100 else max(64, trials // (4 if n <= 300 else 32))
   grid, reg_cache = [], {}
@@ -88,7 +89,7 @@ def to_markdown(res: dict) -> str:
            f"{g['regression_mc'] / g['regression_cf']:.3f}", f"{g['pfd_mc']:.3f} ± {g['pfd_se']:.3f}",
            f"{g['pfd_cf']:.3f} ({g['pfd_cf_labelled']:.3f} + {g['pfd_cf_all']:.3f})", f"{g['pfd_mc'] / g['pfd_cf']:.3f}"]
           for g in res["grid"]]
-  out.append(common.markdown_table(["n", "m", "d_z", "regression MC", "Thm 1 CF", "MC/CF", "PFD MC",
+  out.append(tabulate.markdown_table(["n", "m", "d_z", "regression MC", "Thm 1 CF", "MC/CF", "PFD MC",
                                     "Thm 2 CF (labelled + all)", "MC/CF"], rows))
   out.append("\n## Example 1 / Figure 6: error against d_z (n = 30, m = 200)\n\n")
   rows = []
@@ -100,11 +101,11 @@ def to_markdown(res: dict) -> str:
                  f"{r['pfd_mc']:.1f} ± {r['pfd_se']:.1f}", f"{r['pfd_cf']:.1f}",
                  f"{r['self_mc']:.1f} ± {r['self_se']:.1f}", g] + pl)
   placebo = "placebo_mc" in res["fig6"][0]
-  out.append(common.markdown_table(["d_z", "regression MC", "Thm 1", "PFD MC", "Thm 2", "self-distillation MC",
+  out.append(tabulate.markdown_table(["d_z", "regression MC", "Thm 1", "PFD MC", "Thm 2", "self-distillation MC",
                                     "GenD MC"] + (["placebo MC", "placebo CF"] if placebo else []), rows))
   if placebo:
     out.append("\nPlacebo: the PFD teacher with d_z independent N(0, 1) noise columns in place of z "
-               "(`pfd_jax.theory.theorem2_placebo`: Theorem 2 with v_z* = 0, d_x (sigma^2 + ||v*||^2) / "
+               "(`pfd_jax.ops.theory.theorem2_placebo`: Theorem 2 with v_z* = 0, d_x (sigma^2 + ||v*||^2) / "
                "(n - d_x - d_z - 1)). The linear theory predicts the control is never better than regression: "
                "distillation alone brings nothing here (the self-distilled student is the regression), and the "
                "noise columns cost d_z degrees of freedom.\n")
@@ -113,12 +114,12 @@ def to_markdown(res: dict) -> str:
              f"it is {res['fig6'][-1]['pfd_mc']:.1f}.\n\n## Scaling: PFD gap to Theorem 2 as n and m grow (d_z = 10)\n\n")
   rows = [[s["n"], s["m"], s["trials"], f"{s['pfd_mc']:.4f} ± {s['pfd_se']:.4f}", f"{s['pfd_cf']:.4f}",
            f"{100 * s['rel_gap']:+.2f}% ± {100 * s['rel_se']:.2f}%"] for s in res["scaling"]]
-  out.append(common.markdown_table(["n", "m", "trials", "PFD MC", "Thm 2", "(MC - CF) / CF"], rows))
+  out.append(tabulate.markdown_table(["n", "m", "trials", "PFD MC", "Thm 2", "(MC - CF) / CF"], rows))
   return "".join(out)
 
 
 def plot(res: dict, path: str) -> None:
-  plt = common.pyplot()
+  plt = plots.pyplot()
   f6 = res["fig6"]
   dz = np.array([r["d_z"] for r in f6])
   fig, ax = plt.subplots(figsize=(6, 4))
@@ -141,15 +142,49 @@ def plot(res: dict, path: str) -> None:
   plt.close(fig)
 
 
-def run_config(cfg: common.Config) -> dict:
+def run_config(cfg: schema.Config) -> dict:
   o = cfg.options
   if o.x64:
     jax.config.update("jax_enable_x64", True)
   return dict(run(o.trials, o.design_seed, o.w_seed, o.reduce_noise, o.x64), config=cfg)
 
 
-DRIVER = common.Driver("theory", run_config, to_markdown, plot, "fig6.png", options=Options, groups=("output",),
-                       folder=lambda cfg: "fig6")
+def claims(res: dict) -> list:
+  """The claims of a run of this driver, with their verdicts (:mod:`experiments.framework.claims`)."""
+  grid, fig6 = res["grid"], res["fig6"]
+  exact = [abs(g["regression_mc"] - g["regression_cf"]) <= 3 * g["regression_se"] + 0.005 * g["regression_cf"]
+           for g in grid]
+  large = [g for g in grid if g["n"] >= 100]
+  gaps = [g["pfd_mc"] / g["pfd_cf"] - 1 for g in large]
+  dz = [r["d_z"] for r in fig6]
+  best = dz[int(np.argmin([r["pfd_mc"] for r in fig6]))]
+  out = [check("Theorem 1 (exact) matches Monte-Carlo in every grid cell (within 3 SE + 0.5%)", all(exact),
+               f"{sum(exact)}/{len(exact)} cells"),
+         check("Theorem 2 matches Monte-Carlo within 2% once n >= 100 (its dropped O(1/(nm)) term)",
+               all(abs(x) < 0.02 for x in gaps), ", ".join(f"n={g['n']}, d_z={g['d_z']}: {100 * x:+.1f}%"
+                                                         for g, x in zip(large, gaps))),
+         check("Figure 6: PFD's error is smallest strictly inside 0 < d_z < 10", 0 < best < max(dz),
+               f"minimum at d_z = {best}"),
+         check("Example 1: PFD beats regression for every d_z >= 1",
+               all(r["pfd_mc"] + 3 * r["pfd_se"] < r["regression_mc"] for r in fig6 if r["d_z"] > 0),
+               "Monte-Carlo, 3 SE")]
+  if "placebo_mc" in fig6[0]:
+    worse = [r for r in fig6 if r["d_z"] > 0 and r["placebo_mc"] - 3 * r["placebo_se"] > r["regression_mc"]]
+    out.append(check("Placebo (noise for z) is worse than regression for every d_z >= 1 (linear theory, control)",
+                     len(worse) == sum(r["d_z"] > 0 for r in fig6),
+                     f"{len(worse)}/{sum(r['d_z'] > 0 for r in fig6)} values of d_z, Monte-Carlo, 3 SE"))
+  return out
+
+
+# The runs of RESULTS.md this driver makes (python -m experiments.theory --preset=<name>).
+PRESETS = (
+    Preset('default', 'fig6', '',
+           'Linear theory: Theorems 1-2, Figure 6', headline=True),
+)
+
+
+DRIVER = schema.Driver("theory", run_config, to_markdown, plot, "fig6.png", options=Options, groups=("output",),
+                       folder=lambda cfg: "fig6", presets=PRESETS, claims=claims)
 
 if __name__ == "__main__":
-  common.main(DRIVER)
+  lifecycle.main(DRIVER)

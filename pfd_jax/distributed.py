@@ -11,7 +11,7 @@ each holding only its share of the query groups.
   be global (sums, maxima, concatenations, a process's offset among the others); :data:`LOCAL` is the
   one-process identity. Everything else stays per process: a process never holds another's groups.
 
-Training (``pfd_jax.train_program`` under ``shard_map``, fed by ``pfd_jax.train_feed.Sharded``) uses a global
+Training (``pfd_jax.training.program`` under ``shard_map``, fed by ``pfd_jax.training.feed.Sharded``) uses a global
 ``jax.sharding.Mesh`` over every process's devices: each device holds a block of its process's groups,
 keeps the one-process batch plan's groups it owns, and the gradient is all-reduced, so the summed loss and
 gradient equal the one-process run's up to float summation order.

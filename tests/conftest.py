@@ -1,27 +1,30 @@
+import functools
+import hashlib
 import json
 import os
 
 import pytest
 
-from experiments import common
-from pfd_jax.config import DataConfig
+from experiments import machine
+from experiments.framework import outputs, published, schema, staleness
+from pfd_jax.data.config import DataConfig
 from pfd_jax.data import shared_data_root
-from pfd_jax.gbdt import GBDTConfig
-from pfd_jax.train import TrainConfig
+from pfd_jax.methods.gbdt import GBDTConfig
+from pfd_jax.training import TrainConfig
 
 # A tiny configuration, built through the same typed objects as the flags: every driver end to end in
 # seconds (structure, not numbers).
 # LightGBM settings small enough for tests (the defaults fit up to 500 trees per model).
 SMALL_GBDT = GBDTConfig(trees=20, leaves=7, min_leaf=5, early_stopping=10, oof_folds=3, threads=1)
 
-TINY = common.Config(
+TINY = schema.Config(
     data=DataConfig(dataset="synthetic", synthetic_queries=(80, 20, 60), synthetic_mean_docs=16.0, tau=4.0,
                     cache_dir="", max_buckets=2, min_docs=5),
     train=TrainConfig(epochs=2, hidden=16, layers=3),
-    run=common.RunConfig(seeds=2))
+    run=schema.RunConfig(seeds=2))
 
 
-def tiny(options=None, **groups) -> common.Config:
+def tiny(options=None, **groups) -> schema.Config:
   """TINY with a driver's options and group overrides, e.g. tiny(Options(alphas=(0.5,)), run=dict(seeds=3))."""
   return TINY.replace(options=options, **groups)
 
@@ -36,12 +39,39 @@ def shared(sub: str) -> str:
 
 def written(tmp_path, res, driver):
   """Writes a driver's outputs under tmp_path as its main would and returns the JSON read back (checks the
-  table and the PNG)."""
+  table and the PNG). Each call is one of the driver's canaries (experiments.framework.staleness): its
+  fingerprint must be the one in experiments/canaries.json on the configuration that recorded them
+  (PFD_CANARIES=<folder> records them instead)."""
   out = tmp_path / "out"
-  md = common.write_outputs(str(out), res, driver)
+  md = outputs.write_outputs(str(out), res, driver)
   js = json.loads((out / "results.json").read_text())
   assert (out / "table.md").read_text() == md
   if driver.png:
     pngs = [p for p in os.listdir(out) if p.endswith(".png")]
     assert pngs and all((out / p).stat().st_size > 1000 for p in pngs)
+  _canary(driver.name, js)
   return js
+
+
+@functools.lru_cache(maxsize=None)
+def _numerics() -> str:
+  return json.dumps(machine.numerics(machine.packages()), sort_keys=True)
+
+
+def _canary(driver: str, js: dict) -> None:
+  test = os.environ.get("PYTEST_CURRENT_TEST", "?").rsplit(" (", 1)[0]
+  fp = published.fingerprint(js)
+  record = os.environ.get("PFD_CANARIES")
+  if record:
+    os.makedirs(record, exist_ok=True)
+    name = hashlib.sha256(f"{driver} {test}".encode()).hexdigest()[:16] + ".json"
+    with open(os.path.join(record, name), "w") as f:
+      json.dump(dict(driver=driver, test=test, fingerprint=fp, numerics=json.loads(_numerics())), f)
+    return
+  path = os.path.join(staleness.ROOT, staleness.CANARIES)
+  known = json.load(open(path)) if os.path.exists(path) else {}
+  want = known.get("drivers", {}).get(driver, {}).get(test)
+  if want and json.dumps(known.get("numerics"), sort_keys=True) == _numerics():
+    assert fp == want, (f"{driver}'s canary {test} changed bits ({want} -> {fp}): every published run of "
+                        f"{driver} goes stale; if that is intended, re-record the canaries (see "
+                        "experiments/framework/staleness.py)")

@@ -12,7 +12,8 @@ import sys
 
 from jax import monitoring
 
-from experiments import common, table2
+from experiments import table2
+from experiments.framework import lifecycle, monitor, rowstore
 
 MODE = sys.argv.pop(1)
 _fired = []
@@ -30,29 +31,29 @@ if MODE == "compile":
       lambda event, duration, **kw: (event == "/jax/core/compile/backend_compile_duration" and
                                      "epoch" in str(kw.get("fun_name")) and _kill()))
 elif MODE in ("row", "twice"):
-  _progress = common.progress
+  _progress = monitor.progress
 
   def progress(prefix, epochs):
     make = _progress(prefix, epochs)
 
-    def make_row(row):
-      log = make(row)
-
-      def log_epoch(epoch, *args):
-        if epoch == 1:
+    class Kill:
+      def write_epoch(self, s):
+        if s.epoch == 1:
           _kill(2 if MODE == "twice" else 1)
-        log(epoch, *args)
-      return log_epoch
+
+    def make_row(row):
+      hooks = make(row)
+      return hooks._replace(writers=(Kill(),) + tuple(hooks.writers))
     return make_row
-  common.progress = progress
+  monitor.progress = progress
 elif MODE == "between":
-  _save = common.save_result
+  _save = rowstore.save_result
 
   def save_result(path, result):
     _save(path, result)
     _kill()
-  common.save_result = save_result
+  rowstore.save_result = save_result
 else:
   raise SystemExit(f"unknown mode {MODE}")
 
-common.main(table2.DRIVER)
+lifecycle.main(table2.DRIVER)

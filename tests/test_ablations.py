@@ -3,8 +3,9 @@
 import numpy as np
 import pytest
 
-from experiments import (alpha_robustness, common, fig3_alpha, fig4_sparsity, fig5_correlation,  # noqa: F401
+from experiments import (alpha_robustness, fig3_alpha, fig4_sparsity, fig5_correlation,  # noqa: F401
                          table3_logs, table5_positive_groups, table6_imputation)
+from experiments.framework import outputs, setup
 from pfd_jax import data as D
 from pfd_jax.data import logs
 
@@ -31,7 +32,7 @@ def test_fig4_sparsity(tmp_path):
   assert js["taus"]["2.0"]["pfd_vs_placebo"]["n"] == 2 and "PFD vs placebo (runs)" in (tmp_path / "out" / "table.md").read_text()
   res = fig4_sparsity.run(tiny(fig4_sparsity.Options(taus=(2.0,), methods=("gend",))))
   assert set(res["taus"]["2.0"]["rows"]) == {"no_distill", "gend_teacher", "gend"}
-  assert "GenD student vs no-distillation" in fig4_sparsity.to_markdown(common.as_json(res))
+  assert "GenD student vs no-distillation" in fig4_sparsity.to_markdown(outputs.as_json(res))
 
 
 def test_fig5_correlation(tmp_path):
@@ -42,7 +43,7 @@ def test_fig5_correlation(tmp_path):
 
 
 def test_synthetic_privileged_feature_is_y_at_tau_target():
-  ds = common.load_dataset(TINY.data)
+  ds = setup.load_dataset(TINY.data)
   s = D.with_synthetic_privileged(ds, ds.config["tau"])
   np.testing.assert_array_equal(s["train"].z[:, 0], s["train"].y)
   assert s["train"].x.shape[1] == ds["train"].x.shape[1] + ds["train"].z.shape[1]

@@ -7,10 +7,10 @@ import sys
 import pytest
 from absl import app, flags
 
-from experiments import common
+from experiments.framework import cli, outputs, schema
 from pfd_jax import config as C
-from pfd_jax.config import DataConfig
-from pfd_jax.train import TrainConfig
+from pfd_jax.data.config import DataConfig
+from pfd_jax.training import TrainConfig
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DRIVERS = ["table2", "fig3_alpha", "alpha_robustness", "fig4_sparsity", "fig5_correlation", "table5_positive_groups",
@@ -27,7 +27,7 @@ REQUIRED = {"predict": ("--model=m", "--data=d", "--out=o")}
 
 def _parsed(driver, *argv):
   fv = flags.FlagValues()
-  common.define_flags(driver, fv, key_module="test")
+  cli.define_flags(driver, fv, key_module="test")
   fv(["prog", *argv])
   return fv
 
@@ -37,9 +37,9 @@ def test_generated_flag_defaults_are_the_dataclass_defaults(name):
   """No default is written twice: every flag's default is its field's (or the driver's declared override)."""
   driver = _driver(name)
   fv = _parsed(driver, *REQUIRED.get(name, ()))
-  cfg = common.config_from_flags(driver, fv)
+  cfg = cli.config_from_flags(driver, fv)
   overrides = dict(driver.defaults)
-  for group, (flag, f, _, prefix) in common._driver_fields(driver):
+  for group, (flag, f, _, prefix) in cli._driver_fields(driver):
     if flag == "out_dir" or any(a.startswith(f"--{flag}=") for a in REQUIRED.get(name, ())):
       continue  # out_dir None = results/<driver>, filled in below
     obj = getattr(cfg, group)
@@ -52,7 +52,7 @@ def test_generated_flag_defaults_are_the_dataclass_defaults(name):
 
 
 def test_every_shared_setting_is_a_flag_once():
-  names = [flag for _, (flag, *_rest) in common._driver_fields(_driver("table2"))]
+  names = [flag for _, (flag, *_rest) in cli._driver_fields(_driver("table2"))]
   assert len(names) == len(set(names))
   assert {"dataset", "labels", "privileged", "seeds", "epochs", "alpha", "teaching", "topk_k", "mesh",
           "save_models", "out_dir", "methods"} <= set(names)
@@ -61,7 +61,7 @@ def test_every_shared_setting_is_a_flag_once():
 
 def test_flag_values_reach_the_config_typed():
   driver = _driver("fig3_alpha")
-  cfg = common.config_from_flags(driver, _parsed(driver, "--alphas=0.3,0.9", "--folds=1", "--mesh=data:2",
+  cfg = cli.config_from_flags(driver, _parsed(driver, "--alphas=0.3,0.9", "--folds=1", "--mesh=data:2",
                                                  "--topk_k=4", "--privileged=3,5", "--seeds=2"))
   assert cfg.options.alphas == (0.3, 0.9) and cfg.data.folds == (1,) and cfg.train.mesh == (("data", 2),)
   assert cfg.train.topk.k == 4 and cfg.data.privileged_ids == (3, 5) and cfg.run.seeds == 2
@@ -86,16 +86,16 @@ def test_flag_values_reach_the_config_typed():
 def test_bad_values_are_usage_errors_naming_the_flag(argv, message):
   driver = _driver("table2")
   with pytest.raises(app.UsageError, match=message.replace("(", r"\(").replace("+", r"\+")):
-    common.config_from_flags(driver, _parsed(driver, *argv))
+    cli.config_from_flags(driver, _parsed(driver, *argv))
 
 
 def test_config_round_trips_through_json():
   from experiments import sdr
-  cfg = common.Config(data=DataConfig(dataset="ohsumed", folds=(1, 3), privileged="2,9"),
+  cfg = schema.Config(data=DataConfig(dataset="ohsumed", folds=(1, 3), privileged="2,9"),
                       train=TrainConfig(loss="ranknet", mesh=(("seeds", 2), ("data", 2)), alpha=0.3),
-                      run=common.RunConfig(seeds=3, teaching="topk"), options=sdr.Options(temperatures=(0.5,)))
-  js = common.as_json({"config": cfg})["config"]
-  assert common.config_from_json(js, sdr.Options) == cfg
+                      run=schema.RunConfig(seeds=3, teaching="topk"), options=sdr.Options(temperatures=(0.5,)))
+  js = outputs.as_json({"config": cfg})["config"]
+  assert schema.config_from_json(js, sdr.Options) == cfg
 
 
 def test_library_configs_check_themselves():
@@ -130,7 +130,7 @@ def test_bad_flags_fail_before_loading_data_in_a_real_process():
 def test_help_lists_the_drivers_flags(name):
   p = _run(f"experiments.{name}", "--help")
   assert p.returncode == 0, p.stderr[-500:]
-  for _, (flag, f, t, _) in common._driver_fields(_driver(name)):
+  for _, (flag, f, t, _) in cli._driver_fields(_driver(name)):
     assert (f"--[no]{flag}" if t is bool else f"--{flag}") in p.stdout, flag
 
 

@@ -7,6 +7,7 @@ from scipy import stats
 
 from conftest import shared
 from pfd_jax import data as D
+from pfd_jax.data.config import DataConfig
 from pfd_jax.data import preprocess as pp
 
 
@@ -194,8 +195,8 @@ def test_privileged_feature_reuses_draws():
 def test_same_seed_same_bits_and_different_seed_differs():
   raw = D.load_raw("synthetic", synthetic_kwargs=dict(num_queries=(40, 10, 20), seed=3))
   raw2 = D.load_raw("synthetic", synthetic_kwargs=dict(num_queries=(40, 10, 20), seed=3))
-  a, b = D.prepare("synthetic", raw, seed=5), D.prepare("synthetic", raw2, seed=5)
-  c = D.prepare("synthetic", raw, seed=6)
+  a, b = D.prepare(DataConfig(label_seed=5), raw), D.prepare(DataConfig(label_seed=5), raw2)
+  c = D.prepare(DataConfig(label_seed=6), raw)
   for s in a.splits:
     for k in ("x", "z", "rel", "y", "g0", "g1"):
       assert getattr(a[s], k).tobytes() == getattr(b[s], k).tobytes()
@@ -232,7 +233,7 @@ def test_filter_log1p_and_query_norm():
 
 def test_default_tau_gives_positives_on_three_grade_data():
   raw = D.load_raw("ohsumed", data_dir=shared("ohsumed_letor3"))
-  ds = D.prepare("ohsumed", raw)
+  ds = D.prepare(DataConfig(dataset="ohsumed"), raw)
   assert ds.config["tau"] == pytest.approx(2.8)
   assert 0.2 < pp.positive_groups(ds["train"]).mean() < 0.8
 
@@ -259,7 +260,7 @@ def test_bucket_cuts_are_optimal_against_brute_force():
 
 def test_padding_never_enters_statistics():
   raw = D.load_raw("synthetic", synthetic_kwargs=dict(num_queries=(60, 20, 40), seed=1))
-  ds = D.prepare("synthetic", raw, tau=4.0)
+  ds = D.prepare(DataConfig(tau=4.0), raw)
   one, many = D.summary(ds, max_buckets=1), D.summary(ds, max_buckets=6)
   for s in ds.splits:
     for k in ("docs", "docs_per_query", "positive_groups_pct", "positive_docs_pct"):
@@ -291,7 +292,7 @@ def test_padding_ratio_on_mslr_like_lengths():
 def test_summary_columns_for_staged_sets():
   for name in ("ohsumed", "mq2008", "web10k"):
     shared(D.datasets._SHARED_SUBDIR[name])
-    s = D.summary(D.prepare(name, D.load_raw(name)))
+    s = D.summary(D.prepare(DataConfig(dataset=name), D.load_raw(name)))
     assert s["regular_features"] + s["privileged_features"] in (45, 46, 136)
     for row in s["splits"].values():
       assert row["query_groups"] > 0 and 0 <= row["positive_groups_pct"] <= 100

@@ -8,12 +8,15 @@ import numpy as np
 import pytest
 
 import pfd_jax
-from experiments import common, export_logs, predict
+from experiments import export_logs, predict
+from experiments.framework import monitor, outputs, schema, setup
 from experiments import export as export_driver
 from pfd_jax import data as D
-from pfd_jax import distill, export, serving
-from pfd_jax import train as T
-from pfd_jax.config import DataConfig
+from pfd_jax.methods import distill
+from pfd_jax.serving import export
+from pfd_jax import serving
+from pfd_jax import training as T
+from pfd_jax.data.config import DataConfig
 from pfd_jax.data import logs
 
 
@@ -23,7 +26,7 @@ def student(tmp_path_factory):
   export_logs.write_folder(str(out), logs.simulate(sessions=(60, 20, 40), min_items=10, max_items=20, seed=3))
   data = DataConfig(dataset="letor", data_dir=str(out), privileged="21,22,23", min_docs=5, cache_dir="",
                     max_buckets=2, query_norm=True)
-  ds = common.load_dataset(data)
+  ds = setup.load_dataset(data)
   dd = distill.to_device(ds, 2, ("test",))
   cfg = T.TrainConfig(epochs=2, batch_size=16, hidden=16, layers=3)
   rows = distill.run_methods(jax.random.split(jax.random.PRNGKey(0), 3), cfg, dd, ["pfd"])
@@ -41,7 +44,7 @@ def _query(raw, n):
 @pytest.mark.parametrize("fmt", ["stablehlo", "onnx"])
 def test_exported_graph_scores_like_the_ranker(student, tmp_path, fmt):
   ranker, raw, _ = student
-  spec = ranker.export(str(tmp_path), fmt)
+  spec = export.export(ranker, str(tmp_path), fmt)
   blob = open(tmp_path / spec["artifact"], "rb").read()
   if fmt == "stablehlo":
     call = jax.export.deserialize(bytearray(blob)).call
@@ -75,11 +78,11 @@ def test_export_driver_and_the_serving_example_without_jax(student, tmp_path):
   process that never imports JAX, giving experiments.predict's scores (1e-5) line for line."""
   ranker, raw, folder = student
   served, model = str(tmp_path / "served"), os.path.join(folder, "model")
-  res = export_driver.run(common.Config(options=export_driver.Options(model=model, out=served)))
+  res = export_driver.run(schema.Config(options=export_driver.Options(model=model, out=served)))
   assert res["spec"]["feature_ids"] == list(range(1, 21)) and res["spec"]["seed"] == ranker.best_seed
   data = os.path.join(folder, "serve.txt")
   ours, theirs = str(tmp_path / "predict.tsv"), str(tmp_path / "onnx.tsv")
-  predict.run(common.Config(options=predict.Options(model=model, data=data, out=ours)))
+  predict.run(schema.Config(options=predict.Options(model=model, data=data, out=ours)))
   code = ("import runpy, sys; sys.argv = ['serve_onnx.py', %r, %r, %r]; "
           "runpy.run_path('examples/serve_onnx.py', run_name='__main__'); "
           "assert 'jax' not in sys.modules, 'the example imported jax'" % (served, data, theirs))
@@ -113,11 +116,11 @@ def test_tensorboard_files_hold_every_rows_scalars(tmp_path):
   from conftest import TINY
   from experiments import table2
   cfg = TINY.replace(options=table2.Options(methods=("pfd",)))
-  common.TENSORBOARD.open(str(tmp_path / "tb"), common.as_json({"c": cfg})["c"])
+  monitor.TENSORBOARD.open(str(tmp_path / "tb"), outputs.as_json({"c": cfg})["c"])
   try:
     res = table2.run(cfg)
   finally:
-    common.TENSORBOARD.close()
+    monitor.TENSORBOARD.close()
   got = _scalars(str(tmp_path / "tb"))
   rows = res["losses"]["rankbce"]["folds"]["fold1"]["rows"]
   for row in ("no_distill", "pfd_teacher", "pfd"):

@@ -17,9 +17,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import TINY
-from experiments import common, guards, predict
+from experiments import guards, predict
+from experiments.framework import monitor, schema, setup
 from pfd_jax import data as D
-from pfd_jax import distill, files, serving
+from pfd_jax.methods import distill
+from pfd_jax import files
+from pfd_jax import serving
+from pfd_jax.methods.ranker import make_ranker
 from pfd_jax.config import ConfigError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -194,8 +198,8 @@ def test_concurrent_atomic_writes_never_collide_or_show_a_partial_file(tmp_path)
 
 def test_eta_is_measured_from_trained_rows(monkeypatch):
   clock = [100.0]
-  monkeypatch.setattr(common.time, "time", lambda: clock[0])
-  p = common.Progress()
+  monkeypatch.setattr(monitor.time, "time", lambda: clock[0])
+  p = monitor.Progress()
   p.start(4)
   p.begin_row()
   clock[0] += 30  # data loading and compiling inside the first row's first epoch
@@ -212,14 +216,14 @@ def test_eta_is_measured_from_trained_rows(monkeypatch):
 
 @pytest.fixture(scope="module")
 def model_dir(tmp_path_factory):
-  ds, dd, tc, keys = common.fold_setup(TINY)
+  ds, dd, tc, keys = setup.fold_setup(TINY)
   r = distill.train_on_data(keys, tc, dd, "x")
   path = str(tmp_path_factory.mktemp("model") / "student")
-  serving.make_ranker(r, tc, "x", ds.config, row="no_distill").save(path)
+  make_ranker(r, tc, "x", ds.config, row="no_distill").save(path)
   other = TINY.replace(train=dict(hidden=8))
   tc8 = other.train_config()
   r8 = distill.train_on_data(keys, tc8, dd, "x")
-  serving.make_ranker(r8, tc8, "x", ds.config).save(path + "_h8")
+  make_ranker(r8, tc8, "x", ds.config).save(path + "_h8")
   return path
 
 
@@ -318,7 +322,7 @@ def test_load_model_names_a_layer_key_that_is_not_text(model_dir):
   params["params"][49] = params["params"].pop("Dense_1")
   recipe = json.load(open(os.path.join(model_dir, "model.json")))
   with pytest.raises(serving.ModelError, match="p.msgpack: parameters do not match model.json.*found 49 bias"):
-    serving._check_params(params, recipe, "p.msgpack")
+    serving.model._check_params(params, recipe, "p.msgpack")
 
 
 def test_load_model_names_a_parameter_that_is_not_an_array(model_dir, tmp_path):
@@ -364,7 +368,7 @@ def _predict(*args, file_limit=None):
 
 def _predict_here(model, data, out, **kw):
   """predict's run() in this process (what main calls; main's mapping of errors to lines is tested apart)."""
-  return predict.run(common.Config(options=predict.Options(model=str(model), data=str(data), out=str(out), **kw)))
+  return predict.run(schema.Config(options=predict.Options(model=str(model), data=str(data), out=str(out), **kw)))
 
 
 def _one_line(p, code, want):

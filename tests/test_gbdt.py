@@ -1,16 +1,20 @@
-"""LightGBM LambdaMART rows and distillation across model families (pfd_jax.gbdt)."""
+"""LightGBM LambdaMART rows and distillation across model families (pfd_jax.methods.gbdt)."""
 import os
 
 import numpy as np
 import pytest
 
 import pfd_jax
-from conftest import SMALL_GBDT as SMALL, TINY
-from experiments import common, export_logs, predict, table2
+from conftest import SMALL_GBDT as SMALL, TINY, written
+from experiments import export_logs, predict, table2
+from experiments.framework import cli, outputs, rowstore, schema, setup
 from pfd_jax import data as D
-from pfd_jax import distill, gbdt, serving
-from pfd_jax import train as T
-from pfd_jax.config import ConfigError, DataConfig
+from pfd_jax.methods import distill
+from pfd_jax.methods import gbdt
+from pfd_jax import serving
+from pfd_jax import training as T
+from pfd_jax.config import ConfigError
+from pfd_jax.data.config import DataConfig
 from pfd_jax.data import logs
 
 lgb = pytest.importorskip("lightgbm")
@@ -30,7 +34,7 @@ def _groups(rng, sizes, positive=True, dim=5):
 
 def test_our_ndcg_of_a_lambdamart_model_equals_lightgbms_own():
   """Binary labels (gain 2^y - 1 in both), every list with a positive, no tied scores: LightGBM's ndcg@k eval of
-  its last round equals pfd_jax.metrics on the same predictions. A list without a positive is where the
+  its last round equals pfd_jax.ops.metrics on the same predictions. A list without a positive is where the
   definitions differ: LightGBM scores it 1, pfd_jax leaves it out (empty_rule=exclude)."""
   rng = np.random.default_rng(0)
   g = _groups(rng, rng.integers(3, 30, size=40))
@@ -43,7 +47,7 @@ def test_our_ndcg_of_a_lambdamart_model_equals_lightgbms_own():
   s = model.predict(g.x).astype(np.float32)[None]
   # no tie inside a list (tied documents may be ordered differently by the two sorts)
   assert all(np.unique(s[0, a:b]).size == b - a for a, b in zip(g.offsets[:-1], g.offsets[1:]))
-  ours = gbdt.mean_ndcg(T.TrainConfig(ks=(3, 8)), s, g)[0]
+  ours = gbdt.mean_ndcg(T.TrainConfig(ks=(3, 8)), s, g, max_buckets=8)[0]
   np.testing.assert_allclose(ours, [evals["v"]["ndcg@3"][-1], evals["v"]["ndcg@8"][-1]], rtol=0, atol=2e-6)
   # one more list, without a positive: LightGBM's mean moves toward 1, ours does not move
   h = _groups(rng, [6], positive=False)
@@ -51,7 +55,7 @@ def test_our_ndcg_of_a_lambdamart_model_equals_lightgbms_own():
   both = D.Groups(x=np.concatenate([g.x, h.x]), rel=np.concatenate([g.rel, h.rel]), y=np.concatenate([g.y, h.y]),
                   qid=np.arange(41), offsets=np.concatenate([g.offsets, g.offsets[-1] + h.offsets[1:]]))
   s2 = model.predict(both.x).astype(np.float32)[None]
-  np.testing.assert_allclose(gbdt.mean_ndcg(T.TrainConfig(ks=(3, 8)), s2, both)[0], ours, atol=1e-7)
+  np.testing.assert_allclose(gbdt.mean_ndcg(T.TrainConfig(ks=(3, 8)), s2, both, max_buckets=8)[0], ours, atol=1e-7)
   theirs = model.eval(lgb.Dataset(both.x, label=both.y, group=both.sizes, reference=ds), "b")
   lg8 = [v for _, name, v, _ in theirs if name == "ndcg@8"][0]
   assert lg8 == pytest.approx((ours[1] * 40 + 1.0) / 41, abs=2e-6)
@@ -60,7 +64,7 @@ def test_our_ndcg_of_a_lambdamart_model_equals_lightgbms_own():
 @pytest.fixture(scope="module")
 def synthetic():
   cfg = TINY
-  ds, dd, tc, keys = common.fold_setup(cfg, "rankbce", 1)
+  ds, dd, tc, keys = setup.fold_setup(cfg, "rankbce", 1)
   return cfg, ds, dd, tc, keys
 
 
@@ -70,15 +74,15 @@ def test_per_document_scores_evaluate_as_the_mlp_rows(synthetic):
   cfg, ds, dd, tc, keys = synthetic
   r = distill.train_on_data(keys, tc, dd, "xz")
   test = ds["test"]
-  sc = gbdt.doc_scores(tc, r.params, test, "xz", cfg.data.max_buckets)
-  np.testing.assert_allclose(gbdt.mean_ndcg(tc, sc, test, cfg.data.max_buckets),
+  sc = gbdt.doc_scores(tc, r.params, test, "xz", max_buckets=cfg.data.max_buckets)
+  np.testing.assert_allclose(gbdt.mean_ndcg(tc, sc, test, max_buckets=cfg.data.max_buckets),
                              T.evaluate(tc, r.params, dd.eval_sets["test"], "xz"), atol=1e-6)
-  lists, valid = gbdt.list_ndcg(tc, sc, test, cfg.data.max_buckets)
+  lists, valid = gbdt.list_ndcg(tc, sc, test, max_buckets=cfg.data.max_buckets)
   ref, ref_valid = T.per_list_ndcg(tc, r.params, dd.eval_sets["test"], "xz")
   np.testing.assert_allclose(lists[:, 0], ref, atol=1e-6)
   np.testing.assert_array_equal(valid, ref_valid)
   tr = ds["train"]
-  per_doc = gbdt.doc_scores(tc, r.params, tr, "xz", cfg.data.max_buckets)
+  per_doc = gbdt.doc_scores(tc, r.params, tr, "xz", max_buckets=cfg.data.max_buckets)
   buckets = D.bucketize(tr, cfg.data.max_buckets)
   ours = gbdt.to_buckets(per_doc, buckets, tr.offsets)
   for a, b, pb in zip(ours, distill.teacher_targets(tc, [(r, "xz")], dd), buckets):
@@ -142,7 +146,7 @@ def test_gbdt_config_flags_and_multi_process_refusal():
   assert table2.Options().methods_for(2) == distill.METHODS
   with pytest.raises(ConfigError, match="methods: lambdamart: LightGBM rows need the whole training split"):
     table2.Options(methods=("pfd", "lambdamart")).methods_for(2)
-  names = {n for n, *_ in common.flag_fields(table2.Options)}
+  names = {n for n, *_ in cli.flag_fields(table2.Options)}
   assert {"gbdt_trees", "gbdt_leaves", "gbdt_oof_folds"} <= names
   with pytest.raises(ConfigError, match="subsample"):
     gbdt.GBDTConfig(subsample=1.5)
@@ -158,17 +162,18 @@ def folder(tmp_path_factory):
 def test_driver_rows_saved_gbdt_models_reload_bit_for_bit_and_predict(folder, tmp_path):
   data = DataConfig(dataset="letor", data_dir=folder, privileged="21,22,23", min_docs=5, cache_dir="", max_buckets=2)
   cfg = TINY.replace(data=data, run=dict(save_models=True), output=dict(out_dir=str(tmp_path)),
-                     options=table2.Options(methods=gbdt.METHODS, gbdt=SMALL))
+                     options=table2.Options(methods=distill.GBDT_METHODS, gbdt=SMALL))
   res = table2.run(cfg)
+  written(tmp_path, res, table2.DRIVER)  # a canary of the cross-family rows
   rows = res["losses"]["rankbce"]["folds"]["fold1"]["rows"]
-  assert set(rows) == set(gbdt.VIEWS) | {"no_distill", "pfd_teacher"} and rows["lambdamart"]["curves"] == {}
-  md = table2.to_markdown(common.as_json(res))
+  assert set(rows) == set(distill.GBDT_ROWS) | {"no_distill", "pfd_teacher"} and rows["lambdamart"]["curves"] == {}
+  md = table2.to_markdown(outputs.as_json(res))
   for name in ("LambdaMART teacher*", "PFD student (LambdaMART teacher)", "LambdaMART student, teacher grades"):
     assert f"| {name}" in md
   models = tmp_path / "letor" / "models"
   assert sorted(os.listdir(models / "lambdamart")) == ["lightgbm_seed0.txt", "lightgbm_seed1.txt", "model.json"]
 
-  ds = common.load_dataset(data)
+  ds = setup.load_dataset(data)
   raw = D.load_serving(os.path.join(folder, "serve.txt"), 23)
   for row in ("lambdamart", "lambdamart_from_pfd"):
     ranker = pfd_jax.load_model(str(models / row))
@@ -177,13 +182,14 @@ def test_driver_rows_saved_gbdt_models_reload_bit_for_bit_and_predict(folder, tm
     # the reloaded model scores the serving file as LightGBM scores the training run's test inputs
     direct = lgb.Booster(model_file=str(models / row / "lightgbm_seed1.txt")).predict(ds["test"].x)
     np.testing.assert_array_equal(ranker.score_groups(raw, seed=1), direct.astype(np.float32))
-    np.testing.assert_allclose(gbdt.mean_ndcg(T.TrainConfig(), ranker.score_groups(raw, seed=1)[None], ds["test"], 2),
+    np.testing.assert_allclose(gbdt.mean_ndcg(T.TrainConfig(), ranker.score_groups(raw, seed=1)[None], ds["test"],
+                                              max_buckets=2),
                                np.asarray(rows[row]["best"]["test"])[1:2], atol=1e-6)
   teacher = pfd_jax.load_model(str(models / "lambdamart_teacher"))
   assert teacher.input_ids == list(range(1, 24))
 
   out = tmp_path / "s.tsv"  # predict's own run (the command line around it is the MLPs', test_serving)
-  summary = predict.run(common.Config(options=predict.Options(model=str(models / "lambdamart"),
+  summary = predict.run(schema.Config(options=predict.Options(model=str(models / "lambdamart"),
                                                               data=f"{folder}/serve.txt", out=str(out))))
   vals = [float(ln.split("\t")[2]) for ln in open(out)]
   np.testing.assert_array_equal(np.float32(vals), pfd_jax.load_model(str(models / "lambdamart")).score_groups(raw))
@@ -192,7 +198,7 @@ def test_driver_rows_saved_gbdt_models_reload_bit_for_bit_and_predict(folder, tm
   never = predict.Options(model=str(models / "lambdamart_teacher"), data=f"{folder}/serve.txt",
                           out=str(tmp_path / "never.tsv"))
   with pytest.raises(D.DataError, match="feature ids 21,22,23 that appear on no line.*privileged"):
-    predict.run(common.Config(options=never))
+    predict.run(schema.Config(options=never))
   assert not (tmp_path / "never.tsv").exists()
 
   # a damaged model file is named
@@ -207,8 +213,8 @@ def test_saved_gbdt_row_resumes_with_the_same_bits(synthetic, tmp_path):
   cfg, ds, dd, tc, keys = synthetic
   r = gbdt.train(SMALL, tc, ds, "x", 2, eval_splits=("test",), max_buckets=cfg.data.max_buckets)
   path = str(tmp_path / "row.msgpack")
-  common.save_result(path, r)
-  back = common.load_result(path)
+  rowstore.save_result(path, r)
+  back = rowstore.load_result(path)
   assert isinstance(back, gbdt.Result) and back.models == r.models and back.params == r.params
   np.testing.assert_array_equal(back.best["test"], r.best["test"])
   np.testing.assert_array_equal(gbdt.scores(back, ds["test"]), gbdt.scores(r, ds["test"]))
@@ -234,8 +240,7 @@ def test_gbdt_teacher_teaches_through_every_teacher_transform(synthetic):
   cache = {}
   for mode in ("listwise", "topk"):  # SDR's affine, top-K ranks (sigmoid: the drivers' tests of these rows)
     t = T.TrainConfig(**{**tc.__dict__, **distill.TEACHING[mode]})
-    rows = gbdt.run_methods(keys, t, SMALL, ds, dd, ["pfd_from_lambdamart"], max_buckets=cfg.data.max_buckets,
-                            cache=cache)
+    rows = distill.run_gbdt_methods(keys, t, SMALL, ds, dd, ["pfd_from_lambdamart"], cache=cache)
     r = rows["pfd_from_lambdamart"]
     assert np.isfinite(np.asarray(r.loss)).all() and np.asarray(r.best["test"]).shape == (2, 3), mode
   assert set(cache) == {"lambdamart_teacher", "oof"}  # fitted once for both students

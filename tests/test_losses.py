@@ -4,7 +4,7 @@ import numpy as np
 import optax
 import pytest
 
-from pfd_jax import losses as L
+from pfd_jax.ops import losses as L
 
 jax.config.update("jax_enable_x64", False)
 

@@ -4,7 +4,8 @@ import os
 import jax
 import numpy as np
 
-from experiments import common, machine
+from experiments import machine
+from experiments.framework import rundir
 
 
 def test_numerics_describe_this_process(monkeypatch):
@@ -16,7 +17,7 @@ def test_numerics_describe_this_process(monkeypatch):
   assert set(n["packages"]) == set(machine.NUMERIC_PACKAGES) and set(n["isa"]) <= set(machine.ISA_FEATURES)
   if os.path.exists("/proc/cpuinfo") and "avx2" in open("/proc/cpuinfo").read():
     assert "avx2" in n["isa"]
-  env = common.environment()
+  env = rundir.environment()
   assert env["numerics"]["packages"] == machine.numerics()["packages"] and env["packages"]["jax"] == jax.__version__
 
 

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import rax
 
-from pfd_jax import metrics as M
+from pfd_jax.ops import metrics as M
 
 
 def _lists(seed, b=50, l=12):

@@ -3,8 +3,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from pfd_jax import metrics
-from pfd_jax import perceptron as P
+from pfd_jax.ops import metrics
+from pfd_jax.methods import perceptron as P
 
 
 def reference(x, pairs, eta, k):

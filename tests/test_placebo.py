@@ -10,16 +10,16 @@ import numpy as np
 import pytest
 
 from conftest import TINY
-from experiments import common
+from experiments.framework import setup
 from pfd_jax import data as D
-from pfd_jax import distill
-from pfd_jax import stats
-from pfd_jax import train as T
+from pfd_jax.methods import distill
+from pfd_jax.ops import stats
+from pfd_jax import training as T
 
 
 @pytest.fixture(scope="module")
 def tiny_ds():
-  return common.load_dataset(TINY.data)
+  return setup.load_dataset(TINY.data)
 
 
 def _sorted_rows(a):
@@ -85,7 +85,7 @@ def test_placebo_dataset_is_seeded_and_recorded(tiny_ds):
 def sparse_ds():
   """Half the training groups without a positive (tau 3.0, 300 queries): the unlabelled groups the student
   learns from through the teacher (Theorem 2's all-data term), where privileged information can pay."""
-  return common.load_dataset(dataclasses.replace(TINY.data, tau=3.0, synthetic_queries=(300, 20, 150)))
+  return setup.load_dataset(dataclasses.replace(TINY.data, tau=3.0, synthetic_queries=(300, 20, 150)))
 
 
 def _pfd_vs_placebo(ds: D.Dataset, seeds: int = 6):

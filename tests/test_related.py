@@ -4,8 +4,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from pfd_jax import losses as L
-from pfd_jax import rank_distill as RD
+from pfd_jax.ops import losses as L
+from pfd_jax.ops import topk as RD
+from pfd_jax.training.config import TopK
 
 
 def test_affine_transform_eq10():
@@ -102,20 +103,19 @@ def test_weights_eq8_eq9_and_schemes():
   r = jnp.arange(1.0, 5.0)
   present = jnp.array([True, True, True, False])
   r_hat = jnp.array([1.0, 9.0, 2.0, 0.0])
-  cfg = RD.TopK(k=4, lam=2.0, mu=0.3)
   wa = np.exp(-np.arange(1, 4) / 2.0)
   wa = np.r_[wa / wa.sum(), 0]
   wb = np.r_[np.tanh(np.maximum(0.3 * (np.array([1.0, 9.0, 2.0]) - np.arange(1, 4)), 0)), 0]
-  np.testing.assert_allclose(RD.topk_weights(RD.TopK(k=4, lam=2.0, scheme="position"), r, present), wa,
+  np.testing.assert_allclose(RD.topk_weights(r, present, k=4, lam=2.0, scheme="position"), wa,
                              rtol=1e-6)
   np.testing.assert_allclose(RD.discrepancy_weights(r_hat[:3], r[:3], 0.3), wb[:3], rtol=1e-6)
   assert wb[0] == 0.0 and wb[2] == 0.0 and wb[1] > 0  # ranked at or above the teacher: no weight
-  np.testing.assert_allclose(RD.topk_weights(cfg, r, present, r_hat), wa * wb / (wa * wb).sum(), rtol=1e-6)
-  np.testing.assert_allclose(RD.topk_weights(RD.TopK(k=4, scheme="uniform"), r, present), [.25, .25, .25, 0])
-  np.testing.assert_allclose(RD.topk_weights(RD.TopK(k=4, scheme="inverse"), r, present), [1, .5, 1 / 3, 0],
+  np.testing.assert_allclose(RD.topk_weights(r, present, r_hat, k=4, lam=2.0, mu=0.3), wa * wb / (wa * wb).sum(), rtol=1e-6)
+  np.testing.assert_allclose(RD.topk_weights(r, present, k=4, scheme="uniform"), [.25, .25, .25, 0])
+  np.testing.assert_allclose(RD.topk_weights(r, present, k=4, scheme="inverse"), [1, .5, 1 / 3, 0],
                              rtol=1e-6)
   with pytest.raises(ValueError, match="scheme"):
-    RD.TopK(scheme="best")
+    TopK(scheme="best")
 
 
 @pytest.mark.parametrize("scheme", ["uniform", "position", "hybrid"])
@@ -126,9 +126,9 @@ def test_topk_loss_eq5_padding_and_gradient(scheme):
   y = jnp.asarray((rng.random((2, l)) < 0.2).astype(np.float32))
   mask = jnp.ones((2, l), bool).at[1, 9:].set(False)
   t_rank = RD.teacher_ranks(jnp.asarray(rng.normal(size=(2, l))), y, mask, k)
-  cfg = RD.TopK(k=k, scheme=scheme, lam=3.0, eps=l - 1)
+  cfg = TopK(k=k, scheme=scheme, lam=3.0, eps=l - 1)
   key = jax.random.PRNGKey(0)
-  got = RD.topk_loss(s, t_rank, mask, y, key=key, cfg=cfg)
+  got = RD.topk_loss(s, t_rank, mask, y, key=key, **cfg.loss_settings())
   # reference: -sum_r w_r log sigmoid(s_{pi_r}) with the weights of topk_weights (exact ranks: eps = N - 1)
   for q in range(2):
     tr = np.asarray(t_rank[q])
@@ -138,12 +138,12 @@ def test_topk_loss_eq5_padding_and_gradient(scheme):
     present = jnp.arange(k) < len(idx)
     r_hat = np.zeros(k)
     r_hat[:len(idx)] = _exact_student_ranks(np.asarray(s[q]), tr, unl)
-    w = np.asarray(RD.topk_weights(cfg, rr, present, jnp.asarray(r_hat)))
+    w = np.asarray(RD.topk_weights(rr, present, jnp.asarray(r_hat), k=cfg.k, scheme=cfg.scheme, lam=cfg.lam, mu=cfg.mu))
     want = -sum(w[i] * np.log(1 / (1 + np.exp(-float(s[q, j])))) for i, j in enumerate(idx))
     np.testing.assert_allclose(got[q], want, rtol=1e-5, atol=1e-6)
   # padding invariance: extra padded documents change neither the value nor the gradient
   pad = lambda a, v: jnp.concatenate([a, jnp.full((2, 5), v, a.dtype)], -1)
-  f = lambda sc, tr, mk, yy: jnp.sum(RD.topk_loss(sc, tr, mk, yy, key=key, cfg=cfg))
+  f = lambda sc, tr, mk, yy: jnp.sum(RD.topk_loss(sc, tr, mk, yy, key=key, **cfg.loss_settings()))
   g1 = jax.grad(f)(s, t_rank, mask, y)
   g2 = jax.grad(f)(pad(s, 3.0), pad(t_rank, 0.0), pad(mask, False), pad(y, 0.0))
   np.testing.assert_allclose(f(s, t_rank, mask, y), f(pad(s, 3.0), pad(t_rank, 0.0), pad(mask, False),
@@ -162,8 +162,8 @@ def test_hybrid_warmup_uses_position_weights():
   m = jnp.ones((1, 20), bool)
   tr = RD.teacher_ranks(jnp.asarray(rng.normal(size=(1, 20))), y, m, 5)
   key = jax.random.PRNGKey(0)
-  warm = RD.topk_loss(s, tr, m, y, key=key, cfg=RD.TopK(k=5, scheme="hybrid"), hybrid_on=False)
-  pos = RD.topk_loss(s, tr, m, y, key=key, cfg=RD.TopK(k=5, scheme="position"))
+  warm = RD.topk_loss(s, tr, m, y, key=key, k=5, scheme="hybrid", hybrid_on=False)
+  pos = RD.topk_loss(s, tr, m, y, key=key, k=5, scheme="position")
   np.testing.assert_allclose(warm, pos, rtol=1e-6)
 
 
@@ -196,7 +196,7 @@ def test_rank_distill_driver(tmp_path):
 
 
 def test_pfd_teacher_loss_driver(tmp_path):
-  from pfd_jax.rank_distill import TopK
+  from pfd_jax.training.config import TopK
   res = pfd_teacher_loss.run(tiny(pfd_teacher_loss.Options(teachings=("listwise", "topk")),
                                   train=dict(topk=TopK(k=5))))
   js = written(tmp_path, res, pfd_teacher_loss.DRIVER)

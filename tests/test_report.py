@@ -9,33 +9,34 @@ import numpy as np
 import pytest
 
 from conftest import tiny
-from experiments import common, report, table5_positive_groups, table6_imputation
-from pfd_jax import stats
+from experiments import report, table5_positive_groups, table6_imputation
+from experiments.framework import claims, outputs, published, rundir, staleness, tabulate
+from pfd_jax.ops import stats
 
 
 def _record(diff, sd, n=10, ref=0.5):
   """A comparison record of n paired runs with these differences' mean and spread (exactly)."""
   z = np.random.default_rng(0).normal(size=n)
   d = (z - z.mean()) / z.std(ddof=1) * sd + diff
-  return common.comparison_record(stats.paired(ref + d, np.full(n, ref)))
+  return tabulate.comparison_record(stats.paired(ref + d, np.full(n, ref)))
 
 
 def test_verdicts_follow_the_interval():
-  assert report.verdict(_record(0.05, 0.01))[0] == "holds"
-  v, detail = report.verdict(_record(-0.05, 0.01))
+  assert claims.verdict(_record(0.05, 0.01))[0] == "holds"
+  v, detail = claims.verdict(_record(-0.05, 0.01))
   assert v == "does not reproduce" and "reversed" in detail
-  v, detail = report.verdict(_record(0.001, 0.002))  # interval ~[-0.3%, +0.5%]: a 2% gain is ruled out
+  v, detail = claims.verdict(_record(0.001, 0.002))  # interval ~[-0.3%, +0.5%]: a 2% gain is ruled out
   assert v == "does not reproduce" and "ruled out" in detail
   c = _record(0.01, 0.05)  # +2% observed, wide interval
-  v, detail = report.verdict(c, folds=2)
+  v, detail = claims.verdict(c, folds=2)
   need = stats.runs_for_power(max(c["diff"], 0.02 * c["reference"]), c["sd"])
   assert v == "undecided at 10 runs" and f"~{-(-need // 2):,} seeds per fold" in detail
-  assert report.equivalence(_record(0.001, 0.002))[0] == "holds"
-  assert report.equivalence(_record(0.05, 0.01))[0] == "does not reproduce"
-  assert report.equivalence(_record(0.0, 0.05))[0] == "undecided at 10 runs"
-  s = report.sweep("x", {"a": _record(0.05, 0.01), "b": _record(0.01, 0.05)})
+  assert claims.equivalence(_record(0.001, 0.002))[0] == "holds"
+  assert claims.equivalence(_record(0.05, 0.01))[0] == "does not reproduce"
+  assert claims.equivalence(_record(0.0, 0.05))[0] == "undecided at 10 runs"
+  s = claims.sweep("x", {"a": _record(0.05, 0.01), "b": _record(0.01, 0.05)})
   assert s.verdict == "mixed" and "holds at a" in s.detail and "undecided at b" in s.detail
-  assert report.sweep("x", {"a": _record(0.01, 0.05), "b": _record(0.01, 0.05)}).verdict == "undecided"
+  assert claims.sweep("x", {"a": _record(0.01, 0.05), "b": _record(0.01, 0.05)}).verdict == "undecided"
 
 
 def _git(root, *args):
@@ -47,43 +48,50 @@ def _write_run(results, driver, label, res, commit):
   folder = results / driver / label / "abc"
   folder.mkdir(parents=True)
   drv = {"table5_positive_groups": table5_positive_groups.DRIVER, "table6_imputation": table6_imputation.DRIVER}[driver]
-  res = dict(common.as_json(res), command=f"python -m experiments.{driver}", wall_seconds=12.0)
-  common.write_outputs(str(folder), res, drv)
+  res = dict(outputs.as_json(res), command=f"python -m experiments.{driver}", wall_seconds=12.0)
+  outputs.write_outputs(str(folder), res, drv)
   (folder / "provenance.json").write_text(json.dumps(dict(code=dict(git_commit=commit, git_dirty=False))))
   os.symlink("abc", results / driver / label / "latest")
 
 
+def _canaries(repo, **drivers):
+  (repo / "experiments" / "canaries.json").write_text(json.dumps(dict(numerics={}, drivers=drivers)))
+
+
 def test_report_builds_marks_stale_and_fails_on_a_missing_run(tmp_path):
-  # a repository with three commits: the library changes, then its serving side
+  # a repository whose library changes twice: a refactor that keeps every canary's bits, then one that moves
+  # Table 5's canary (Table 6's stays)
   repo = tmp_path / "repo"
   (repo / "pfd_jax").mkdir(parents=True)
   (repo / "experiments").mkdir()
   (repo / "pfd_jax" / "lib.py").write_text("A = 1\n")
-  (repo / "experiments" / "table6_imputation.py").write_text("from experiments import common\n")
-  (repo / "experiments" / "common.py").write_text("\n")
+  _canaries(repo, table5_positive_groups={"t5": "aa"}, table6_imputation={"t6": "bb"})
   _git(repo, "init", "-q")
   _git(repo, "add", "-A")
   _git(repo, "commit", "-qm", "one")
   old = _git(repo, "rev-parse", "HEAD")
-  (repo / "pfd_jax" / "lib.py").write_text("A = 2\n")
+  (repo / "pfd_jax" / "lib.py").write_text("A = 2\n")  # the same bits: every run stays current
   _git(repo, "commit", "-qam", "two")
-  (repo / "pfd_jax" / "serving.py").write_text("B = 1\n")  # loading saved models: changes no recorded number
-  _git(repo, "add", "-A")
-  _git(repo, "commit", "-qm", "three")
-  head, tip = _git(repo, "rev-parse", "HEAD~1"), _git(repo, "rev-parse", "HEAD")
-  assert report.training_code("table6_imputation", str(repo)) == [
-      "pfd_jax", ":(exclude)pfd_jax/serving.py", ":(exclude)pfd_jax/export.py", "experiments/common.py",
-      "experiments/table6_imputation.py"]
+  head = _git(repo, "rev-parse", "HEAD")
+  (repo / "pfd_jax" / "lib.py").write_text("A = 3\n")
+  _canaries(repo, table5_positive_groups={"t5": "ac"}, table6_imputation={"t6": "bb"})
+  _git(repo, "commit", "-qam", "three")
+  tip = _git(repo, "rev-parse", "HEAD")
+  assert staleness.canary_base("table6_imputation", str(repo)) == old
+  assert staleness.canary_base("table5_positive_groups", str(repo)) == tip
+  assert staleness.canary_base("table2", str(repo)) is None  # no canaries: the code rule
+  assert staleness.staleness(dict(git_commit=head), "table2", str(repo)).startswith("code changed since")
 
   results = tmp_path / "results"
   # a real (tiny) Table 5 run, on the old commit: stale
   _write_run(results, "table5_positive_groups", "synthetic", table5_positive_groups.run(tiny()), old)
-  # Table 6 with known rows, on the library of HEAD (only the serving side changed since): no-distillation 5% above mean imputation in every run; zero imputation
+  # Table 6 with known rows, on commit two (its canaries unchanged since one): no-distillation 5% above mean
+  # imputation in every run; zero imputation
   # indistinguishable (+0.1% +- 1% around it)
   rng = np.random.default_rng(1)
   base = 0.3 + 0.01 * rng.normal(size=(10, 3))
   rows = dict(no_distill=base, mean=base / 1.05, zero=base * (1 + 0.01 * rng.normal(size=(10, 3))), teacher=base + 0.3)
-  res6 = dict(config=tiny(), env=common.environment(), rows=rows, comparisons=common.compare(rows, "no_distill"),
+  res6 = dict(config=tiny(), env=rundir.environment(), rows=rows, comparisons=tabulate.compare(rows, "no_distill"),
               seconds=1.0)
   _write_run(results, "table6_imputation", "synthetic", res6, head)
 
@@ -99,11 +107,12 @@ def test_report_builds_marks_stale_and_fails_on_a_missing_run(tmp_path):
   assert "mean-imputed z (paper, Table 6) | **holds** |" in text and "Table 5" not in text
   md = out.read_text()
   assert s["stale"] == ["table5_positive_groups/synthetic"]
-  assert "**Stale**: training code changed since " + old[:10] + " (pfd_jax/lib.py)" in md
+  assert ("**Stale**: the canaries of table5_positive_groups changed bits after " + old[:10] +
+          f" (unchanged since {tip[:10]})") in md
   assert md.count("**Stale**") == 1 and "| current |" in md
-  claims = {t: v for _, t, v in s["claims"]}
-  assert claims["No-distillation beats the PFD teacher served with mean-imputed z (paper, Table 6)"] == "holds"
-  assert claims["No-distillation beats the PFD teacher served with zero-imputed z (paper, Table 6)"] != "holds"
+  found = {t: v for _, t, v in s["claims"]}
+  assert found["No-distillation beats the PFD teacher served with mean-imputed z (paper, Table 6)"] == "holds"
+  assert found["No-distillation beats the PFD teacher served with zero-imputed z (paper, Table 6)"] != "holds"
   # each run's own table, command, commit and figure
   assert "### Table 6: PFD teacher with imputed privileged features" in md
   assert "Command: `python -m experiments.table6_imputation`" in md and f"Commit: `{head[:10]}`" in md
@@ -136,8 +145,8 @@ def test_every_entry_has_a_driver_and_claims_for_each_paper_result():
 
 def _table6(results, label, rows, numerics, commit="c0"):
   """A Table 6 run with known rows (no training) recorded on the given numerics."""
-  env = dict(common.environment(), numerics=numerics)
-  res = dict(config=tiny(), env=env, rows=rows, comparisons=common.compare(rows, "no_distill"), seconds=1.0)
+  env = dict(rundir.environment(), numerics=numerics)
+  res = dict(config=tiny(), env=env, rows=rows, comparisons=tabulate.compare(rows, "no_distill"), seconds=1.0)
   _write_run(results, "table6_imputation", label, res, commit)
   return results / "table6_imputation" / label / "abc" / "results.json"
 
@@ -153,27 +162,27 @@ def test_fingerprint_covers_results_not_circumstances():
   same = json.loads(json.dumps(res))
   same.update(seconds=9.0, env=dict(cpus=16), command="y")
   same["config"]["output"]["out_dir"], same["config"]["data"]["data_dir"] = "/c", "/d"
-  assert report.fingerprint(res) == report.fingerprint(same)
+  assert published.fingerprint(res) == published.fingerprint(same)
   for path in (("rows", "a"), ("config", "data")):
     other = json.loads(json.dumps(res))
     if path[0] == "rows":
       other["rows"]["a"][1] = 0.5000000000000001  # one ulp is another result
     else:
       other["config"]["data"]["t"] = 2.0
-    assert report.fingerprint(other) != report.fingerprint(res)
+    assert published.fingerprint(other) != published.fingerprint(res)
 
 
 def test_cells_and_their_comparison():
   t = "| a | 0.287 ± 0.024 (+0.0%) | 0.35 ± 0.1 |\n| b | -0.010 ± 0.002 | 12 |"
-  assert report.cells(t) == [("0.287", "0.024"), ("0.35", "0.1"), ("-0.010", "0.002")]
+  assert published.cells(t) == [("0.287", "0.024"), ("0.35", "0.1"), ("-0.010", "0.002")]
   pub = [("0.287", "0.024"), ("0.308", "0.019"), ("0.733", "0.001")]
-  assert report.compare_cells(pub, pub) == (True, "all 3 cells equal")
+  assert published.compare_cells(pub, pub) == (True, "all 3 cells equal")
   # within half a published std (0.012 and 0.0095), or 0.002 where the std is smaller
-  ok, detail = report.compare_cells([("0.299", "0.024"), ("0.300", "0.019"), ("0.731", "0.001")], pub)
+  ok, detail = published.compare_cells([("0.299", "0.024"), ("0.300", "0.019"), ("0.731", "0.001")], pub)
   assert ok and detail.startswith("3 of 3 cells differ; the largest move, 0.287 ± 0.024 -> 0.299, is 1.00 of")
-  assert not report.compare_cells([("0.300", "0.024"), ("0.308", "0.019"), ("0.733", "0.001")], pub)[0]
-  assert not report.compare_cells([("0.287", "0.024"), ("0.308", "0.019"), ("0.736", "0.001")], pub)[0]
-  assert report.compare_cells(pub[:1], pub)[0] is False
+  assert not published.compare_cells([("0.300", "0.024"), ("0.308", "0.019"), ("0.733", "0.001")], pub)[0]
+  assert not published.compare_cells([("0.287", "0.024"), ("0.308", "0.019"), ("0.736", "0.001")], pub)[0]
+  assert published.compare_cells(pub[:1], pub)[0] is False
 
 
 def test_page_marks_other_configurations_and_check_tells_a_newcomer(tmp_path):
@@ -182,11 +191,11 @@ def test_page_marks_other_configurations_and_check_tells_a_newcomer(tmp_path):
   there = dict(here, cpu="EPYC", isa=["avx2"], threads=16)
   entry = next(e for e in report.EXPECTED if e.driver == "table6_imputation")
   other = entry._replace(label="other", title="Table 6 again")
-  published = tmp_path / "published"
-  _table6(published, "synthetic", _rows(), here)
-  _table6(published, "other", _rows(), there)
+  pub_dir = tmp_path / "published"
+  _table6(pub_dir, "synthetic", _rows(), here)
+  _table6(pub_dir, "other", _rows(), there)
   page = tmp_path / "RESULTS.md"
-  report.build(str(published), str(page), root=str(tmp_path), expected=[entry, other])
+  report.build(str(pub_dir), str(page), root=str(tmp_path), expected=[entry, other])
   md = page.read_text()
   assert md.count("| reference |") == 1 and md.count("| **other** |") == 1
   assert "**Other configuration** than the reference run (Table 6: the teacher served with imputed z): cpu: 'EPYC' " \
@@ -217,7 +226,7 @@ def test_page_marks_other_configurations_and_check_tells_a_newcomer(tmp_path):
   ok, lines = report.check_reproduction(str(mine), str(page), [entry])
   assert ok and lines[1:] == [f"  verdict changed: {claim}: undecided at 10 runs -> holds"]
   # a page without its .json: the page's own cells and verdicts, the configuration unknown
-  assert report._page_record(md, "table6_imputation-synthetic")["verdicts"][claim] == "holds"
+  assert published._page_record(md, "table6_imputation-synthetic")["verdicts"][claim] == "holds"
   (tmp_path / "RESULTS.json").unlink()
   ok, lines = report.check_reproduction(str(mine), str(page), [entry, other], required=True)
   assert not ok and "the published run's configuration is not recorded" in lines[0]

@@ -12,9 +12,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sklearn.datasets import dump_svmlight_file
 
-from experiments import common, export_logs, table2
+from experiments import export_logs, table2
+from experiments.framework import cli, rowstore, rundir, setup, tabulate
 from pfd_jax import data as D
-from pfd_jax.config import DataConfig
+from pfd_jax.data.config import DataConfig
 from pfd_jax.data import logs
 
 from conftest import TINY
@@ -84,18 +85,18 @@ def test_configurations_get_their_own_run_folders(two_folds, tmp_path):
   """Another flag -> another folder; the same flags -> the same folder (loaded, not retrained); --restart retrains."""
   from absl import flags
   fv = flags.FlagValues()
-  common.define_flags(table2.DRIVER, fv, key_module="t")
+  cli.define_flags(table2.DRIVER, fv, key_module="t")
   argv = _cmd(two_folds, tmp_path)[3:]
   fv(["prog", *argv])
-  a, prov, lock_a = common.prepare_run(common.config_from_flags(table2.DRIVER, fv), table2.DRIVER)
+  a, prov, lock_a = rundir.prepare_run(cli.config_from_flags(table2.DRIVER, fv), table2.DRIVER)
   fv2 = flags.FlagValues()
-  common.define_flags(table2.DRIVER, fv2, key_module="t")
+  cli.define_flags(table2.DRIVER, fv2, key_module="t")
   fv2(["prog", *argv, "--alpha=0.7"])
-  b, _, lock_b = common.prepare_run(common.config_from_flags(table2.DRIVER, fv2), table2.DRIVER)
+  b, _, lock_b = rundir.prepare_run(cli.config_from_flags(table2.DRIVER, fv2), table2.DRIVER)
   lock_a.release(), lock_b.release()
   assert a != b and os.path.dirname(a) == os.path.dirname(b) == str(tmp_path / f"ohsumed-{os.path.basename(two_folds)}")
   assert not os.path.lexists(os.path.join(os.path.dirname(a), "latest"))  # only a finished run is 'latest'
-  common.point_latest(b)
+  rundir.point_latest(b)
   assert os.readlink(os.path.join(os.path.dirname(a), "latest")) == os.path.basename(b)
   files = prov["data"]["files"]
   assert set(files) == {f"fold{k}/{s}" for k in (1, 2) for s in ("train", "vali", "test")}
@@ -106,8 +107,8 @@ def test_configurations_get_their_own_run_folders(two_folds, tmp_path):
 
 def test_saved_rows_round_trip(tmp_path):
   cfg = TINY.replace(output=dict(run_dir=str(tmp_path)))
-  ds, dd, tc, keys = common.fold_setup(cfg)
-  rows = common.Rows(cfg, ds)
+  ds, dd, tc, keys = setup.fold_setup(cfg)
+  rows = rowstore.Rows(cfg, ds)
   calls = []
   first = rows("no_distill", "x", tc, lambda: calls.append(1) or __import__("pfd_jax").train_on_data(keys, tc, dd, "x"))
   again = rows("no_distill", "x", tc, lambda: calls.append(2))
@@ -116,7 +117,7 @@ def test_saved_rows_round_trip(tmp_path):
     np.testing.assert_array_equal(a, b)
   np.testing.assert_array_equal(first.curves["test"], again.curves["test"])
   np.testing.assert_array_equal(first.best_epoch, again.best_epoch)
-  restart = common.Rows(TINY.replace(output=dict(run_dir=str(tmp_path)), run=dict(restart=True)), ds)
+  restart = rowstore.Rows(TINY.replace(output=dict(run_dir=str(tmp_path)), run=dict(restart=True)), ds)
   restart("no_distill", "x", tc, lambda: calls.append(3) or first)
   assert calls == [1, 3]
 
@@ -130,13 +131,13 @@ def test_a_split_without_positives_is_an_error_before_training(two_folds):
   cfg = TINY.replace(data=DataConfig(dataset="synthetic", synthetic_queries=(40, 10, 30), synthetic_mean_docs=12.0,
                                      tau=9.0, min_docs=5, cache_dir=""))
   with pytest.raises(D.DataError, match=r"no test list has a positive label \(labels=gumbel, t=4.0, tau=9.0"):
-    common.fold_setup(cfg)
+    setup.fold_setup(cfg)
 
 
 def test_no_table_prints_nan_or_inf():
-  assert common.fmt_change(0.3, 0.0) == "n/a" and common.fmt_change(np.nan, 0.3) == "n/a"
-  assert common.fmt_pm(np.nan, 0.1) == "n/a" and common.fmt_change(0.33, 0.3) == "+10.0%"
-  assert common.ratio(1.0, 0.0) is None
+  assert tabulate.fmt_change(0.3, 0.0) == "n/a" and tabulate.fmt_change(np.nan, 0.3) == "n/a"
+  assert tabulate.fmt_pm(np.nan, 0.1) == "n/a" and tabulate.fmt_change(0.33, 0.3) == "+10.0%"
+  assert tabulate.ratio(1.0, 0.0) is None
 
 
 def test_nan_label_names_file_and_line(tmp_path):

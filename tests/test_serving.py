@@ -11,11 +11,14 @@ import pytest
 
 import pfd_jax
 from conftest import TINY
-from experiments import common, export_logs, table2
-from pfd_jax.config import ConfigError, DataConfig, parse_ids
+from experiments import export_logs, table2
+from experiments.framework import outputs, setup
+from pfd_jax.config import ConfigError
+from pfd_jax.data.config import DataConfig, parse_ids
 from pfd_jax import data as D
-from pfd_jax import distill
-from pfd_jax import train as T
+from pfd_jax.methods import distill
+from pfd_jax import training as T
+from pfd_jax.ops import scoring
 from pfd_jax.data import logs
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -37,7 +40,7 @@ def _data(folder, **kw):
 
 def test_file_labels_are_kept_bit_for_bit_with_every_group(folder):
   raw = D.load_raw("letor", folder)
-  ds = common.load_dataset(_data(folder))
+  ds = setup.load_dataset(_data(folder))
   for split, g in raw.items():
     np.testing.assert_array_equal(ds[split].y, g.rel)  # 0/1 purchases as they are
     assert ds[split].num_queries == g.num_queries  # groups without a purchase stay
@@ -49,21 +52,21 @@ def test_graded_file_labels_need_positive_grade(folder):
   raw = {"train": D.Groups(x=np.ones((4, 2), np.float32), rel=np.array([0, 1, 2, 3], np.float32),
                            qid=np.array([1]), offsets=np.array([0, 4]))}
   with pytest.raises(ValueError, match="--positive_grade"):
-    D.prepare("letor", raw, labels="file", min_docs=1, privileged=[2])
-  ds = D.prepare("letor", raw, labels="file", positive_grade=2, min_docs=1, privileged=[2])
+    D.prepare(DataConfig(dataset="letor", labels="file", min_docs=1, privileged="2"), raw)
+  ds = D.prepare(DataConfig(dataset="letor", labels="file", positive_grade=2, min_docs=1, privileged="2"), raw)
   np.testing.assert_array_equal(ds["train"].y, [0, 0, 1, 1])
 
 
 def test_privileged_ids_move_exactly_those_columns(folder):
   raw = D.load_raw("letor", folder)
   ids = [22, 3]
-  ds = common.load_dataset(_data(folder, privileged="22,3"))
+  ds = setup.load_dataset(_data(folder, privileged="22,3"))
   x = D.log1p_transform(raw["train"].x)
   np.testing.assert_array_equal(ds["train"].z, x[:, [21, 2]])
   regular = [i for i in range(1, 24) if i not in ids]
   np.testing.assert_array_equal(ds["train"].x, x[:, np.array(regular) - 1])
   assert ds.config["privileged_ids"] == ids and ds.config["regular_ids"] == regular
-  auto = common.load_dataset(_data(folder, privileged="auto", num_privileged=3))
+  auto = setup.load_dataset(_data(folder, privileged="auto", num_privileged=3))
   assert auto.config["privileged_choice"] == "auto" and len(auto.config["privileged_ids"]) == 3
   assert sorted(auto.config["privileged_ids"] + auto.config["regular_ids"]) == list(range(1, 24))
 
@@ -79,11 +82,11 @@ def test_bad_privileged_value_names_the_setting(text, what):
 
 def test_out_of_range_privileged_id_names_the_flag(folder):
   with pytest.raises(ConfigError, match=r"privileged: feature ids \[99\] are out of range.*1\.\.23"):
-    common.load_dataset(_data(folder, privileged="99"))
+    setup.load_dataset(_data(folder, privileged="99"))
 
 
 def test_save_load_score_equals_in_memory_bit_for_bit(folder, tmp_path):
-  ds = common.load_dataset(_data(folder))
+  ds = setup.load_dataset(_data(folder))
   dd = distill.to_device(ds, 2, ("test",))
   cfg = T.TrainConfig(epochs=2, batch_size=16, hidden=16, layers=3)
   keys = jax.random.split(jax.random.PRNGKey(0), 3)
@@ -97,7 +100,7 @@ def test_save_load_score_equals_in_memory_bit_for_bit(folder, tmp_path):
     mem = T.predict(cfg, rows[row].params, dd.eval_sets["test"].buckets, view)
     for b, m in zip(dd.eval_sets["test"].buckets, mem):
       for s in range(3):
-        np.testing.assert_array_equal(np.asarray(back.score(T.features(b, view), seed=s)), np.asarray(m[s]))
+        np.testing.assert_array_equal(np.asarray(back.score(scoring.features(b, view), seed=s)), np.asarray(m[s]))
   # raw file -> recipe -> flat scores: the same inputs as training's, so the same scores
   student = pfd_jax.load_model(str(tmp_path / "pfd"))
   test = ds["test"]
@@ -137,7 +140,7 @@ def test_driver_saves_models_and_predict_scores_serving_files(folder, tmp_path):
   res = table2.run(cfg)
   data = res["losses"]["rankbce"]["folds"]["fold1"]["data"]
   assert data["privileged_ids"] == PRIV and data["regular_ids"] == list(range(1, 21))
-  assert "Privileged feature ids (given): 21-23; regular: 1-20" in table2.to_markdown(common.as_json(res))
+  assert "Privileged feature ids (given): 21-23; regular: 1-20" in table2.to_markdown(outputs.as_json(res))
   models = tmp_path / "letor" / "models"
   assert sorted(os.listdir(models)) == ["no_distill", "pfd", "pfd_teacher"]
   assert sorted(os.listdir(models / "pfd")) == ["model.json", "params.msgpack"]

@@ -1,11 +1,11 @@
-"""pfd_jax.stats against SciPy and closed-form cases."""
+"""pfd_jax.ops.stats against SciPy and closed-form cases."""
 import math
 
 import numpy as np
 import pytest
 from scipy import stats as sps
 
-from pfd_jax import stats
+from pfd_jax.ops import stats
 
 
 def test_paired_t_matches_scipy():

@@ -2,7 +2,7 @@ import jax
 import numpy as np
 import pytest
 
-from pfd_jax import theory as th
+from pfd_jax.ops import theory as th
 
 KEY = jax.random.PRNGKey(0)
 
@@ -104,8 +104,9 @@ def test_same_key_same_bits():
 
 def test_theory_driver_end_to_end(tmp_path):
   from conftest import written
-  from experiments import common, theory
-  res = theory.run_config(common.Config(options=theory.Options(trials=8)))
+  from experiments import theory
+  from experiments.framework import schema
+  res = theory.run_config(schema.Config(options=theory.Options(trials=8)))
   js = written(tmp_path, res, theory.DRIVER)
   assert js["setup"]["trials"] == 8 and len(js["fig6"]) > 0
   assert "Theorem 2" in (tmp_path / "out" / "table.md").read_text()

@@ -5,16 +5,17 @@ import jax
 import numpy as np
 import pytest
 
-from experiments import common, table2
-from pfd_jax import distill
-from pfd_jax import train as T
+from experiments import table2
+from experiments.framework import schema, setup
+from pfd_jax.methods import distill
+from pfd_jax import training as T
 
 from conftest import SMALL_GBDT, TINY, tiny, written
 
 
 @pytest.fixture(scope="module")
 def tiny_device():
-  ds = common.load_dataset(TINY.data)
+  ds = setup.load_dataset(TINY.data)
   return distill.to_device(ds, max_buckets=2, eval_splits=("test", "vali"))
 
 
@@ -83,7 +84,7 @@ def test_table2_driver_end_to_end(tmp_path):
     if name != "lambdamart":
       np.testing.assert_allclose(np.mean(r["test_lists"]), np.mean(np.array(r["best"]["test"])[:, 0]), rtol=1e-5)
   # the configuration round-trips through results.json
-  assert common.config_from_json(js["config"], table2.Options) == cfg
+  assert schema.config_from_json(js["config"], table2.Options) == cfg
   again = table2.run(cfg)
   for loss in ("rankbce", "ranknet"):
     for name, r in again["losses"][loss]["folds"]["fold1"]["rows"].items():
@@ -136,7 +137,7 @@ def _padded(b):
 def test_epoch_plan_visits_every_group_once_per_seed():
   keys = jax.random.split(jax.random.PRNGKey(7), 2)
   sizes, batch = (5, 12, 3), 4
-  ids, idx, valid = jax.device_get(T.train_program.plan(keys, 3, sizes, batch))
+  ids, idx, valid = jax.device_get(T.program.plan(keys, 3, sizes, batch))
   assert ids.shape == (2 + 3 + 1,) and sorted(ids.tolist()) == [0, 0, 1, 1, 1, 2]
   for b, q in enumerate(sizes):
     w = min(batch, q)
@@ -144,7 +145,7 @@ def test_epoch_plan_visits_every_group_once_per_seed():
       seen = idx[ids == b][:, s, :w][valid[ids == b][:, :w] > 0]
       assert sorted(seen.tolist()) == list(range(q))
   assert not np.array_equal(idx[:, 0], idx[:, 1])  # each seed its own permutation
-  alone = jax.device_get(T.train_program.plan(keys[1:], 3, sizes, batch))
+  alone = jax.device_get(T.program.plan(keys[1:], 3, sizes, batch))
   np.testing.assert_array_equal(alone[1][:, 0], idx[:, 1])  # ... not depending on the other seeds
 
 

@@ -1,15 +1,18 @@
-"""Data layer: LETOR files and synthetic data -> labelled, split, padded query groups."""
-from pfd_jax.data.datasets import (LABEL_MODES, NAMES, SPLITS, Dataset, available_folds, default_num_privileged,
-                                   default_tau, file_labels, load_raw, privileged_indices,
-                                   num_folds, prepare, resolve_data_dir, shared_data_root, split_files,
-                                   summary, with_graded_labels, with_placebo_privileged,
-                                   with_synthetic_privileged)
-from pfd_jax.data.groups import DataError, Groups
-from pfd_jax.data.letor import load_letor, load_serving, pad_features, read_serving
-from pfd_jax.data.padding import Padded, bucket_cuts, bucketize, pad, padding_ratio
-from pfd_jax.data.preprocess import (PLACEBO_MODES, abs_correlation, draw_gumbel, filter_groups, gumbel_labels,
-                                     log1p_transform, permute_privileged, positive_groups, privileged_columns,
-                                     query_level_minmax, split_features, transform_features,
-                                     with_labels)
-from pfd_jax.data.synthetic import generate as generate_synthetic
-from pfd_jax.data.synthetic import web30k_scale
+"""Data layer: LETOR files and synthetic data -> labelled, split, padded query groups; its recipe is
+:class:`pfd_jax.data.config.DataConfig` and ``prepare(cfg, raw)`` applies it."""
+from pfd_jax import lazy as _lazy
+
+__getattr__, __dir__ = _lazy(__name__, {
+    "pfd_jax.data.config": "DataConfig parse_ids",
+    "pfd_jax.data.datasets": "LABEL_MODES NAMES SPLITS Dataset available_folds default_num_privileged default_tau "
+                             "load_raw privileged_indices num_folds prepare resolve_data_dir "
+                             "shared_data_root split_files summary with_graded_labels with_placebo_privileged "
+                             "with_synthetic_privileged",
+    "pfd_jax.data.groups": "DataError Groups",
+    "pfd_jax.data.letor": "load_letor load_serving pad_features read_serving",
+    "pfd_jax.data.padding": "Padded bucket_cuts bucketize pad padding_ratio",
+    "pfd_jax.data.preprocess": "PLACEBO_MODES abs_correlation draw_gumbel filter_groups gumbel_labels "
+                               "file_labels log1p_transform permute_privileged positive_groups privileged_columns "
+                               "query_level_minmax split_features transform_features with_labels",
+    "pfd_jax.data.synthetic": "web30k_scale",
+})

@@ -29,13 +29,15 @@ from typing import Optional, Sequence
 
 import numpy as np
 
+from pfd_jax import distributed
 from pfd_jax.data import preprocess as pp
 from pfd_jax.data import synthetic
+from pfd_jax.data.config import LABEL_MODES, NAMES, SYNTHETIC_TAU, DataConfig
 from pfd_jax.data.groups import DataError, Groups
+from pfd_jax.data.preprocess import file_labels
 from pfd_jax.data.letor import load_letor, load_letor_shard, pad_features, require_contiguous
 from pfd_jax.data.padding import bucketize, padding_ratio
 
-NAMES = ("synthetic", "ohsumed", "mq2008", "web10k", "web30k", "yahoo", "istella", "letor")
 _FOLDS = {"ohsumed": 5, "mq2008": 5, "web10k": 5, "web30k": 5}
 # The paper's numbers of privileged features; elsewhere ~30% of the columns (the paper's ratio on Web30k).
 _NUM_PRIVILEGED = {"yahoo": 200, "istella": 50, "web30k": 40, "web10k": 40, "synthetic": 40}
@@ -45,7 +47,6 @@ _ALIASES = {"train": ("train", "training", "trainingset", "set1.train"),
             "vali": ("vali", "valid", "validation", "validationset", "set1.valid"),
             "test": ("test", "testset", "set1.test")}
 SPLITS = ("train", "vali", "test")
-PAPER_T = 4.0  # Eq. 2 temperature t (section 4.1)
 
 
 def num_folds(name: str) -> int:
@@ -173,25 +174,6 @@ class Dataset:
     return self.splits[split]
 
 
-LABEL_MODES = ("gumbel", "file")
-
-
-def file_labels(rel: np.ndarray, positive_grade: Optional[float] = None, where: str = "") -> np.ndarray:
-  """Binary training labels from a file's own labels: 0/1 as they are, else y = 1[rel >= positive_grade].
-
-  Graded labels without `positive_grade` are refused: which grade counts as a positive (a purchase, a
-  'relevant' judgement) is the user's decision, never a silent default.
-  """
-  if positive_grade is not None:
-    return (rel >= positive_grade).astype(np.float32)
-  grades = np.unique(rel)
-  if not np.isin(grades, (0.0, 1.0)).all():
-    shown = ", ".join(f"{g:g}" for g in grades[:8]) + (", ..." if grades.size > 8 else "")
-    raise DataError(f"{where}labels are graded ({shown}), not 0/1: name the lowest positive grade with "
-                     "--positive_grade=g (y = 1[label >= g])")
-  return rel.astype(np.float32)
-
-
 def privileged_indices(ids: Sequence[int], num_features: int) -> np.ndarray:
   """0-based columns of 1-based feature ids (as written in LETOR files), checked against the data's width."""
   ids = [int(i) for i in ids]
@@ -203,30 +185,23 @@ def privileged_indices(ids: Sequence[int], num_features: int) -> np.ndarray:
   return np.asarray(ids, np.int64) - 1
 
 
-def prepare(name: str, raw: dict, *, t: float = PAPER_T, tau: Optional[float] = None,
-            num_privileged: Optional[int] = None, min_docs: int = 10, require_positive: Optional[bool] = None,
-            log1p: bool = True, query_norm: bool = False, seed: int = 0, labels: str = "gumbel",
-            positive_grade: Optional[float] = None, privileged: Optional[Sequence[int]] = None,
-            comm=None) -> Dataset:
-  """The paper's pipeline on raw splits: filter, (query-level min-max), log1p, labels, privileged split.
+def prepare(cfg: DataConfig, raw: dict, *, comm=None, require_positive: Optional[bool] = None) -> Dataset:
+  """The paper's pipeline on raw splits, as the recipe `cfg` says: filter, (query-level min-max), log1p,
+  labels, privileged split.
 
   Args:
-    name: dataset name (for per-dataset defaults and the record).
+    cfg: the recipe (:class:`pfd_jax.data.config.DataConfig`): the dataset's name (per-dataset defaults),
+      t and tau (Eq. 2; tau None: 4.4 for the synthetic default, else :func:`default_tau` of the reference
+      split's top grade), labels (gumbel, the paper's protocol, or file: :func:`file_labels` with
+      positive_grade), privileged (1-based ids, in this order, or auto: the num_privileged reference
+      columns most |correlated| with y, default the paper's per-dataset k), min_docs, query_norm and log1p
+      (query_norm = LETOR QueryLevelNorm, before log1p), label_seed (each split draws from its own stream
+      derived from (label_seed, split name)).
     raw: {split: Groups} from :func:`load_raw`. Label defaults and the privileged split are computed on
       'train'; a set without train (the staged MQ2008 vali/test pair) uses its first split instead and
       records that as config['reference_split'].
-    t, tau: Eq. 2 temperature and tau_target (None: :func:`default_tau` of the reference split's top grade).
-    num_privileged: with privileged=None, the k most |corr|-with-y reference columns moved to z (None: the
-      paper's per-dataset k).
-    min_docs: drop groups shorter than min_docs.
     require_positive: drop groups with no rel > 0 (default: True for Gumbel labels, the paper's filter;
       False for file labels, whose groups without a positive are the ones only the teacher term teaches).
-    log1p, query_norm: feature transforms (query_norm = LETOR QueryLevelNorm, applied before log1p).
-    seed: label seed; each split draws from its own stream derived from (seed, split name).
-    labels: 'gumbel' (Eq. 2, the paper's protocol) or 'file' (the file's own labels, :func:`file_labels`).
-    positive_grade: with labels='file', y = 1[rel >= positive_grade] (needed for graded labels).
-    privileged: 1-based feature ids (as in the files) to move to z, in this order; None = the paper's
-      automatic choice by correlation (num_privileged).
     comm: in a multi-process run (:class:`pfd_jax.distributed.Comm`), `raw` is this process's share and the
       statistics that must be global come from collectives: the top grade (default tau), the emptiness
       checks, each document's Gumbel draws (this process's documents' positions in the split) and the
@@ -235,15 +210,22 @@ def prepare(name: str, raw: dict, *, t: float = PAPER_T, tau: Optional[float] = 
   The recipe (config) records the label mode and the 1-based regular and privileged feature ids, whichever
   way they were chosen, so that a saved model can rebuild its inputs from a raw file.
   """
+  name, labels, tau = cfg.dataset, cfg.label_mode, cfg.tau
+  if tau is None and name == "synthetic":
+    tau = SYNTHETIC_TAU
+  return _prepare(name, raw, t=cfg.t, tau=tau, num_privileged=cfg.num_privileged, min_docs=cfg.min_docs,
+                  require_positive=labels == "gumbel" if require_positive is None else require_positive,
+                  log1p=cfg.log1p, query_norm=cfg.query_norm, seed=cfg.label_seed, labels=labels,
+                  positive_grade=cfg.positive_grade, privileged=cfg.privileged_ids, comm=comm or distributed.LOCAL)
+
+
+def _prepare(name: str, raw: dict, *, t, tau, num_privileged, min_docs, require_positive, log1p, query_norm,
+             seed, labels, positive_grade, privileged, comm) -> Dataset:
   if not raw:
     raise DataError(f"dataset {name!r} has no split")
   if labels not in LABEL_MODES:
     raise DataError(f"labels must be one of {LABEL_MODES}, got {labels!r}")
-  if require_positive is None:
-    require_positive = labels == "gumbel"
   ref = "train" if "train" in raw else next(iter(raw))
-  from pfd_jax.distributed import LOCAL
-  comm = comm or LOCAL
   if labels == "gumbel" and tau is None:
     tau = default_tau(comm.max(raw[ref].rel.max(initial=-np.inf)))
   num_features = raw[ref].x.shape[1]

@@ -32,6 +32,7 @@ from typing import Optional
 import numpy as np
 
 from pfd_jax import files
+from pfd_jax.distributed import shard_bytes
 from pfd_jax.data.groups import DataError, Groups
 
 _CACHE_VERSION = "2"  # 2: keyed by content
@@ -239,7 +240,6 @@ def shard_lines(path: str, index: int, count: int) -> bytes:
   :func:`pfd_jax.distributed.shard_bytes` range, with all of its lines (a query that runs past the range's end
   is completed by reading on; one that began before its start is left to the process before). Reads about
   1/count of the file and never parses another process's lines."""
-  from pfd_jax.distributed import shard_bytes
   if path.endswith(".gz"):
     raise DataError(f"{path}: a gzip file cannot be read in shards by byte range; decompress it for a "
                     "multi-process run")

@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import dataclasses
 
+from typing import Optional
+
 import numpy as np
 
-from pfd_jax.data.groups import Groups, group_any
+from pfd_jax.data.groups import DataError, Groups, group_any
 
 
 def filter_groups(g: Groups, *, min_docs: int = 10, require_positive: bool = True) -> Groups:
@@ -86,6 +88,22 @@ def with_labels_at(g: Groups, seed_seq, start: int, total: int, *, t: float = 4.
   n = g.num_docs
   g0, g1 = draws(start, n), draws(total + start, n)  # draw_gumbel's [2, total]: row 0 then row 1
   return dataclasses.replace(g, y=gumbel_labels(g.rel, g0, g1, t=t, tau=tau), g0=g0, g1=g1)
+
+
+def file_labels(rel: np.ndarray, positive_grade: Optional[float] = None, where: str = "") -> np.ndarray:
+  """Binary training labels from a file's own labels: 0/1 as they are, else y = 1[rel >= positive_grade].
+
+  Graded labels without `positive_grade` are refused: which grade counts as a positive (a purchase, a
+  'relevant' judgement) is the user's decision, never a silent default.
+  """
+  if positive_grade is not None:
+    return (rel >= positive_grade).astype(np.float32)
+  grades = np.unique(rel)
+  if not np.isin(grades, (0.0, 1.0)).all():
+    shown = ", ".join(f"{g:g}" for g in grades[:8]) + (", ..." if grades.size > 8 else "")
+    raise DataError(f"{where}labels are graded ({shown}), not 0/1: name the lowest positive grade with "
+                     "--positive_grade=g (y = 1[label >= g])")
+  return rel.astype(np.float32)
 
 
 def positive_groups(g: Groups) -> np.ndarray:

@@ -23,6 +23,9 @@ from typing import Iterable, Optional, Sequence
 
 import numpy as np
 
+from pfd_jax.data import letor
+from pfd_jax.data.groups import Groups
+from pfd_jax.data.letor import pad_features
 from pfd_jax.data.padding import Padded, pad
 from pfd_jax.files import write_atomic
 
@@ -184,7 +187,6 @@ def convert_letor(path: str, folder: str, chunk_bytes: int = 256 << 20) -> int:
   (:func:`pfd_jax.data.letor.load_letor_shard`: a query belongs to the range holding its first line), each
   range's parsed groups written as ``<folder>/r<i>/{x,rel,qid,offsets}.npy``. Resumable: a range whose
   ``done.json`` exists is not parsed again. Returns the number of ranges; :func:`converted_chunks` reads them."""
-  from pfd_jax.data import letor
   count = max(1, -(-os.path.getsize(path) // chunk_bytes))
   meta = dict(source=os.path.abspath(path), size=os.path.getsize(path), ranges=count)
   for i in range(count):
@@ -202,8 +204,6 @@ def convert_letor(path: str, folder: str, chunk_bytes: int = 256 << 20) -> int:
 def converted_chunks(folder: str, count: int, width: Optional[int] = None):
   """The groups of each converted range (:func:`convert_letor`), feature columns zero-filled to `width`
   (default: the widest range), in file order."""
-  from pfd_jax.data.groups import Groups
-  from pfd_jax.data.letor import pad_features
   ranges = [os.path.join(folder, f"r{i}") for i in range(count)]
   if width is None:
     width = max(np.load(os.path.join(r, "x.npy"), mmap_mode="r").shape[1] for r in ranges)

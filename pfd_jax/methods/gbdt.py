@@ -1,6 +1,6 @@
 """The practitioner's incumbent, LightGBM LambdaMART, and distillation across model families.
 
-Rows (each over the run's S seeds, evaluated by :mod:`pfd_jax.metrics` on the lists the MLP rows are
+Rows (each over the run's S seeds, evaluated by :mod:`pfd_jax.ops.metrics` on the lists the MLP rows are
 evaluated on, with the same empty-list rule):
 
 * **LambdaMART**: ``objective="lambdarank"`` on the regular features ``x`` with the run's binary labels.
@@ -22,7 +22,7 @@ evaluated on, with the same empty-list rule):
   listwise reading: the same target quantised into the graded relevance lambdarank needs.
 
 Model selection: every fit stops early on NDCG@ks[0] of the split the MLP rows select their best epoch on
-(``TrainConfig.select_on``: the paper's test split by default), computed by :mod:`pfd_jax.metrics` on the
+(``TrainConfig.select_on``: the paper's test split by default), computed by :mod:`pfd_jax.ops.metrics` on the
 same lists (a LightGBM ``feval``), so every row of a table is selected alike. (LightGBM's own ``ndcg@k``
 scores a list without a positive 1, ours leaves it out, and its metric checks training labels too, which
 the cross-entropy student's fractional labels fail.) Seeds differ by LightGBM's ``seed`` with bagging and
@@ -33,20 +33,23 @@ Pure functions over host arrays: no files, no printing (saving is :mod:`pfd_jax.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import time
-from typing import Callable, Optional, Sequence
+from typing import TYPE_CHECKING, Callable, Optional, Sequence
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 
 from pfd_jax import config
-from pfd_jax import data as data_lib
-from pfd_jax import metrics as metrics_lib
-from pfd_jax import train_eval
-from pfd_jax.train_config import TrainConfig
-from pfd_jax.train_step import features
+from pfd_jax.data.datasets import Dataset
+from pfd_jax.data.groups import Groups
+from pfd_jax.data.padding import bucketize
+from pfd_jax.data.preprocess import positive_groups
+from pfd_jax.ops import metrics as metrics_lib
+from pfd_jax.ops.scoring import features, ndcg_fn
+from pfd_jax.training.evaluation import device_buckets, eval_buckets, predict as predict_mlp
+
+if TYPE_CHECKING:
+  from pfd_jax.training.config import TrainConfig
 
 
 @dataclasses.dataclass(frozen=True)
@@ -71,7 +74,7 @@ class GBDTConfig:
 
 @dataclasses.dataclass
 class Result:
-  """The GBDT rows' counterpart of :class:`pfd_jax.train.TrainResult`: one LightGBM model (text) per seed.
+  """The GBDT rows' counterpart of :class:`pfd_jax.training.TrainResult`: one LightGBM model (text) per seed.
 
   best: {split: [S, len(ks)]} NDCG of the early-stopped models; best_epoch: [S] their number of trees;
   curves and loss are empty (no epochs); params: the LightGBM parameters of seed 0 (seed s adds s)."""
@@ -89,7 +92,7 @@ class Result:
 
 
 def booster(model_text: str):
-  import lightgbm as lgb
+  import lightgbm as lgb  # deferred on purpose: the library imports without LightGBM until a GBDT row runs
   return lgb.Booster(model_str=model_text)
 
 
@@ -102,18 +105,19 @@ def lgb_params(gc: GBDTConfig, objective: str, seed: int) -> dict:
               num_threads=gc.threads, metric="None", verbosity=-1)
 
 
-def flat_features(groups: data_lib.Groups, view: str) -> np.ndarray:
+def flat_features(groups: Groups, view: str) -> np.ndarray:
   """f32[N, D] inputs of a view (x, z, xz, xz:i,j) of flat groups, columns in the MLP's input order."""
   return np.ascontiguousarray(features({"x": groups.x, "z": groups.z}, view), np.float32)
 
 
-def fit(gc: GBDTConfig, train: data_lib.Groups, view: str, select: data_lib.Groups, seed: int, cfg: TrainConfig,
+def fit(gc: GBDTConfig, train: Groups, view: str, select: Groups, seed: int, cfg: TrainConfig, *,
         objective: str = "lambdarank", label: Optional[np.ndarray] = None, weight: Optional[np.ndarray] = None,
-        query_index: Optional[np.ndarray] = None, max_buckets: int = 8):
+        query_index: Optional[np.ndarray] = None, max_buckets: int):
   """One early-stopped LightGBM model on the groups `query_index` of `train` (default all); label defaults to
   the binary y. Returns the lgb.Booster, best_iteration set by early stopping on NDCG@ks[0] of `select` (our
-  metric on the MLP rows' lists: :func:`selection_metric`)."""
-  import lightgbm as lgb
+  metric on the MLP rows' lists: :func:`selection_metric`; `max_buckets`: the MLP rows' bucketing, which
+  orders the lists alike)."""
+  import lightgbm as lgb  # deferred on purpose (see booster)
   if query_index is not None:
     rows = train.rows(query_index)
     train = train.take(query_index)
@@ -123,15 +127,15 @@ def fit(gc: GBDTConfig, train: data_lib.Groups, view: str, select: data_lib.Grou
   tr = lgb.Dataset(flat_features(train, view), label=label, weight=weight, group=train.sizes, free_raw_data=True)
   va = lgb.Dataset(flat_features(select, view), label=select.y, group=select.sizes, reference=tr)
   return lgb.train(lgb_params(gc, objective, seed), tr, num_boost_round=gc.trees, valid_sets=[va],
-                   feval=selection_metric(cfg, select, max_buckets),
+                   feval=selection_metric(cfg, select, max_buckets=max_buckets),
                    callbacks=[lgb.early_stopping(gc.early_stopping, verbose=False)])
 
 
-def selection_metric(cfg: TrainConfig, groups: data_lib.Groups, max_buckets: int = 8) -> Callable:
+def selection_metric(cfg: TrainConfig, groups: Groups, *, max_buckets: int) -> Callable:
   """LightGBM ``feval``: NDCG@ks[0] of the predictions on `groups`, averaged over its lists with a positive
   (the MLP rows' best-epoch criterion; the empty-list rule only scales it)."""
-  fn = _ndcg_fn((int(cfg.ks[0]),))
-  lists = train_eval.eval_buckets(dataclasses.replace(groups, x=np.zeros((groups.num_docs, 0))), max_buckets)
+  fn = ndcg_fn((int(cfg.ks[0]),))
+  lists = eval_buckets(dataclasses.replace(groups, x=np.zeros((groups.num_docs, 0))), max_buckets)
   parts = [(jnp.asarray(np.where(b.mask, _bucket_rows(b, groups.offsets), 0)), jnp.asarray(b.y), jnp.asarray(b.mask))
            for b in lists]
   count = max(sum(int(p[0].shape[0]) for p in parts), 1)
@@ -143,7 +147,7 @@ def selection_metric(cfg: TrainConfig, groups: data_lib.Groups, max_buckets: int
   return feval
 
 
-def predict(model, groups: data_lib.Groups, view: str) -> np.ndarray:
+def predict(model, groups: Groups, view: str) -> np.ndarray:
   """f32[N] scores of a booster (best iteration) on flat groups."""
   return np.asarray(model.predict(flat_features(groups, view), num_iteration=model.best_iteration),
                     np.float32)
@@ -154,7 +158,7 @@ def fold_of_groups(num_groups: int, folds: int, seed: int) -> np.ndarray:
   return np.random.default_rng(seed).permutation(np.arange(num_groups) % folds)
 
 
-def out_of_fold(fit_fn: Callable, score_fn: Callable, groups: data_lib.Groups, folds: int, seed: int) -> np.ndarray:
+def out_of_fold(fit_fn: Callable, score_fn: Callable, groups: Groups, folds: int, seed: int) -> np.ndarray:
   """f32[N] out-of-fold scores: fold k's documents scored by ``fit_fn(query_index)``, a model fitted on the
   groups of every other fold, through ``score_fn(model, held_out_groups)``."""
   which = fold_of_groups(groups.num_queries, folds, seed)
@@ -184,39 +188,33 @@ def grades(q: np.ndarray, levels: int = 4) -> np.ndarray:
 
 # ------------------------------------------------------------------ evaluation on the MLP rows' lists
 
-def list_ndcg(cfg: TrainConfig, scores: np.ndarray, groups: data_lib.Groups, max_buckets: int = 8) -> tuple:
+def list_ndcg(cfg: TrainConfig, scores: np.ndarray, groups: Groups, *, max_buckets: int) -> tuple:
   """(NDCG@ks of every list with a positive [S, K, Q], has-a-positive [Q]) of per-document scores [S, N] on a
-  labelled split: the lists of :func:`pfd_jax.train_eval.eval_buckets`, in bucket order (the order of
-  :func:`pfd_jax.train_eval.per_list_ndcg`, so GBDT and MLP rows pair list by list)."""
+  labelled split: the lists of :func:`pfd_jax.training.evaluation.eval_buckets`, in bucket order (the order of
+  :func:`pfd_jax.training.evaluation.per_list_ndcg`, so GBDT and MLP rows pair list by list)."""
   scores = np.asarray(scores, np.float32)
   g = dataclasses.replace(groups, x=np.ascontiguousarray(scores.T), z=None)
-  fn = _ndcg_fn(tuple(cfg.ks))
+  fn = ndcg_fn(tuple(cfg.ks))
   vals, valid = [np.zeros((scores.shape[0], len(cfg.ks), 0), np.float32)], [np.zeros(0, bool)]
-  for b in train_eval.eval_buckets(g, max_buckets):
+  for b in eval_buckets(g, max_buckets):
     s = jnp.moveaxis(jnp.asarray(b.x), -1, 0)  # [S, Q, L]
     vals.append(np.asarray(fn(s, jnp.asarray(b.y), jnp.asarray(b.mask))))
     valid.append(np.asarray(metrics_lib.has_relevant(b.y, b.mask)))
   return np.concatenate(vals, -1), np.concatenate(valid)
 
 
-@functools.lru_cache(maxsize=None)
-def _ndcg_fn(ks: tuple):
-  """Jitted NDCG@ks [S, K, Q] of seed-stacked scores [S, Q, L]."""
-  return jax.jit(jax.vmap(lambda s, y, m: metrics_lib.ndcg_table(s, y, m, ks), in_axes=(0, None, None)))
-
-
-def mean_ndcg(cfg: TrainConfig, scores: np.ndarray, groups: data_lib.Groups, max_buckets: int = 8) -> np.ndarray:
+def mean_ndcg(cfg: TrainConfig, scores: np.ndarray, groups: Groups, *, max_buckets: int) -> np.ndarray:
   """[S, len(ks)] NDCG of per-document scores averaged over the split's lists by cfg.empty_rule (what
-  :func:`pfd_jax.train_eval.evaluate` gives an MLP on the same split)."""
-  vals, valid = list_ndcg(cfg, scores, groups, max_buckets)
+  :func:`pfd_jax.training.evaluation.evaluate` gives an MLP on the same split)."""
+  vals, valid = list_ndcg(cfg, scores, groups, max_buckets=max_buckets)
   tot = np.where(valid, vals, 0.0).sum(-1, dtype=np.float32)
-  return tot / (groups.num_queries if cfg.empty_rule == "zero" else max(int(valid.sum()), 1))
+  return metrics_lib.list_mean(tot, int(valid.sum()), groups.num_queries, cfg.empty_rule)
 
 
-def doc_scores(cfg: TrainConfig, params, groups: data_lib.Groups, view: str, max_buckets: int = 8) -> np.ndarray:
+def doc_scores(cfg: TrainConfig, params, groups: Groups, view: str, *, max_buckets: int) -> np.ndarray:
   """f32[S, N] logits of S seed-stacked MLPs on flat groups (an MLP teacher's scores for a GBDT student)."""
-  buckets = data_lib.bucketize(groups, max_buckets)
-  per_bucket = train_eval.predict(cfg, params, train_eval.device_buckets(buckets), view)
+  buckets = bucketize(groups, max_buckets)
+  per_bucket = predict_mlp(cfg, params, device_buckets(buckets), view)
   return from_buckets([np.asarray(p) for p in per_bucket], buckets, groups.offsets)
 
 
@@ -232,7 +230,7 @@ def from_buckets(per_bucket: Sequence[np.ndarray], buckets: Sequence, offsets: n
 
 def to_buckets(per_doc: np.ndarray, buckets: Sequence, offsets: np.ndarray) -> list:
   """Per-bucket f32[S, Q, L] (0 on padding) of per-document values [S, N] of the groups with `offsets`:
-  teacher logits in the layout :func:`pfd_jax.distill.train_student` takes."""
+  teacher logits in the layout :func:`pfd_jax.methods.distill.train_student` takes."""
   out = []
   for b in buckets:
     rows = _bucket_rows(b, offsets)
@@ -246,28 +244,23 @@ def _bucket_rows(b, offsets: np.ndarray) -> np.ndarray:
   return np.asarray(offsets)[b.index][:, None] + np.arange(b.list_size)[None, :]
 
 
-def per_list_ndcg(cfg: TrainConfig, result: Result, groups: data_lib.Groups, max_buckets: int = 8) -> tuple:
-  """(NDCG@ks[0] of every list [S, Q], has-a-positive [Q]): :func:`pfd_jax.train_eval.per_list_ndcg` of a GBDT
+def per_list_ndcg(cfg: TrainConfig, result: Result, groups: Groups, *, max_buckets: int) -> tuple:
+  """(NDCG@ks[0] of every list [S, Q], has-a-positive [Q]): :func:`pfd_jax.training.evaluation.per_list_ndcg` of a GBDT
   row, lists in the same order."""
-  vals, valid = list_ndcg(cfg, scores(result, groups), groups, max_buckets)
+  vals, valid = list_ndcg(cfg, scores(result, groups), groups, max_buckets=max_buckets)
   return vals[:, 0], valid
 
 
-def scores(result: Result, groups: data_lib.Groups) -> np.ndarray:
+def scores(result: Result, groups: Groups) -> np.ndarray:
   """f32[S, N] scores of every seed's model on flat groups."""
   return np.stack([predict(m, groups, result.view) for m in result.boosters()])
 
 
-# ------------------------------------------------------------------ the rows
+# ------------------------------------------------------------------ the GBDT rows' models
 
-METHODS = ("lambdamart", "pfd_from_lambdamart", "gbdt_from_pfd")
-VIEWS = {"lambdamart": "x", "lambdamart_teacher": "xz", "pfd_from_lambdamart": "x", "gbdt_xent_from_pfd": "x",
-         "lambdamart_from_pfd": "x"}
-
-
-def train(gc: GBDTConfig, cfg: TrainConfig, ds: data_lib.Dataset, view: str, num_seeds: int, seed: int = 0,
+def train(gc: GBDTConfig, cfg: TrainConfig, ds: Dataset, view: str, num_seeds: int, *, seed: int = 0,
           objective: str = "lambdarank", targets: Optional[Callable] = None, query_index=None,
-          eval_splits: Sequence[str] = ("test",), max_buckets: int = 8) -> Result:
+          eval_splits: Sequence[str] = ("test",), max_buckets: int) -> Result:
   """S early-stopped LightGBM models on the training split (seed s: LightGBM seed `seed` + s), evaluated on
   `eval_splits`. targets(s) -> (label, weight) per document of the training split (default: y, unweighted);
   query_index: the training groups fitted (default all)."""
@@ -276,16 +269,17 @@ def train(gc: GBDTConfig, cfg: TrainConfig, ds: data_lib.Dataset, view: str, num
   models = []
   for s in range(num_seeds):
     label, weight = targets(s) if targets else (None, None)
-    models.append(fit(gc, tr, view, select, seed + s, cfg, objective, label, weight, query_index, max_buckets))
-  best = {split: mean_ndcg(cfg, np.stack([predict(m, ds[split], view) for m in models]), ds[split], max_buckets)
-          for split in eval_splits}
+    models.append(fit(gc, tr, view, select, seed + s, cfg, objective=objective, label=label, weight=weight,
+                      query_index=query_index, max_buckets=max_buckets))
+  best = {split: mean_ndcg(cfg, np.stack([predict(m, ds[split], view) for m in models]), ds[split],
+                           max_buckets=max_buckets) for split in eval_splits}
   return Result(models=[m.model_to_string(num_iteration=m.best_iteration) for m in models], best=best,
                 best_epoch=np.asarray([m.best_iteration for m in models], np.int32), seconds=time.time() - t0,
                 params=lgb_params(gc, objective, seed), view=view)
 
 
-def teacher_scores_oof(gc: GBDTConfig, cfg: TrainConfig, ds: data_lib.Dataset, view: str, num_seeds: int,
-                       seed: int = 0, query_index=None, max_buckets: int = 8) -> np.ndarray:
+def teacher_scores_oof(gc: GBDTConfig, cfg: TrainConfig, ds: Dataset, view: str, num_seeds: int, *,
+                       seed: int = 0, query_index=None, max_buckets: int) -> np.ndarray:
   """f32[S, N] out-of-fold LambdaMART teacher scores of the training split (module docstring): seed s splits
   the groups into gc.oof_folds folds with seed `seed` + s and fits each on the others' groups that are in
   `query_index` (default all)."""
@@ -299,65 +293,7 @@ def teacher_scores_oof(gc: GBDTConfig, cfg: TrainConfig, ds: data_lib.Dataset, v
   return np.stack(out)
 
 
-def loss_groups(cfg: TrainConfig, train: data_lib.Groups) -> Optional[np.ndarray]:
+def loss_groups(cfg: TrainConfig, train: Groups) -> Optional[np.ndarray]:
   """The training groups of the data loss (cfg.data_groups: the positive ones, or None = all): what a
   LambdaMART row is fitted on, as the MLP rows' data term."""
-  return np.flatnonzero(data_lib.positive_groups(train)) if cfg.data_groups == "positive" else None
-
-
-def run_methods(keys, cfg: TrainConfig, gc: GBDTConfig, ds: data_lib.Dataset, dd, methods: Sequence[str],
-                mlp_rows: Optional[dict] = None, fit: Optional[Callable] = None, log_fn: Optional[Callable] = None,
-                seed: int = 0, max_buckets: int = 8, cache: Optional[dict] = None) -> dict:
-  """The GBDT rows of `methods` (:data:`METHODS`) beside the MLP rows of :func:`pfd_jax.distill.run_methods`:
-  {row: Result or TrainResult}. dd: the MLP rows' device data; mlp_rows: the MLP rows already trained (the
-  GBDT students' teacher is their 'pfd_teacher', trained here when absent); fit(row, view, train) returns a
-  row's result (default: train; a driver loads the rows an interrupted run saved). seed: LightGBM's base seed.
-  cache: a dict kept across calls on the same data and GBDT settings with another loss: what no loss changes
-  (the LambdaMART rows, the out-of-fold teacher scores) is computed once."""
-  from pfd_jax import distill
-  bad = [m for m in methods if m not in METHODS]
-  if bad:
-    raise ValueError(f"unknown GBDT methods {bad}; known: {METHODS}")
-  cb = log_fn or (lambda row: None)
-  fit = fit or (lambda row, view, train_fn: train_fn())
-  cache = {} if cache is None else cache
-  once = lambda key, make: cache[key] if key in cache else cache.setdefault(key, make())
-  num_seeds = int(np.shape(keys)[0])
-  tr = ds["train"]
-  data_groups = loss_groups(cfg, tr)
-  splits = tuple(dd.eval_sets)
-  kw = dict(num_seeds=num_seeds, seed=seed, eval_splits=splits, max_buckets=max_buckets)
-  rows = {}
-  if "lambdamart" in methods:
-    rows["lambdamart"] = fit("lambdamart", "x", lambda: once("lambdamart", lambda: train(
-        gc, cfg, ds, "x", query_index=data_groups, **kw)))
-  if "pfd_from_lambdamart" in methods:
-    rows["lambdamart_teacher"] = fit("lambdamart_teacher", "xz", lambda: once("lambdamart_teacher", lambda: train(
-        gc, cfg, ds, "xz", query_index=data_groups, **kw)))
-
-    def student():
-      t = once("oof", lambda: teacher_scores_oof(gc, cfg, ds, "xz", num_seeds, seed, data_groups, max_buckets))
-      targets = to_buckets(t, data_lib.bucketize(tr, max_buckets), tr.offsets)
-      return distill.train_student(keys, cfg, dd, targets, cb("pfd_from_lambdamart"))
-    rows["pfd_from_lambdamart"] = fit("pfd_from_lambdamart", "x", student)
-  if "gbdt_from_pfd" in methods:
-    teacher = (mlp_rows or {}).get("pfd_teacher") or rows.setdefault("pfd_teacher", fit(
-        "pfd_teacher", "xz", lambda: distill.train_on_data(keys, cfg, dd, "xz", cb("pfd_teacher"))))
-    logits = []  # the PFD teacher's logits on every training document, computed once for both students
-    in_data = np.ones(tr.num_docs, bool) if data_groups is None else np.isin(tr.group_index, data_groups)
-
-    def targets(s, as_grades):
-      if not logits:
-        logits.append(doc_scores(cfg, teacher.params, tr, "xz", max_buckets))
-      q, w = distilled_targets(tr.y, logits[0][s], in_data, cfg.alpha)
-      return (grades(q), None) if as_grades else (q, w)
-    rows["gbdt_xent_from_pfd"] = fit("gbdt_xent_from_pfd", "x", lambda: train(
-        gc, cfg, ds, "x", objective="cross_entropy", targets=lambda s: targets(s, False), **kw))
-    rows["lambdamart_from_pfd"] = fit("lambdamart_from_pfd", "x", lambda: train(
-        gc, cfg, ds, "x", targets=lambda s: targets(s, True), **kw))
-  return rows
-
-
-def num_rows(methods: Sequence[str]) -> int:
-  """How many rows :func:`run_methods` adds (the MLP PFD teacher counted by the MLP rows)."""
-  return sum({"lambdamart": 1, "pfd_from_lambdamart": 2, "gbdt_from_pfd": 2}[m] for m in methods)
+  return np.flatnonzero(positive_groups(train)) if cfg.data_groups == "positive" else None

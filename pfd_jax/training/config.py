@@ -1,13 +1,13 @@
 """Training hyper-parameters (:class:`TrainConfig`): the paper's protocol (appendix A.3) as defaults, each
-field a flag of the training drivers (:mod:`pfd_jax.config`)."""
+field a flag of the training drivers (:mod:`pfd_jax.config`), and the top-K teacher loss's (:class:`TopK`)."""
 from __future__ import annotations
 
 import dataclasses
 from typing import Optional, Tuple
 
 from pfd_jax import config
-from pfd_jax import losses as losses_lib
-from pfd_jax import rank_distill
+from pfd_jax.ops import losses as losses_lib
+from pfd_jax.ops.topk import SCHEMES
 
 
 # The paper's batch size and learning rate per loss (appendix A.3): RankNet 300 / 3e-4, the others 500 / 1e-3.
@@ -28,6 +28,27 @@ def parse_mesh(text: str) -> tuple:
 
 def format_mesh(mesh: tuple) -> str:
   return ",".join(f"{n}:{s}" for n, s in mesh)
+
+
+@dataclasses.dataclass(frozen=True)
+class TopK:
+  """Hyper-parameters of the top-K distillation loss (:func:`pfd_jax.ops.topk.topk_loss`; the paper tunes all
+  of them on validation data)."""
+  k: int = config.option(10, "Ranking Distillation: the teacher's top-K unlabelled documents per list.", lo=1)
+  scheme: str = config.option("hybrid", "Ranking Distillation weighting scheme.", choices=SCHEMES)
+  lam: float = config.option(5.0, "Ranking Distillation Eq. 8 sharpness lambda (large = uniform).", lo=0,
+                             lo_open=True)
+  mu: float = config.option(0.1, "Ranking Distillation Eq. 9 sharpness mu.", lo=0, lo_open=True)
+  eps: int = config.option(10, "Ranking Distillation Algorithm 1 samples per document.", lo=1)
+  warmup: Optional[int] = config.option(None, "Ranking Distillation warm-up epochs with w^a only (default: half "
+                                        "the epochs).", lo=0)
+
+  def __post_init__(self):
+    config.check(self)
+
+  def loss_settings(self) -> dict:
+    """The keyword settings of :func:`pfd_jax.ops.topk.topk_loss` and ``topk_weights``."""
+    return dict(k=self.k, scheme=self.scheme, lam=self.lam, mu=self.mu, eps=self.eps)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -63,7 +84,7 @@ class TrainConfig:
   transform_b: float = config.option(0.0, "SDR Eq. 10 affine teacher transform intercept b (teaching=listwise).")
   temperature: float = config.option(1.0, "Softmax teacher transform temperature T (SDR section 5.6).", lo=0,
                                      lo_open=True, flag=False)
-  topk: rank_distill.TopK = config.option(rank_distill.TopK(), "Ranking Distillation's top-K teacher loss.")
+  topk: TopK = config.option(TopK(), "Ranking Distillation's top-K teacher loss.")
   seed_batching: str = config.option("vmap", "How the seeds' gradients are computed: vmap (batched; the reproduced "
                              "tables) or loop (one after another: RankNet's 5 seeds 10% faster on CPU, other "
                              "float summation, so not the vmapped run's bits).", choices=("vmap", "loop"))

@@ -9,45 +9,24 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import Callable, Optional
+from typing import TYPE_CHECKING, Callable, Optional
 
 import jax
 import jax.flatten_util
 import jax.numpy as jnp
-import numpy as np
 import optax
 
-from pfd_jax import losses as losses_lib
-from pfd_jax import rank_distill
-from pfd_jax.models import MLP
-from pfd_jax.train_config import TrainConfig
+from pfd_jax.ops import losses as losses_lib
+from pfd_jax.ops import topk
+from pfd_jax.ops.models import MLP
+from pfd_jax.training.structures import Batch, Bucket, Clock, StepFns
 
-VIEWS = ("x", "z", "xz")
+if TYPE_CHECKING:  # annotations only: a step reads its settings, it does not build or check them
+  from pfd_jax.training.config import TrainConfig
 
 # Settings a sweep may vary inside one program (train(variants=...)): the per-model alpha and the teacher
 # transform, which turns teacher logits into targets before training. step_key normalises them away.
 SWEEPABLE = ("alpha", "teacher_transform", "transform_a", "transform_b", "temperature")
-
-
-def features(bucket: dict, view: str, z_override=None):
-  """The model input of a bucket: 'x' (regular), 'z' (privileged) or 'xz' (both, concatenated).
-
-  A suffix ':i,j' keeps only those privileged columns ('xz:0' = regular + the first privileged feature).
-  z_override (broadcastable to z) replaces the privileged features, e.g. by an imputed constant (Table 6).
-  Works on device arrays and on host (NumPy) arrays alike.
-  """
-  base, _, cols = view.partition(":")
-  if base not in VIEWS:
-    raise ValueError(f"view must be one of {VIEWS} (optionally ':i,j'), got {view!r}")
-  if base == "x":
-    return bucket["x"]
-  if bucket.get("z") is None:
-    raise ValueError(f"view {view!r} needs privileged features z")
-  xp = jnp if isinstance(bucket["z"], jax.Array) else np
-  z = bucket["z"] if z_override is None else xp.broadcast_to(z_override, bucket["z"].shape)
-  if cols:
-    z = z[..., [int(c) for c in cols.split(",")]]
-  return z if base == "z" else xp.concatenate([bucket["x"], z], axis=-1)
 
 
 def make_model(cfg: TrainConfig) -> MLP:
@@ -65,18 +44,19 @@ def teacher_inputs(cfg: TrainConfig, logits, bucket: dict):
   configured transform) or, for teacher_loss='topk', the teacher's top-K ranks among unlabelled documents."""
   mask = jnp.asarray(bucket["mask"])
   if cfg.teacher_loss == "topk":
-    return rank_distill.teacher_ranks(logits, jnp.asarray(bucket["y"]), mask, cfg.topk.k)
+    return topk.teacher_ranks(logits, jnp.asarray(bucket["y"]), mask, cfg.topk.k)
   g = losses_lib.get_transform(cfg.teacher_transform, a=cfg.transform_a, b=cfg.transform_b,
                                temperature=cfg.temperature)
   return g(logits, mask)
 
 
 def _teacher_loss_fn(cfg: TrainConfig, key, labels, hybrid_on):
-  """The teacher term's loss, called like a loss of :mod:`pfd_jax.losses` (scores, targets, mask)."""
+  """The teacher term's loss, called like a loss of :mod:`pfd_jax.ops.losses` (scores, targets, mask)."""
   name = cfg.teacher_loss or cfg.loss
   if name == "topk":
-    return lambda s, t, m, reduce_fn=None: rank_distill.topk_loss(s, t, m, labels, key=key, cfg=cfg.topk,
-                                                                 hybrid_on=hybrid_on, reduce_fn=reduce_fn)
+    settings = cfg.topk.loss_settings()
+    return lambda s, t, m, reduce_fn=None: topk.topk_loss(s, t, m, labels, key=key, hybrid_on=hybrid_on,
+                                                         reduce_fn=reduce_fn, **settings)
   return loss_fn(dataclasses.replace(cfg, loss=name))
 
 
@@ -91,7 +71,7 @@ def step_key(cfg: TrainConfig) -> TrainConfig:
 
 
 @functools.lru_cache(maxsize=None)
-def compiled(cfg: TrainConfig, has_teacher: bool, steps_per_epoch: int, data_axis: Optional[str] = None) -> dict:
+def compiled(cfg: TrainConfig, has_teacher: bool, steps_per_epoch: int, data_axis: Optional[str] = None) -> StepFns:
   """Seed-vmapped init (jitted) and step (to be traced into a program) for one :func:`step_key`.
 
   data_axis: the step runs on one shard of a batch under ``shard_map`` (each shard its own groups, ``valid``
@@ -116,13 +96,13 @@ def compiled(cfg: TrainConfig, has_teacher: bool, steps_per_epoch: int, data_axi
     teach = teach * valid
     return jnp.sum(alpha * data + (1 - alpha) * teach), (jnp.sum(data), jnp.sum(teach))
 
-  def grad(params, key, idx, valid, feats, y, mask, data_w, teacher, alpha, j, hybrid_on):
-    """The gradient and (total, data, teacher) sums of one seed's batch. idx, valid: [B] groups of this
-    batch (of this shard); teacher: [(K,) Q, L] or None; key, j: the seed's epoch key and the step number
-    (the teacher loss's samples); hybrid_on: the top-K warm-up is over."""
-    f, yb, mb, w = feats[idx], y[idx], mask[idx], data_w[idx] * valid
-    t = None if teacher is None else teacher[..., idx, :]
-    objective = lambda p: terms(model.apply(p, f), yb, mb, w, valid, t, key, alpha, j, hybrid_on)
+  def grad(params, key, batch: Batch, bucket: Bucket, alpha, clock: Clock):
+    """The gradient and (total, data, teacher) sums of one seed's batch; the bucket's teacher inputs are
+    this seed's [(K,) Q, L] or None; key: the seed's epoch key."""
+    idx, valid = batch
+    f, yb, mb, w = bucket.feats[idx], bucket.y[idx], bucket.mask[idx], bucket.data_w[idx] * valid
+    t = None if bucket.teacher is None else bucket.teacher[..., idx, :]
+    objective = lambda p: terms(model.apply(p, f), yb, mb, w, valid, t, key, alpha, clock.step, clock.hybrid_on)
     (total, (data, teach)), grads = jax.value_and_grad(objective, has_aux=True)(params)
     return grads, jnp.stack([total, data, teach])
 
@@ -134,7 +114,7 @@ def compiled(cfg: TrainConfig, has_teacher: bool, steps_per_epoch: int, data_axi
   # alpha is per model (in_axes 0): an alpha sweep trains its students side by side in one program. On one
   # shard every seed's batch has the same valid entries; on a shard of a mesh each seed owns other groups.
   v_axes = None if data_axis is None else 0
-  in_axes = (0, 0, 0, v_axes, None, None, None, None, t_axes, 0, None, None)
+  in_axes = (0, 0, Batch(0, v_axes), Bucket(None, None, None, None, t_axes, None), 0, Clock(None, None))
   # seed_batching='loop' computes the gradients model after model (lax.map): RankNet's pair blocks vmapped over 5
   # seeds cost 5.69x one seed, looped 5.13x (experiments.benchmark --losses=ranknet --scale=0.5), but XLA then
   # sums in another order (RankNet losses 3e-7 apart after 5 epochs), so the default stays vmap and every
@@ -151,15 +131,23 @@ def compiled(cfg: TrainConfig, has_teacher: bool, steps_per_epoch: int, data_axi
     params, opt_state = jax.vmap(update)(params, opt_state, grads)
     return params, opt_state, sums
 
-  return dict(init=jax.jit(jax.vmap(init, in_axes=(0, None)), static_argnums=1), vstep=vstep)
+  return StepFns(init=jax.jit(jax.vmap(init, in_axes=(0, None)), static_argnums=1), vstep=vstep)
 
+def _leaf_axes(axes, arg) -> list:
+  """The vmap axis of every leaf of `arg` given an in_axes prefix (ints / None, or tuples of them)."""
+  if axes is None or isinstance(axes, int):
+    return [axes] * len(jax.tree_util.tree_leaves(arg))
+  return [a for ax, sub in zip(axes, arg) for a in _leaf_axes(ax, sub)]
 
 
 def _seed_map(fn, in_axes: tuple):
   """``jax.vmap(fn, in_axes)`` computed one model after another (``lax.map``): per-model working sets."""
   def mapped(*args):
+    leaves, tree = jax.tree_util.tree_flatten(args)
+    axes = _leaf_axes(in_axes, args)
+
     def one(xs):
       it = iter(xs)
-      return fn(*(next(it) if ax == 0 else a for a, ax in zip(args, in_axes)))
-    return jax.lax.map(one, tuple(a for a, ax in zip(args, in_axes) if ax == 0))
+      return fn(*jax.tree_util.tree_unflatten(tree, [next(it) if ax == 0 else a for a, ax in zip(leaves, axes)]))
+    return jax.lax.map(one, tuple(a for a, ax in zip(leaves, axes) if ax == 0))
   return mapped

@@ -1,12 +1,5 @@
 """Seed-vmapped training with per-epoch evaluation and best-checkpoint keeping (appendix A.3 protocol): the
-shape of a run. The parts live beside it, one concern a file:
-
-* :mod:`pfd_jax.train_config`: the hyper-parameters (:class:`TrainConfig`);
-* :mod:`pfd_jax.train_step`: the model, the optimizer and one update, vmapped over seeds;
-* :mod:`pfd_jax.train_program`: the epoch's batch plan and the one compiled program that trains its steps;
-* :mod:`pfd_jax.train_feed`: where the data lives (one device, a mesh or N processes, or disk) and how each
-  epoch's steps reach the program;
-* :mod:`pfd_jax.train_eval`: scoring, evaluation and best keeping.
+shape of a run (its parts: see :mod:`pfd_jax.training`). Every epoch's scalars go to metric writers.
 
 ``S`` seeds (times V variants of a sweep) lead every per-model array; the same keys give the same bits.
 """
@@ -14,18 +7,50 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from typing import Callable, Optional, Sequence
+from typing import TYPE_CHECKING, Callable, NamedTuple, Optional, Protocol, Sequence
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from pfd_jax.train_config import PAPER_BATCH, PAPER_BATCH_DEFAULT, TrainConfig, format_mesh, parse_mesh  # noqa: F401
-from pfd_jax.train_eval import (EvalSet, device_buckets, eval_buckets, eval_set, evaluate,  # noqa: F401
-                                full_metrics, keep_best, per_list_ndcg, predict, scorer)
-from pfd_jax import train_program  # noqa: F401
-from pfd_jax.train_feed import make_feed
-from pfd_jax.train_step import SWEEPABLE, VIEWS, features, teacher_inputs  # noqa: F401
+from pfd_jax.training.evaluation import keep_best, scorer
+from pfd_jax.training.feed import make_feed
+from pfd_jax.training.step import SWEEPABLE, teacher_inputs
+
+if TYPE_CHECKING:
+  from pfd_jax.training.config import TrainConfig
+
+
+class EpochScalars(NamedTuple):
+  """What training emits after every epoch, per model (M = seeds, or variants x seeds), to its writers."""
+  epoch: int          # 0-based
+  epochs: int         # of the run
+  loss: np.ndarray    # [M] the epoch's summed total loss
+  metrics: dict       # {split: [M, len(ks)]} mean NDCG@ks
+  ks: tuple
+  select_on: str      # the split of the best-epoch choice (metrics[select_on][:, 0])
+  seconds: float      # since training began
+
+
+class MetricWriter(Protocol):
+  """Anything that takes an epoch's scalars (as CLU's metric writers take ``write_scalars``): a progress line,
+  TensorBoard, a benchmark's timer."""
+
+  def write_epoch(self, scalars: EpochScalars) -> None: ...
+
+
+class EpochTimes(list):
+  """A metric writer keeping every epoch's end, in seconds since training began (the benchmarks' timer)."""
+
+  def write_epoch(self, scalars: EpochScalars) -> None:
+    self.append(scalars.seconds)
+
+
+class Hooks(NamedTuple):
+  """What a run reports to, and where it may be stopped."""
+  writers: Sequence[MetricWriter] = ()  # given every epoch's :class:`EpochScalars`
+  safe_point: Optional[Callable[[], None]] = None  # called after every epoch, once its state is consistent: the
+  #   place to stop a run (it may raise, e.g. on a signal)
 
 
 @dataclasses.dataclass
@@ -54,7 +79,7 @@ class TrainResult:
 
 def train(key, cfg: TrainConfig, train_buckets: list, view: str, eval_sets: dict, *,
           teacher: Optional[list] = None, num_seeds: Optional[int] = None,
-          log_fn: Optional[Callable] = None, init_params=None, variants: Optional[Sequence[dict]] = None,
+          hooks: Hooks = Hooks(), init_params=None, variants: Optional[Sequence[dict]] = None,
           chunk_steps: int = 0):
   """Trains `S` models (one per seed) and keeps each one's best epoch. Returns a :class:`TrainResult`
   (a list of them with `variants`).
@@ -62,15 +87,13 @@ def train(key, cfg: TrainConfig, train_buckets: list, view: str, eval_sets: dict
   Args:
     key: PRNG key [S] (one per seed) from ``jax.random.split``; the same keys give the same bits.
     cfg: hyper-parameters.
-    train_buckets: the groups an epoch visits: :func:`device_buckets` (resident: on one device, or on a
+    train_buckets: the groups an epoch visits: :func:`pfd_jax.training.evaluation.device_buckets` (resident: on one device, or on a
       ``cfg.mesh`` / across processes) or :class:`pfd_jax.data.shards.ShardBucket` s (streamed from disk).
-    view: model input, see :func:`features`.
-    eval_sets: {split name: :class:`EvalSet`} evaluated after every epoch; must contain ``cfg.select_on``.
+    view: model input, see :func:`pfd_jax.ops.scoring.features`.
+    eval_sets: {split name: :class:`pfd_jax.training.evaluation.EvalSet`} evaluated after every epoch; must contain ``cfg.select_on``.
     teacher: per train bucket, teacher logits ``[S, Q, L]`` or ``[S, K, Q, L]`` (K teachers, multi-teacher
       PFD); None trains on the data loss alone. Teacher seed s teaches student s.
-    log_fn: called as ``log_fn(epoch, loss_mean, ndcg_select_mean, seconds)`` after every epoch; if it has a
-      ``per_model`` attribute, that is called too as ``per_model(epoch, loss [M], {split: NDCG [M, K]}, ks)``
-      with every model's values (M = seeds, or variants x seeds).
+    hooks: the metric writers of every epoch and the safe point after it (:class:`Hooks`).
     init_params: seed-stacked parameters to start from (fine-tuning a pre-trained model); the optimizer
       state starts fresh. None initialises from the keys.
     chunk_steps: steps per call of the training program (0: a whole epoch per call; streamed data: one step
@@ -112,10 +135,12 @@ def train(key, cfg: TrainConfig, train_buckets: list, view: str, eval_sets: dict
       curves[name][:, epoch] = v
     best_epoch = np.where(improved, epoch, best_epoch)
     loss_hist[:, epoch] = loss
-    if log_fn is not None:
-      log_fn(epoch, float(loss_hist[:, epoch, 0].mean()), float(np.mean(m[cfg.select_on][:, 0])), time.time() - t0)
-      if getattr(log_fn, "per_model", None) is not None:  # e.g. a TensorBoard writer: every seed's values
-        log_fn.per_model(epoch, loss_hist[:, epoch, 0], m, tuple(cfg.ks))
+    scalars = EpochScalars(epoch, cfg.epochs, loss_hist[:, epoch, 0], m, tuple(cfg.ks), cfg.select_on,
+                           time.time() - t0)
+    for w in hooks.writers:
+      w.write_epoch(scalars)
+    if hooks.safe_point is not None:
+      hooks.safe_point()
   best = {name: c[np.arange(models), best_epoch] for name, c in curves.items()}
   res = TrainResult(params=best_params, curves=curves, loss=loss_hist, best_epoch=best_epoch, best=best,
                     seconds=time.time() - t0)

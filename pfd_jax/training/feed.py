@@ -1,5 +1,5 @@
 """Where a run's arrays live and how each epoch's steps reach the one training program
-(:func:`pfd_jax.train_program.program`).
+(:func:`pfd_jax.training.program.program`).
 
 * :class:`Resident`: every training group on one device (the default; the numbers of every table).
 * :class:`Sharded`: a ``--mesh`` of devices in one process, or N processes (``jax.distributed``), each
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import queue
 import threading
-from typing import NamedTuple, Optional, Sequence
+from typing import TYPE_CHECKING, NamedTuple, Optional, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -24,9 +24,13 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
 from pfd_jax import distributed
-from pfd_jax import train_program
-from pfd_jax.train_config import TrainConfig
-from pfd_jax.train_step import compiled, features, step_key
+from pfd_jax.ops.scoring import features
+from pfd_jax.training import program as train_program
+from pfd_jax.training.step import compiled, step_key
+from pfd_jax.training.structures import Bucket
+
+if TYPE_CHECKING:
+  from pfd_jax.training.config import TrainConfig
 
 
 class State(NamedTuple):
@@ -62,7 +66,8 @@ class Resident:
     self.num_steps = train_program.steps_per_epoch(self.sizes, self.batch)
     self.teacher_ndim = 0 if teacher is None else int(teacher[0].ndim)
     self._setup(buckets, teacher, keys)
-    self.run = train_program.program(step_key(cfg), self.teacher_ndim, self.num_steps, self.sizes, self.shards)
+    fns = compiled(step_key(cfg), self.teacher_ndim > 0, self.num_steps, None if self.shards is None else "data")
+    self.run = train_program.program(fns.vstep, self.batch, self.teacher_ndim, self.sizes, self.shards)
 
   def _sizes(self, buckets) -> tuple:
     return tuple(_num_groups(b) for b in buckets)
@@ -71,10 +76,10 @@ class Resident:
     self.dim = int(features(buckets[0], self.view).shape[-1])
     self.buckets = tuple(self._bucket(b, None if teacher is None else teacher[i]) for i, b in enumerate(buckets))
 
-  def _bucket(self, b: dict, teacher):
-    """(features, y, mask, data weight, teacher inputs) of one bucket, as the program takes them."""
+  def _bucket(self, b: dict, teacher) -> Bucket:
+    """One bucket as the program takes it."""
     w = b["pos"] if self.cfg.data_groups == "positive" else jnp.ones_like(b["pos"])
-    return features(b, self.view), b["y"], b["mask"], w, teacher
+    return Bucket(features(b, self.view), b["y"], b["mask"], w, teacher)
 
   def put(self, tree, seeds: bool = True):
     """Per-model arrays (seed axis first; seeds=False: replicated) where the program takes them."""
@@ -86,7 +91,7 @@ class Resident:
 
   def init(self, keys, alpha, init_params=None) -> State:
     init_keys, loss_keys, order_keys = split_keys(keys)
-    params, opt_state = compiled(step_key(self.cfg), self.teacher_ndim > 0, self.num_steps)["init"](init_keys, self.dim)
+    params, opt_state = compiled(step_key(self.cfg), self.teacher_ndim > 0, self.num_steps).init(init_keys, self.dim)
     if init_params is not None:
       params = jax.tree_util.tree_map(jnp.copy, init_params)  # ours to donate; the caller's stay intact
     params, opt_state, loss_keys, alpha = self.put((params, opt_state, loss_keys, alpha))
@@ -121,7 +126,7 @@ class Sharded(Resident):
   processes, one 'data' axis over all their devices). Each device holds a block of every bucket: in one
   process the bucket cut in D contiguous blocks, in N processes each process's own share cut in its devices'
   blocks. The program's batch is the one-device plan over global group indices, and each bucket comes
-  with the table of which device holds which group where (:class:`pfd_jax.train_program.Shards`).
+  with the table of which device holds which group where (:class:`pfd_jax.training.program.Shards`).
 
   On-disk buckets (:class:`pfd_jax.data.shards.ShardBucket`, in N processes each process's own share) are
   streamed: each chunk of steps, each device block is a window holding just its own groups that the chunk
@@ -154,7 +159,7 @@ class Sharded(Resident):
     offset = self.comm.gather(self.start + self.cuts[:-1]).reshape(-1, len(buckets))  # [D, buckets]
     count = self.comm.gather(np.diff(self.cuts, axis=0)).reshape(-1, len(buckets))
     width, window = train_program.plan_stats(split_keys(keys)[2], self.cfg.epochs, self.sizes, self.batch,
-                                             offset, count, self.chunk if self.streamed else 0)
+                                             offset, chunk=self.chunk if self.streamed else 0)
     self.shards = train_program.Shards(self.mesh, self.seed_axis, width)
     self.length = window if self.streamed else tuple(int(n) for n in count.max(0))
     if not self.streamed:
@@ -162,14 +167,14 @@ class Sharded(Resident):
                            for b in range(len(buckets)))
       self.store = self.teacher = None  # the host copies: placed now
 
-  def _window(self, b: int, rows: list) -> tuple:
+  def _window(self, b: int, rows: list) -> Bucket:
     """Bucket b as the program takes it, device block j of this process holding its local groups rows[j]
     (padded to the bucket's block length), with the slot tables."""
     slots = np.full((len(rows), self.sizes[b]), -1, np.int32)
     parts = []
     for j, r in enumerate(rows):
       host = self.store[b].read(r, self.view) if self.streamed else {k: v[r] for k, v in self.store[b].items()}
-      feats, y, mask, w, _ = self._bucket(host, None)
+      feats, y, mask, w, _, _ = self._bucket(host, None)
       t = None if self.teacher is None else self.teacher[b][..., r, :]
       parts.append([_pad(a, self.length[b], 0) for a in (feats, y, mask, np.asarray(w))] +
                    [None if t is None else _pad(t, self.length[b], t.ndim - 2)])
@@ -177,7 +182,7 @@ class Sharded(Resident):
     out = [self._global(np.concatenate(f, 0), 0) for f in list(zip(*parts))[:4]]
     t = None if self.teacher is None else np.concatenate([p[4] for p in parts], parts[0][4].ndim - 2)
     out.append(None if t is None else self._global(t, t.ndim - 2, seeds=True))
-    return tuple(out) + (self._global(slots, 0),)
+    return Bucket(*out, slots=self._global(slots, 0))
 
   def chunks(self, steps: tuple):
     if not self.streamed:
@@ -268,10 +273,10 @@ class Streamed(Resident):
     self.stand_in = [self._put_window(b, np.zeros(1, np.int64), 1) for b in range(len(buckets))]
     self.buckets = None
 
-  def _put_window(self, b: int, rows: np.ndarray, cap: int) -> tuple:
-    feats, y, mask, wt, _ = self._bucket(self.store[b].read(rows, self.view, cap), None)
+  def _put_window(self, b: int, rows: np.ndarray, cap: int) -> Bucket:
+    feats, y, mask, wt, _, _ = self._bucket(self.store[b].read(rows, self.view, cap), None)
     t = None if self.teacher is None else _pad(self.teacher[b][..., rows, :], cap, self.teacher[b].ndim - 2)
-    return jax.device_put((feats, y, mask, np.asarray(wt), t))
+    return jax.device_put(Bucket(feats, y, mask, np.asarray(wt), t))
 
   def _window(self, step: tuple) -> tuple:
     """(the program, the step with indices into the window, the buckets: the window and stand-ins)."""

@@ -7,7 +7,7 @@ separate runs), and the order in which the buckets' batches interleave is shuffl
 the epoch alone, shared by the seeds (they stay in lock-step).
 
 **The program** trains a run of the plan's steps (a whole epoch, or a chunk of it): ``lax.scan`` over the
-steps, ``lax.switch`` over the buckets, each branch the vmapped step of :mod:`pfd_jax.train_step` on its
+steps, ``lax.switch`` over the buckets, each branch the vmapped step of :mod:`pfd_jax.training.step` on its
 bucket's own batch shape. It is the same function for every scale; what changes is where its arrays live:
 
 * one device: the buckets are device arrays and each step gathers its groups by index;
@@ -16,7 +16,7 @@ bucket's own batch shape. It is the same function for every scale; what changes 
   plan's groups it owns (compacted to a fixed width, the most any step of the run gives it), computes their
   loss, and the gradient is all-reduced: the one-device run's sum, up to float summation order;
 * streamed data: the buckets are windows of on-disk shards holding just the groups of the chunk's steps,
-  and the plan's indices point into the window (:mod:`pfd_jax.train_feed`).
+  and the plan's indices point into the window (:mod:`pfd_jax.training.feed`).
 """
 from __future__ import annotations
 
@@ -29,8 +29,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, PartitionSpec as P
 
-from pfd_jax.train_config import TrainConfig
-from pfd_jax.train_step import compiled
+from pfd_jax.training.structures import Batch, Bucket, Clock
 
 
 def epoch_plan(order_keys, epoch, sizes: Sequence[int], batch: int):
@@ -82,20 +81,18 @@ def _own(width: int, slots, idx, valid):
 
 
 @functools.lru_cache(maxsize=None)
-def program(key_cfg: TrainConfig, teacher_ndim: int, num_steps: int, sizes: tuple, shards: Optional[Shards] = None):
+def program(vstep, batch: int, teacher_ndim: int, sizes: tuple, shards: Optional[Shards] = None):
   """``fn(params, opt_state, loss, ep_keys, steps, buckets, alpha, hybrid_on) -> (params, opt_state, loss)``,
   jitted with params and optimizer state donated; loss [S, 3] carries the epoch's (total, data, teacher) sums
   from chunk to chunk, so that a chunked epoch adds its steps in the whole epoch's order (the same bits).
 
-  key_cfg: a :func:`pfd_jax.train_step.step_key`; teacher_ndim: 0 (no teacher), 3 ([S, Q, L]) or 4 (K
-  teachers); num_steps: steps of a whole epoch (the learning-rate schedule's unit); sizes: groups per bucket
-  (global); plan: (bucket [C], idx [C, S, Bmax], valid [C, Bmax], step number [C]) of the steps to run;
-  buckets: per bucket (features, y, mask, data weight, teacher inputs or None) and, on a mesh, the
-  bucket's slot table (:class:`Shards`).
+  vstep: the seed-vmapped step (:class:`pfd_jax.training.step.StepFns`, compiled for a mesh's 'data' axis
+  when `shards` is given); batch: groups per batch; teacher_ndim: 0 (no teacher), 3 ([S, Q, L]) or 4 (K
+  teachers); sizes: groups per bucket (global); steps: (bucket [C], idx [C, S, Bmax], valid [C, Bmax], step
+  number [C]) of the steps to run; buckets: a :class:`pfd_jax.training.step.Bucket` per bucket (with its slot
+  table on a mesh, :class:`Shards`).
   """
-  batch = key_cfg.effective_batch_size
   widths = [min(batch, q) for q in sizes]
-  vstep = compiled(key_cfg, teacher_ndim > 0, num_steps, None if shards is None else "data")["vstep"]
 
   def run(params, opt_state, loss, ep_keys, steps, buckets, alpha, hybrid_on):
     def body(carry, x):
@@ -105,8 +102,8 @@ def program(key_cfg: TrainConfig, teacher_ndim: int, num_steps: int, sizes: tupl
       def branch(k, p, o):
         ik, vk = i[:, :widths[k]], v[:widths[k]]
         if shards is not None:
-          ik, vk = _own(shards.width[k], buckets[k][5][0], ik, vk)
-        return vstep(p, o, ep_keys, ik, vk, *buckets[k][:5], alpha, j, hybrid_on)
+          ik, vk = _own(shards.width[k], buckets[k].slots[0], ik, vk)
+        return vstep(p, o, ep_keys, Batch(ik, vk), buckets[k], alpha, Clock(j, hybrid_on))
 
       branches = [functools.partial(branch, k) for k in range(len(sizes))]
       params, opt_state, l = jax.lax.switch(b, branches, params, opt_state)
@@ -118,18 +115,19 @@ def program(key_cfg: TrainConfig, teacher_ndim: int, num_steps: int, sizes: tupl
   if shards is not None:
     s = P(shards.seeds)
     t = None if not teacher_ndim else P(shards.seeds, *([None] * (teacher_ndim - 3)), "data", None)
-    bucket = (P("data"), P("data"), P("data"), P("data"), t, P("data"))
+    bucket = Bucket(P("data"), P("data"), P("data"), P("data"), t, P("data"))
     run = jax.shard_map(run, mesh=shards.mesh, check_vma=False, out_specs=(s, s, s),
                         in_specs=(s, s, s, s, (P(), P(None, shards.seeds), P(), P()), (bucket,) * len(sizes), s, P()))
   return jax.jit(run, donate_argnums=(0, 1))
 
 
-def plan_stats(order_keys, epochs: int, sizes: Sequence[int], batch: int, offset: np.ndarray, count: np.ndarray,
+def plan_stats(order_keys, epochs: int, sizes: Sequence[int], batch: int, offset: np.ndarray, *,
                chunk: int = 0) -> tuple:
   """Over every step of `epochs` epochs (the plans are recomputed: cheap next to training), for device
-  blocks holding global groups offset[d, b] .. offset[d, b] + count[d, b] - 1: (the most groups of one batch
-  any block owns, the most distinct groups any block owns among a chunk of `chunk` steps (0: no chunks)),
-  each per bucket. The first sizes each device's share of a step, the second a streamed window."""
+  blocks whose first global groups are offset[d, b] (block d holds groups up to the next block's first): (the
+  most groups of one batch any block owns, the most distinct groups any block owns among a chunk of `chunk`
+  steps (0: no chunks)), each per bucket. The first sizes each device's share of a step, the second a
+  streamed window."""
   width, window = np.ones(len(sizes), np.int64), np.ones(len(sizes), np.int64)
   for epoch in range(epochs):
     ids, idx, valid = jax.device_get(plan(order_keys, jnp.int32(epoch), tuple(sizes), batch))

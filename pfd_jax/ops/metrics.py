@@ -90,15 +90,21 @@ def has_relevant(labels, mask=None, *, threshold: float = 0.0):
   return jnp.any(_mask(labels, mask) & (labels > threshold), axis=-1)
 
 
-def mean_over_lists(values, valid, rule: str = "exclude", axis=-1):
-  """Mean of per-list `values` over lists. rule='exclude': only lists where `valid`; 'zero': all lists,
-  invalid ones counted as 0. With no valid list, 'exclude' gives NaN (there is nothing to average)."""
+def list_mean(total, count, num_lists, rule: str = "exclude"):
+  """The one empty-list rule, on sums: `total` (a metric summed over the lists with a positive) over `count`
+  (how many those are) with rule='exclude', or over `num_lists` (every list, the others counting 0) with
+  'zero'. With no list to average under 'exclude' the result is NaN. NumPy or JAX values alike; the dtype is
+  the operands' (pass counts as Python ints to keep float32 sums float32 in NumPy)."""
   if rule not in EMPTY_RULES:
     raise ValueError(f"rule must be one of {EMPTY_RULES}, got {rule!r}")
+  return total / (num_lists if rule == "zero" else count)
+
+
+def mean_over_lists(values, valid, rule: str = "exclude", axis=-1):
+  """Mean of per-list `values` over lists by :func:`list_mean`'s rule: 'exclude' averages the lists where
+  `valid`, 'zero' all lists with the invalid ones as 0 (NaN under 'exclude' with no valid list)."""
   v = jnp.where(valid, values, 0.0)
-  if rule == "zero":
-    return jnp.mean(v, axis=axis)
-  return jnp.sum(v, axis=axis) / jnp.sum(valid, axis=axis)
+  return list_mean(jnp.sum(v, axis=axis), jnp.sum(valid, axis=axis), v.shape[axis], rule)
 
 
 def ndcg_table(scores, labels, mask, ks=(8, 16, 32)):

@@ -24,19 +24,19 @@ import jax.numpy as jnp
 import numpy as np
 
 from pfd_jax import files
-from pfd_jax import serving
-from pfd_jax.models import MLP
+from pfd_jax.serving.model import GBDTRanker, ModelError, Ranker
+from pfd_jax.ops.models import MLP
 
 STABLEHLO_FILE = "model.stablehlo"
 ONNX_FILE = "model.onnx"
 SPEC_FILE = "serving.json"
 
 
-def serving_function(ranker: serving.Ranker, seed: Optional[int] = None, ensemble: bool = False):
+def serving_function(ranker: Ranker, seed: Optional[int] = None, ensemble: bool = False):
   """``fn(x f32[n, D]) -> f32[n]``: raw columns in input-id order -> the recipe's transforms -> logits of one
   seed (default: the recorded best) or, with `ensemble`, the mean logit of every saved seed."""
-  if isinstance(ranker, serving.GBDTRanker):
-    raise serving.ModelError("a LightGBM model is served by its own model files (lightgbm_seed<s>.txt, "
+  if isinstance(ranker, GBDTRanker):
+    raise ModelError("a LightGBM model is served by its own model files (lightgbm_seed<s>.txt, "
                              "LightGBM's C API); export applies to MLP rankers")
   m, t = ranker.recipe["model"], ranker.recipe["transforms"]
   model = MLP(hidden=m["hidden"], layers=m["layers"])
@@ -44,7 +44,7 @@ def serving_function(ranker: serving.Ranker, seed: Optional[int] = None, ensembl
     params = ranker.params
     score = lambda x: jnp.mean(jax.vmap(model.apply, in_axes=(0, None))(params, x), axis=0)
   else:
-    s = ranker._seed(seed)
+    s = ranker.seed_index(seed)
     params = jax.tree_util.tree_map(lambda a: a[s], ranker.params)
     score = lambda x: model.apply(params, x)
 
@@ -59,7 +59,7 @@ def serving_function(ranker: serving.Ranker, seed: Optional[int] = None, ensembl
   return fn
 
 
-def export(ranker: serving.Ranker, out_dir: str, fmt: str = "onnx", seed: Optional[int] = None,
+def export(ranker: Ranker, out_dir: str, fmt: str = "onnx", seed: Optional[int] = None,
            ensemble: bool = False) -> dict:
   """Writes the ranker's serving graph to `out_dir` as ``model.onnx`` (fmt='onnx') or ``model.stablehlo``
   (fmt='stablehlo'), and ``serving.json`` beside it (the feature ids in input-column order, the seed, the
@@ -76,9 +76,9 @@ def export(ranker: serving.Ranker, out_dir: str, fmt: str = "onnx", seed: Option
     artifact = ONNX_FILE
   else:
     raise ValueError(f"format {fmt!r}: onnx or stablehlo")
-  spec = dict(format="pfd_jax.export/1", artifact=artifact, input="f32[n, D]: one query's documents, columns = "
+  spec = dict(format="pfd_jax.serving.export/1", artifact=artifact, input="f32[n, D]: one query's documents, columns = "
               "feature_ids in this order", output="f32[n]: logits (sigmoid = the paper's score; rank by either)",
-              feature_ids=ranker.input_ids, seed=None if ensemble else ranker._seed(seed), ensemble=ensemble,
+              feature_ids=ranker.input_ids, seed=None if ensemble else ranker.seed_index(seed), ensemble=ensemble,
               transforms=ranker.recipe["transforms"], model=ranker.recipe["model"])
   os.makedirs(out_dir, exist_ok=True)
   files.write_atomic(os.path.join(out_dir, artifact), blob)

@@ -23,24 +23,37 @@ import dataclasses
 import hashlib
 import json
 import os
-from typing import Callable, Optional, Sequence
+from typing import TYPE_CHECKING, Callable, Optional, Sequence
 
 import jax.numpy as jnp
 import numpy as np
 
-from pfd_jax import config
-from pfd_jax import data as data_lib
 from pfd_jax import distributed
-from pfd_jax import train as train_lib
 from pfd_jax.data import shards
+from pfd_jax.data.config import DataConfig
+from pfd_jax.data.datasets import Dataset
+from pfd_jax.data.padding import bucketize
+from pfd_jax.data.preprocess import positive_groups
+from pfd_jax.methods import gbdt
+from pfd_jax.training.evaluation import EvalSet, device_buckets, eval_buckets, predict
+from pfd_jax.training.loop import Hooks, TrainResult, train
+
+if TYPE_CHECKING:
+  from pfd_jax.training.config import TrainConfig
 
 METHODS = ("no_distill", "self_distill", "gend", "pfd", "placebo")
-TEACHER_VIEW = {"self_distill": "x", "gend": "z", "pfd": "xz", "placebo": "xz"}
+GBDT_METHODS = ("lambdamart", "pfd_from_lambdamart", "gbdt_from_pfd")  # :func:`run_gbdt_methods`
+# The one view table: every row's model input (pfd_jax.ops.scoring.features). Students see x only; a teacher
+# its privileged view. A row absent here is a student of x (self-distillation's teacher is the baseline).
+ROW_VIEW = {"no_distill": "x", "self_distill": "x", "gend_teacher": "z", "gend": "x", "pfd_teacher": "xz",
+            "pfd": "x", "placebo_teacher": "xz", "placebo": "x", "lambdamart": "x", "lambdamart_teacher": "xz",
+            "pfd_from_lambdamart": "x", "gbdt_xent_from_pfd": "x", "lambdamart_from_pfd": "x"}
+GBDT_ROWS = ("lambdamart", "lambdamart_teacher", "pfd_from_lambdamart", "gbdt_xent_from_pfd", "lambdamart_from_pfd")
 
 # How a teacher can teach (TrainConfig overrides of the teacher term). 'pointwise' and 'pairwise' are the
 # paper's own PFD for RankBCE and RankNet (sigmoid probabilities as soft labels); 'listwise' is SDR's
 # softmax loss against the affine transform max(a t + b, 0) of the teacher logits (SDR Eq. 8, 10); 'topk'
-# is Ranking Distillation's weighted top-K loss (:mod:`pfd_jax.rank_distill`). The data term keeps the
+# is Ranking Distillation's weighted top-K loss (:mod:`pfd_jax.ops.topk`). The data term keeps the
 # student's own loss.
 TEACHING = {
     "pointwise": dict(teacher_loss="rankbce", teacher_transform="sigmoid"),
@@ -58,29 +71,30 @@ class DeviceData:
   eval_sets: dict
   num_train_groups: int
   num_positive_groups: int
+  max_buckets: int  # the bucketing of every split: the GBDT rows order their lists alike (per-list pairing)
   shards: Optional[str] = None  # the shard folder streamed from (None: resident)
 
 
-def to_device(ds: data_lib.Dataset, max_buckets: Optional[int] = None, eval_splits: Sequence[str] = ("test", "vali"),
+def to_device(ds: Dataset, max_buckets: Optional[int] = None, eval_splits: Sequence[str] = ("test", "vali"),
               data_groups: str = "positive", shard_dir: Optional[str] = None) -> DeviceData:
   """Buckets the training split twice (all groups; the groups the data-only runs visit) and the eval splits.
 
   data_groups='positive' (the paper) makes the data-only runs visit the positive groups; 'all' every group.
-  max_buckets: None = :attr:`pfd_jax.config.DataConfig.max_buckets`. shard_dir: stream training and
+  max_buckets: None = :attr:`pfd_jax.data.config.DataConfig.max_buckets`. shard_dir: stream training and
   evaluation from on-disk shards (:mod:`pfd_jax.data.shards`) written there once per recipe (a folder named
   by the recipe's hash, reused when complete) instead of holding them on the device.
   """
   if max_buckets is None:
-    max_buckets = config.DataConfig.max_buckets
+    max_buckets = DataConfig.max_buckets
   comm = distributed.comm()  # in a multi-process run `ds` is this process's share; bucket lengths are global
   tr = ds["train"]
-  pos = np.flatnonzero(data_lib.positive_groups(tr))
+  pos = np.flatnonzero(positive_groups(tr))
   visit = pos if data_groups == "positive" else np.arange(tr.num_queries)
-  sets = {"train_all": lambda: data_lib.bucketize(tr, max_buckets, comm=comm),
-          "train_pos": lambda: data_lib.bucketize(tr, max_buckets, visit, comm=comm)}
+  sets = {"train_all": lambda: bucketize(tr, max_buckets, comm=comm),
+          "train_pos": lambda: bucketize(tr, max_buckets, visit, comm=comm)}
   for s in eval_splits:
     if s in ds.splits:
-      sets[s] = lambda s=s: train_lib.eval_buckets(ds[s], max_buckets)
+      sets[s] = lambda s=s: eval_buckets(ds[s], max_buckets)
   if shard_dir:
     # in a multi-process run each process writes and streams its own share
     own = f"-p{comm.index}of{comm.count}" if comm.count > 1 else ""
@@ -90,14 +104,14 @@ def to_device(ds: data_lib.Dataset, max_buckets: Optional[int] = None, eval_spli
         shards.write_buckets(folder, name, make())
     buckets = {name: shards.open_set(folder, name) for name in sets}
   else:
-    folder, buckets = None, {name: train_lib.device_buckets(make()) for name, make in sets.items()}
-  evals = {s: train_lib.EvalSet(buckets[s], ds[s].num_queries) for s in eval_splits if s in ds.splits}
+    folder, buckets = None, {name: device_buckets(make()) for name, make in sets.items()}
+  evals = {s: EvalSet(buckets[s], ds[s].num_queries) for s in eval_splits if s in ds.splits}
   return DeviceData(train_all=buckets["train_all"], train_pos=buckets["train_pos"], eval_sets=evals,
                     num_train_groups=int(comm.sum(tr.num_queries)), num_positive_groups=int(comm.sum(pos.size)),
-                    shards=folder)
+                    max_buckets=max_buckets, shards=folder)
 
 
-def shard_key(ds: data_lib.Dataset, max_buckets: int, data_groups: str) -> str:
+def shard_key(ds: Dataset, max_buckets: int, data_groups: str) -> str:
   """The shard folder of a dataset's buckets: a hash of its recipe, the bucketing and its splits' sizes."""
   sizes = {s: [g.num_queries, g.num_docs] for s, g in ds.splits.items()}
   text = json.dumps(dict(name=ds.name, recipe=ds.config, max_buckets=max_buckets, data_groups=data_groups,
@@ -105,13 +119,12 @@ def shard_key(ds: data_lib.Dataset, max_buckets: int, data_groups: str) -> str:
   return f"{ds.name}-{hashlib.sha256(text.encode()).hexdigest()[:12]}"
 
 
-def train_on_data(keys, cfg: train_lib.TrainConfig, dd: DeviceData, view: str,
-                  log_fn: Optional[Callable] = None) -> train_lib.TrainResult:
+def train_on_data(keys, cfg: TrainConfig, dd: DeviceData, view: str, hooks: Hooks = Hooks()) -> TrainResult:
   """A data-loss-only run (the baseline or a teacher) on the positive groups (or all, per to_device)."""
-  return train_lib.train(keys, cfg, dd.train_pos, view, dd.eval_sets, log_fn=log_fn)
+  return train(keys, cfg, dd.train_pos, view, dd.eval_sets, hooks=hooks)
 
 
-def teacher_targets(cfg: train_lib.TrainConfig, teachers: Sequence[tuple], dd: DeviceData,
+def teacher_targets(cfg: TrainConfig, teachers: Sequence[tuple], dd: DeviceData,
                     z_override=None) -> list:
   """Teacher logits on every training group, per bucket: [S, Q, L] (one teacher) or [S, K, Q, L].
 
@@ -119,20 +132,20 @@ def teacher_targets(cfg: train_lib.TrainConfig, teachers: Sequence[tuple], dd: D
   model shape (default `cfg`: teacher and student alike). The student's teacher term turns logits into its
   targets (cfg.teacher_transform, or top-K ranks).
   """
-  per_teacher = [train_lib.predict(t[2] if len(t) > 2 else cfg, t[0].params, dd.train_all, t[1], z_override)
+  per_teacher = [predict(t[2] if len(t) > 2 else cfg, t[0].params, dd.train_all, t[1], z_override)
                  for t in teachers]
   if len(per_teacher) == 1:
     return per_teacher[0]
   return [jnp.stack(ts, axis=1) for ts in zip(*per_teacher)]
 
 
-def train_student(keys, cfg: train_lib.TrainConfig, dd: DeviceData, targets: list,
-                  log_fn: Optional[Callable] = None, variants: Optional[Sequence[dict]] = None):
+def train_student(keys, cfg: TrainConfig, dd: DeviceData, targets: list, hooks: Hooks = Hooks(),
+                  variants: Optional[Sequence[dict]] = None):
   """A student on x over all training groups with Eq. 1 against `targets` (see teacher_targets); with
   `variants` (e.g. ``[{"alpha": a} for a in alphas]``), one student per variant trained side by side in one
-  program (a list of results; :func:`pfd_jax.train.train`)."""
-  return train_lib.train(keys, cfg, dd.train_all, "x", dd.eval_sets, teacher=targets, log_fn=log_fn,
-                         variants=variants)
+  program (a list of results; :func:`pfd_jax.training.train`)."""
+  return train(keys, cfg, dd.train_all, "x", dd.eval_sets, teacher=targets, hooks=hooks,
+               variants=variants)
 
 
 def num_rows(methods: Sequence[str]) -> int:
@@ -140,13 +153,13 @@ def num_rows(methods: Sequence[str]) -> int:
   return 1 + sum({"no_distill": 0, "self_distill": 1}.get(m, 2) for m in methods)
 
 
-def run_methods(keys, cfg: train_lib.TrainConfig, dd: DeviceData, methods: Sequence[str] = METHODS,
-                log_fn: Optional[Callable[[str], Callable]] = None,
+def run_methods(keys, cfg: TrainConfig, dd: DeviceData, methods: Sequence[str] = METHODS, *,
+                hooks: Optional[Callable[[str], Hooks]] = None,
                 fit: Optional[Callable] = None, placebo: Optional[Callable[[], DeviceData]] = None) -> dict:
   """Runs the Table 2 / Table 4 rows. Returns {row: TrainResult} with rows no_distill, self_distill,
   gend_teacher, gend, pfd_teacher, pfd, placebo_teacher, placebo (those asked for; the baseline always runs).
 
-  log_fn(row) returns the per-epoch callback for that row (or None). fit(row, view, train) returns the row's
+  hooks(row) returns the :class:`pfd_jax.training.loop.Hooks` of that row's training. fit(row, view, train) returns the row's
   result, by calling ``train()`` or otherwise (a driver loads rows an interrupted run saved); default: train.
   placebo() returns the placebo rows' device data (the same groups with permuted z; called only when a
   placebo row has to be trained).
@@ -157,13 +170,13 @@ def run_methods(keys, cfg: train_lib.TrainConfig, dd: DeviceData, methods: Seque
   if "placebo" in methods and placebo is None:
     raise ValueError("the placebo rows need their data: run_methods(..., placebo=lambda: to_device(...)) of "
                      "pfd_jax.data.with_placebo_privileged(ds)")
-  cb = (lambda row: log_fn(row)) if log_fn else (lambda row: None)
+  cb = hooks or (lambda row: Hooks())
   fit = fit or (lambda row, view, train: train())
   rows = {"no_distill": fit("no_distill", "x", lambda: train_on_data(keys, cfg, dd, "x", cb("no_distill")))}
   for m in methods:
     if m == "no_distill":
       continue
-    view = TEACHER_VIEW[m]
+    view = ROW_VIEW.get(f"{m}_teacher", "x")
     data = placebo if m == "placebo" else (lambda: dd)  # the placebo's teacher and student see its z
     if m == "self_distill":
       teacher = rows["no_distill"]
@@ -173,3 +186,63 @@ def run_methods(keys, cfg: train_lib.TrainConfig, dd: DeviceData, methods: Seque
     rows[m] = fit(m, "x", lambda: train_student(keys, cfg, data(), teacher_targets(cfg, [(teacher, view)], data()),
                                                 cb(m)))
   return rows
+
+
+def run_gbdt_methods(keys, cfg: TrainConfig, gc: gbdt.GBDTConfig, ds: Dataset, dd: DeviceData,
+                     methods: Sequence[str], *, mlp_rows: Optional[dict] = None, fit: Optional[Callable] = None,
+                     hooks: Optional[Callable[[str], Hooks]] = None, seed: int = 0,
+                     cache: Optional[dict] = None) -> dict:
+  """The GBDT rows of `methods` (:data:`GBDT_METHODS`) beside the MLP rows of :func:`run_methods`:
+  {row: gbdt.Result or TrainResult}. dd: the MLP rows' device data; mlp_rows: the MLP rows already trained (the
+  GBDT students' teacher is their 'pfd_teacher', trained here when absent); fit(row, view, train) returns a
+  row's result (default: train; a driver loads the rows an interrupted run saved). seed: LightGBM's base seed.
+  The lists are bucketed as the MLP rows' (dd.max_buckets), so GBDT and MLP rows pair list by list.
+  cache: a dict kept across calls on the same data and GBDT settings with another loss: what no loss changes
+  (the LambdaMART rows, the out-of-fold teacher scores) is computed once."""
+  bad = [m for m in methods if m not in GBDT_METHODS]
+  if bad:
+    raise ValueError(f"unknown GBDT methods {bad}; known: {GBDT_METHODS}")
+  cb = hooks or (lambda row: Hooks())
+  fit = fit or (lambda row, view, train_fn: train_fn())
+  cache = {} if cache is None else cache
+  once = lambda key, make: cache[key] if key in cache else cache.setdefault(key, make())
+  num_seeds, max_buckets = int(np.shape(keys)[0]), dd.max_buckets
+  tr = ds["train"]
+  data_groups = gbdt.loss_groups(cfg, tr)
+  splits = tuple(dd.eval_sets)
+  kw = dict(num_seeds=num_seeds, seed=seed, eval_splits=splits, max_buckets=max_buckets)
+  rows = {}
+  if "lambdamart" in methods:
+    rows["lambdamart"] = fit("lambdamart", "x", lambda: once("lambdamart", lambda: gbdt.train(
+        gc, cfg, ds, "x", query_index=data_groups, **kw)))
+  if "pfd_from_lambdamart" in methods:
+    rows["lambdamart_teacher"] = fit("lambdamart_teacher", "xz", lambda: once("lambdamart_teacher", lambda: gbdt.train(
+        gc, cfg, ds, "xz", query_index=data_groups, **kw)))
+
+    def student():
+      t = once("oof", lambda: gbdt.teacher_scores_oof(gc, cfg, ds, "xz", num_seeds, seed=seed, query_index=data_groups,
+                                                          max_buckets=max_buckets))
+      targets = gbdt.to_buckets(t, bucketize(tr, max_buckets), tr.offsets)
+      return train_student(keys, cfg, dd, targets, cb("pfd_from_lambdamart"))
+    rows["pfd_from_lambdamart"] = fit("pfd_from_lambdamart", "x", student)
+  if "gbdt_from_pfd" in methods:
+    teacher = (mlp_rows or {}).get("pfd_teacher") or rows.setdefault("pfd_teacher", fit(
+        "pfd_teacher", "xz", lambda: train_on_data(keys, cfg, dd, "xz", cb("pfd_teacher"))))
+    logits = []  # the PFD teacher's logits on every training document, computed once for both students
+    in_data = np.ones(tr.num_docs, bool) if data_groups is None else np.isin(tr.group_index, data_groups)
+
+    def targets(s, as_grades):
+      if not logits:
+        logits.append(gbdt.doc_scores(cfg, teacher.params, tr, "xz", max_buckets=max_buckets))
+      q, w = gbdt.distilled_targets(tr.y, logits[0][s], in_data, cfg.alpha)
+      return (gbdt.grades(q), None) if as_grades else (q, w)
+    rows["gbdt_xent_from_pfd"] = fit("gbdt_xent_from_pfd", "x", lambda: gbdt.train(
+        gc, cfg, ds, "x", objective="cross_entropy", targets=lambda s: targets(s, False), **kw))
+    rows["lambdamart_from_pfd"] = fit("lambdamart_from_pfd", "x", lambda: gbdt.train(
+        gc, cfg, ds, "x", targets=lambda s: targets(s, True), **kw))
+  return rows
+
+
+def num_gbdt_rows(methods: Sequence[str]) -> int:
+  """How many rows :func:`run_gbdt_methods` adds (the MLP PFD teacher counted by the MLP rows)."""
+  return sum({"lambdamart": 1, "pfd_from_lambdamart": 2, "gbdt_from_pfd": 2}[m] for m in methods)

@@ -36,7 +36,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from pfd_jax import metrics
+from pfd_jax.ops import metrics
 
 
 def query_pairs(rel: np.ndarray, offsets: np.ndarray):

@@ -14,7 +14,7 @@ On disk a ranker is a folder of two files (no pickle):
 
 ``model.json`` is written last, so a folder that has it is complete.
 
-A LightGBM row (:mod:`pfd_jax.gbdt`) is a :class:`GBDTRanker`: the same recipe (``model.kind`` =
+A LightGBM row (:mod:`pfd_jax.methods.gbdt`) is a :class:`GBDTRanker`: the same recipe (``model.kind`` =
 ``lightgbm``) with one LightGBM model file per seed (``lightgbm_seed<s>.txt``, LightGBM's own text format,
 readable by its C API and every LightGBM binding) in place of ``params.msgpack``; it scores through the
 same :meth:`Ranker.score_groups`.
@@ -32,24 +32,16 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from pfd_jax import data as data_lib
 from pfd_jax import files
-from pfd_jax import train as train_lib
-from pfd_jax import train_eval
+from pfd_jax.data.groups import DataError, Groups
+from pfd_jax.data.padding import bucketize
+from pfd_jax.data.preprocess import file_labels, transform_features
+from pfd_jax.ops.scoring import input_ids, scoring
 
 FORMAT = "pfd_jax.ranker/1"
 PARAMS_FILE = "params.msgpack"
 GBDT_FILE = "lightgbm_seed{}.txt"
 RECIPE_FILE = "model.json"
-
-
-def input_ids(view: str, regular_ids, privileged_ids) -> list:
-  """The 1-based feature ids a model of `view` reads, in its input order (see train.features)."""
-  base, _, cols = view.partition(":")
-  priv = list(privileged_ids)
-  if cols:
-    priv = [priv[int(c)] for c in cols.split(",")]
-  return {"x": list(regular_ids), "z": priv, "xz": list(regular_ids) + priv}[base]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,16 +67,17 @@ class Ranker:
     """The width of the raw files the model was trained on (ids above it were never seen)."""
     return int(self.recipe["num_features"])
 
-  def inputs(self, groups: data_lib.Groups) -> np.ndarray:
+  def inputs(self, groups: Groups) -> np.ndarray:
     """f32[N, D] model inputs of raw flat groups (columns = 1-based ids as in the files), recipe applied."""
     ids = np.asarray(self.input_ids, np.int64)
     if ids.size and ids.max() > groups.x.shape[1]:
       raise ValueError(f"the model reads feature ids up to {ids.max()}; the data has {groups.x.shape[1]} columns")
     t = self.recipe["transforms"]
-    return data_lib.transform_features(np.ascontiguousarray(groups.x[:, ids - 1]), groups.offsets,
+    return transform_features(np.ascontiguousarray(groups.x[:, ids - 1]), groups.offsets,
                                        log1p=t["log1p"], query_norm=t["query_norm"])
 
-  def _seed(self, seed):
+  def seed_index(self, seed: Optional[int] = None) -> int:
+    """The saved seed `seed` (None: the recorded best), checked against the seeds the model holds."""
     seed = self.best_seed if seed is None else int(seed)
     if not 0 <= seed < self.num_seeds:
       raise ValueError(f"seed {seed} out of range: the model holds seeds 0..{self.num_seeds - 1}")
@@ -97,14 +90,14 @@ class Ranker:
     The seed-stacked program of training scores every seed, so the numbers are the trained run's bit for bit.
     """
     m = self.recipe["model"]
-    fn = train_eval.scoring(m["hidden"], m["layers"], tuple(self.recipe["ks"]))["predict"]
-    return fn(self.params, jnp.asarray(feats))[self._seed(seed)]
+    fn = scoring(m["hidden"], m["layers"], tuple(self.recipe["ks"])).predict
+    return fn(self.params, jnp.asarray(feats))[self.seed_index(seed)]
 
-  def score_groups(self, groups: data_lib.Groups, seed: Optional[int] = None, max_buckets: int = 8) -> np.ndarray:
+  def score_groups(self, groups: Groups, seed: Optional[int] = None, max_buckets: int = 8) -> np.ndarray:
     """f32[N] logits of raw flat groups, one per document in their order (recipe applied, padded in buckets)."""
     g = dataclasses.replace(groups, x=self.inputs(groups), z=None, y=None, g0=None, g1=None)
     out = np.zeros(g.num_docs, np.float32)
-    for b in data_lib.bucketize(g, max_buckets):
+    for b in bucketize(g, max_buckets):
       s = np.asarray(self.score(b.x, seed))
       rows = g.offsets[b.index][:, None] + np.arange(b.list_size)[None, :]
       out[rows[b.mask]] = s[b.mask]
@@ -113,79 +106,39 @@ class Ranker:
   def save(self, path: str) -> None:
     save_model(path, self)
 
-  def export(self, out_dir: str, fmt: str = "onnx", seed: Optional[int] = None, ensemble: bool = False) -> dict:
-    """Writes the serving graph (ONNX or StableHLO) and serving.json to `out_dir` (:func:`pfd_jax.export.export`)."""
-    from pfd_jax import export
-    return export.export(self, out_dir, fmt, seed, ensemble)
-
 
 class GBDTRanker(Ranker):
   """A LightGBM ranker: params is the tuple of its seeds' LightGBM model texts (see the module docstring)."""
 
   @functools.cached_property
   def boosters(self) -> list:
-    from pfd_jax import gbdt
-    return [gbdt.booster(m) for m in self.params]
+    import lightgbm  # deferred on purpose: an MLP model loads and scores without LightGBM
+    return [lightgbm.Booster(model_str=m) for m in self.params]
 
   def score(self, feats, seed: Optional[int] = None) -> np.ndarray:
     """Scores ``[..., L]`` of model inputs ``[..., L, D]`` (padding is scored and can be ignored)."""
     feats = np.asarray(feats, np.float32)
     flat = feats.reshape(-1, feats.shape[-1])
-    return np.asarray(self.boosters[self._seed(seed)].predict(flat), np.float32).reshape(feats.shape[:-1])
+    return np.asarray(self.boosters[self.seed_index(seed)].predict(flat), np.float32).reshape(feats.shape[:-1])
 
-  def score_groups(self, groups: data_lib.Groups, seed: Optional[int] = None, max_buckets: int = 8) -> np.ndarray:
+  def score_groups(self, groups: Groups, seed: Optional[int] = None, max_buckets: int = 8) -> np.ndarray:
     """f32[N] scores of raw flat groups, one per document in their order (recipe applied; trees need no padding)."""
     del max_buckets
     return self.score(self.inputs(groups), seed)
 
 
-def make_ranker(result: train_lib.TrainResult, cfg: train_lib.TrainConfig, view: str, data_config: dict,
-                **info) -> Ranker:
-  """The :class:`Ranker` of a training run (its best-epoch parameters of every seed).
-
-  data_config: the dataset's recipe (:attr:`pfd_jax.data.Dataset.config`): feature ids and transforms.
-  info: anything else to record (dataset, fold, row name, ...). A :class:`pfd_jax.gbdt.Result` (a LightGBM
-  row; `cfg` gives its evaluation settings) makes a :class:`GBDTRanker`.
-  """
-  from pfd_jax import gbdt
-  is_gbdt = isinstance(result, gbdt.Result)
-  sel = np.asarray(result.best[cfg.select_on])[:, 0]
-  regular = data_config.get("regular_ids")
-  privileged = data_config.get("privileged_ids", [])
-  if regular is None:
-    raise ValueError("data_config has no regular_ids: build the dataset with pfd_jax.data.prepare")
-  ids = input_ids(view, regular, privileged)
-  recipe = dict(
-      format=FORMAT, view=view, input_ids=ids,
-      model=(dict(kind="lightgbm", files=[GBDT_FILE.format(s) for s in range(sel.shape[0])], params=result.params)
-             if is_gbdt else dict(kind="mlp", hidden=cfg.hidden, layers=cfg.layers)),
-      regular_ids=list(regular), privileged_ids=list(privileged),
-      num_features=int(data_config.get("num_features", max(ids, default=0))),
-      transforms=dict(query_norm=bool(data_config.get("query_norm", False)),
-                      log1p=bool(data_config.get("log1p", True))),
-      labels=dict(mode=data_config.get("labels", "gumbel"), positive_grade=data_config.get("positive_grade"),
-                  t=data_config.get("t"), tau=data_config.get("tau"), seed=data_config.get("seed")),
-      min_docs=int(data_config.get("min_docs", 1)), ks=list(cfg.ks), select_on=cfg.select_on,
-      empty_rule=cfg.empty_rule, num_seeds=int(sel.shape[0]), best_seed=int(np.argmax(sel)),
-      best_epoch=np.asarray(result.best_epoch).tolist(),
-      metrics={s: np.asarray(v).tolist() for s, v in result.best.items()},
-      train_config=_jsonable(dataclasses.asdict(cfg)), **_jsonable(info))
-  if is_gbdt:
-    return GBDTRanker(params=tuple(result.models), recipe=recipe)
-  return Ranker(params=result.params, recipe=recipe)
-
-
-def _jsonable(o):
+def jsonable(o):
+  """Plain JSON data of nested dicts, lists and arrays."""
   if isinstance(o, dict):
-    return {str(k): _jsonable(v) for k, v in o.items()}
+    return {str(k): jsonable(v) for k, v in o.items()}
   if isinstance(o, (list, tuple)):
-    return [_jsonable(v) for v in o]
+    return [jsonable(v) for v in o]
   if isinstance(o, (np.ndarray, np.generic)) or hasattr(o, "dtype"):
     return np.asarray(o).tolist()
   return o
 
 
-class ModelError(data_lib.DataError):
+class ModelError(DataError):
   """A saved model that cannot be used as it is: a missing or damaged file, a recipe that contradicts itself
   or its parameters. The message names the file and what is wrong."""
 
@@ -325,7 +278,7 @@ def load_model(path: str) -> Ranker:
 
 def _load_gbdt(path: str, recipe: dict) -> GBDTRanker:
   """A LightGBM ranker's model files, each parsed and checked against the recipe's input width."""
-  from lightgbm import Booster
+  from lightgbm import Booster  # deferred on purpose: only a LightGBM model needs LightGBM
   from lightgbm.basic import LightGBMError
   texts = []
   for name in recipe["model"]["files"]:
@@ -351,7 +304,7 @@ def serving_labels(ranker: Ranker, rel: np.ndarray) -> Optional[np.ndarray]:
   the training labels were drawn by Eq. 2 (a new file's labels cannot be redrawn the same way)."""
   lab = ranker.recipe["labels"]
   if lab["mode"] == "file":
-    return data_lib.file_labels(rel, lab.get("positive_grade"))
+    return file_labels(rel, lab.get("positive_grade"))
   if lab["mode"] == "graded":
     return rel.astype(np.float32)
   return None

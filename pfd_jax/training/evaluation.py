@@ -7,20 +7,18 @@ scores its own lists and the sums and counts are added across processes.
 """
 from __future__ import annotations
 
-import functools
 from typing import NamedTuple, Sequence
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from pfd_jax import data as data_lib
 from pfd_jax import distributed
-from pfd_jax import metrics as metrics_lib
-from pfd_jax.data.padding import Padded
-from pfd_jax.models import MLP
-from pfd_jax.train_config import TrainConfig
-from pfd_jax.train_step import features
+from pfd_jax.data.padding import Padded, bucketize
+from pfd_jax.data.preprocess import positive_groups
+from pfd_jax.ops import metrics as metrics_lib
+from pfd_jax.ops.scoring import features, scoring
+from pfd_jax.training.config import TrainConfig
 
 
 class EvalSet(NamedTuple):
@@ -33,7 +31,7 @@ class EvalSet(NamedTuple):
 
 def eval_buckets(groups, max_buckets: int = 8) -> list:
   """Host buckets of the lists of a labelled split that have at least one y = 1."""
-  return data_lib.bucketize(groups, max_buckets, np.flatnonzero(data_lib.positive_groups(groups)))
+  return bucketize(groups, max_buckets, np.flatnonzero(positive_groups(groups)))
 
 
 def eval_set(groups, max_buckets: int = 8) -> EvalSet:
@@ -62,27 +60,6 @@ def blocks(buckets, view: str, z_override=None, fields=("y", "mask")):
       yield (jnp.asarray(features(p, view, z_override)),) + tuple(jnp.asarray(p[f]) for f in fields)
 
 
-@functools.lru_cache(maxsize=None)
-def scoring(hidden: int, layers: int, ks: tuple):
-  """Jitted, seed-vmapped predict and whole-split NDCG sums for one model shape (shared by every run)."""
-  model = MLP(hidden=hidden, layers=layers)
-  predict = lambda params, feats: model.apply(params, feats)
-  per_list = jax.vmap(lambda params, f, y, m: metrics_lib.ndcg_table(model.apply(params, f), y, m, ks),
-                      in_axes=(0, None, None, None))
-
-  def ndcg_sums(params, triples):
-    """(sum over lists with a positive [S, K], their count) over every bucket: one call per split."""
-    tot, cnt = 0.0, 0
-    for f, y, m in triples:
-      valid = metrics_lib.has_relevant(y, m)
-      tot = tot + jnp.sum(jnp.where(valid, per_list(params, f, y, m), 0.0), -1)
-      cnt = cnt + jnp.sum(valid)
-    return tot, cnt
-
-  return dict(predict=jax.jit(jax.vmap(predict, in_axes=(0, None))), ndcg_sums=jax.jit(ndcg_sums),
-              per_list=jax.jit(per_list))
-
-
 def scorer(cfg: TrainConfig, es: EvalSet, view: str, z_override=None):
   """``fn(params) -> [S, len(ks)]`` NDCG averaged over the lists of a split, cfg.empty_rule applied.
 
@@ -90,7 +67,7 @@ def scorer(cfg: TrainConfig, es: EvalSet, view: str, z_override=None):
   `num_lists` lists of the split. Device buckets are scored in one jitted call (their inputs made once);
   on-disk buckets block by block; across processes, the sums and counts of every process are added.
   """
-  sums = scoring(cfg.hidden, cfg.layers, tuple(cfg.ks))["ndcg_sums"]
+  sums = scoring(cfg.hidden, cfg.layers, tuple(cfg.ks)).ndcg_sums
   resident = all(isinstance(b, dict) for b in es.buckets)
   triples = tuple(blocks(es.buckets, view, z_override)) if resident else None
   comm = distributed.comm()
@@ -105,12 +82,12 @@ def scorer(cfg: TrainConfig, es: EvalSet, view: str, z_override=None):
         t, c = sums(params, (triple,))
         tot, cnt = tot + t, cnt + c
     if comm.count == 1:
-      return tot / (num_lists if cfg.empty_rule == "zero" else cnt)
+      return metrics_lib.list_mean(tot, cnt, num_lists, cfg.empty_rule)
     s_count = jax.tree_util.tree_leaves(params)[0].shape[0]
     both = np.zeros((s_count, len(cfg.ks) + 1))  # the sums and the count in one collective
     both[:, :-1], both[:, -1] = np.asarray(tot, np.float64), np.asarray(cnt)
     both = comm.sum(both)
-    return both[:, :-1] / (num_lists if cfg.empty_rule == "zero" else np.maximum(both[:, -1:], 1))
+    return metrics_lib.list_mean(both[:, :-1], both[:, -1:], num_lists, cfg.empty_rule)
 
   return fn
 
@@ -122,7 +99,7 @@ def evaluate(cfg: TrainConfig, params, es: EvalSet, view: str, z_override=None) 
 
 def predict(cfg: TrainConfig, params, buckets: list, view: str, z_override=None) -> list:
   """Logits [S, Q, L] per bucket of S seed-stacked models (NumPy for on-disk buckets)."""
-  fn = scoring(cfg.hidden, cfg.layers, tuple(cfg.ks))["predict"]
+  fn = scoring(cfg.hidden, cfg.layers, tuple(cfg.ks)).predict
   out = []
   for b in buckets:
     if isinstance(b, dict):
@@ -133,29 +110,22 @@ def predict(cfg: TrainConfig, params, buckets: list, view: str, z_override=None)
 
 
 def full_metrics(cfg: TrainConfig, params, es: EvalSet, view: str, ks=(3, 5, 10)) -> dict:
-  """{name: [S]} NDCG@k, P@k and MAP (:func:`pfd_jax.metrics.metric_table`) of S seed-stacked models on an
+  """{name: [S]} NDCG@k, P@k and MAP (:func:`pfd_jax.ops.metrics.metric_table`) of S seed-stacked models on an
   :class:`EvalSet`, averaged over lists by cfg.empty_rule."""
-  fn = _table_fn(cfg.hidden, cfg.layers, tuple(ks))
+  fn = scoring(cfg.hidden, cfg.layers, tuple(cfg.ks), tuple(ks)).table
   tot, cnt = 0.0, 0.0
   for f, y, m in blocks(es.buckets, view):
     valid = metrics_lib.has_relevant(y, m)
     tot = tot + jnp.sum(jnp.where(valid, fn(params, f, y, m), 0.0), -1)
     cnt = cnt + jnp.sum(valid)
-  mean = np.asarray(tot / (es.num_lists if cfg.empty_rule == "zero" else cnt))  # [S, M]
+  mean = np.asarray(metrics_lib.list_mean(tot, cnt, es.num_lists, cfg.empty_rule))  # [S, M]
   return dict(zip(metrics_lib.metric_names(ks), mean.T))
-
-
-@functools.lru_cache(maxsize=None)
-def _table_fn(hidden: int, layers: int, ks: tuple):
-  model = MLP(hidden=hidden, layers=layers)
-  fn = lambda params, f, y, m: metrics_lib.metric_table(model.apply(params, f), y, m, ks)
-  return jax.jit(jax.vmap(fn, in_axes=(0, None, None, None)))
 
 
 def per_list_ndcg(cfg: TrainConfig, params, es: EvalSet, view: str) -> tuple:
   """(NDCG@ks[0] of every list [S, Q], has-a-positive [Q]) of S seed-stacked models on an :class:`EvalSet`,
   lists in bucket order (the same order for every model on the same set: rows pair by position)."""
-  fn = scoring(cfg.hidden, cfg.layers, tuple(cfg.ks))["per_list"]
+  fn = scoring(cfg.hidden, cfg.layers, tuple(cfg.ks)).per_list
   s_count = jax.tree_util.tree_leaves(params)[0].shape[0]
   vals, valid = [np.zeros((s_count, 0), np.float32)], [np.zeros(0, bool)]
   for f, y, m in blocks(es.buckets, view):

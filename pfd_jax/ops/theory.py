@@ -126,7 +126,7 @@ def noise_frobenius(method: str, x, z, xa, za):
   return jnp.sum(_lstsq(xa, ta @ _pinv_factor(t)) ** 2)
 
 
-def estimate(method: str, x, z, xa, za, y, alpha: float = 0.0):
+def estimate(method: str, x, z, xa, za, y, *, alpha: float = 0.0):
   """The estimate of w* from labels `y` [n, r] (r right-hand sides at once): returns [d_x, r].
 
   x [n, dx], z [n, dz] labelled; xa [n+m, dx], za [n+m, dz] all rows (labelled first).
@@ -187,14 +187,14 @@ def _errors(key, w, v, sigma, d_z, *, method, n, m, trials, alpha, reduce_noise,
     x, u = xa[:n], ua[:n]
     y0 = x @ w + u @ v
     if reduce_noise and (alpha == 0.0 or method == "regression"):
-      est = estimate(method, x, za[:n], xa, za, y0[:, None], alpha)
+      est = estimate(method, x, za[:n], xa, za, y0[:, None], alpha=alpha)
       return jnp.sum((est[:, 0] - w) ** 2) + sigma ** 2 * noise_frobenius(method, x, za[:n], xa, za)
     if reduce_noise:  # general alpha: the estimator's matrix column by column
       rhs = jnp.concatenate([y0[:, None], jnp.eye(n, dtype=dtype)], 1)
-      est = estimate(method, x, za[:n], xa, za, rhs, alpha)
+      est = estimate(method, x, za[:n], xa, za, rhs, alpha=alpha)
       return jnp.sum((est[:, 0] - w) ** 2) + sigma ** 2 * jnp.sum(est[:, 1:] ** 2)
     y = y0 + sigma * jax.random.normal(ke, (n,), dtype)
-    est = estimate(method, x, za[:n], xa, za, y[:, None], alpha)
+    est = estimate(method, x, za[:n], xa, za, y[:, None], alpha=alpha)
     return jnp.sum((est[:, 0] - w) ** 2)
 
   # vmap chunks of trials, lax.map over the chunks: bounded memory for any number of trials

@@ -29,32 +29,14 @@ it has, and position weights are normalised over those.
 """
 from __future__ import annotations
 
-import dataclasses
-from typing import Optional
+import functools
 
 import jax
 import jax.numpy as jnp
 
-from pfd_jax import config
-from pfd_jax import metrics
+from pfd_jax.ops import metrics
 
 SCHEMES = ("uniform", "inverse", "position", "discrepancy", "hybrid")
-
-
-@dataclasses.dataclass(frozen=True)
-class TopK:
-  """Hyper-parameters of the top-K distillation loss (the paper tunes all of them on validation data)."""
-  k: int = config.option(10, "Ranking Distillation: the teacher's top-K unlabelled documents per list.", lo=1)
-  scheme: str = config.option("hybrid", "Ranking Distillation weighting scheme.", choices=SCHEMES)
-  lam: float = config.option(5.0, "Ranking Distillation Eq. 8 sharpness lambda (large = uniform).", lo=0,
-                             lo_open=True)
-  mu: float = config.option(0.1, "Ranking Distillation Eq. 9 sharpness mu.", lo=0, lo_open=True)
-  eps: int = config.option(10, "Ranking Distillation Algorithm 1 samples per document.", lo=1)
-  warmup: Optional[int] = config.option(None, "Ranking Distillation warm-up epochs with w^a only (default: half "
-                                        "the epochs).", lo=0)
-
-  def __post_init__(self):
-    config.check(self)
 
 
 def unlabelled(labels, mask):
@@ -66,7 +48,7 @@ def teacher_ranks(teacher_scores, labels, mask, k: int):
   """float[..., L]: r in 1..k for the teacher's top-k unlabelled documents of each list, 0 elsewhere.
 
   teacher_scores may carry extra leading axes (seeds, teachers); labels and mask broadcast against them.
-  Ties keep list order (the stable sort of :func:`pfd_jax.metrics.ranks`).
+  Ties keep list order (the stable sort of :func:`pfd_jax.ops.metrics.ranks`).
   """
   unl = jnp.broadcast_to(unlabelled(labels, mask), teacher_scores.shape)
   r = metrics.ranks(teacher_scores, unl)
@@ -116,39 +98,45 @@ def estimate_ranks(key, scores, t_rank, unl, k: int, eps: int):
   return jnp.where(present, r_hat, 0.0), idx, present
 
 
-def topk_weights(cfg: TopK, r, present, r_hat=None, use_discrepancy=True):
-  """w_r [..., k] of cfg.scheme at positions r (1..k; `present` marks those the list has)."""
+def topk_weights(r, present, r_hat=None, *, scheme: str = "hybrid", k: int = 10, lam: float = 5.0,
+                 mu: float = 0.1, use_discrepancy: bool = True):
+  """w_r [..., k] of `scheme` (:data:`SCHEMES`) at positions r (1..k; `present` marks those the list has);
+  lam, mu: the sharpness of Eqs. 8 and 9."""
   pf = present.astype(jnp.float32)
-  w_a = position_weights(r, cfg.lam) * pf
+  w_a = position_weights(r, lam) * pf
   w_a = w_a / jnp.maximum(jnp.sum(w_a, -1, keepdims=True), 1e-30)
-  if cfg.scheme == "uniform":
-    return pf / cfg.k
-  if cfg.scheme == "inverse":
+  if scheme == "uniform":
+    return pf / k
+  if scheme == "inverse":
     return pf / r
-  if cfg.scheme == "position" or not use_discrepancy:
+  if scheme == "position" or not use_discrepancy:
     return w_a
-  w_b = discrepancy_weights(r_hat, r, cfg.mu) * pf
-  if cfg.scheme == "discrepancy":
+  w_b = discrepancy_weights(r_hat, r, mu) * pf
+  if scheme == "discrepancy":
     return w_b
   w = w_a * w_b
   return w / jnp.maximum(jnp.sum(w, -1, keepdims=True), 1e-30)
 
 
-def topk_loss(scores, t_rank, mask, labels, *, key, cfg: TopK, hybrid_on=True, reduce_fn=None):
+def topk_loss(scores, t_rank, mask, labels, *, key, k: int = 10, scheme: str = "hybrid", lam: float = 5.0,
+              mu: float = 0.1, eps: int = 10, hybrid_on=True, reduce_fn=None):
   r"""Eq. 5 per list: :math:`-\sum_r w_r \log\sigma(s_{\pi_r})` over the teacher's top-K unlabelled documents.
 
   Args:
     scores: student logits [..., L]; t_rank: :func:`teacher_ranks` [..., L]; mask, labels: [..., L].
     key: PRNG key of Algorithm 1's samples (only the discrepancy-based schemes draw).
+    k, scheme, lam, mu, eps: the teacher's top K, the weighting (:data:`SCHEMES`), Eq. 8's lambda, Eq. 9's
+      mu and Algorithm 1's samples per document (:class:`pfd_jax.training.config.TopK` holds the defaults).
     hybrid_on: traced bool/float; False = warm-up (w^a only) for the schemes that use w^b.
   """
   unl = unlabelled(labels, mask)
-  k = min(cfg.k, scores.shape[-1])
-  r_hat, idx, present = estimate_ranks(key, jax.lax.stop_gradient(scores), t_rank, unl, k, cfg.eps)
-  r = jnp.arange(1, k + 1, dtype=jnp.float32)
-  w = topk_weights(cfg, r, present, r_hat)
-  if cfg.scheme in ("discrepancy", "hybrid"):
-    w = jnp.where(hybrid_on, w, topk_weights(cfg, r, present, use_discrepancy=False))
+  kk = min(k, scores.shape[-1])
+  r_hat, idx, present = estimate_ranks(key, jax.lax.stop_gradient(scores), t_rank, unl, kk, eps)
+  r = jnp.arange(1, kk + 1, dtype=jnp.float32)
+  weights = functools.partial(topk_weights, scheme=scheme, k=k, lam=lam, mu=mu)
+  w = weights(r, present, r_hat)
+  if scheme in ("discrepancy", "hybrid"):
+    w = jnp.where(hybrid_on, w, weights(r, present, use_discrepancy=False))
   w = jax.lax.stop_gradient(w)
   per_list = -jnp.sum(w * jax.nn.log_sigmoid(jnp.take_along_axis(scores, idx, -1)), -1)
   return per_list if reduce_fn is None else reduce_fn(per_list)

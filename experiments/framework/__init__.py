@@ -1,0 +1,16 @@
+"""The drivers' machinery, one job a module (a driver imports the ones it uses):
+
+* :mod:`~experiments.framework.schema`: the typed configuration (:class:`Config`) and the :class:`Driver` record;
+* :mod:`~experiments.framework.cli`: absl flags made from the configuration's fields;
+* :mod:`~experiments.framework.lifecycle`: ``main``: flags -> run folder -> run -> results, exit codes as a table;
+* :mod:`~experiments.framework.setup`: a fold's data (folds on disk, the dataset of a recipe, device data);
+* :mod:`~experiments.framework.ablation`: the baseline and PFD teacher the ablation drivers build on;
+* :mod:`~experiments.framework.rowstore`: the resume store of trained rows;
+* :mod:`~experiments.framework.rundir`: run folders, provenance, the environment a run records;
+* :mod:`~experiments.framework.monitor`: progress lines and TensorBoard, as metric writers;
+* :mod:`~experiments.framework.outputs`: results.json, table.md and the plot of a run;
+* :mod:`~experiments.framework.tabulate`: Markdown tables and their statistics cells;
+* :mod:`~experiments.framework.plots`: PNG plots (matplotlib, imported on first use).
+
+Printing and files live here and in the drivers, never in pfd_jax.
+"""

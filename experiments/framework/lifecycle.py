@@ -1,0 +1,219 @@
+"""A driver's process from start to exit: flags -> configuration -> (processes) -> run folder -> run ->
+results; every known way it ends early is a row of :data:`EXITS` (one line on stderr and an exit code)."""
+from __future__ import annotations
+
+import os
+import resource
+import shlex
+import sys
+import time
+
+import jax
+from absl import app, flags, logging
+
+from experiments import guards
+from pfd_jax import config as C
+from pfd_jax import data as D
+from pfd_jax import distributed
+from pfd_jax.data.config import DataConfig
+from experiments.framework.cli import FLAGS, config_from_flags, define_flags
+from experiments.framework.monitor import PROGRESS, TENSORBOARD
+from experiments.framework.outputs import as_json, write_outputs
+from experiments.framework.rundir import point_latest, prepare_run
+from experiments.framework.schema import Config, Driver, MULTI_PROCESS
+
+
+T_START = time.time()  # the process's start (imports included), for results.json's wall_seconds
+
+
+def main(driver: Driver) -> None:
+  """Defines the driver's flags and runs it: config -> run folder -> run -> results.json, table.md, plot.
+
+  Known user errors end with one line on stderr and the exit code of their row of :data:`EXITS`: 2 for usage
+  (a bad flag or flag combination), 1 for data and I/O (a missing or malformed file, a full disk, a folder
+  that cannot be written); unexpected exceptions keep their traceback. --help exits 0. SIGTERM or Ctrl-C stop
+  the run at the next safe point (:mod:`experiments.guards`) with every finished row saved (exit 143 or 130):
+  the same command resumes.
+  """
+  define_flags(driver)
+  hint = f"(python -m experiments.{driver.name} --help lists the flags)"
+
+  def parse(argv):
+    try:
+      return FLAGS(expand_preset(driver, argv))
+    except flags.Error as e:  # absl would print a page and exit 1: one line, exit 2 as every usage error
+      _fail(f"{e}\n{hint}", 2)
+    except SystemExit as e:  # absl's help flags exit 1 after printing the help that was asked for
+      sys.exit(0 if e.code == 1 else e.code)
+
+  def run(argv):
+    try:
+      if len(argv) > 1:
+        raise app.UsageError(f"unexpected arguments {argv[1:]}: settings are flags with two dashes, e.g. --seeds=5")
+      cfg = config_from_flags(driver)
+    except app.UsageError as e:  # one readable line, not absl's page of usage
+      _fail(f"{e}\n{hint}", 2)
+    _run(driver, cfg)
+
+  app.run(run, flags_parser=parse)
+
+
+def expand_preset(driver: Driver, argv: list) -> list:
+  """argv with ``--preset=<name>`` preceded by the preset's flags (flags after it still override them)."""
+  out = []
+  for i, a in enumerate(argv):
+    if i and a.startswith("--preset="):
+      try:
+        out += shlex.split(driver.preset(a.split("=", 1)[1]).flags)
+      except C.ConfigError as e:
+        raise flags.Error(str(e)) from None
+    out.append(a)
+  return out
+
+
+def _config_line(e: C.ConfigError, cfg: Config) -> str:
+  value = FLAGS[e.field].value if e.field in FLAGS else None
+  return f"--{e.field}{f'={value!r}' if value not in (None, '') else ''}: {str(e).split(': ', 1)[1]}"
+
+
+def _interrupted_line(e: BaseException, cfg: Config) -> str:
+  return f"interrupted ({e or 'Ctrl-C'}); {_saved_in(cfg)}"
+
+
+# How a run ends early: (exceptions, exit code (or a function of the exception), its one line on stderr).
+# The first row that matches decides; anything else keeps its traceback.
+EXITS = (
+    (C.ConfigError, 2, _config_line),  # a setting that only the data could show wrong
+    ((D.DataError, guards.RunLock.Busy), 1, lambda e, cfg: str(e)),
+    (OSError, 1, lambda e, cfg: guards.os_error_line(e)),  # a missing file, an unwritable folder, a full disk
+    (guards.Interrupted, lambda e: e.code, _interrupted_line),
+    (KeyboardInterrupt, 130, _interrupted_line),
+)
+
+
+_EXIT_KINDS = tuple(k for kinds, _, _ in EXITS for k in (kinds if isinstance(kinds, tuple) else (kinds,)))
+
+
+def _run(driver: Driver, cfg: Config) -> None:
+  """Runs a configuration to its results files, ending every known failure by its row of :data:`EXITS`."""
+  # A run that saves rows stops at its safe points; a tool that writes one file at its end (predict) may die
+  # at once on a signal, as it would by default.
+  signals = guards.install_signals if driver.write else (lambda: None)
+  held = []  # the run folder's lock, once taken
+  signals()
+  try:
+    lead = start_processes(cfg, driver)
+    signals()  # again after jax.distributed.initialize, whose preemption notifier takes SIGTERM
+    if "data" in driver.groups and lead:
+      print(describe_data(cfg.data), flush=True)
+    if not driver.write:
+      print(driver.to_markdown(as_json(driver.run(cfg))))
+      return
+    use_compile_cache(cfg.output.compile_cache)
+    cfg, prov = _open_run(cfg, driver, lead, held)
+    _finish(cfg, driver, lead, prov, driver.run(cfg))
+  except _EXIT_KINDS as e:
+    kinds, code, line = next(row for row in EXITS if isinstance(e, row[0]))
+    _fail(line(e, cfg), code(e) if callable(code) else code)
+  except jax.errors.JaxRuntimeError as e:
+    if jax.process_count() == 1:
+      raise
+    # A collective failed: another process of the run died. Exit now, skipping the runtime's shutdown barrier
+    # (it would wait for the dead process, then abort with a native stack trace).
+    first = str(e).strip().splitlines()[0][:200]
+    print(f"error: process {jax.process_index()}: a collective operation failed, so another process of this run "
+          f"stopped ({first}); {_saved_in(cfg)}", file=sys.stderr, flush=True)
+    os._exit(1)
+  finally:
+    TENSORBOARD.close()
+    for lock in held:
+      lock.release()
+
+
+def _open_run(cfg: Config, driver: Driver, lead: bool, held: list) -> tuple:
+  """The run folder prepared (process 0 writes it and takes its lock into `held`; every process stops if it
+  cannot), the progress and TensorBoard started: (the configuration with its run folder, provenance)."""
+  error = None
+  try:
+    run_dir, prov, lock = prepare_run(cfg, driver, write=lead)
+    held.extend([lock] if lock is not None else [])
+  except guards.RunLock.Busy as e:
+    error = str(e)
+  except OSError as e:
+    error = guards.os_error_line(e)
+  error = distributed.comm().first_error(error)  # process 0 prepares the folder; all stop if it cannot
+  if error:
+    _fail(error, 1)
+  logging.info("run folder %s", run_dir)
+  cfg = cfg.replace(output=dict(run_dir=run_dir))
+  PROGRESS.start(driver.rows(cfg) if driver.rows else None)
+  if cfg.output.tensorboard and lead:
+    TENSORBOARD.open(os.path.join(run_dir, "tensorboard"), as_json({"c": cfg})["c"])
+  return cfg, prov
+
+
+def _finish(cfg: Config, driver: Driver, lead: bool, prov: dict, res: dict) -> None:
+  """The run's results with how it was run, written by process 0 (results.json, table.md, plot, 'latest')."""
+  guards.checkpoint(distributed.comm())
+  run_dir = cfg.output.run_dir
+  res["provenance"] = prov
+  # how it was run and how long the whole command took (what experiments.report shows beside each table)
+  res["command"] = " ".join(["python -m experiments." + driver.name] + [shlex.quote(a) for a in sys.argv[1:]])
+  res["wall_seconds"] = time.time() - T_START
+  if lead:  # one writer: process 0
+    print(write_outputs(run_dir, res, driver))
+    point_latest(run_dir)  # only a run that wrote its results becomes 'latest'
+    print(f"wrote {run_dir} (also {os.path.join(os.path.dirname(run_dir), 'latest')})")
+  if not (lead and cfg.output.num_processes == 1):  # what each process of a multi-process run held at most
+    logging.info("process %d: peak resident memory %.2f GiB", jax.process_index(),
+                 resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2 ** 20)
+
+
+def _saved_in(cfg: Config) -> str:
+  where = cfg.output.run_dir
+  return (f"the finished rows are saved in {where}: the same command resumes from them" if where else
+          "nothing was saved yet")
+
+
+def start_processes(cfg: Config, driver: Driver) -> bool:
+  """Joins the multi-process runtime when the output flags ask for it (before any JAX computation);
+  returns whether this process writes (process 0, or the only one)."""
+  o = cfg.output
+  if not o.coordinator and o.num_processes == 1:
+    return True
+  if driver.name not in MULTI_PROCESS:
+    raise C.ConfigError("num_processes", f"experiments.{driver.name} runs in one process only; multi-process "
+                        f"runs: {', '.join(MULTI_PROCESS)}")
+  if o.coordinator != "auto" and not o.process_id < o.num_processes:
+    raise C.ConfigError("process_id", f"{o.process_id} is not below --num_processes={o.num_processes}")
+  index, count = distributed.initialize(o.coordinator, o.num_processes, o.process_id,
+                                       heartbeat_timeout=o.heartbeat_timeout, shutdown_timeout=o.shutdown_timeout)
+  logging.info("process %d of %d (%d local devices, %d in all)", index, count, jax.local_device_count(),
+               jax.device_count())
+  return index == 0
+
+
+def use_compile_cache(folder: str) -> None:
+  """Turns on JAX's persistent compilation cache in `folder` ('' leaves it off): every compiled program is
+  kept on disk and a later process with the same program, shapes and JAX version loads it."""
+  if folder:
+    jax.config.update("jax_compilation_cache_dir", os.path.abspath(folder))
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+    jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+
+
+def _fail(message: str, code: int):
+  print(f"error: {message}", file=sys.stderr, flush=True)
+  sys.exit(code)
+
+
+def describe_data(d: DataConfig) -> str:
+  """One line: the label mode and the privileged features in force (printed when a run starts)."""
+  if d.label_mode == "file":
+    lab = "the file's own labels" + (f", y = 1[label >= {d.positive_grade}]" if d.positive_grade is not None
+                                     else " (0/1)")
+  else:
+    lab = "Gumbel draws of Eq. 2 (the paper's protocol)"
+  ids = d.privileged_ids
+  priv = f"feature ids {','.join(map(str, ids))}" if ids else "chosen automatically (most correlated with y)"
+  return f"labels: {lab}; privileged features: {priv}"

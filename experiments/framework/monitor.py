@@ -1,0 +1,129 @@
+"""What a running driver shows: a progress line per epoch with the run's ETA and TensorBoard scalars of
+every model, both metric writers of :func:`pfd_jax.training.loop.train`, and the signal guard's safe point."""
+from __future__ import annotations
+
+import json
+import time
+from typing import Callable, NamedTuple, Optional
+
+import numpy as np
+from absl import logging
+
+from experiments import guards
+from pfd_jax import config as C
+from pfd_jax import distributed
+from pfd_jax.training.loop import EpochScalars, Hooks
+
+
+class ProgressLine(NamedTuple):
+  """A metric writer: one absl log line per epoch of a row, with the run's progress and its ETA."""
+  prefix: str
+  row: str
+
+  def write_epoch(self, s: EpochScalars) -> None:
+    logging.info("%s %-13s %s epoch %3d/%d  loss %10.3f  select NDCG %.4f  %s", self.prefix, self.row,
+                 PROGRESS.of(), s.epoch + 1, s.epochs, float(s.loss.mean()),
+                 float(np.mean(s.metrics[s.select_on][:, 0])), PROGRESS.eta((s.epoch + 1) / s.epochs))
+
+
+class BoardWriter(NamedTuple):
+  """A metric writer: a row's per-model scalars to the run's TensorBoard files (:data:`TENSORBOARD`)."""
+  tag: str
+
+  def write_epoch(self, s: EpochScalars) -> None:
+    TENSORBOARD.epoch(self.tag, s.epoch, s.loss, s.metrics, s.ks)
+
+
+def progress(prefix: str, epochs: int) -> Callable[[str], Hooks]:
+  """The hooks of every row of a fold: its progress line, its TensorBoard scalars when the run writes them,
+  and the signal guard's safe point after every epoch."""
+  del epochs  # each epoch's scalars carry the run's length
+
+  def make(row: str) -> Hooks:
+    writers = [ProgressLine(prefix, row)]
+    if TENSORBOARD.writer is not None:
+      writers.append(BoardWriter("/".join(filter(None, [prefix.strip("[]").replace(" ", "/"), row.replace(" ", "_")]))))
+    return Hooks(writers=tuple(writers), safe_point=lambda: guards.checkpoint(distributed.comm()))
+  return make
+
+
+class TensorBoard:
+  """The run's TensorBoard event files (tensorboardX): <run folder>/tensorboard, one scalar per row, model
+  (seed, or variant x seed) and epoch: ``<loss>/<fold>/<row>/seed<s>/loss`` and ``.../<split>_ndcg<k>``; the
+  configuration as text (``config``). Flushed every epoch, so a running job can be watched."""
+
+  def __init__(self):
+    self.writer = None
+
+  def open(self, folder: str, config: dict) -> None:
+    try:
+      from tensorboardX import SummaryWriter  # deferred on purpose: the drivers' optional extra
+    except ImportError:
+      raise C.ConfigError("tensorboard", "needs tensorboardX: pip install -e \".[experiments]\" (or "
+                          "--notensorboard)") from None
+    self.writer = SummaryWriter(folder, flush_secs=3600)
+    self.writer.add_text("config", "```\n" + json.dumps(config, indent=1) + "\n```", 0)
+    self.writer.flush()
+
+  def epoch(self, tag: str, epoch: int, loss, metrics: dict, ks) -> None:
+    for s, value in enumerate(np.asarray(loss)):
+      self.writer.add_scalar(f"{tag}/seed{s}/loss", float(value), epoch + 1)
+    for split, vals in metrics.items():
+      for s, row in enumerate(np.asarray(vals)):
+        for k, v in zip(ks, row):
+          self.writer.add_scalar(f"{tag}/seed{s}/{split}_ndcg{k}", float(v), epoch + 1)
+    self.writer.flush()
+
+  def close(self) -> None:
+    if self.writer is not None:
+      self.writer.close()
+      self.writer = None
+
+
+TENSORBOARD = TensorBoard()
+
+
+class Progress:
+  """Per-epoch progress of a whole run: row i of n, epoch e of E, elapsed time and an estimate for the run
+  (main starts it with the driver's row count; rows loaded from a saved run count as done). The estimate
+  is the mean time of the rows trained so far in this process times the rows left; before one has ended it
+  says 'estimating' (a first row's early epochs include loading and compiling, so extrapolating them misleads)."""
+
+  def __init__(self):
+    self.start(None)
+
+  def start(self, total: Optional[int]) -> None:
+    self.total, self.row, self.t0 = total, 0, time.time()
+    self.t_row, self.trained_rows, self.trained_seconds = self.t0, 0, 0.0
+
+  def begin_row(self) -> None:
+    self.row += 1
+    self.t_row = time.time()
+
+  def end_rows(self, count: int, trained: bool) -> None:
+    """The current `count` rows (trained together, or loaded) have ended."""
+    if trained:
+      self.trained_rows += count
+      self.trained_seconds += time.time() - self.t_row
+    self.row += count - 1
+
+  def of(self) -> str:
+    return f"row {self.row}/{self.total}" if self.total else f"row {self.row}"
+
+  def eta(self, frac_of_row: float) -> str:
+    """'elapsed 1m02s, ETA 3m10s' (or 'ETA estimating' until a row has been trained)."""
+    el = f"elapsed {_hms(time.time() - self.t0)}"
+    if not self.total:
+      return el
+    if not self.trained_rows:
+      return el + ", ETA estimating"
+    left = max(self.total - (self.row - 1) - frac_of_row, 0.0)
+    return el + f", ETA {_hms(left * self.trained_seconds / self.trained_rows)}"
+
+
+def _hms(sec: float) -> str:
+  sec = int(round(sec))
+  return f"{sec // 3600}h{sec % 3600 // 60:02d}m{sec % 60:02d}s" if sec >= 3600 else f"{sec // 60}m{sec % 60:02d}s"
+
+
+PROGRESS = Progress()

@@ -1,0 +1,101 @@
+"""The resume store: every trained row of a run saved as it ends and loaded instead of trained when the run
+is started again (and, with --save_models, written as a saved ranker)."""
+from __future__ import annotations
+
+import json
+import os
+from typing import Callable, Optional
+
+import flax.serialization
+import jax
+import jax.numpy as jnp
+import numpy as np
+from absl import logging
+
+from experiments import guards
+from pfd_jax import data as D
+from pfd_jax import distributed
+from pfd_jax.methods import gbdt
+from pfd_jax.methods.ranker import make_ranker
+from pfd_jax import training as T
+from pfd_jax.training import TrainConfig
+from experiments.framework.monitor import PROGRESS
+from experiments.framework.outputs import write_atomic
+from experiments.framework.schema import Config, RESULTS
+from experiments.framework.setup import folds_of
+
+
+class Rows:
+  """The trained rows of one (loss, fold) of a run: each is trained once, saved atomically as soon as it
+  ends (``<run folder>/runs/<loss>/fold<k>/<row>.msgpack``: parameters of every seed, curves, losses, best
+  epochs), and loaded instead of trained when a saved one exists (an interrupted run resumes; --restart
+  trains again). With --save_models each row is also written as a :class:`pfd_jax.serving.Ranker` to
+  ``models/[<loss>/][fold<k>/]<row>/`` (the loss level when the run trains both losses, the fold level for
+  multi-fold runs). Outside a driver's main (no run folder) rows are trained and never saved."""
+
+  def __init__(self, cfg: Config, ds: D.Dataset, fold: int = 1, loss: Optional[str] = None):
+    self.cfg, self.ds, self.fold = cfg, ds, fold
+    self.loss = loss or cfg.losses[0]
+    root = cfg.output.run_dir or os.path.join(cfg.output.out_dir or RESULTS, ds.name)
+    self.store = os.path.join(root, "runs", self.loss, f"fold{fold}") if cfg.output.run_dir else None
+    parts = [root, "models"]
+    if len(cfg.losses) > 1:
+      parts.append(self.loss)
+    if ds.name in D.NAMES and len(folds_of(cfg.data)) > 1:
+      parts.append(f"fold{fold}")
+    self.models = os.path.join(*parts)
+
+  def __call__(self, row: str, view: str, tc: TrainConfig, train: Callable[[], T.TrainResult],
+               servable: bool = True) -> T.TrainResult:
+    """The result of `train()` for `row` (input `view`, config `tc`): loaded if saved, else trained and saved.
+    servable=False: never written as a model (its inputs exist in no file, e.g. Figure 5's synthetic z)."""
+    return self.many([(row, view, tc)], lambda: [train()], servable)[0]
+
+  def many(self, rows: list, train: Callable[[], list], servable: bool = True) -> list:
+    """Rows trained together by one call (e.g. an alpha sweep in one program): [(row, view, tc)] ->
+    their results, all loaded when all are saved, else all trained by `train()` and each saved."""
+    names = [row.replace(" ", "_").replace("/", "_") for row, _, _ in rows]
+    paths = [os.path.join(self.store, n + ".msgpack") for n in names] if self.store else None
+    comm = distributed.comm()
+    guards.checkpoint(comm)  # a safe point: every earlier row is saved
+    PROGRESS.begin_row()
+    saved = bool(paths) and all(map(os.path.exists, paths)) and not self.cfg.run.restart
+    if comm.count > 1:  # load only if every process sees the saved rows, else all train (they must agree)
+      saved = int(comm.sum(int(saved))) == comm.count
+    if saved:
+      results = [load_result(p) for p in paths]
+      logging.info("%s %s: loaded from %s", PROGRESS.of(), ", ".join(r for r, _, _ in rows), os.path.dirname(paths[0]))
+    else:
+      results = train()  # the progress line shows the first row until they all end together
+      for p, r in zip((paths or ()) if comm.index == 0 else (), results):  # one writer: process 0
+        save_result(p, r)
+    PROGRESS.end_rows(len(rows), trained=not saved)
+    if self.cfg.run.save_models and servable and comm.index == 0:
+      for (row, view, tc), name, r in zip(rows, names, results):
+        make_ranker(r, tc, view, self.ds.config, dataset=self.ds.name, data_dir=self.cfg.data.data_dir,
+                            fold=self.fold, row=row).save(os.path.join(self.models, name))
+    return results
+
+
+def save_result(path: str, r) -> None:
+  """A TrainResult (or a LightGBM row's gbdt.Result: its model texts) as one msgpack file (flax.serialization;
+  exact bytes), written atomically."""
+  if isinstance(r, gbdt.Result):
+    write_atomic(path, flax.serialization.msgpack_serialize(dict(
+        kind="gbdt", models=list(r.models), best={k: np.asarray(v) for k, v in r.best.items()},
+        best_epoch=np.asarray(r.best_epoch), seconds=float(r.seconds), params=json.dumps(r.params), view=r.view)))
+    return
+  blob = flax.serialization.to_bytes(dict(
+      params=jax.tree_util.tree_map(np.asarray, r.params), curves=r.curves, loss=np.asarray(r.loss),
+      best_epoch=np.asarray(r.best_epoch), best=r.best, seconds=float(r.seconds)))
+  write_atomic(path, blob)
+
+
+def load_result(path: str):
+  with open(path, "rb") as f:
+    d = flax.serialization.msgpack_restore(f.read())
+  if d.get("kind") == "gbdt":
+    return gbdt.Result(models=list(d["models"]), best=dict(d["best"]), best_epoch=d["best_epoch"],
+                       seconds=float(d["seconds"]), params=json.loads(d["params"]), view=d["view"])
+  return T.TrainResult(params=jax.tree_util.tree_map(jnp.asarray, d["params"]), curves=dict(d["curves"]),
+                       loss=d["loss"], best_epoch=d["best_epoch"], best=dict(d["best"]), seconds=float(d["seconds"]))

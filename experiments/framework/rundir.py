@@ -1,0 +1,113 @@
+"""Run folders: one per configuration (a hash of what determines the results), its provenance, its lock
+and the 'latest' link; and the environment a run records."""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import platform
+import subprocess
+import time
+
+import jax
+import numpy as np
+
+import pfd_jax
+from experiments import guards, machine
+from pfd_jax import data as D
+from pfd_jax import files
+from pfd_jax.data.config import DataConfig
+from experiments.framework.outputs import as_json, write_json
+from experiments.framework.schema import Config, Driver, OutputConfig
+from experiments.framework.setup import folds_of
+
+
+def prepare_run(cfg: Config, driver: Driver, write: bool = True) -> tuple:
+  """(run folder, provenance, lock): <out_dir>/<label>/<hash>/, where the hash covers everything that
+  determines the results (the configuration less where it is written, the data files or generator, the code).
+  Different configurations never share a folder; the same one finds its saved rows there. The writing
+  process holds the folder's :class:`guards.RunLock` (returned; None for the other processes of a
+  multi-process run), so two identical runs never interleave their writes: the second is refused."""
+  prov = provenance(cfg, driver)
+  key = dict(prov, code={k: prov["code"][k] for k in ("pfd_jax", "source_sha256")})
+  digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:10]
+  if "data" in driver.groups:
+    label = cfg.data.dataset + (f"-{os.path.basename(os.path.normpath(cfg.data.data_dir))}" if cfg.data.data_dir
+                                else "")
+  else:
+    label = driver.folder(cfg) if driver.folder else driver.name
+  run_dir = os.path.join(cfg.output.out_dir, label, digest)
+  if not write:  # another process of a multi-process run writes the folder
+    return run_dir, prov, None
+  os.makedirs(run_dir, exist_ok=True)
+  lock = guards.RunLock(run_dir).acquire()
+  write_json(os.path.join(run_dir, "provenance.json"), prov)
+  return run_dir, prov, lock
+
+
+def point_latest(run_dir: str) -> None:
+  """<run folder>/../latest -> the run folder (a symlink replaced atomically through a unique temporary)."""
+  latest = os.path.join(os.path.dirname(run_dir), "latest")
+  tmp = files.temporary_name(latest)
+  os.symlink(os.path.basename(run_dir), tmp)
+  os.replace(tmp, latest)
+
+
+def provenance(cfg: Config, driver: Driver) -> dict:
+  """What determines a run's results: its configuration (less output settings, --restart and
+  --save_models), its data (files with sizes and SHA-256, or the synthetic generator's arguments) and the
+  code (package version, git commit, SHA-256 of the sources)."""
+  run = dataclasses.replace(cfg.run, restart=False, save_models=False)
+  out = dict(driver=driver.name, config=as_json({"c": cfg.replace(output=OutputConfig(), run=run)})["c"],
+             code=code_version())
+  if "data" in driver.groups:
+    out["data"] = data_provenance(cfg.data)
+    if cfg.data.data_source == "streamed":  # each fold's folder under it is logged: shard_dir/<dataset>-<hash>
+      out["data"]["shards"] = os.path.abspath(cfg.data.shard_dir)
+  return out
+
+
+def data_provenance(d: DataConfig) -> dict:
+  if d.dataset == "synthetic":
+    return dict(generator="pfd_jax.data.synthetic.generate", arguments=d.synthetic_kwargs())
+  found = {}
+  for fold in folds_of(d):
+    for split, path in D.split_files(d.dataset, d.data_dir, fold).items():
+      found[f"fold{fold}/{split}"] = dict(path=os.path.abspath(path), bytes=os.path.getsize(path),
+                                          sha256=files.sha256(path))
+  return dict(folder=os.path.abspath(D.resolve_data_dir(d.dataset, d.data_dir)), files=found)
+
+
+def code_version() -> dict:
+  """pfd_jax's version, the git commit (and whether the tree has changes) when there is one, and the SHA-256
+  of the library's and the drivers' sources (what a saved row depends on)."""
+  root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the repository
+  h = hashlib.sha256()
+  for sub in ("pfd_jax", "experiments"):
+    for dirpath, _, names in sorted(os.walk(os.path.join(root, sub))):
+      for name in sorted(n for n in names if n.endswith(".py")):
+        h.update(name.encode())
+        with open(os.path.join(dirpath, name), "rb") as f:
+          h.update(f.read())
+  out = dict(pfd_jax=pfd_jax.__version__, source_sha256=h.hexdigest(), git_commit=None, git_dirty=None)
+  try:
+    git = lambda *a: subprocess.run(["git", *a], cwd=root, capture_output=True, text=True, timeout=10)
+    head = git("rev-parse", "HEAD")
+    if head.returncode == 0:
+      out.update(git_commit=head.stdout.strip(), git_dirty=bool(git("status", "--porcelain").stdout.strip()))
+  except (OSError, subprocess.SubprocessError):
+    pass
+  return out
+
+
+def environment() -> dict:
+  """Where a run ran: the short fields RESULTS.md shows, `numerics` (what its bits depend on besides code,
+  configuration and data: CPU model, instruction set, caches, threads, XLA_FLAGS, the numeric packages) and
+  every installed package's version."""
+  installed = machine.packages()
+  return dict(python=platform.python_version(), jax=jax.__version__, flax=installed.get("flax"),
+              optax=installed.get("optax"), numpy=np.__version__, backend=jax.default_backend(),
+              devices=[str(d) for d in jax.devices()], machine=platform.machine(),
+              cpus=os.cpu_count(), time=time.strftime("%Y-%m-%d %H:%M:%S"),
+              numerics=machine.numerics(installed), packages=installed)

@@ -1,0 +1,94 @@
+"""A fold's data as the drivers use it: the folds on disk, the dataset of a recipe, the device data, the
+placebo's copy, and the baseline and PFD teacher the ablations build on."""
+from __future__ import annotations
+
+import functools
+from typing import Callable, Optional
+
+import jax
+from absl import logging
+
+from pfd_jax import config as C
+from pfd_jax import data as D
+from pfd_jax.methods import distill
+from pfd_jax import distributed
+from pfd_jax.data.config import DataConfig
+from pfd_jax.training import TrainConfig
+from experiments.framework.schema import Config
+
+
+def folds_of(d: DataConfig) -> list:
+  have = D.available_folds(d.dataset, d.data_dir)
+  folds = list(d.folds) or have
+  bad = [f for f in folds if f not in have]
+  if bad:
+    raise C.ConfigError("folds", f"{','.join(map(str, d.folds))}: dataset {d.dataset!r} has folds {have} on disk")
+  return folds
+
+
+def load_dataset(d: DataConfig, fold: int = 1) -> D.Dataset:
+  """Loads and preprocesses one fold as the data recipe `d` says."""
+  name = d.dataset
+  comm = distributed.comm()  # several processes: each loads and keeps only its share of the groups
+  raw = D.load_raw(name, d.data_dir, fold=fold, cache_dir=d.cache_dir or None,
+                   synthetic_kwargs=d.synthetic_kwargs() if name == "synthetic" else None, comm=comm)
+  privileged = d.privileged_ids
+  if privileged:
+    width = int(comm.max(max(g.x.shape[1] for g in raw.values())))
+    bad = [i for i in privileged if i > width]
+    if bad:
+      raise C.ConfigError("privileged", f"feature ids {bad} are out of range; dataset {name!r} has features "
+                          f"1..{width}")
+  ds = D.prepare(d, raw, comm=comm)
+  if comm.count > 1:  # what this process holds, of the whole
+    held = {s: (g.num_queries, int(comm.sum(g.num_queries)), g.num_docs, int(comm.sum(g.num_docs)))
+            for s, g in ds.splits.items()}
+    logging.info("process %d of %d holds %s", comm.index, comm.count,
+                 "; ".join(f"{s} {q}/{qa} groups {n}/{na} documents" for s, (q, qa, n, na) in held.items()))
+  return ds
+
+
+def fold_setup(cfg: Config, loss: Optional[str] = None, fold: int = 1, ds: Optional[D.Dataset] = None,
+               **overrides):
+  """(dataset, device data, TrainConfig, seed keys) of one fold, checked for the splits training needs."""
+  ds = load_dataset(cfg.data, fold) if ds is None else ds
+  tc = cfg.train_config(loss, **overrides)
+  need = {"train", "test", tc.select_on}
+  if not need <= set(ds.splits):
+    raise D.DataError(f"dataset {cfg.data.dataset!r} fold {fold} needs the splits {sorted(need)}; it has "
+                     f"{list(ds.splits)}")
+  splits = eval_splits(tc)
+  dd = device_data(cfg, ds, tc, fold)
+  labels = ds.config.get("labels", "gumbel")
+  how = (f"labels={labels}" + (f", t={ds.config.get('t')}, tau={ds.config.get('tau')}, label_seed="
+                               f"{ds.config.get('seed')}" if labels == "gumbel" else
+                               f", positive_grade={ds.config.get('positive_grade')}"))
+  for split in splits:
+    if not dd.eval_sets[split].buckets:
+      raise D.DataError(f"dataset {ds.name!r} fold {fold}: no {split} list has a positive label ({how}), so NDCG on "
+                        f"{split} is undefined; {'selection and ' if split == tc.select_on else ''}evaluation need "
+                        "one (lower --tau, or --positive_grade, or check the file)")
+  if dd.num_positive_groups == 0:
+    raise D.DataError(f"dataset {ds.name!r} fold {fold}: no training query group has a positive label ({how})")
+  keys = jax.random.split(jax.random.PRNGKey(cfg.run.seed), cfg.run.seeds)
+  return ds, dd, tc, keys
+
+
+def eval_splits(tc: TrainConfig) -> tuple:
+  return ("test", "vali") if tc.select_on == "vali" else ("test",)
+
+
+def device_data(cfg: Config, ds: D.Dataset, tc: TrainConfig, fold: int = 1) -> distill.DeviceData:
+  """A fold's buckets on the device (or streamed from shards, as --data_source says)."""
+  dd = distill.to_device(ds, cfg.data.max_buckets, eval_splits(tc), tc.data_groups,
+                         cfg.data.shard_dir if cfg.data.data_source == "streamed" else None)
+  if dd.shards:
+    logging.info("fold %d streams its buckets from %s", fold, dd.shards)
+  return dd
+
+
+def placebo_data(cfg: Config, ds: D.Dataset, tc: TrainConfig, fold: int = 1) -> Callable[[], distill.DeviceData]:
+  """The placebo rows' device data, made on first use and kept: `ds` with its privileged rows permuted
+  (--placebo_within; the permutation seeded by --seed, the same for every training seed of the run)."""
+  return functools.cache(lambda: device_data(cfg, D.with_placebo_privileged(ds, cfg.run.placebo_within, cfg.run.seed),
+                                             tc, fold))

@@ -1,0 +1,107 @@
+"""When is a published run still the code's result? Staleness by canaries, so a refactor that keeps every bit
+keeps every run current, and a change of any bit marks the runs it touches stale.
+
+Every driver has tiny end-to-end runs in the test suite (``tests/conftest.py: written``). Their results'
+fingerprints (:func:`experiments.framework.published.fingerprint`) are the driver's *canaries*, committed in
+``experiments/canaries.json`` with the machine configuration (``numerics``) that computed them; on that
+configuration the suite fails when a canary's bits change, so the file changes exactly when a change moves bits
+(re-record it: ``PFD_CANARIES=cache/canaries python -m pytest ...``, then
+``python -m experiments.framework.staleness --collect=cache/canaries``).
+
+A run of a driver is **current** when its commit is at or after the commit from which HEAD's canaries of that
+driver are unchanged: walking ``canaries.json``'s history back from HEAD while the driver's entry stays the same,
+the oldest such version's commit, or an earlier commit recorded in its ``verified_since`` (where the same canary
+bits were shown by running the canaries on that commit). Without canaries for the driver the older rule
+applies: the library (less its serving side) and the driver's modules unchanged since the run's commit.
+
+What the rule cannot see: a change that moves bits only at a scale or on data the canaries do not reach; a
+change of that kind should re-run the runs it touches.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from typing import Optional
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+CANARIES = "experiments/canaries.json"
+# Library code that loads, checks and exports saved models: it never changes a number a driver records.
+SERVING_SIDE = ("pfd_jax/serving",)
+
+
+def _git(root: str, *args) -> subprocess.CompletedProcess:
+  return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, timeout=60)
+
+
+def _canaries_at(root: str, commit: str) -> dict:
+  out = _git(root, "show", f"{commit}:{CANARIES}")
+  return json.loads(out.stdout) if out.returncode == 0 else {}
+
+
+def canary_base(driver: str, root: str = ROOT) -> Optional[str]:
+  """The oldest commit from which HEAD's canaries of `driver` are unchanged (module docstring); None when HEAD
+  has none for it."""
+  entry = _canaries_at(root, "HEAD").get("drivers", {}).get(driver)
+  if not entry:
+    return None
+  base = None
+  for commit in _git(root, "log", "--format=%H", "HEAD", "--", CANARIES).stdout.split():
+    version = _canaries_at(root, commit)
+    if version.get("drivers", {}).get(driver) != entry:
+      break
+    base = version.get("verified_since", {}).get(driver) or commit
+  return base
+
+
+def _code_changes(commit: str, driver: str, root: str) -> list:
+  """The older rule's changed files: the library (less its serving side) and every experiments module."""
+  paths = ["pfd_jax", "experiments"] + [f":(exclude){p}" for p in SERVING_SIDE]
+  return _git(root, "diff", "--name-only", commit, "HEAD", "--", *paths).stdout.split()
+
+
+def staleness(code: dict, driver: str, root: str = ROOT) -> Optional[str]:
+  """None when the run is current (module docstring); else why it is stale (or cannot be checked)."""
+  commit = code.get("git_commit")
+  if not commit:
+    return "run outside a git checkout: its code cannot be compared with HEAD"
+  if _git(root, "cat-file", "-e", f"{commit}^{{commit}}").returncode != 0:
+    return f"commit {commit[:10]} is not in this repository: its code cannot be compared with HEAD"
+  if code.get("git_dirty"):
+    return f"run on {commit[:10]} with uncommitted changes: its code cannot be compared with HEAD"
+  base = canary_base(driver, root)
+  if base is not None:
+    if _git(root, "merge-base", "--is-ancestor", base, commit).returncode == 0:
+      return None
+    return f"the canaries of {driver} changed bits after {commit[:10]} (unchanged since {base[:10]})"
+  changed = _code_changes(commit, driver, root)
+  if changed:
+    shown = ", ".join(changed[:4]) + (f" and {len(changed) - 4} more" if len(changed) > 4 else "")
+    return f"code changed since {commit[:10]} ({shown}) and {driver} has no canaries to show its bits kept"
+  return None
+
+
+def collect(folder: str, path: str = os.path.join(ROOT, CANARIES)) -> dict:
+  """Merges the canary files a test run wrote to `folder` ({driver, test, fingerprint, numerics} each) into
+  `path`, keeping its verified_since entries of drivers whose canaries did not change."""
+  old = json.load(open(path)) if os.path.exists(path) else {}
+  drivers, numerics = {}, None
+  for name in sorted(os.listdir(folder)):
+    with open(os.path.join(folder, name)) as f:
+      c = json.load(f)
+    drivers.setdefault(c["driver"], {})[c["test"]] = c["fingerprint"]
+    numerics = c["numerics"]
+  kept = {d: c for d, c in old.get("verified_since", {}).items() if old.get("drivers", {}).get(d) == drivers.get(d)}
+  new = dict(numerics=numerics, drivers=dict(sorted(drivers.items())), verified_since=kept)
+  with open(path, "w") as f:
+    f.write(json.dumps(new, indent=1, sort_keys=True) + "\n")
+  return new
+
+
+if __name__ == "__main__":
+  args = dict(a.lstrip("-").split("=", 1) for a in sys.argv[1:] if "=" in a)
+  if "collect" not in args:
+    sys.exit("usage: python -m experiments.framework.staleness --collect=<folder the canary tests wrote>")
+  c = collect(args["collect"])
+  print(f"wrote {CANARIES}: {sum(len(v) for v in c['drivers'].values())} canaries of {len(c['drivers'])} drivers")

@@ -1,0 +1,104 @@
+"""The data recipe (:class:`DataConfig`): which files, which labels, which features are privileged, how lists
+are padded. Each field is a flag of the drivers; :func:`pfd_jax.data.datasets.prepare` applies it."""
+from __future__ import annotations
+
+import dataclasses
+from typing import Optional, Tuple
+
+from pfd_jax.config import ConfigError, check, option
+from pfd_jax.data import synthetic
+
+NAMES = ("synthetic", "ohsumed", "mq2008", "web10k", "web30k", "yahoo", "istella", "letor")
+LABEL_MODES = ("gumbel", "file")
+PAPER_T = 4.0  # Eq. 2 temperature t (section 4.1)
+SYNTHETIC_TAU = 4.4  # see README: tau 4.8 leaves ~16 positive training groups in the small default
+
+
+def _check_labels(cfg: "DataConfig") -> None:
+  if cfg.dataset == "synthetic" and cfg.data_dir:
+    raise ConfigError("data_dir", "dataset=synthetic is generated in memory and reads no folder; to train on "
+                      "your own LETOR files add --dataset=letor (named sets such as ohsumed or web30k take "
+                      "--data_dir too)")
+  if cfg.positive_grade is not None and cfg.label_mode != "file":
+    raise ConfigError("positive_grade", "applies to labels=file only")
+  ids = cfg.privileged_ids  # parses
+  if ids is not None and cfg.num_privileged is not None:
+    raise ConfigError("num_privileged", "applies to privileged=auto only (privileged names the ids)")
+
+
+def parse_ids(text: str) -> Optional[tuple]:
+  """'' or 'auto' -> None (the automatic choice); '7,15' -> (7, 15): 1-based feature ids."""
+  if text in ("", "auto"):
+    return None
+  ids = []
+  for tok in text.split(","):
+    tok = tok.strip()
+    if not tok.isdigit() or int(tok) < 1:
+      raise ConfigError("privileged", f"{text!r}: {tok!r} is not a feature id (1-based integers, e.g. 7,15, or "
+                        "auto)")
+    ids.append(int(tok))
+  if len(set(ids)) != len(ids):
+    raise ConfigError("privileged", f"{text!r}: duplicate feature ids")
+  return tuple(ids)
+
+
+@dataclasses.dataclass(frozen=True)
+class DataConfig:
+  """The data recipe: which files, which labels, which features are privileged, how lists are padded."""
+  dataset: str = option("synthetic", "Dataset name (letor = any folder given by data_dir).",
+                        choices=NAMES)
+  data_dir: Optional[str] = option(None, "Dataset folder (default $PFD_DATA_DIR/<name> or ../shared/data).")
+  cache_dir: Optional[str] = option("cache", "Where parsed LETOR files are cached as .npz ('' = no cache).")
+  folds: Tuple[int, ...] = option((), "Folds to run, e.g. 1,3 (default: every fold of the dataset on disk).", lo=1)
+  labels: Optional[str] = option(None, "Training labels: gumbel (the paper's Eq. 2 draws) or file (the file's "
+                                 "own labels). Default: file for dataset=letor, gumbel otherwise.",
+                                 choices=LABEL_MODES)
+  positive_grade: Optional[float] = option(None, "With labels=file: y = 1[label >= this grade] (needed for "
+                                           "graded labels).")
+  privileged: str = option("", "Privileged features: auto (the paper: the num_privileged columns most "
+                           "|correlated| with y on train) or 1-based feature ids as in the files, e.g. 7,15. "
+                           "Default: auto for named datasets; required with dataset=letor.")
+  num_privileged: Optional[int] = option(None, "With privileged=auto: how many (default: per dataset).", lo=0)
+  t: float = option(PAPER_T, "Eq. 2 temperature t.", lo=0, lo_open=True)
+  tau: Optional[float] = option(None, "Eq. 2 tau_target (default: per dataset, see README).")
+  min_docs: int = option(10, "Drop query groups with fewer documents.", lo=1)
+  query_norm: bool = option(False, "LETOR QueryLevelNorm (per-query min-max) before log1p.")
+  log1p: bool = option(True, "sign(x) log(1 + |x|) feature transform (appendix A.1).")
+  label_seed: int = option(0, "Seed of the Gumbel label draws (fixed across training seeds).")
+  synthetic_scale: float = option(1.0, "Synthetic data: multiply query counts.", lo=0, lo_open=True)
+  synthetic_web30k: bool = option(False, "Synthetic data at MSLR-WEB30K size (overrides synthetic_scale).")
+  synthetic_queries: Tuple[int, ...] = option((), "Synthetic data: train,vali,test query counts (default: the "
+                                    "generator's).", lo=1)
+  synthetic_mean_docs: Optional[float] = option(None, "Synthetic data: mean documents per query (default: the "
+                                                "generator's).", lo=1)
+  max_buckets: int = option(4, "Length buckets per split (padding vs compiled shapes).", lo=1)
+  data_source: str = option("resident", "Where training reads its buckets: resident (on the device) or streamed "
+                            "(pre-bucketed shards on disk, read a chunk of steps at a time; the same numbers).",
+                            choices=("resident", "streamed"))
+  shard_dir: str = option("cache/shards", "With data_source=streamed: the folder of the shard sets (written once "
+                          "per dataset recipe, then reused).")
+
+  def __post_init__(self):
+    check(self)
+    if self.synthetic_queries and len(self.synthetic_queries) != 3:
+      raise ConfigError("synthetic_queries", f"three counts (train,vali,test) expected, got {self.synthetic_queries}")
+    _check_labels(self)
+
+  @property
+  def label_mode(self) -> str:
+    """labels, or its default for the dataset (file for a folder given by path, gumbel otherwise)."""
+    return self.labels or ("file" if self.dataset == "letor" else "gumbel")
+
+  @property
+  def privileged_ids(self) -> Optional[tuple]:
+    """The 1-based privileged ids given, or None for the automatic choice."""
+    return parse_ids(self.privileged)
+
+  def synthetic_kwargs(self) -> dict:
+    """Arguments of :func:`pfd_jax.data.synthetic.generate` for dataset=synthetic."""
+    kw = synthetic.web30k_scale() if self.synthetic_web30k else dict(scale=self.synthetic_scale)
+    if self.synthetic_queries:
+      kw["num_queries"] = tuple(self.synthetic_queries)
+    if self.synthetic_mean_docs is not None:
+      kw["mean_docs"] = self.synthetic_mean_docs
+    return kw

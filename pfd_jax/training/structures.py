@@ -1,0 +1,34 @@
+"""The named structures a training step and the epoch program exchange (pytrees: NamedTuples, as optax's
+states), so that no position carries a meaning."""
+from __future__ import annotations
+
+from typing import Any, Callable, NamedTuple
+
+
+class Bucket(NamedTuple):
+  """One training bucket as the compiled program takes it (groups axis Q first)."""
+  feats: Any                # f32[Q, L, D] the model's input (its view of x and z)
+  y: Any                    # f32[Q, L] labels
+  mask: Any                 # bool[Q, L] real documents
+  data_w: Any               # f32[Q] each group's weight in the data loss (1 = in it, 0 = teacher term only)
+  teacher: Any = None       # teacher inputs [S, (K,) Q, L] (:func:`teacher_inputs`), or None
+  slots: Any = None         # on a mesh: [D, Q] each global group's row in this device's block, -1 elsewhere
+
+
+class Batch(NamedTuple):
+  """One seed's batch as indices into a bucket (on a mesh: into this device's block)."""
+  idx: Any    # i32[B] groups
+  valid: Any  # f32[B] 1 for a real member of the batch, 0 for padding
+
+
+class Clock(NamedTuple):
+  """Where in the run a step is: its number in the epoch (the teacher loss's samples) and whether the top-K
+  warm-up is over."""
+  step: Any
+  hybrid_on: Any
+
+
+class StepFns(NamedTuple):
+  """The seed-vmapped functions of one :func:`step_key`."""
+  init: Callable   # (keys [S], input dim) -> (params, opt_state), jitted
+  vstep: Callable  # (params, opt_state, keys [S], Batch, Bucket, alpha [S], Clock) -> (params, opt_state, sums [S, 3])

@@ -1,0 +1,55 @@
+"""The shape of the code (experiments/layers.py): one-way layers, short files and functions, and a serving path
+that loads no training code."""
+import subprocess
+import sys
+import textwrap
+
+from experiments import layers
+
+
+def test_limits_are_kept():
+  assert layers.problems() == []
+
+
+def test_the_graph_measures_what_python_runs(tmp_path):
+  # a -> b -> c, and d <-> e: depth 3, one circle; an import inside a function is an edge and is listed
+  pkg = tmp_path / "pkg"
+  pkg.mkdir()
+  (pkg / "__init__.py").write_text("")
+  (pkg / "a.py").write_text("from pkg import b\n")
+  (pkg / "b.py").write_text("import pkg.c\n")
+  (pkg / "c.py").write_text("import os\n")
+  (pkg / "d.py").write_text("def f():\n  from pkg import e\n")
+  (pkg / "e.py").write_text("from pkg.d import f\nfrom typing import TYPE_CHECKING\nif TYPE_CHECKING:\n  import pkg.a\n")
+  graph, local = layers.import_graph("pkg", str(tmp_path))
+  assert layers.longest_chain(graph) == ["pkg.a", "pkg.b", "pkg.c"]
+  assert layers.circles(graph) == [["pkg.d", "pkg.e"]]
+  assert ("pkg.d", 2, "pkg.e") in local and "pkg.a" not in graph["pkg.e"]  # annotations only: no edge
+
+
+def test_saved_models_score_without_the_training_code(tmp_path):
+  """import pfd_jax, loading a saved MLP and scoring it import neither optax, the training modules nor
+  LightGBM (a fresh interpreter: what a serving process loads)."""
+  code = textwrap.dedent(f"""
+      import sys, numpy as np, jax
+      import pfd_jax
+      assert not any(m.startswith("pfd_jax.") for m in sys.modules), sorted(sys.modules)
+      from pfd_jax.serving import model
+      from pfd_jax.ops.models import MLP
+      params = jax.vmap(lambda k: MLP(hidden=4, layers=2).init(k, np.zeros((1, 3))))(jax.random.split(jax.random.PRNGKey(0), 2))
+      recipe = dict(format=model.FORMAT, view="x", input_ids=[1, 2, 3], model=dict(kind="mlp", hidden=4, layers=2),
+                    regular_ids=[1, 2, 3], privileged_ids=[], num_features=3, transforms=dict(query_norm=False, log1p=True),
+                    labels=dict(mode="file", positive_grade=None, t=None, tau=None, seed=0), min_docs=1, ks=[8],
+                    select_on="test", empty_rule="exclude", num_seeds=2, best_seed=1, best_epoch=[0, 0],
+                    metrics={{}}, train_config={{}})
+      model.Ranker(params=params, recipe=recipe).save({str(tmp_path / "m")!r})
+      ranker = pfd_jax.load_model({str(tmp_path / "m")!r})
+      scores = ranker.score(np.ones((2, 5, 3), np.float32))
+      assert scores.shape == (2, 5)
+      loaded = sorted(m for m in sys.modules if m.split(".")[0] in ("optax", "lightgbm") or
+                      m.startswith(("pfd_jax.training", "pfd_jax.methods")))
+      print("LOADED", loaded)
+  """)
+  p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+  assert p.returncode == 0, p.stderr[-2000:]
+  assert p.stdout.strip().endswith("LOADED []"), p.stdout
