@@ -17,6 +17,7 @@ import numpy as np
 
 from experiments.framework import rundir, tabulate
 from pfd_jax import data as D
+from pfd_jax.data import preprocess as pp, shards, synthetic
 from pfd_jax import training as T
 
 
@@ -45,7 +46,6 @@ def memory(o) -> tuple:
 def write_synthetic_shards(folder: str, scale: float, max_buckets: int, seed: int = 0) -> dict:
   """A Web30k-shaped synthetic training split of `scale` folds written as a bucket set, chunk by chunk (the
   paper's log1p and Eq. 2 labels per chunk; the 40 privileged columns chosen on the first chunk)."""
-  from pfd_jax.data import preprocess as pp, shards, synthetic
   n = int(round(18919 * scale))
   meta = dict(scale=scale, seed=seed, max_buckets=max_buckets)
   if shards.is_done(folder, "train_all", meta):
@@ -69,7 +69,6 @@ def write_synthetic_shards(folder: str, scale: float, max_buckets: int, seed: in
 def stream_child(folder: str, source: str, epochs: int = 2) -> dict:
   """Trains RankBCE (one seed, every group, view x) on a written set, resident or streamed: docs/s of the
   last epoch and this process's peak resident memory."""
-  from pfd_jax.data import shards
   buckets = shards.open_set(folder, "train_all")
   sample = [b.read(np.arange(min(256, b.num_groups))) for b in buckets]
   es = T.EvalSet([{k: jnp.asarray(v) for k, v in b.items()} for b in sample], sum(b["x"].shape[0] for b in sample))

@@ -37,7 +37,10 @@ from experiments.framework import lifecycle, rundir, schema, tabulate
 from experiments import bench_memory, peers
 from pfd_jax import data as D
 from pfd_jax.data.config import DataConfig
+from pfd_jax import serving
 from pfd_jax import training as T
+from pfd_jax.ops.models import MLP
+from pfd_jax.serving import export
 from pfd_jax.config import option
 
 
@@ -324,9 +327,6 @@ def export_latency(o: Options) -> tuple:
   devices: p50 / p99 microseconds per query (the first 20 calls of each are warm-up, not timed)."""
   import tempfile
   import onnxruntime as ort
-  from pfd_jax.serving import export
-  from pfd_jax import serving
-  from pfd_jax.ops.models import MLP
   d = 96
   params = jax.vmap(lambda k: MLP().init(k, jnp.zeros((1, d))))(jax.random.split(jax.random.PRNGKey(0), 1))
   recipe = dict(model=dict(kind="mlp", hidden=100, layers=5), transforms=dict(query_norm=False, log1p=True),

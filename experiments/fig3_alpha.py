@@ -13,8 +13,8 @@ from typing import Tuple
 
 import numpy as np
 
-from experiments.framework import ablation, lifecycle, plots, rundir, schema, setup, tabulate
-from experiments.framework.claims import Preset, runs_per_fold, sweep
+from experiments.framework import ablation, lifecycle, plots, rundir, schema, tabulate
+from experiments.framework.claims import runs_per_fold, sweep
 from pfd_jax.methods import distill
 from pfd_jax.config import option
 
@@ -50,6 +50,13 @@ def run(cfg: schema.Config) -> dict:
                                  comparison=tabulate.compare(dict(no_distill=base, pfd=nd), "no_distill")["pfd"])
   out["seconds"] = time.time() - t0
   return out
+
+
+def claims(res: dict) -> list:
+  """The claims of a run of this driver, with their verdicts (:mod:`experiments.framework.claims`)."""
+  f = runs_per_fold(len(res["no_distill"]), res)
+  return [sweep("PFD student beats no-distillation at alpha (paper, Figure 3 / appendix A.7)",
+                {a: r["comparison"] for a, r in res["alphas"].items()}, f)]
 
 
 def to_markdown(res: dict, title: str = "Figure 3: PFD against alpha") -> str:
@@ -91,17 +98,8 @@ def plot(res: dict, path: str) -> None:
   plt.close(fig)
 
 
-def claims(res: dict) -> list:
-  """The claims of a run of this driver, with their verdicts (:mod:`experiments.framework.claims`)."""
-  f = runs_per_fold(len(res["no_distill"]), res)
-  return [sweep("PFD student beats no-distillation at alpha (paper, Figure 3 / appendix A.7)",
-                {a: r["comparison"] for a, r in res["alphas"].items()}, f)]
-
-
-DRIVER = schema.Driver("fig3_alpha", run, to_markdown, plot, "fig3_alpha.png", options=Options,
-                       rows=lambda cfg: len(setup.folds_of(cfg.data)) * (2 + len(cfg.options.alphas)),
-                       presets=(Preset("default", "synthetic", "", "Figure 3: alpha"),),
-                       claims=claims)
+DRIVER = ablation.driver("fig3_alpha", run, to_markdown, title="Figure 3: alpha", plot=plot, options=Options,
+                         rows_per_fold=lambda cfg: 2 + len(cfg.options.alphas), claims=claims)
 
 if __name__ == "__main__":
   lifecycle.main(DRIVER)

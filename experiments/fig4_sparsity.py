@@ -116,8 +116,7 @@ def claims(res: dict) -> list:
 
 
 DRIVER = schema.Driver("fig4_sparsity", run, to_markdown, plot, "fig4_sparsity.png", options=Options,
-                       rows=lambda cfg: len(cfg.options.taus) * len(setup.folds_of(cfg.data)) *
-                       distill.num_rows(cfg.options.methods),
+                       rows_per_fold=lambda cfg: len(cfg.options.taus) * distill.num_rows(cfg.options.methods),
                        presets=(Preset("default", "synthetic", "", "Figure 4: label sparsity"),),
                        claims=claims)
 

@@ -116,8 +116,7 @@ def claims(res: dict) -> list:
 
 
 DRIVER = schema.Driver("fig5_correlation", run, to_markdown, plot, "fig5_correlation.png", options=Options,
-                       rows=lambda cfg: len(setup.folds_of(cfg.data)) *
-                       (1 + 2 * len(cfg.options.tau_privs or OFFSETS)),
+                       rows_per_fold=lambda cfg: 1 + 2 * len(cfg.options.tau_privs or OFFSETS),
                        presets=(Preset("default", "synthetic", "", "Figure 5: correlation of z with y"),),
                        claims=claims)
 

@@ -30,6 +30,7 @@ import numpy as np
 from pfd_jax import files
 from pfd_jax import data as D
 from pfd_jax.data.config import DataConfig
+from pfd_jax import training as T
 from pfd_jax.ops import metrics
 
 PEERS_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "third_party", "peers")
@@ -236,7 +237,6 @@ def ours(train, loss: str, epochs: int, test, seed: int = 0) -> dict:
   """pfd_jax on the same file (one seed, the epoch program; each epoch also evaluates the test split, which
   the peers' timings do not include). ndcg8_curve: test NDCG@8 after every epoch."""
   import jax
-  from pfd_jax import training as T
   cfg = T.TrainConfig(loss=loss, epochs=epochs, data_groups="all")
   stamps = T.EpochTimes()
   res = T.train(jax.random.split(jax.random.PRNGKey(seed), 1), cfg, T.device_buckets(D.bucketize(train, 8)),

@@ -16,8 +16,8 @@ from typing import Tuple
 
 import numpy as np
 
-from experiments.framework import ablation, lifecycle, plots, rundir, schema, setup, tabulate
-from experiments.framework.claims import Preset, runs_per_fold, sweep
+from experiments.framework import ablation, lifecycle, schema, tabulate
+from experiments.framework.claims import runs_per_fold, sweep
 from pfd_jax.methods import distill
 from pfd_jax.config import option
 
@@ -37,19 +37,24 @@ def run(cfg: schema.Config) -> dict:
   t0 = time.time()
   rows = {k: [] for k in ["no_distill", "pfd_teacher"] + list(cfg.options.teachings) + ["lambdamart"]}
   for f in ablation.pfd_folds(cfg):
-    rows["no_distill"].append(f.baseline.best["test"])
+    f.add_references(rows)
     rows["pfd_teacher"].append(f.teacher.best["test"])
-    if (lm := f.lambdamart()) is not None:
-      rows["lambdamart"].append(lm.best["test"])
     logits = distill.teacher_targets(f.tc, [(f.teacher, "xz")], f.dd)
     for name in cfg.options.teachings:
       tc = cfg.train_config(**distill.TEACHING[name])
       st = f.rows(f"pfd_{name}", "x", tc, lambda: distill.train_student(f.keys, tc, f.dd, logits,
                                                                         f.log(f"pfd {name}")))
       rows[name].append(st.best["test"])
-  rows = {k: np.concatenate(v) for k, v in rows.items() if v}
-  return {"config": cfg, "env": rundir.environment(), "rows": rows, "comparisons": tabulate.compare(rows, "no_distill"),
-          "seconds": time.time() - t0}
+  return ablation.results(cfg, rows, t0)
+
+
+def claims(res: dict) -> list:
+  """The claims of a run of this driver, with their verdicts (:mod:`experiments.framework.claims`)."""
+  rows = res["rows"]
+  f = runs_per_fold(len(rows["no_distill"]), res)
+  recs = {k: tabulate.compare({k: np.asarray(rows[k]), "b": np.asarray(rows["no_distill"])}, "b")[k]
+          for k in ("pointwise", "pairwise", "listwise", "topk") if k in rows}
+  return [sweep("PFD beats no-distillation, whatever the teacher term", recs, f)]
 
 
 def to_markdown(res: dict) -> str:
@@ -68,23 +73,9 @@ def to_markdown(res: dict) -> str:
           + tabulate.mean_std_table(rows, labels, reference="no_distill", seeds=cfg['run']['seeds']))
 
 
-def plot(res: dict, path: str) -> None:
-  plots.bar_plot(res, path, LABELS)
-
-
-def claims(res: dict) -> list:
-  """The claims of a run of this driver, with their verdicts (:mod:`experiments.framework.claims`)."""
-  rows = res["rows"]
-  f = runs_per_fold(len(rows["no_distill"]), res)
-  recs = {k: tabulate.compare({k: np.asarray(rows[k]), "b": np.asarray(rows["no_distill"])}, "b")[k]
-          for k in ("pointwise", "pairwise", "listwise", "topk") if k in rows}
-  return [sweep("PFD beats no-distillation, whatever the teacher term", recs, f)]
-
-
-DRIVER = schema.Driver("pfd_teacher_loss", run, to_markdown, plot, "pfd_teacher_loss.png", options=Options,
-                       rows=lambda cfg: len(setup.folds_of(cfg.data)) * (3 + len(cfg.options.teachings)),
-                       presets=(Preset("default", "synthetic", "", "Ablation: how the PFD teacher teaches"),),
-                       claims=claims)
+DRIVER = ablation.driver("pfd_teacher_loss", run, to_markdown, title="Ablation: how the PFD teacher teaches",
+                         rows_per_fold=lambda cfg: 3 + len(cfg.options.teachings), claims=claims, bars=LABELS,
+                         options=Options)
 
 if __name__ == "__main__":
   lifecycle.main(DRIVER)

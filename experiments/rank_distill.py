@@ -148,7 +148,7 @@ def claims(res: dict) -> list:
 
 DRIVER = schema.Driver("rank_distill", run, to_markdown, plot, "rank_distill.png", options=Options,
                        needs_privileged=False,
-                       rows=lambda cfg: len(setup.folds_of(cfg.data)) * (2 + len(cfg.options.schemes)),
+                       rows_per_fold=lambda cfg: 2 + len(cfg.options.schemes),
                        presets=(Preset("default", "synthetic", "", "Ranking Distillation"),),
                        claims=claims)
 

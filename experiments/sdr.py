@@ -173,7 +173,7 @@ def claims(res: dict) -> list:
 
 DRIVER = schema.Driver("sdr", run, to_markdown, plot, "sdr.png", options=Options, needs_privileged=False,
                        defaults=(("loss", "softmax"),), losses=("softmax",),
-                       rows=lambda cfg: len(setup.folds_of(cfg.data)) * (7 + len(cfg.options.temperatures)),
+                       rows_per_fold=lambda cfg: 7 + len(cfg.options.temperatures),
                        presets=(Preset("default", "synthetic", "", "Self-Distilled neural Rankers (SDR)"),),
                        claims=claims)
 

@@ -9,10 +9,9 @@ reported for scale. Writes results/table5_positive_groups/<dataset>/latest/.
 """
 import time
 
-import numpy as np
 
-from experiments.framework import ablation, lifecycle, plots, rundir, schema, setup, tabulate
-from experiments.framework.claims import Preset, beats, runs_per_fold
+from experiments.framework import ablation, lifecycle, schema, tabulate
+from experiments.framework.claims import beats, runs_per_fold
 from pfd_jax.methods import distill
 
 ROWS = {"no_distill": "No-distillation", "pfd_positive": "PFD, data loss on positive query groups",
@@ -23,30 +22,16 @@ def run(cfg: schema.Config) -> dict:
   t0 = time.time()
   rows = {k: [] for k in ROWS}
   for f in ablation.pfd_folds(cfg):
-    rows["no_distill"].append(f.baseline.best["test"])
-    if (lm := f.lambdamart()) is not None:
-      rows["lambdamart"].append(lm.best["test"])
+    f.add_references(rows)
     targets = distill.teacher_targets(f.tc, [(f.teacher, "xz")], f.dd)
     for groups in ("positive", "all"):
       tcg = cfg.train_config(data_groups=groups)
       st = f.rows(f"pfd_{groups}", "x", tcg, lambda: distill.train_student(f.keys, tcg, f.dd, targets,
                                                                           f.log(f"pfd_{groups}")))
       rows[f"pfd_{groups}"].append(st.best["test"])
-  rows = {k: np.concatenate(v) for k, v in rows.items() if v}
-  return {"config": cfg, "env": rundir.environment(), "rows": rows, "comparisons": tabulate.compare(rows, "no_distill"),
-          "all_vs_positive": tabulate.compare(rows, "pfd_positive")["pfd_all"], "seconds": time.time() - t0}
-
-
-def to_markdown(res: dict) -> str:
-  cfg = res["config"]
-  return (f"# Table 5: data loss on positive vs all query groups ({tabulate.title(cfg)})\n\nMean ± std "
-          f"over folds x {cfg['run']['seeds']} seeds, {cfg['train']['epochs']} epochs; {res['seconds']:.0f} s.\n\n" +
-          tabulate.mean_std_table(res["rows"], ROWS, reference="no_distill", seeds=cfg["run"]["seeds"]) +
-          "\nPFD, all vs positive query groups: " + tabulate.change_cell(res["all_vs_positive"]) + "\n")
-
-
-def plot(res: dict, path: str) -> None:
-  plots.bar_plot(res, path, ROWS)
+  # the extra field: PFD with the data loss on all groups against positive groups only
+  return ablation.results(cfg, rows, t0,
+                          all_vs_positive=lambda r: tabulate.compare(r, "pfd_positive")["pfd_all"])
 
 
 def claims(res: dict) -> list:
@@ -57,10 +42,16 @@ def claims(res: dict) -> list:
           beats("PFD (positive groups) beats no-distillation", rows, "pfd_positive", "no_distill", f)]
 
 
-DRIVER = schema.Driver("table5_positive_groups", run, to_markdown, plot, "table5.png",
-                       rows=lambda cfg: 5 * len(setup.folds_of(cfg.data)),
-                       presets=(Preset("default", "synthetic", "", "Table 5: positive vs all query groups"),),
-                       claims=claims)
+def to_markdown(res: dict) -> str:
+  cfg = res["config"]
+  return (f"# Table 5: data loss on positive vs all query groups ({tabulate.title(cfg)})\n\nMean ± std "
+          f"over folds x {cfg['run']['seeds']} seeds, {cfg['train']['epochs']} epochs; {res['seconds']:.0f} s.\n\n" +
+          tabulate.mean_std_table(res["rows"], ROWS, reference="no_distill", seeds=cfg["run"]["seeds"]) +
+          "\nPFD, all vs positive query groups: " + tabulate.change_cell(res["all_vs_positive"]) + "\n")
+
+
+DRIVER = ablation.driver("table5_positive_groups", run, to_markdown, title="Table 5: positive vs all query groups",
+                         rows_per_fold=5, claims=claims, bars=ROWS, png="table5.png")
 
 if __name__ == "__main__":
   lifecycle.main(DRIVER)

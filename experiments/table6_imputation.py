@@ -9,10 +9,9 @@ training documents, after the log1p transform). Writes results/table6_imputation
 import time
 
 import jax.numpy as jnp
-import numpy as np
 
-from experiments.framework import ablation, lifecycle, plots, rundir, schema, setup, tabulate
-from experiments.framework.claims import Preset, beats, runs_per_fold
+from experiments.framework import ablation, lifecycle, schema, tabulate
+from experiments.framework.claims import beats, runs_per_fold
 from pfd_jax import training as T
 
 ROWS = {"zero": "Zero imputation", "mean": "Mean imputation", "teacher": "PFD teacher with true z*",
@@ -24,28 +23,12 @@ def run(cfg: schema.Config) -> dict:
   t0 = time.time()
   rows = {k: [] for k in ROWS}
   for f in ablation.pfd_folds(cfg):
-    rows["no_distill"].append(f.baseline.best["test"])
-    if (lm := f.lambdamart()) is not None:
-      rows["lambdamart"].append(lm.best["test"])
+    f.add_references(rows)
     rows["teacher"].append(f.teacher.best["test"])
     test = f.dd.eval_sets["test"]
     rows["zero"].append(T.evaluate(f.tc, f.teacher.params, test, "xz", jnp.zeros(())))
     rows["mean"].append(T.evaluate(f.tc, f.teacher.params, test, "xz", jnp.asarray(f.ds["train"].z.mean(0))))
-  rows = {k: np.concatenate(v) for k, v in rows.items() if v}
-  return {"config": cfg, "env": rundir.environment(), "rows": rows, "comparisons": tabulate.compare(rows, "no_distill"),
-          "seconds": time.time() - t0}
-
-
-def to_markdown(res: dict) -> str:
-  cfg = res["config"]
-  return (f"# Table 6: PFD teacher with imputed privileged features ({tabulate.title(cfg)})\n\n"
-          f"Mean ± std over folds x {cfg['run']['seeds']} seeds; * uses the real privileged features (not servable); "
-          f"{res['seconds']:.0f} s.\n\n" +
-          tabulate.mean_std_table(res["rows"], ROWS, reference="no_distill", seeds=cfg["run"]["seeds"]))
-
-
-def plot(res: dict, path: str) -> None:
-  plots.bar_plot(res, path, ROWS)
+  return ablation.results(cfg, rows, t0)
 
 
 def claims(res: dict) -> list:
@@ -58,10 +41,16 @@ def claims(res: dict) -> list:
                 "no_distill", "zero", f)]
 
 
-DRIVER = schema.Driver("table6_imputation", run, to_markdown, plot, "table6.png",
-                       rows=lambda cfg: 3 * len(setup.folds_of(cfg.data)),
-                       presets=(Preset("default", "synthetic", "", "Table 6: the teacher served with imputed z"),),
-                       claims=claims)
+def to_markdown(res: dict) -> str:
+  cfg = res["config"]
+  return (f"# Table 6: PFD teacher with imputed privileged features ({tabulate.title(cfg)})\n\n"
+          f"Mean ± std over folds x {cfg['run']['seeds']} seeds; * uses the real privileged features (not servable); "
+          f"{res['seconds']:.0f} s.\n\n" +
+          tabulate.mean_std_table(res["rows"], ROWS, reference="no_distill", seeds=cfg["run"]["seeds"]))
+
+
+DRIVER = ablation.driver("table6_imputation", run, to_markdown, title="Table 6: the teacher served with imputed z",
+                         rows_per_fold=3, claims=claims, bars=ROWS, png="table6.png")
 
 if __name__ == "__main__":
   lifecycle.main(DRIVER)

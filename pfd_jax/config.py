@@ -3,12 +3,13 @@
 A setting is a field of a frozen dataclass declared with :func:`option`: the default, one line of help,
 and optionally its choices or bounds. Checking (:func:`check`) runs when the object is built, so a bad
 value fails before any data is loaded, as a :class:`ConfigError` naming the field. The experiment drivers
-generate their absl flags from these fields (``experiments/common.py``), so a flag, its default, its help
-and its check are the field's: a new setting is one new field.
+generate their absl flags from these fields (``experiments/framework/cli.py``), so a flag, its default, its
+help and its check are the field's: a new setting is one new field.
 
-The configurations: :class:`DataConfig` (the data recipe, here), :class:`pfd_jax.training.TrainConfig` (the
-training hyper-parameters), :class:`pfd_jax.ops.topk.TopK` (the top-K teacher loss), and the drivers'
-run settings (``experiments.common.RunConfig``).
+The configurations: :class:`pfd_jax.data.config.DataConfig` (the data recipe),
+:class:`pfd_jax.training.config.TrainConfig` (the training hyper-parameters) with its
+:class:`~pfd_jax.training.config.TopK` (the top-K teacher loss), and the drivers' run settings
+(``experiments.framework.schema.RunConfig``). This module imports nothing of the project.
 """
 from __future__ import annotations
 

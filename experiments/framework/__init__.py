@@ -10,7 +10,10 @@
 * :mod:`~experiments.framework.monitor`: progress lines and TensorBoard, as metric writers;
 * :mod:`~experiments.framework.outputs`: results.json, table.md and the plot of a run;
 * :mod:`~experiments.framework.tabulate`: Markdown tables and their statistics cells;
-* :mod:`~experiments.framework.plots`: PNG plots (matplotlib, imported on first use).
+* :mod:`~experiments.framework.plots`: PNG plots (matplotlib, imported on first use);
+* :mod:`~experiments.framework.claims`: claims, their verdicts, and the presets a driver declares;
+* :mod:`~experiments.framework.published`: what RESULTS.md publishes of a run, and ``--check`` against it;
+* :mod:`~experiments.framework.staleness`: when a published run is still the code's result (canaries).
 
 Printing and files live here and in the drivers, never in pfd_jax.
 """

@@ -2,6 +2,8 @@
 trained (and resumed) once, and the LightGBM incumbent on demand."""
 from __future__ import annotations
 
+import functools
+import time
 from typing import NamedTuple, Optional
 
 import jax
@@ -13,6 +15,8 @@ from pfd_jax import training as T
 from pfd_jax.methods import distill
 from pfd_jax.methods import gbdt
 from pfd_jax.training import TrainConfig
+from experiments.framework import plots, rundir, schema, tabulate
+from experiments.framework.claims import Preset
 from experiments.framework.monitor import progress
 from experiments.framework.rowstore import Rows
 from experiments.framework.schema import Config
@@ -29,6 +33,12 @@ class PFDFold(NamedTuple):
   baseline: T.TrainResult
   teacher: T.TrainResult
   rows: Rows
+
+  def add_references(self, rows: dict) -> None:
+    """Appends this fold's no-distillation NDCG and, where it can run, LambdaMART's to their lists in `rows`."""
+    rows["no_distill"].append(self.baseline.best["test"])
+    if (lm := self.lambdamart()) is not None:
+      rows["lambdamart"].append(lm.best["test"])
 
   def lambdamart(self) -> Optional[gbdt.Result]:
     """The practitioner's incumbent as a reference row of this fold: LightGBM LambdaMART on the regular
@@ -53,3 +63,23 @@ def pfd_folds(cfg: Config):
     base = rows("no_distill", "x", tc, lambda: distill.train_on_data(keys, tc, dd, "x", log("no_distill")))
     teacher = rows("pfd_teacher", "xz", tc, lambda: distill.train_on_data(keys, tc, dd, "xz", log("pfd_teacher")))
     yield PFDFold(ds, dd, tc, keys, log, base, teacher, rows)
+
+
+def results(cfg: Config, rows: dict, t0: float, **extra) -> dict:
+  """An ablation's results: each row's folds stacked ({row: [runs, K]}; rows that got nothing left out), every
+  row compared with no-distillation, `extra` fields, and the seconds since `t0`."""
+  rows = {k: np.concatenate(v) for k, v in rows.items() if v}
+  return {"config": cfg, "env": rundir.environment(), "rows": rows,
+          "comparisons": tabulate.compare(rows, "no_distill"), **{k: f(rows) for k, f in extra.items()},
+          "seconds": time.time() - t0}
+
+
+def driver(name: str, run, to_markdown, *, title: str, rows_per_fold, claims, plot=None, bars: Optional[dict] = None,
+           png: Optional[str] = None, options=None) -> schema.Driver:
+  """An ablation driver's record: its one preset (the synthetic default, `title` on RESULTS.md) and its plot
+  (`plot`, or bars of NDCG@8 of the rows labelled by `bars`) written as `png` (default <name>.png)."""
+  if bars is not None:
+    plot = functools.partial(plots.bar_plot, labels=bars)
+  return schema.Driver(name, run, to_markdown, plot, png or f"{name}.png", options=options,
+                       rows_per_fold=rows_per_fold, presets=(Preset("default", "synthetic", "", title),),
+                       claims=claims)

@@ -7,6 +7,7 @@ import resource
 import shlex
 import sys
 import time
+from typing import Optional
 
 import jax
 from absl import app, flags, logging
@@ -20,6 +21,7 @@ from experiments.framework.cli import FLAGS, config_from_flags, define_flags
 from experiments.framework.monitor import PROGRESS, TENSORBOARD
 from experiments.framework.outputs import as_json, write_outputs
 from experiments.framework.rundir import point_latest, prepare_run
+from experiments.framework import setup
 from experiments.framework.schema import Config, Driver, MULTI_PROCESS
 
 
@@ -146,10 +148,18 @@ def _open_run(cfg: Config, driver: Driver, lead: bool, held: list) -> tuple:
     _fail(error, 1)
   logging.info("run folder %s", run_dir)
   cfg = cfg.replace(output=dict(run_dir=run_dir))
-  PROGRESS.start(driver.rows(cfg) if driver.rows else None)
+  PROGRESS.start(_total_rows(driver, cfg))
   if cfg.output.tensorboard and lead:
     TENSORBOARD.open(os.path.join(run_dir, "tensorboard"), as_json({"c": cfg})["c"])
   return cfg, prov
+
+
+def _total_rows(driver: Driver, cfg: Config) -> Optional[int]:
+  """How many models the run trains (the progress line's total), when the driver says."""
+  if driver.rows:
+    return driver.rows(cfg)
+  per_fold = driver.rows_per_fold(cfg) if callable(driver.rows_per_fold) else driver.rows_per_fold
+  return None if per_fold is None else per_fold * len(setup.folds_of(cfg.data))
 
 
 def _finish(cfg: Config, driver: Driver, lead: bool, prov: dict, res: dict) -> None:

@@ -115,7 +115,7 @@ class Driver:
   groups: the shared configuration groups whose flags it has; defaults: per-driver flag defaults
   ((flag name, value) pairs); losses: the values --loss may take; needs_privileged (bool or function of
   the Config): a folder given by path must name its privileged features; rows(Config): how many models the
-  run trains (progress); folder(Config): the run folder's label for drivers that read no dataset (default:
+  run trains (progress), or rows_per_fold times the folds; folder(Config): the run folder's label for drivers that read no dataset (default:
   the driver's name); write=False: a tool whose output is its own files (main only prints its summary).
   Drivers named in MULTI_PROCESS run as several cooperating processes (--num_processes, :func:`start_processes`).
   presets: the runs of RESULTS.md it makes (:class:`experiments.framework.claims.Preset`, ``--preset=<name>``);
@@ -132,6 +132,7 @@ class Driver:
   losses: tuple = SINGLE_LOSSES
   needs_privileged: Any = True
   rows: Optional[Callable] = None
+  rows_per_fold: Any = None  # how many models one fold trains (an int, or a function of the Config)
   folder: Optional[Callable] = None
   write: bool = True
   presets: tuple = ()

@@ -1,5 +1,5 @@
-"""A fold's data as the drivers use it: the folds on disk, the dataset of a recipe, the device data, the
-placebo's copy, and the baseline and PFD teacher the ablations build on."""
+"""A fold's data as the drivers use it: the folds on disk, the dataset of a recipe, the device data and the
+placebo's copy."""
 from __future__ import annotations
 
 import functools

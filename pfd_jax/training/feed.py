@@ -25,7 +25,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
 from pfd_jax import distributed
 from pfd_jax.ops.scoring import features
-from pfd_jax.training import program as train_program
+from pfd_jax.training import program
 from pfd_jax.training.step import compiled, step_key
 from pfd_jax.training.structures import Bucket
 
@@ -63,11 +63,11 @@ class Resident:
     self.cfg, self.view, self.chunk = cfg, view, chunk_steps
     self.batch = cfg.effective_batch_size
     self.sizes = self._sizes(buckets)
-    self.num_steps = train_program.steps_per_epoch(self.sizes, self.batch)
+    self.num_steps = program.steps_per_epoch(self.sizes, self.batch)
     self.teacher_ndim = 0 if teacher is None else int(teacher[0].ndim)
     self._setup(buckets, teacher, keys)
     fns = compiled(step_key(cfg), self.teacher_ndim > 0, self.num_steps, None if self.shards is None else "data")
-    self.run = train_program.program(fns.vstep, self.batch, self.teacher_ndim, self.sizes, self.shards)
+    self.run = program.program(fns.vstep, self.batch, self.teacher_ndim, self.sizes, self.shards)
 
   def _sizes(self, buckets) -> tuple:
     return tuple(_num_groups(b) for b in buckets)
@@ -99,7 +99,7 @@ class Resident:
 
   def steps(self, state: State, epoch: int) -> tuple:
     """The epoch's plan as the program takes it: (bucket, idx, valid, step number) per step."""
-    ids, idx, valid = train_program.plan(state.order_keys, jnp.int32(epoch), self.sizes, self.batch)
+    ids, idx, valid = program.plan(state.order_keys, jnp.int32(epoch), self.sizes, self.batch)
     return ids, idx, valid, jnp.arange(ids.shape[0], dtype=jnp.int32)
 
   def chunks(self, steps: tuple):
@@ -158,9 +158,9 @@ class Sharded(Resident):
     self.cuts = np.stack([local * i // blocks for i in range(blocks + 1)])  # [blocks + 1, buckets] local cuts
     offset = self.comm.gather(self.start + self.cuts[:-1]).reshape(-1, len(buckets))  # [D, buckets]
     count = self.comm.gather(np.diff(self.cuts, axis=0)).reshape(-1, len(buckets))
-    width, window = train_program.plan_stats(split_keys(keys)[2], self.cfg.epochs, self.sizes, self.batch,
+    width, window = program.plan_stats(split_keys(keys)[2], self.cfg.epochs, self.sizes, self.batch,
                                              offset, chunk=self.chunk if self.streamed else 0)
-    self.shards = train_program.Shards(self.mesh, self.seed_axis, width)
+    self.shards = program.Shards(self.mesh, self.seed_axis, width)
     self.length = window if self.streamed else tuple(int(n) for n in count.max(0))
     if not self.streamed:
       self.buckets = tuple(self._window(b, [np.arange(lo, hi) for lo, hi in zip(self.cuts[:-1, b], self.cuts[1:, b])])
