@@ -139,3 +139,14 @@ def test_installing_claims_no_experiments_package():
   with open(os.path.join(ROOT, "pyproject.toml"), "rb") as f:
     found = tomllib.load(f)["tool"]["setuptools"]["packages"]["find"]["include"]
   assert found == ["pfd_jax*"]
+
+
+def test_a_preset_stands_for_its_flags_and_later_flags_override_them():
+  from absl import flags as absl_flags
+  from experiments import table2
+  from experiments.framework import lifecycle
+  argv = ["prog", "--seeds=3", "--preset=ohsumed", "--loss=ranknet"]
+  assert lifecycle.expand_preset(table2.DRIVER, argv) == [
+      "prog", "--seeds=3", "--dataset=ohsumed", "--loss=rankbce", "--preset=ohsumed", "--loss=ranknet"]
+  with pytest.raises(absl_flags.Error, match="'nope' is not a preset of experiments.table2; its presets: default"):
+    lifecycle.expand_preset(table2.DRIVER, ["prog", "--preset=nope"])
