@@ -11,6 +11,11 @@
   inputs, capacity and training, the student PFD's distillation, and only the link between z and the label is
   gone. PFD student vs placebo student, paired, measures what the privileged information adds beyond
   distillation as regularisation.
+* **the GBDT rows** (:func:`run_gbdt_methods`): LightGBM LambdaMART (:mod:`pfd_jax.methods.gbdt`), and
+  distillation across model families: an MLP student of an out-of-fold LambdaMART teacher, and GBDT students
+  of the MLP PFD teacher.
+
+Every row's model input is in one table, :data:`ROW_VIEW`.
 
 Seeds: every run of a table uses the same ``S`` training keys, so seed s of the baseline, of each teacher
 and of each student share their key (common random numbers), and teacher seed s teaches student s.
