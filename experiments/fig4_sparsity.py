@@ -43,7 +43,7 @@ def run(cfg: schema.Config) -> dict:
       pos.append(100.0 * dd.num_positive_groups / dd.num_train_groups)
       store = rowstore.Rows(cfg, ds, fold)
       r = distill.run_methods(keys, tc, dd, cfg.options.methods,
-                              hooks=monitor.progress(f"[tau={tau} fold{fold}]", tc.epochs),
+                              hooks=monitor.progress(f"[tau={tau} fold{fold}]"),
                               fit=lambda row, view, train: store(f"tau{tau}_{row}", view, tc, train,
                                                                  servable=row != "placebo_teacher"),
                               placebo=setup.placebo_data(cfg, ds, tc, fold))

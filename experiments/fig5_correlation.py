@@ -41,7 +41,7 @@ def run(cfg: schema.Config) -> dict:
     for i, tp in enumerate(taus):
       ds = D.with_synthetic_privileged(ds0, tp)
       _, dd, tc, keys = setup.fold_setup(cfg, None, fold, ds)
-      log = monitor.progress(f"[tau_priv={tp} fold{fold}]", tc.epochs)
+      log = monitor.progress(f"[tau_priv={tp} fold{fold}]")
       rows = rowstore.Rows(cfg, ds, fold)
       if i == 0:  # no privileged input: the same for every tau_priv
         base.append(rows("no_distill", "x", tc, lambda: distill.train_on_data(keys, tc, dd, "x",

@@ -70,7 +70,7 @@ def run(cfg: schema.Config) -> dict:
     ds = setup.load_dataset(dataclasses.replace(cfg.data, num_privileged=0, privileged=""), fold)
     _, dd, tc_t, keys = setup.fold_setup(cfg, None, fold, ds=ds, ks=KS, hidden=o.teacher_hidden)
     tc_s = dataclasses.replace(tc_t, hidden=o.student_hidden, teacher_loss="topk", alpha=1.0 - o.rd_a)
-    log = monitor.progress(f"[rd fold{fold}]", tc_t.epochs)
+    log = monitor.progress(f"[rd fold{fold}]")
     store = rowstore.Rows(cfg, ds, fold)
     runs = {name: (store(name, "x", tc, lambda: distill.train_on_data(keys, tc, dd, "x", log(name))), tc)
             for name, tc in (("teacher", tc_t), ("student", tc_s))}

@@ -29,7 +29,7 @@ from absl import app, flags
 from experiments import machine
 from experiments.framework import outputs, published, tabulate
 from experiments.framework.claims import MARGIN
-from experiments.framework.staleness import ROOT, _git, staleness
+from experiments.framework.staleness import ROOT, git, staleness
 
 # The drivers whose presets make the page, in its order.
 PAGE = ("table2", "table3_logs", "theory", "fig3_alpha", "alpha_robustness", "fig4_sparsity", "fig5_correlation",
@@ -218,7 +218,7 @@ def build(results: str, out: str, root: str = ROOT, expected: list = EXPECTED, r
         for e in missing))
   out_dir = os.path.dirname(os.path.abspath(out))
   fig_root = os.path.join(out_dir, "figures")
-  head = _git(root, "rev-parse", "HEAD").stdout.strip() or "unknown"
+  head = git(root, "rev-parse", "HEAD").stdout.strip() or "unknown"
   summary, sections, all_claims, stale, records = [], [], [], [], {}
   # the reference configuration: the first run's (the main job's) that recorded its numerics
   ref, ref_env = next(((e, r["res"]["env"]) for e, r in runs if r and r["res"].get("env", {}).get("numerics")),

@@ -66,7 +66,7 @@ def run(cfg: schema.Config) -> dict:
   for fold in setup.folds_of(cfg.data):
     ds = D.with_graded_labels(setup.load_dataset(dataclasses.replace(cfg.data, num_privileged=0, privileged=""),
                                                   fold))
-    log = monitor.progress(f"[sdr fold{fold}]", cfg.train.epochs)
+    log = monitor.progress(f"[sdr fold{fold}]")
     store = rowstore.Rows(cfg, ds, fold, "softmax")
     _, dd, base, keys = setup.fold_setup(cfg, "softmax", fold, ds=ds, data_groups="all", ks=KS,
                                           teacher_transform="affine", alpha=1.0 - a)

@@ -76,7 +76,7 @@ def run(cfg: schema.Config) -> dict:
       t0 = time.time()
       ds, dd, tc, keys = setup.fold_setup(cfg, loss, fold)
       store = rowstore.Rows(cfg, ds, fold, loss)
-      log = monitor.progress(f"[{loss} fold{fold}]", tc.epochs)
+      log = monitor.progress(f"[{loss} fold{fold}]")
       # the placebo teacher reads permuted privileged features, which no file has: never saved as a model
       fit = lambda row, view, train: store(row, view, tc, train, servable=row != "placebo_teacher")
       placebo = setup.placebo_data(cfg, ds, tc, fold)

@@ -78,7 +78,7 @@ def run(cfg: schema.Config) -> dict:
   t0 = time.time()
   ds = logs.simulate(sessions=cfg.options.sessions, seed=cfg.options.sim_seed)
   _, dd, tc, keys = setup.fold_setup(cfg, None, 1, ds)
-  log = monitor.progress("[logs]", tc.epochs)
+  log = monitor.progress("[logs]")
   store = rowstore.Rows(cfg, ds)
 
   def fit(row, view, train, servable=True):

@@ -58,6 +58,12 @@ def _numerics() -> str:
   return json.dumps(machine.numerics(machine.packages()), sort_keys=True)
 
 
+@functools.lru_cache(maxsize=None)
+def _known_canaries() -> dict:
+  path = os.path.join(staleness.ROOT, staleness.CANARIES)
+  return json.load(open(path)) if os.path.exists(path) else {}
+
+
 def _canary(driver: str, js: dict) -> None:
   test = os.environ.get("PYTEST_CURRENT_TEST", "?").rsplit(" (", 1)[0]
   fp = published.fingerprint(js)
@@ -68,8 +74,7 @@ def _canary(driver: str, js: dict) -> None:
     with open(os.path.join(record, name), "w") as f:
       json.dump(dict(driver=driver, test=test, fingerprint=fp, numerics=json.loads(_numerics())), f)
     return
-  path = os.path.join(staleness.ROOT, staleness.CANARIES)
-  known = json.load(open(path)) if os.path.exists(path) else {}
+  known = _known_canaries()
   want = known.get("drivers", {}).get(driver, {}).get(test)
   if want and json.dumps(known.get("numerics"), sort_keys=True) == _numerics():
     assert fp == want, (f"{driver}'s canary {test} changed bits ({want} -> {fp}): every published run of "

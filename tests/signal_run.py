@@ -33,8 +33,8 @@ if MODE == "compile":
 elif MODE in ("row", "twice"):
   _progress = monitor.progress
 
-  def progress(prefix, epochs):
-    make = _progress(prefix, epochs)
+  def progress(prefix):
+    make = _progress(prefix)
 
     class Kill:
       def write_epoch(self, s):

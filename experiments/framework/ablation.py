@@ -58,7 +58,7 @@ def pfd_folds(cfg: Config):
   (view xz) that the ablation drivers build on, both trained on the positive groups."""
   for fold in folds_of(cfg.data):
     ds, dd, tc, keys = fold_setup(cfg, None, fold)
-    log = progress(f"[fold{fold}]", tc.epochs)
+    log = progress(f"[fold{fold}]")
     rows = Rows(cfg, ds, fold)
     base = rows("no_distill", "x", tc, lambda: distill.train_on_data(keys, tc, dd, "x", log("no_distill")))
     teacher = rows("pfd_teacher", "xz", tc, lambda: distill.train_on_data(keys, tc, dd, "xz", log("pfd_teacher")))

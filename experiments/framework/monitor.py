@@ -34,10 +34,9 @@ class BoardWriter(NamedTuple):
     TENSORBOARD.epoch(self.tag, s.epoch, s.loss, s.metrics, s.ks)
 
 
-def progress(prefix: str, epochs: int) -> Callable[[str], Hooks]:
+def progress(prefix: str) -> Callable[[str], Hooks]:
   """The hooks of every row of a fold: its progress line, its TensorBoard scalars when the run writes them,
-  and the signal guard's safe point after every epoch."""
-  del epochs  # each epoch's scalars carry the run's length
+  and the signal guard's safe point after every epoch (each epoch's scalars carry the run's length)."""
 
   def make(row: str) -> Hooks:
     writers = [ProgressLine(prefix, row)]

@@ -31,12 +31,12 @@ CANARIES = "experiments/canaries.json"
 SERVING_SIDE = ("pfd_jax/serving",)
 
 
-def _git(root: str, *args) -> subprocess.CompletedProcess:
+def git(root: str, *args) -> subprocess.CompletedProcess:
   return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, timeout=60)
 
 
 def _canaries_at(root: str, commit: str) -> dict:
-  out = _git(root, "show", f"{commit}:{CANARIES}")
+  out = git(root, "show", f"{commit}:{CANARIES}")
   return json.loads(out.stdout) if out.returncode == 0 else {}
 
 
@@ -47,7 +47,7 @@ def canary_base(driver: str, root: str = ROOT) -> Optional[str]:
   if not entry:
     return None
   base = None
-  for commit in _git(root, "log", "--format=%H", "HEAD", "--", CANARIES).stdout.split():
+  for commit in git(root, "log", "--format=%H", "HEAD", "--", CANARIES).stdout.split():
     version = _canaries_at(root, commit)
     if version.get("drivers", {}).get(driver) != entry:
       break
@@ -55,10 +55,10 @@ def canary_base(driver: str, root: str = ROOT) -> Optional[str]:
   return base
 
 
-def _code_changes(commit: str, driver: str, root: str) -> list:
+def _code_changes(commit: str, root: str) -> list:
   """The older rule's changed files: the library (less its serving side) and every experiments module."""
   paths = ["pfd_jax", "experiments"] + [f":(exclude){p}" for p in SERVING_SIDE]
-  return _git(root, "diff", "--name-only", commit, "HEAD", "--", *paths).stdout.split()
+  return git(root, "diff", "--name-only", commit, "HEAD", "--", *paths).stdout.split()
 
 
 def staleness(code: dict, driver: str, root: str = ROOT) -> Optional[str]:
@@ -66,16 +66,16 @@ def staleness(code: dict, driver: str, root: str = ROOT) -> Optional[str]:
   commit = code.get("git_commit")
   if not commit:
     return "run outside a git checkout: its code cannot be compared with HEAD"
-  if _git(root, "cat-file", "-e", f"{commit}^{{commit}}").returncode != 0:
+  if git(root, "cat-file", "-e", f"{commit}^{{commit}}").returncode != 0:
     return f"commit {commit[:10]} is not in this repository: its code cannot be compared with HEAD"
   if code.get("git_dirty"):
     return f"run on {commit[:10]} with uncommitted changes: its code cannot be compared with HEAD"
   base = canary_base(driver, root)
   if base is not None:
-    if _git(root, "merge-base", "--is-ancestor", base, commit).returncode == 0:
+    if git(root, "merge-base", "--is-ancestor", base, commit).returncode == 0:
       return None
     return f"the canaries of {driver} changed bits after {commit[:10]} (unchanged since {base[:10]})"
-  changed = _code_changes(commit, driver, root)
+  changed = _code_changes(commit, root)
   if changed:
     shown = ", ".join(changed[:4]) + (f" and {len(changed) - 4} more" if len(changed) > 4 else "")
     return f"code changed since {commit[:10]} ({shown}) and {driver} has no canaries to show its bits kept"
