@@ -22,6 +22,7 @@ from pfd_jax.methods import distill
 from pfd_jax import distributed
 from pfd_jax.methods import gbdt
 from pfd_jax.ops import stats
+from pfd_jax.ops.losses import LISTWISE
 from pfd_jax import training as T
 from pfd_jax.config import ConfigError, option
 from pfd_jax.methods.gbdt import GBDTConfig
@@ -283,7 +284,7 @@ PRESETS = (
 
 
 DRIVER = schema.Driver("table2", run, to_markdown, plot_curves, "fig2.png", options=Options,
-                       defaults=(("loss", "both"),), losses=("rankbce", "ranknet", "both"),
+                       defaults=(("loss", "both"),), losses=("rankbce", "ranknet", "both") + LISTWISE,
                        needs_privileged=lambda cfg: not cfg.options.methods or bool(
                            {"gend", "pfd", "placebo", "pfd_from_lambdamart", "gbdt_from_pfd"} & set(cfg.options.methods)),
                        rows=lambda cfg: len(cfg.losses) * len(setup.folds_of(cfg.data)) * (

@@ -29,15 +29,18 @@ class ConfigError(ValueError):
 
 
 def option(default, help: str, *, choices: Optional[Sequence] = None, lo=None, hi=None, lo_open: bool = False,
-           flag: bool = True, parse=None, fmt=None):
+           flag: bool = True, parse=None, fmt=None, omit_default: bool = False):
   """A configuration field: default, help, and the checks of :func:`check`.
 
   choices: allowed values (of each element for a tuple field); lo / hi: inclusive bounds (lo_open: lo
   excluded); floats must be finite. flag=False keeps a field out of the generated flags (set by code).
   parse / fmt: text <-> value for fields whose flag text is not a plain scalar or comma list.
+  omit_default: :func:`to_dict` leaves the field out while it holds its default. For a setting added after
+  results were first recorded, off by default: a run that does not use it records exactly what it recorded
+  before the setting existed (same results file, same run folder hash), and :func:`from_dict` fills it back in.
   """
   meta = dict(help=help, choices=tuple(choices) if choices is not None else None, lo=lo, hi=hi, lo_open=lo_open,
-              flag=flag, parse=parse, fmt=fmt)
+              flag=flag, parse=parse, fmt=fmt, omit_default=omit_default)
   if isinstance(default, (list, dict, set)):
     raise TypeError("mutable default; use a tuple")
   return dataclasses.field(default=default, metadata=meta)
@@ -70,8 +73,19 @@ def check(obj) -> None:
 
 
 def to_dict(obj) -> dict:
-  """A configuration as plain JSON-able data (nested dataclasses as dicts, tuples as lists)."""
-  return dataclasses.asdict(obj)
+  """A configuration as plain data (nested dataclasses as dicts), less the omit_default fields at their
+  default (:func:`option`)."""
+  return _prune(obj, dataclasses.asdict(obj))
+
+
+def _prune(obj, d: dict) -> dict:
+  for f in dataclasses.fields(obj):
+    value = getattr(obj, f.name)
+    if f.metadata.get("omit_default") and value == f.default:
+      del d[f.name]
+    elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+      _prune(value, d[f.name])
+  return d
 
 
 def from_dict(cls, d: dict, **nested):

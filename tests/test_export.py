@@ -20,19 +20,30 @@ from pfd_jax.data.config import DataConfig
 from pfd_jax.data import logs
 
 
-@pytest.fixture(scope="module")
-def student(tmp_path_factory):
-  out = tmp_path_factory.mktemp("logs_export")
+def _trained_student(out, **arch):
+  """A PFD student (3 seeds) of a small simulated log folder, saved and loaded back, and the serving file."""
   export_logs.write_folder(str(out), logs.simulate(sessions=(60, 20, 40), min_items=10, max_items=20, seed=3))
   data = DataConfig(dataset="letor", data_dir=str(out), privileged="21,22,23", min_docs=5, cache_dir="",
                     max_buckets=2, query_norm=True)
   ds = setup.load_dataset(data)
   dd = distill.to_device(ds, 2, ("test",))
-  cfg = T.TrainConfig(epochs=2, batch_size=16, hidden=16, layers=3)
+  cfg = T.TrainConfig(epochs=2, batch_size=16, hidden=16, layers=3, **arch)
   rows = distill.run_methods(jax.random.split(jax.random.PRNGKey(0), 3), cfg, dd, ["pfd"])
   ranker = pfd_jax.make_ranker(rows["pfd"], cfg, "x", ds.config)
   ranker.save(str(out / "model"))
   return pfd_jax.load_model(str(out / "model")), D.load_serving(os.path.join(out, "serve.txt"), 23), str(out)
+
+
+@pytest.fixture(scope="module")
+def student(tmp_path_factory):
+  return _trained_student(tmp_path_factory.mktemp("logs_export"))
+
+
+@pytest.fixture(scope="module", params=["batch", "layer"])
+def modern_student(tmp_path_factory, request):
+  """The modern options on: normalisation (running statistics saved for batch norm), noise, dropout, clipping."""
+  return _trained_student(tmp_path_factory.mktemp("logs_export_modern"), norm=request.param, dropout=0.2, noise=0.1,
+                          clip=3.0)
 
 
 def _query(raw, n):
@@ -57,6 +68,27 @@ def test_exported_graph_scores_like_the_ranker(student, tmp_path, fmt):
     got = np.asarray(call(export.raw_columns(one, spec["feature_ids"])))
     assert got.shape == (n,)
     np.testing.assert_allclose(got, ranker.score_groups(one), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("fmt", ["stablehlo", "onnx"])
+def test_a_normalised_ensemble_exports_as_it_scores(modern_student, tmp_path, fmt):
+  """A batch- or layer-normalised model with noise and dropout, exported as the mean logit of its seeds:
+  the graph (scoring mode: running statistics, no noise, no dropout) equals in-process scoring to 1e-5."""
+  ranker, raw, _ = modern_student
+  assert ranker.arch.norm in ("batch", "layer") and ranker.recipe["model"]["dropout"] == 0.2
+  spec = export.export(ranker, str(tmp_path), fmt, ensemble=True)
+  blob = open(tmp_path / spec["artifact"], "rb").read()
+  if fmt == "stablehlo":
+    call = jax.export.deserialize(bytearray(blob)).call
+  else:
+    ort = pytest.importorskip("onnxruntime")
+    sess = ort.InferenceSession(blob)
+    call = lambda x: sess.run(None, {sess.get_inputs()[0].name: x})[0]
+  for n in (1, 9, 100):
+    one = _query(raw, n)
+    want = np.mean([ranker.score_groups(one, seed=s) for s in range(ranker.num_seeds)], axis=0)
+    np.testing.assert_allclose(np.asarray(call(export.raw_columns(one, spec["feature_ids"]))), want, rtol=1e-5,
+                               atol=1e-5)
 
 
 def test_ensemble_is_the_mean_of_the_seeds(student, tmp_path):

@@ -7,7 +7,7 @@ import os
 
 import numpy as np
 
-from pfd_jax import files
+from pfd_jax import config, files
 from experiments.framework.schema import Driver
 
 
@@ -30,7 +30,7 @@ def as_json(res: dict) -> dict:
 
 def _jsonable(o):
   if dataclasses.is_dataclass(o) and not isinstance(o, type):
-    return _jsonable(dataclasses.asdict(o))
+    return _jsonable(config.to_dict(o))
   if isinstance(o, dict):
     return {str(k): _jsonable(v) for k, v in o.items()}
   if isinstance(o, (list, tuple)):

@@ -11,6 +11,7 @@ from pfd_jax import config as C
 from pfd_jax import data as D
 from pfd_jax.methods import distill
 from pfd_jax.config import option
+from pfd_jax.ops.losses import LISTWISE
 from pfd_jax.data.config import DataConfig
 from pfd_jax.training import TrainConfig
 
@@ -25,7 +26,8 @@ SINGLE_LOSSES = ("rankbce", "ranknet")
 class RunConfig:
   """What a run trains and where it writes."""
   loss: str = option("rankbce", "Ranking loss of the trained rows (both = RankBCE and RankNet, one after the "
-                     "other).", choices=("rankbce", "ranknet", "both", "softmax"))
+                     "other; the listwise ones: softmax, listmle, approxndcg, lambdaloss = NDCG-Loss2++).",
+                     choices=("rankbce", "ranknet", "both") + LISTWISE)
   seeds: int = option(5, "Training seeds, vmapped in one program.", lo=1)
   seed: int = option(0, "Base PRNG seed of the training keys.")
   teaching: Optional[str] = option(None, "How teachers teach (default: the student's own loss on sigmoid "

@@ -2,17 +2,26 @@
 imports training)."""
 from __future__ import annotations
 
-import dataclasses
+
 from typing import TYPE_CHECKING
 
 import numpy as np
 
+from pfd_jax import config
 from pfd_jax.methods import gbdt
+from pfd_jax.ops.models import Arch
 from pfd_jax.ops.scoring import input_ids
 from pfd_jax.serving.model import FORMAT, GBDT_FILE, GBDTRanker, Ranker, jsonable
 
 if TYPE_CHECKING:
   from pfd_jax.training.config import TrainConfig
+
+
+def _mlp_model(cfg: TrainConfig) -> dict:
+  """model.json's model entry of an MLP row: kind, hidden, layers and the modern options that are on (a model
+  of the paper's shape records exactly what it recorded before the options existed)."""
+  arch, off = cfg.arch._asdict(), Arch()._asdict()
+  return dict(kind="mlp", **{k: v for k, v in arch.items() if k in ("hidden", "layers") or v != off[k]})
 
 
 def make_ranker(result, cfg: TrainConfig, view: str, data_config: dict, **info) -> Ranker:
@@ -33,7 +42,7 @@ def make_ranker(result, cfg: TrainConfig, view: str, data_config: dict, **info) 
   recipe = dict(
       format=FORMAT, view=view, input_ids=ids,
       model=(dict(kind="lightgbm", files=[GBDT_FILE.format(s) for s in range(sel.shape[0])], params=result.params)
-             if is_gbdt else dict(kind="mlp", hidden=cfg.hidden, layers=cfg.layers)),
+             if is_gbdt else _mlp_model(cfg)),
       regular_ids=list(regular), privileged_ids=list(privileged),
       num_features=int(data_config.get("num_features", max(ids, default=0))),
       transforms=dict(query_norm=bool(data_config.get("query_norm", False)),
@@ -44,7 +53,7 @@ def make_ranker(result, cfg: TrainConfig, view: str, data_config: dict, **info) 
       empty_rule=cfg.empty_rule, num_seeds=int(sel.shape[0]), best_seed=int(np.argmax(sel)),
       best_epoch=np.asarray(result.best_epoch).tolist(),
       metrics={s: np.asarray(v).tolist() for s, v in result.best.items()},
-      train_config=jsonable(dataclasses.asdict(cfg)), **jsonable(info))
+      train_config=jsonable(config.to_dict(cfg)), **jsonable(info))
   if is_gbdt:
     return GBDTRanker(params=tuple(result.models), recipe=recipe)
   return Ranker(params=result.params, recipe=recipe)

@@ -190,7 +190,75 @@ def softmax(scores, labels, mask=None, *, reduce_fn: ReduceFn = jnp.sum):
   return _reduce(-jnp.sum(jnp.where(m, labels * logp, 0.0), axis=-1), reduce_fn)
 
 
-LOSSES = {"rankbce": rank_bce, "ranknet": ranknet, "softmax": softmax, "mse": mse}
+def listmle(scores, labels, mask=None, *, key=None, reduce_fn: ReduceFn = jnp.sum):
+  r"""ListMLE (Xia et al., 2008): the Plackett-Luce negative log-likelihood of the labels' ordering,
+  :math:`-\sum_i \log \frac{e^{s_{\pi(i)}}}{\sum_{j \ge i} e^{s_{\pi(j)}}}`, :math:`\pi` the real documents by
+  decreasing label. Ties keep their order in the list, or, given a PRNG `key`, are broken at random (rax's
+  ``listmle_loss`` convention; with binary labels nearly every document ties, so training passes a key per
+  step). Padding sorts last and is out of every sum.
+  """
+  m = _mask(scores, mask)
+  operands = [~m, -labels] + ([jax.random.uniform(key, scores.shape)] if key is not None else [])
+  order = jnp.lexsort(operands[::-1], axis=-1)
+  s, ms = jnp.take_along_axis(scores, order, -1), jnp.take_along_axis(m, order, -1)
+  # padding (last) enters as a finite floor, not -inf: an all-padding tail would give nan gradients
+  lse = jax.lax.cumlogsumexp(jnp.where(ms, s, jnp.finfo(s.dtype).min / 4), axis=s.ndim - 1, reverse=True)
+  return _reduce(-jnp.sum(jnp.where(ms, s - lse, 0.0), axis=-1), reduce_fn)
+
+
+def _gains_and_ideal(labels, m):
+  """(gains 2^y - 1 on real documents, ideal DCG of each list, 1 where the list has no gain)."""
+  gains = jnp.where(m, jnp.exp2(labels) - 1.0, 0.0)
+  ideal = -jnp.sort(-gains, axis=-1)
+  idcg = jnp.sum(ideal / jnp.log2(2.0 + jnp.arange(gains.shape[-1])), axis=-1)
+  return gains, jnp.where(idcg > 0, idcg, 1.0)
+
+
+def approx_ndcg(scores, labels, mask=None, *, temperature: float = 1.0, reduce_fn: ReduceFn = jnp.sum):
+  r"""ApproxNDCG (Qin et al., 2010): minus NDCG with every rank replaced by its smooth approximation
+  :math:`\hat r_i = 1 + \sum_{j \ne i} \sigma((s_j - s_i) / T)` over the real documents (gain
+  :math:`2^y - 1`, discount :math:`1/\log_2(1 + \hat r)`, the ideal DCG exact): rax's
+  ``approx_t12n(ndcg_metric)``. A list without gain contributes 0.
+  """
+  m = _mask(scores, mask)
+  d = (scores[..., None, :] - scores[..., :, None]) / temperature  # [i, j] = (s_j - s_i) / T
+  pair = m[..., :, None] & m[..., None, :] & ~jnp.eye(scores.shape[-1], dtype=bool)
+  approx_rank = 1.0 + jnp.sum(jnp.where(pair, jax.nn.sigmoid(d), 0.0), -1)
+  gains, idcg = _gains_and_ideal(labels, m)
+  return _reduce(-jnp.sum(gains / jnp.log2(1.0 + approx_rank), -1) / idcg, reduce_fn)
+
+
+def lambdaloss(scores, labels, mask=None, *, mu: float = 5.0, reduce_fn: ReduceFn = jnp.sum):
+  r"""LambdaLoss's NDCG-Loss2++ (Wang et al., CIKM 2018, Eq. 13): pairs :math:`y_i > y_j` of real documents,
+  each :math:`\log(1 + e^{-(s_i - s_j)})` weighted by :math:`\frac{|G_i - G_j|}{\mathrm{IDCG}}
+  (\rho_{ij} + \mu \delta_{ij})` with :math:`G = 2^y - 1`, ranks r by the current scores (no gradient),
+  :math:`\rho_{ij} = |1/D(r_i) - 1/D(r_j)|` (LambdaRank's |delta NDCG|), :math:`\delta_{ij} = |1/D(|r_i - r_j|) -
+  1/D(|r_i - r_j| + 1)|` and :math:`D(r) = \log_2(1 + r)`. rax's ``pairwise_logistic_loss`` with
+  ``dcg_lambdaweight + mu * dcg2_lambdaweight`` (normalize=True), less rax's factor of the padded list size.
+  Pairs are formed whole (O(L^2) memory per list, as rax).
+  """
+  m = _mask(scores, mask)
+  r = jax.lax.stop_gradient(ranks_of(scores, m)).astype(scores.dtype)
+  gains, idcg = _gains_and_ideal(labels, m)
+  inv_d = lambda x: 1.0 / jnp.log2(1.0 + x)
+  rho = jnp.abs(inv_d(r)[..., :, None] - inv_d(r)[..., None, :])
+  gap = jnp.abs(r[..., :, None] - r[..., None, :])
+  delta = jnp.where(gap > 0, jnp.abs(inv_d(gap) - inv_d(gap + 1.0)), 0.0)
+  weight = jnp.abs(gains[..., :, None] - gains[..., None, :]) / idcg[..., None, None] * (rho + mu * delta)
+  pair = m[..., :, None] & m[..., None, :] & (labels[..., :, None] > labels[..., None, :])
+  d = scores[..., :, None] - scores[..., None, :]
+  return _reduce(jnp.sum(jnp.where(pair, weight * jax.nn.softplus(-d), 0.0), (-2, -1)), reduce_fn)
+
+
+def ranks_of(scores, m):
+  """1-based ranks of the real documents by decreasing score (ties in list order); padding after them."""
+  order = jnp.argsort(jnp.where(m, -scores, jnp.inf), axis=-1, stable=True)
+  return jnp.argsort(order, axis=-1, stable=True) + 1
+
+
+LOSSES = {"rankbce": rank_bce, "ranknet": ranknet, "softmax": softmax, "mse": mse, "listmle": listmle,
+          "approxndcg": approx_ndcg, "lambdaloss": lambdaloss}
+LISTWISE = ("softmax", "listmle", "approxndcg", "lambdaloss")
 
 
 def get_loss(name: str) -> Callable:

@@ -19,7 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from pfd_jax.ops import metrics
-from pfd_jax.ops.models import MLP
+from pfd_jax.ops.models import Arch
 
 VIEWS = ("x", "z", "xz")
 
@@ -63,10 +63,11 @@ class Scoring(NamedTuple):
 
 
 @functools.lru_cache(maxsize=None)
-def scoring(hidden: int, layers: int, ks: tuple, table_ks: tuple = (3, 5, 10)) -> Scoring:
-  """The :class:`Scoring` of an MLP of this shape (cached: every run and every saved model of the shape
-  shares the compiled functions)."""
-  model = MLP(hidden=hidden, layers=layers)
+def scoring(arch: Arch, ks: tuple, table_ks: tuple = (3, 5, 10)) -> Scoring:
+  """The :class:`Scoring` of a model of this architecture (cached: every run and every saved model of the
+  architecture shares the compiled functions). Scoring never trains: batch norm reads its running statistics,
+  noise and dropout are off, so a document's score depends on its own features only."""
+  model = arch.module()
   per_list = jax.vmap(lambda params, f, y, m: metrics.ndcg_table(model.apply(params, f), y, m, ks),
                       in_axes=(0, None, None, None))
 

@@ -25,7 +25,6 @@ import numpy as np
 
 from pfd_jax import files
 from pfd_jax.serving.model import GBDTRanker, ModelError, Ranker
-from pfd_jax.ops.models import MLP
 
 STABLEHLO_FILE = "model.stablehlo"
 ONNX_FILE = "model.onnx"
@@ -38,11 +37,12 @@ def serving_function(ranker: Ranker, seed: Optional[int] = None, ensemble: bool 
   if isinstance(ranker, GBDTRanker):
     raise ModelError("a LightGBM model is served by its own model files (lightgbm_seed<s>.txt, "
                              "LightGBM's C API); export applies to MLP rankers")
-  m, t = ranker.recipe["model"], ranker.recipe["transforms"]
-  model = MLP(hidden=m["hidden"], layers=m["layers"])
+  t = ranker.recipe["transforms"]
+  model = ranker.arch.module()  # scoring mode: batch norm's running statistics, no noise or dropout
   if ensemble:
-    params = ranker.params
-    score = lambda x: jnp.mean(jax.vmap(model.apply, in_axes=(0, None))(params, x), axis=0)
+    # one graph per seed, unrolled (jax2onnx has no batching rule for flax's Dense; S is a handful), then the mean
+    seeds = [jax.tree_util.tree_map(lambda a, s=s: a[s], ranker.params) for s in range(ranker.num_seeds)]
+    score = lambda x: sum(model.apply(p, x) for p in seeds) / len(seeds)
   else:
     s = ranker.seed_index(seed)
     params = jax.tree_util.tree_map(lambda a: a[s], ranker.params)

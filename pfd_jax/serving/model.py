@@ -36,6 +36,7 @@ from pfd_jax import files
 from pfd_jax.data.groups import DataError, Groups
 from pfd_jax.data.padding import bucketize
 from pfd_jax.data.preprocess import file_labels, transform_features
+from pfd_jax.ops.models import NORMS, Arch
 from pfd_jax.ops.scoring import input_ids, scoring
 
 FORMAT = "pfd_jax.ranker/1"
@@ -57,6 +58,11 @@ class Ranker:
   @property
   def best_seed(self) -> int:
     return int(self.recipe["best_seed"])
+
+  @property
+  def arch(self) -> Arch:
+    """The scorer's architecture (:class:`pfd_jax.ops.models.Arch`) as model.json records it."""
+    return Arch.from_json(self.recipe["model"])
 
   @property
   def input_ids(self) -> list:
@@ -89,8 +95,7 @@ class Ranker:
 
     The seed-stacked program of training scores every seed, so the numbers are the trained run's bit for bit.
     """
-    m = self.recipe["model"]
-    fn = scoring(m["hidden"], m["layers"], tuple(self.recipe["ks"])).predict
+    fn = scoring(self.arch, tuple(self.recipe["ks"])).predict
     return fn(self.params, jnp.asarray(feats))[self.seed_index(seed)]
 
   def score_groups(self, groups: Groups, seed: Optional[int] = None, max_buckets: int = 8) -> np.ndarray:
@@ -188,6 +193,8 @@ def check_recipe(recipe: dict, where: str = RECIPE_FILE) -> None:
   if kind not in _MODEL:
     raise ModelError(f"{where}: model kind {kind!r} is not one this version scores ({', '.join(_MODEL)})")
   _check_keys(recipe["model"], _MODEL[kind], where, "model.")
+  if kind == "mlp":
+    _check_arch(recipe["model"], where)
   if kind == "lightgbm" and len(recipe["model"]["files"]) != recipe["num_seeds"]:
     raise ModelError(f"{where}: model.files lists {len(recipe['model']['files'])} files for {recipe['num_seeds']} "
                      "seeds")
@@ -207,19 +214,46 @@ def check_recipe(recipe: dict, where: str = RECIPE_FILE) -> None:
     raise ModelError(f"{where}: best_seed {recipe['best_seed']} is not below num_seeds {recipe['num_seeds']}")
 
 
+# The architecture options a recipe may record beside hidden and layers (absent = off), and their checks.
+_ARCH_CHECKS = dict(norm=lambda v: v in NORMS, dropout=lambda v: isinstance(v, (int, float)) and 0 <= v < 1,
+                    noise=lambda v: isinstance(v, (int, float)) and v >= 0,
+                    clip=lambda v: isinstance(v, (int, float)) and v >= 0)
+
+
+def _check_arch(model: dict, where: str) -> None:
+  for key, ok in _ARCH_CHECKS.items():
+    if key in model and (isinstance(model[key], bool) or not ok(model[key])):
+      raise ModelError(f"{where}: model.{key} = {model[key]!r} is not a valid setting")
+
+
+def _expected_shapes(recipe: dict) -> dict:
+  """{collection: {layer: {leaf: seed-stacked shape}}} of the recipe's architecture."""
+  width, seeds = len(recipe["input_ids"]), recipe["num_seeds"]
+  shapes = jax.eval_shape(Ranker(None, recipe).arch.module().init, jax.random.PRNGKey(0), jnp.zeros((1, width)))
+  return {c: {name: {k: (seeds,) + tuple(v.shape) for k, v in layer.items()} for name, layer in tree.items()}
+          for c, tree in shapes.items()}
+
+
+def _by_layer(collections: dict):
+  """{layer: {leaf: value}} of a variables tree {collection: {layer: {leaf: value}}} (None if not of that form)."""
+  out = {}
+  for tree in collections.values():
+    if not isinstance(tree, dict) or not all(isinstance(v, dict) for v in tree.values()):
+      return None
+    for name, layer in tree.items():
+      out.setdefault(name, {}).update(layer)
+  return out
+
+
 def _check_params(params, recipe: dict, where: str) -> None:
-  """The parameter tree must be the recipe's MLP: layers Dense layers, seed-stacked, widths as recorded."""
+  """The parameter tree must be the recipe's architecture (Dense layers, and the norm layers and running
+  statistics it has), seed-stacked, widths as recorded."""
   m, seeds, width = recipe["model"], recipe["num_seeds"], len(recipe["input_ids"])
-  expected = {}
-  for i in range(m["layers"]):
-    fan_in = width if i == 0 else m["hidden"]
-    fan_out = 1 if i == m["layers"] - 1 else m["hidden"]
-    expected[f"Dense_{i}"] = {"kernel": (seeds, fan_in, fan_out), "bias": (seeds, fan_out)}
-  layers = params.get("params") if isinstance(params, dict) else None
+  expected = _by_layer(_expected_shapes(recipe))
+  layers = _by_layer(params) if isinstance(params, dict) and set(params) <= {"params", "batch_stats"} else None
   # a damaged file may decode a leaf as something else than an array (a list, bytes): no shape, a mismatch
   shape = lambda v: tuple(v.shape) if isinstance(v, (np.ndarray, np.generic)) else None
-  got = {name: {k: shape(v) for k, v in layer.items()} for name, layer in layers.items()
-         } if isinstance(layers, dict) and all(isinstance(v, dict) for v in layers.values()) else None
+  got = {name: {k: shape(v) for k, v in layer.items()} for name, layer in layers.items()} if layers else None
   if got != expected:
     def show(d):
       by_name = lambda items: sorted(items, key=lambda kv: str(kv[0]))  # damaged files may hold non-str keys

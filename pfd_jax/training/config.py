@@ -7,6 +7,7 @@ from typing import Optional, Tuple
 
 from pfd_jax import config
 from pfd_jax.ops import losses as losses_lib
+from pfd_jax.ops.models import NORMS, Arch
 from pfd_jax.ops.topk import SCHEMES
 
 
@@ -66,6 +67,16 @@ class TrainConfig:
   epochs: int = config.option(100, "Training epochs.", lo=1)
   hidden: int = config.option(100, "Hidden width of the MLP.", lo=1)
   layers: int = config.option(5, "Dense layers of the MLP (layers - 1 hidden ReLU layers).", lo=1)
+  # The modern ranker's options (pfd_jax.ops.models.MLP; the paper's model has none of them).
+  norm: str = config.option("none", "Normalisation of the input and of every hidden layer: batch (statistics over "
+                            "real documents, running statistics for scoring) or layer.", choices=NORMS,
+                            omit_default=True)
+  dropout: float = config.option(0.0, "Dropout rate after every hidden layer in training.", lo=0, hi=0.9,
+                                 omit_default=True)
+  noise: float = config.option(0.0, "Std of Gaussian noise on the (normalised) inputs in training.", lo=0,
+                               omit_default=True)
+  clip: float = config.option(0.0, "Clip the inputs (sign(x) log1p|x| features) to [-clip, clip] (0 = off).", lo=0,
+                              omit_default=True)
   alpha: float = config.option(0.5, "Eq. 1 weight of the data loss (1 - alpha: the teacher term).", lo=0, hi=1)
   ks: Tuple[int, ...] = config.option((8, 16, 32), "NDCG cut-offs; the first selects the best epoch.", lo=1, flag=False)
   select_on: str = config.option("test", "Best epoch by NDCG@ks[0] on this split (the paper: test).",
@@ -96,6 +107,12 @@ class TrainConfig:
   def __post_init__(self):
     config.check(self)
     object.__setattr__(self, "mesh", tuple(tuple(p) for p in self.mesh))
+
+  @property
+  def arch(self) -> Arch:
+    """The scorer's architecture (:class:`pfd_jax.ops.models.Arch`)."""
+    return Arch(hidden=self.hidden, layers=self.layers, norm=self.norm, dropout=self.dropout, noise=self.noise,
+                clip=self.clip)
 
   @property
   def effective_batch_size(self) -> int:

@@ -67,7 +67,7 @@ def scorer(cfg: TrainConfig, es: EvalSet, view: str, z_override=None):
   `num_lists` lists of the split. Device buckets are scored in one jitted call (their inputs made once);
   on-disk buckets block by block; across processes, the sums and counts of every process are added.
   """
-  sums = scoring(cfg.hidden, cfg.layers, tuple(cfg.ks)).ndcg_sums
+  sums = scoring(cfg.arch, tuple(cfg.ks)).ndcg_sums
   resident = all(isinstance(b, dict) for b in es.buckets)
   triples = tuple(blocks(es.buckets, view, z_override)) if resident else None
   comm = distributed.comm()
@@ -99,7 +99,7 @@ def evaluate(cfg: TrainConfig, params, es: EvalSet, view: str, z_override=None) 
 
 def predict(cfg: TrainConfig, params, buckets: list, view: str, z_override=None) -> list:
   """Logits [S, Q, L] per bucket of S seed-stacked models (NumPy for on-disk buckets)."""
-  fn = scoring(cfg.hidden, cfg.layers, tuple(cfg.ks)).predict
+  fn = scoring(cfg.arch, tuple(cfg.ks)).predict
   out = []
   for b in buckets:
     if isinstance(b, dict):
@@ -112,7 +112,7 @@ def predict(cfg: TrainConfig, params, buckets: list, view: str, z_override=None)
 def full_metrics(cfg: TrainConfig, params, es: EvalSet, view: str, ks=(3, 5, 10)) -> dict:
   """{name: [S]} NDCG@k, P@k and MAP (:func:`pfd_jax.ops.metrics.metric_table`) of S seed-stacked models on an
   :class:`EvalSet`, averaged over lists by cfg.empty_rule."""
-  fn = scoring(cfg.hidden, cfg.layers, tuple(cfg.ks), tuple(ks)).table
+  fn = scoring(cfg.arch, tuple(cfg.ks), tuple(ks)).table
   tot, cnt = 0.0, 0.0
   for f, y, m in blocks(es.buckets, view):
     valid = metrics_lib.has_relevant(y, m)
@@ -125,7 +125,7 @@ def full_metrics(cfg: TrainConfig, params, es: EvalSet, view: str, ks=(3, 5, 10)
 def per_list_ndcg(cfg: TrainConfig, params, es: EvalSet, view: str) -> tuple:
   """(NDCG@ks[0] of every list [S, Q], has-a-positive [Q]) of S seed-stacked models on an :class:`EvalSet`,
   lists in bucket order (the same order for every model on the same set: rows pair by position)."""
-  fn = scoring(cfg.hidden, cfg.layers, tuple(cfg.ks)).per_list
+  fn = scoring(cfg.arch, tuple(cfg.ks)).per_list
   s_count = jax.tree_util.tree_leaves(params)[0].shape[0]
   vals, valid = [np.zeros((s_count, 0), np.float32)], [np.zeros(0, bool)]
   for f, y, m in blocks(es.buckets, view):

@@ -30,13 +30,29 @@ SWEEPABLE = ("alpha", "teacher_transform", "transform_a", "transform_b", "temper
 
 
 def make_model(cfg: TrainConfig) -> MLP:
-  return MLP(hidden=cfg.hidden, layers=cfg.layers)
+  return cfg.arch.module()
 
 
-def loss_fn(cfg: TrainConfig) -> Callable:
-  """The data loss of `cfg`, called as (scores, labels, mask, reduce_fn=...)."""
+def loss_fn(cfg: TrainConfig, key=None) -> Callable:
+  """The data loss of `cfg`, called as (scores, labels, mask, reduce_fn=...). key: ListMLE's random tie-breaking
+  (binary labels tie everywhere; rax's convention), one draw per step."""
   fn = losses_lib.get_loss(cfg.loss)
-  return functools.partial(fn, pairs=cfg.ranknet_pairs) if cfg.loss == "ranknet" else fn
+  if cfg.loss == "ranknet":
+    return functools.partial(fn, pairs=cfg.ranknet_pairs)
+  return functools.partial(fn, key=key) if cfg.loss == "listmle" and key is not None else fn
+
+
+def forward(model: MLP, params, feats, mask, key):
+  """Training-mode logits [B, L] of one seed's batch and batch norm's new running statistics (None without
+  batch norm). The paper's model (no option on) is a plain ``apply``: the reproduced runs keep their bits."""
+  if model.norm != "batch" and not (model.noise or model.dropout):
+    return model.apply(params, feats), None
+  noise_key, dropout_key = jax.random.split(jax.random.fold_in(key, 0x5eed))
+  rngs = dict(noise=noise_key, dropout=dropout_key)
+  if model.norm != "batch":
+    return model.apply(params, feats, mask, train=True, rngs=rngs), None
+  s, state = model.apply(params, feats, mask, train=True, rngs=rngs, mutable=["batch_stats"])
+  return s, state["batch_stats"]
 
 
 def teacher_inputs(cfg: TrainConfig, logits, bucket: dict):
@@ -78,7 +94,6 @@ def compiled(cfg: TrainConfig, has_teacher: bool, steps_per_epoch: int, data_axi
   per seed) and the gradient and loss sums are all-reduced over that mesh axis before the update.
   """
   model = make_model(cfg)
-  data_loss = loss_fn(cfg)
   schedule = lambda step: cfg.effective_lr * 0.5 ** (step // (cfg.lr_halve_every * steps_per_epoch))
   tx = optax.chain(optax.add_decayed_weights(cfg.weight_decay), optax.adam(schedule))
 
@@ -88,6 +103,7 @@ def compiled(cfg: TrainConfig, has_teacher: bool, steps_per_epoch: int, data_axi
 
   def terms(s, yb, mb, w, valid, t, key, alpha, j, hybrid_on):
     """(total, (data, teacher)) loss sums of one seed's batch from its scores s [B, L]."""
+    data_loss = loss_fn(cfg, jax.random.fold_in(key, j) if cfg.loss == "listmle" else None)
     data = data_loss(s, yb, mb, reduce_fn=None) * w
     if t is None:
       return jnp.sum(data), (jnp.sum(data), jnp.zeros(()))
@@ -102,13 +118,22 @@ def compiled(cfg: TrainConfig, has_teacher: bool, steps_per_epoch: int, data_axi
     idx, valid = batch
     f, yb, mb, w = bucket.feats[idx], bucket.y[idx], bucket.mask[idx], bucket.data_w[idx] * valid
     t = None if bucket.teacher is None else bucket.teacher[..., idx, :]
-    objective = lambda p: terms(model.apply(p, f), yb, mb, w, valid, t, key, alpha, clock.step, clock.hybrid_on)
-    (total, (data, teach)), grads = jax.value_and_grad(objective, has_aux=True)(params)
-    return grads, jnp.stack([total, data, teach])
+    # batch norm's statistics: the real documents of the batch's real members
+    real = mb & (valid[:, None] > 0)
 
-  def update(params, opt_state, grads):
+    def objective(p):
+      s, stats = forward(model, p, f, real, jax.random.fold_in(key, clock.step))
+      total, sums = terms(s, yb, mb, w, valid, t, key, alpha, clock.step, clock.hybrid_on)
+      return total, (sums, stats)
+    (total, ((data, teach), stats)), grads = jax.value_and_grad(objective, has_aux=True)(params)
+    return grads, jnp.stack([total, data, teach]), stats
+
+  def update(params, opt_state, grads, stats):
+    """Adam on every variable, then batch norm's running statistics replaced by the step's new ones (their
+    gradient is 0; the optimizer's weight decay would only move them)."""
     updates, opt_state = tx.update(grads, opt_state, params)
-    return optax.apply_updates(params, updates), opt_state
+    params = optax.apply_updates(params, updates)
+    return (params if stats is None else dict(params, batch_stats=stats)), opt_state
 
   t_axes = 0 if has_teacher else None
   # alpha is per model (in_axes 0): an alpha sweep trains its students side by side in one program. On one
@@ -124,11 +149,13 @@ def compiled(cfg: TrainConfig, has_teacher: bool, steps_per_epoch: int, data_axi
   def vstep(params, opt_state, *args):
     """One update of every seed (model axis first): the gradients, on a mesh one all-reduce of one vector (a
     collective per leaf costs a round trip each), then the vmapped Adam update."""
-    grads, sums = seeds_grad(params, *args)
+    grads, sums, stats = seeds_grad(params, *args)
     if data_axis is not None:
       flat, unflatten = jax.flatten_util.ravel_pytree((grads, sums))
       grads, sums = unflatten(jax.lax.psum(flat, data_axis))
-    params, opt_state = jax.vmap(update)(params, opt_state, grads)
+      # each shard's batch statistics, averaged so that every replica keeps the same running statistics
+      stats = None if stats is None else jax.lax.pmean(stats, data_axis)
+    params, opt_state = jax.vmap(update)(params, opt_state, grads, stats)
     return params, opt_state, sums
 
   return StepFns(init=jax.jit(jax.vmap(init, in_axes=(0, None)), static_argnums=1), vstep=vstep)

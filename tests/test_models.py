@@ -1,0 +1,95 @@
+"""The modern ranker's options (issue 35): the paper's model unchanged, padding invariance of every option,
+batch norm's statistics over real documents only and carried through the seed-vmapped step."""
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from experiments.framework import setup
+from pfd_jax.methods import distill
+from pfd_jax.ops import models
+from pfd_jax.ops.models import Arch
+from pfd_jax import training as T
+
+from conftest import TINY
+
+OPTIONS = [Arch(hidden=8, layers=3), Arch(hidden=8, layers=3, norm="batch"), Arch(hidden=8, layers=3, norm="layer"),
+           Arch(hidden=8, layers=3, norm="batch", dropout=0.3, noise=0.5, clip=1.5)]
+
+
+def _lists(seed=0, q=3, n=6, d=4):
+  rng = np.random.default_rng(seed)
+  x = rng.normal(size=(q, n, d)).astype(np.float32) * 2
+  m = rng.random((q, n)) > 0.3
+  m[:, 0] = True
+  return x, m
+
+
+def test_the_paper_model_is_a_plain_relu_stack():
+  """No option on: five Dense layers and nothing else, and apply = the ReLU stack in float64 NumPy."""
+  arch = Arch()
+  params = arch.module().init(jax.random.PRNGKey(0), jnp.zeros((1, 7)))
+  assert set(params) == {"params"} and sorted(params["params"]) == [f"Dense_{i}" for i in range(5)]
+  x = np.random.default_rng(1).normal(size=(4, 7))
+  h = x
+  for i in range(5):
+    layer = params["params"][f"Dense_{i}"]
+    h = h @ np.asarray(layer["kernel"], np.float64) + np.asarray(layer["bias"], np.float64)
+    h = np.maximum(h, 0) if i < 4 else h
+  np.testing.assert_allclose(arch.module().apply(params, jnp.asarray(x, jnp.float32)), h[:, 0], rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("arch", OPTIONS, ids=lambda a: f"{a.norm}-{a.dropout}")
+def test_every_option_is_padding_invariant(arch):
+  """Scoring and a training forward pass give the real documents the same scores, and batch norm the same
+  new statistics, whatever padding (arbitrary features) a list carries."""
+  x, m = _lists()
+  model = arch.module()
+  params = model.init(jax.random.PRNGKey(0), jnp.zeros((1, x.shape[-1])))
+  pad = np.concatenate([x, np.full((x.shape[0], 5, x.shape[-1]), 1e3, np.float32)], 1)
+  pad_m = np.concatenate([m, np.zeros((x.shape[0], 5), bool)], 1)
+  x2 = np.where(m[..., None], x, -7e2)  # the padded slots of the original lists hold other values too
+  rngs = dict(noise=jax.random.PRNGKey(1), dropout=jax.random.PRNGKey(2))
+  score = lambda f: np.asarray(model.apply(params, f))
+  np.testing.assert_allclose(score(pad)[:, :x.shape[1]][m], score(x)[m], rtol=1e-6)
+  np.testing.assert_allclose(score(x2)[m], score(x)[m], rtol=1e-6)
+  train = lambda f, mask: model.apply(params, f, mask, train=True, rngs=rngs, mutable=["batch_stats"])
+  (s1, st1), (s2, st2) = train(x, m), train(x2, m)
+  np.testing.assert_allclose(np.asarray(s2)[m], np.asarray(s1)[m], rtol=1e-5, atol=1e-6)
+  jax.tree_util.tree_map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6), st1, st2)
+
+
+def test_batch_norm_statistics_are_those_of_the_real_documents():
+  x, m = _lists(2)
+  mu, var = models.masked_moments(jnp.asarray(x), jnp.asarray(m))
+  real = x[m].astype(np.float64)
+  np.testing.assert_allclose(mu, real.mean(0), rtol=1e-5)
+  np.testing.assert_allclose(var, real.var(0), rtol=1e-4)
+  # a padded and an unpadded copy of the same documents: the same statistics
+  mu2, var2 = models.masked_moments(jnp.asarray(real[None], jnp.float32))
+  np.testing.assert_allclose(mu2, mu, rtol=1e-5)
+  np.testing.assert_allclose(var2, var, rtol=1e-4)
+  # the module: one training step moves the running statistics by (1 - momentum) towards them
+  bn = models.MaskedBatchNorm()
+  v = bn.init(jax.random.PRNGKey(0), jnp.asarray(x))
+  _, new = bn.apply(v, jnp.asarray(x), jnp.asarray(m), train=True, mutable=["batch_stats"])
+  np.testing.assert_allclose(new["batch_stats"]["mean"], 0.1 * real.mean(0), rtol=1e-5)
+  np.testing.assert_allclose(new["batch_stats"]["var"], 0.9 + 0.1 * real.var(0), rtol=1e-5)
+
+
+@pytest.fixture(scope="module")
+def tiny_device():
+  return distill.to_device(setup.load_dataset(TINY.data), max_buckets=2, eval_splits=("test", "vali"))
+
+
+def test_batch_norm_runs_through_the_seed_vmapped_step(tiny_device):
+  """Each seed keeps its own running statistics, moved away from their initial (0, 1), and the kept best
+  parameters score exactly the recorded best NDCG (scoring uses the running statistics)."""
+  cfg = T.TrainConfig(epochs=3, batch_size=16, hidden=16, layers=3, norm="batch", dropout=0.1, noise=0.1)
+  res = distill.train_on_data(jax.random.split(jax.random.PRNGKey(0), 2), cfg, tiny_device, "x")
+  stats = res.params["batch_stats"]["MaskedBatchNorm_1"]  # a hidden layer's: depends on each seed's weights
+  assert stats["mean"].shape[0] == 2 and not np.allclose(stats["mean"][0], stats["mean"][1])
+  assert not np.allclose(stats["var"], 1.0)
+  again = T.evaluate(cfg, res.params, tiny_device.eval_sets["test"], "x")
+  np.testing.assert_allclose(again, res.best["test"], rtol=1e-5)
+  assert res.loss[:, -1, 0].mean() < res.loss[:, 0, 0].mean()
