@@ -21,7 +21,7 @@ from experiments.framework.claims import Preset, beats
 from pfd_jax.methods import distill
 from pfd_jax import distributed
 from pfd_jax.methods import gbdt
-from pfd_jax.ops import stats
+from pfd_jax.ops import metrics, stats
 from pfd_jax.ops.losses import LISTWISE
 from pfd_jax import training as T
 from pfd_jax.config import ConfigError, option
@@ -95,10 +95,46 @@ def run(cfg: schema.Config) -> dict:
           seconds=time.time() - t0,
           rows={name: dict(best=r.best, best_epoch=r.best_epoch, curves=r.curves, loss=r.loss, seconds=r.seconds,
                            test_lists=lists[name][0].mean(0)) for name, r in rows.items()},
-          test_lists_valid=lists["no_distill"][1])
+          test_lists_valid=lists["no_distill"][1],
+          **({"ensembles": ensembles(tc, rows, ds, dd)} if cfg.run.ensembles else {}))
     lr = out["losses"][loss] = dict(train_config=cfg.train_config(loss).record(), folds=per_fold)
     lr["comparisons"] = comparisons(lr)
   out["seconds"] = time.time() - t_all
+  return out
+
+
+def ensembles(tc: T.TrainConfig, rows: dict, ds, dd) -> dict:
+  """{row: NDCG@ks over the test lists and per test list NDCG@ks[0]} of every row's seed ensemble (the placebo
+  teacher's inputs are in no file: none)."""
+  out = {}
+  for name, r in rows.items():
+    if name == "placebo_teacher":
+      continue
+    v, valid = distill.ensemble_lists(tc, r, ds["test"], distill.ROW_VIEW[name], max_buckets=dd.max_buckets)
+    tot = np.where(valid, v, 0.0).sum(-1)
+    out[name] = dict(ndcg=metrics.list_mean(tot, int(valid.sum()), ds["test"].num_queries, tc.empty_rule),
+                     test_lists=v[0])
+  return out
+
+
+def ensemble_comparisons(loss_res: dict) -> dict:
+  """Every row's seed ensemble over the test queries pooled over folds (one ensemble per fold, so queries are the
+  unit), paired: against LambdaMART's seed ensemble ('vs_lambdamart') and against the row's own single models,
+  each query's NDCG averaged over seeds ('vs_single')."""
+  folds = [f for f in loss_res["folds"].values() if "ensembles" in f]
+  if not folds:
+    return {}
+  valid = np.concatenate([np.asarray(f["test_lists_valid"], bool) for f in folds])
+  pooled = lambda get: {name: np.concatenate([np.asarray(get(f, name)) for f in folds])[None]
+                        for name in folds[0]["ensembles"]}
+  ens = pooled(lambda f, n: f["ensembles"][n]["test_lists"])
+  single = pooled(lambda f, n: f["rows"][n]["test_lists"])
+  out = {name: dict(vs_single=tabulate.comparison_record(stats.per_query(v, single[name], valid)))
+         for name, v in ens.items()}
+  if "lambdamart" in ens:
+    for name, v in ens.items():
+      if name != "lambdamart":
+        out[name]["vs_lambdamart"] = tabulate.comparison_record(stats.per_query(v, ens["lambdamart"], valid))
   return out
 
 
@@ -114,7 +150,7 @@ def comparisons(loss_res: dict) -> dict:
   return dict(runs=tabulate.compare(aggregate(loss_res), "no_distill"),
               queries={k: tabulate.comparison_record(stats.per_query(v, per_query["no_distill"], valid))
                        for k, v in per_query.items() if k != "no_distill"},
-              **column_comparisons(loss_res))
+              **column_comparisons(loss_res), **({"ensembles": e} if (e := ensemble_comparisons(loss_res)) else {}))
 
 
 def column_comparisons(loss_res: dict) -> dict:
@@ -194,12 +230,34 @@ def to_markdown(res: dict) -> str:
       parts.append(f"LightGBM rows (`pfd_jax.methods.gbdt`): early-stopped on NDCG@{ks[0]} of {tr['select_on']}. 'vs PFD "
                    "student' and 'vs LambdaMART' pair runs by fold and seed index (a LightGBM seed shares no random "
                    "numbers with an MLP seed, so across model families the pairing is by fold only).\n\n")
+    parts.append(_ensemble_table(lr, cmp, ks))
     parts.append(tabulate.markdown_table(["Training method"] + [f"NDCG@{k}" for k in ks] +
                                        [runs_head, f"NDCG@{ks[0]} vs no-distillation (queries)", seeds_head] +
                                        ([f"NDCG@{ks[0]} vs placebo student (runs)"] if vs_placebo else []) +
                                        ([f"NDCG@{ks[0]} vs PFD student (runs)"] if vs_pfd else []) +
                                        ([f"NDCG@{ks[0]} vs LambdaMART (runs)"] if vs_gbdt else []), table))
   return "".join(parts)
+
+
+def _ensemble_table(lr: dict, cmp: dict, ks) -> str:
+  """The seed-ensemble rows ('' for a run without them), placed before the main table."""
+  ens = cmp.get("ensembles")
+  if not ens:
+    return ""
+  folds = [f["ensembles"] for f in lr["folds"].values()]
+  table = []
+  for name in ROW_ORDER:
+    if name in ens:
+      means = np.mean([np.asarray(f[name]["ndcg"], np.float64).reshape(-1) for f in folds], 0)
+      table.append([ROW_NAMES[name] + ", seed ensemble"] + [f"{m:.3f}" for m in means] +
+                   [tabulate.change_cell(ens[name].get("vs_lambdamart")), tabulate.change_cell(ens[name]["vs_single"])])
+  n_q = next(iter(ens.values()))["vs_single"]["n"]
+  return (f"Seed ensembles: every document scored by the mean over the seeds' best models (MLP logits, LightGBM raw "
+          f"scores); NDCG@k averaged over folds. One ensemble per fold, so the paired comparisons are over the {n_q} "
+          f"test queries with a positive (pooled over folds; 95% paired-t interval, p).\n\n" +
+          tabulate.markdown_table(["Seed ensemble"] + [f"NDCG@{k}" for k in ks] +
+                                  [f"NDCG@{ks[0]} vs LambdaMART ensemble (queries)",
+                                   f"NDCG@{ks[0]} vs its single models (queries)"], table) + "\n")
 
 
 _PLACEBO_TEXT = {"query": "within each query", "split": "across the training split (and each eval split)"}

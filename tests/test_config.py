@@ -150,3 +150,38 @@ def test_a_preset_stands_for_its_flags_and_later_flags_override_them():
       "prog", "--seeds=3", "--dataset=ohsumed", "--loss=rankbce", "--preset=ohsumed", "--loss=ranknet"]
   with pytest.raises(absl_flags.Error, match="'nope' is not a preset of experiments.table2; its presets: default"):
     lifecycle.expand_preset(table2.DRIVER, ["prog", "--preset=nope"])
+
+
+def test_own_data_gets_validation_selection_the_modern_ranker_and_ensembles(tmp_path):
+  """--dataset=letor (the team's own labels): selection on vali when the folder has one, MODERN and the ensemble
+  rows, each overridden by its flag; the paper's datasets keep test selection and the paper's MLP."""
+  from pfd_jax.training.config import MODERN
+  driver = _driver("table2")
+  for split in ("train", "vali", "test"):
+    (tmp_path / f"{split}.txt").write_text("1 qid:1 1:0.5 2:1\n0 qid:1 1:0.1 2:0\n")
+  own = cli.config_from_flags(driver, _parsed(driver, "--dataset=letor", f"--data_dir={tmp_path}", "--privileged=2"))
+  assert own.train.select_on == "vali" and own.run.ensembles
+  assert {k: getattr(own.train, k) for k in MODERN} == MODERN
+  mine = cli.config_from_flags(driver, _parsed(driver, "--dataset=letor", f"--data_dir={tmp_path}", "--privileged=2",
+                                               "--select_on=test", "--norm=layer", "--noensembles"))
+  assert (mine.train.select_on, mine.train.norm, mine.run.ensembles, mine.train.hidden) == ("test", "layer", False,
+                                                                                            MODERN["hidden"])
+  (tmp_path / "vali.txt").unlink()
+  assert cli.config_from_flags(driver, _parsed(driver, "--dataset=letor", f"--data_dir={tmp_path}",
+                                               "--privileged=2")).train.select_on == "test"
+  paper = cli.config_from_flags(driver, _parsed(driver))
+  assert (paper.train.select_on, paper.train.norm, paper.train.hidden, paper.run.ensembles) == ("test", "none", 100,
+                                                                                                False)
+
+
+def test_a_letor_folder_with_folds_is_cross_validated(tmp_path):
+  from pfd_jax import data as D
+  for k in (1, 2, 3):
+    (tmp_path / f"Fold{k}").mkdir()
+    for split in ("train", "test"):
+      (tmp_path / f"Fold{k}" / f"{split}.txt").write_text(f"1 qid:{k} 1:0.5\n0 qid:{k} 1:0.1\n")
+  assert D.available_folds("letor", str(tmp_path)) == [1, 2, 3]
+  assert D.split_files("letor", str(tmp_path), 3)["test"] == str(tmp_path / "Fold3" / "test.txt")
+  assert D.load_raw("letor", str(tmp_path), fold=2)["train"].qid.tolist() == [2]
+  with pytest.raises(D.DataError, match="folds 1..3, got fold=4"):
+    D.split_files("letor", str(tmp_path), 4)

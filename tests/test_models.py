@@ -1,5 +1,7 @@
 """The modern ranker's options (issue 35): the paper's model unchanged, padding invariance of every option,
 batch norm's statistics over real documents only and carried through the seed-vmapped step."""
+import dataclasses
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -57,6 +59,10 @@ def test_every_option_is_padding_invariant(arch):
   (s1, st1), (s2, st2) = train(x, m), train(x2, m)
   np.testing.assert_allclose(np.asarray(s2)[m], np.asarray(s1)[m], rtol=1e-5, atol=1e-6)
   jax.tree_util.tree_map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6), st1, st2)
+  if not arch.stochastic:  # noise and dropout draw per slot: the longer list draws other numbers
+    s3, st3 = train(pad, pad_m)
+    np.testing.assert_allclose(np.asarray(s3)[:, :x.shape[1]][m], np.asarray(s1)[m], rtol=1e-5, atol=1e-6)
+    jax.tree_util.tree_map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6), st1, st3)
 
 
 def test_batch_norm_statistics_are_those_of_the_real_documents():
@@ -93,3 +99,41 @@ def test_batch_norm_runs_through_the_seed_vmapped_step(tiny_device):
   again = T.evaluate(cfg, res.params, tiny_device.eval_sets["test"], "x")
   np.testing.assert_allclose(again, res.best["test"], rtol=1e-5)
   assert res.loss[:, -1, 0].mean() < res.loss[:, 0, 0].mean()
+
+
+def test_a_seed_ensemble_scores_the_mean_logit_of_its_seeds(tiny_device):
+  """distill.ensemble_lists = NDCG of the mean of the seeds' logits, list by list; one seed = its single model."""
+  from experiments.framework import setup as fsetup
+  from pfd_jax.methods import gbdt
+  from pfd_jax.ops import metrics
+  cfg = T.TrainConfig(epochs=2, batch_size=16, hidden=16, layers=3, norm="batch")
+  ds = fsetup.load_dataset(TINY.data)
+  res = distill.train_on_data(jax.random.split(jax.random.PRNGKey(0), 3), cfg, tiny_device, "x")
+  ens, valid = distill.ensemble_lists(cfg, res, ds["test"], "x", max_buckets=2)
+  logits = gbdt.doc_scores(cfg, res.params, ds["test"], "x", max_buckets=2)  # [S, N]
+  g = ds["test"]
+  want = []
+  for q in range(g.num_queries):
+    lo, hi = g.offsets[q], g.offsets[q + 1]
+    if g.y[lo:hi].max() > 0:
+      want.append(float(metrics.ndcg_at_k(jnp.asarray(logits[:, lo:hi].mean(0)), jnp.asarray(g.y[lo:hi]), k=8)))
+  assert ens.shape[1] == valid.size and valid.sum() == len(want)
+  np.testing.assert_allclose(np.sort(ens[0][valid]), np.sort(want), rtol=1e-5)
+  one = jax.tree_util.tree_map(lambda a: a[:1], res.params)
+  single, _ = T.per_list_ndcg(cfg, one, tiny_device.eval_sets["test"], "x")
+  alone, _ = distill.ensemble_lists(cfg, dataclasses.replace(res, params=one), ds["test"], "x", max_buckets=2)
+  np.testing.assert_allclose(alone[0], single[0], rtol=1e-6)
+
+
+def test_table2_on_own_data_adds_ensemble_rows(tmp_path):
+  """The ensemble rows reach results.json and table.md, each compared with LambdaMART's ensemble over queries."""
+  from conftest import SMALL_GBDT, tiny
+  from experiments import table2
+  from experiments.framework import outputs
+  cfg = tiny(table2.Options(methods=("no_distill", "lambdamart"), gbdt=SMALL_GBDT), run=dict(ensembles=True))
+  res = outputs.as_json(table2.run(cfg))
+  lr = res["losses"]["rankbce"]
+  assert set(lr["folds"]["fold1"]["ensembles"]) == {"no_distill", "lambdamart"}
+  assert "vs_lambdamart" in lr["comparisons"]["ensembles"]["no_distill"]
+  md = table2.to_markdown(res)
+  assert "No-distillation, seed ensemble" in md and "vs LambdaMART ensemble (queries)" in md

@@ -11,6 +11,8 @@ from typing import Optional
 from absl import app, flags
 
 from pfd_jax import config as C
+from pfd_jax import data as D
+from pfd_jax.training.config import MODERN
 from experiments.framework.schema import Config, Driver, GROUPS, RESULTS
 
 
@@ -126,6 +128,25 @@ def _build(cls, flag_values, prefix: str = ""):
     raise C.ConfigError(prefix + e.field, str(e).split(": ", 1)[1]) from None
 
 
+def own_data_defaults(cfg: Config, given: set) -> Config:
+  """A run on the team's own data (--dataset=letor with its file labels) answers the practitioner's question
+  unless its flags say otherwise: the best epoch / boosting round chosen on the validation split, never on test
+  (when the folder has one), the modern ranker (:data:`pfd_jax.training.config.MODERN`) and the seed-ensemble
+  rows. The paper's tables (Gumbel labels) keep its protocol: test selection, its MLP, no ensembles. `given`:
+  the flags set on the command line (or by a preset), which always win."""
+  if cfg.data.dataset != "letor" or (cfg.data.labels or "file") != "file":
+    return cfg
+  train = {k: v for k, v in MODERN.items() if k not in given}
+  try:
+    fold = (list(cfg.data.folds) or D.available_folds("letor", cfg.data.data_dir))[0]
+    if "select_on" not in given and "vali" in D.split_files("letor", cfg.data.data_dir, fold):
+      train["select_on"] = "vali"
+  except (OSError, D.DataError):
+    pass  # loading the data names the problem
+  run = {} if "ensembles" in given else dict(ensembles=True)
+  return cfg.replace(train=train, run=run)
+
+
 def config_from_flags(driver: Driver, flag_values=FLAGS) -> Config:
   """The driver's :class:`Config` from the parsed flags; bad values raise app.UsageError naming the flag."""
   try:
@@ -133,6 +154,8 @@ def config_from_flags(driver: Driver, flag_values=FLAGS) -> Config:
     if driver.options is not None:
       parts["options"] = _build(driver.options, flag_values)
     cfg = Config(**parts)
+    if {"data", "train"} <= set(driver.groups):
+      cfg = own_data_defaults(cfg, {n for n in flag_values if flag_values[n].present})
     if cfg.output.out_dir is None:
       cfg = cfg.replace(output=dict(out_dir=os.path.join(RESULTS, driver.name)))
     needs = driver.needs_privileged(cfg) if callable(driver.needs_privileged) else driver.needs_privileged

@@ -41,6 +41,8 @@ class RunConfig:
   save_models: bool = option(False, "Save every trained row's model (all seeds + feature recipe) under "
                              "<run folder>/models/[<loss>/][fold<k>/]<row>/ (pfd_jax.load_model, "
                              "python -m experiments.predict).")
+  ensembles: bool = option(False, "Add a seed-ensemble row (the mean logit of the seeds' best models) of every MLP "
+                           "row, compared over test queries (default on for --dataset=letor).", omit_default=True)
   restart: bool = option(False, "Ignore the finished rows saved by an earlier run of this configuration and "
                          "train everything again (default: resume, loading them).")
 

@@ -11,7 +11,7 @@ web30k     DIR/Fold{k}/{train,vali,test}.txt            5 (MSLR-WEB30K)
 web10k     DIR/Fold{k}/{train,vali,test}.txt            5 (MSLR-WEB10K)
 yahoo      DIR/set1.{train,valid,test}.txt              1 (Yahoo! LTR challenge Set 1)
 istella    DIR/{full,sample}/{train,vali,test}.txt      1 (Istella LETOR / Istella-S)
-letor      DIR/{train,vali,test}.txt                    1 (any LETOR folder by path)
+letor      DIR/[Fold{k}/]{train,vali,test}.txt          1, or its Fold{k} (any LETOR folder by path)
 synthetic  generated in memory, no files                1
 =========  ===========================================  ======================================
 
@@ -57,11 +57,21 @@ def num_folds(name: str) -> int:
 def available_folds(name: str, data_dir: Optional[str] = None) -> list:
   """Folds present on disk: Fold{k} subfolders of a multi-fold set, else [1] (a flat folder is one fold)."""
   _check_name(name)
+  if name == "letor":  # your own folder: cross-validated when it holds Fold1, Fold2, ... (any number)
+    return _letor_folds(resolve_data_dir(name, data_dir)) or [1]
   if name not in _FOLDS:
     return [1]
   root = resolve_data_dir(name, data_dir)
   folds = [k for k in range(1, _FOLDS[name] + 1) if os.path.isdir(os.path.join(root, f"Fold{k}"))]
   return folds or [1]
+
+
+def _letor_folds(root: str) -> list:
+  """The k of the Fold1, Fold2, ... subfolders of a LETOR folder, consecutive from 1."""
+  folds = []
+  while os.path.isdir(os.path.join(root, f"Fold{len(folds) + 1}")):
+    folds.append(len(folds) + 1)
+  return folds
 
 
 def default_num_privileged(name: str, num_features: int) -> int:
@@ -114,9 +124,10 @@ def split_files(name: str, data_dir: Optional[str], fold: int = 1) -> dict:
   """{split: path} for the splits of `name` found on disk (FileNotFoundError if none)."""
   _check_name(name)
   root = resolve_data_dir(name, data_dir)
-  if not 1 <= fold <= num_folds(name):
-    raise DataError(f"dataset {name!r} has folds 1..{num_folds(name)}, got fold={fold}")
-  folders = [os.path.join(root, f"Fold{fold}")] if name in _FOLDS else []
+  own = _letor_folds(root) if name == "letor" else []
+  if not 1 <= fold <= max(num_folds(name), len(own)):
+    raise DataError(f"dataset {name!r} has folds 1..{max(num_folds(name), len(own))}, got fold={fold}")
+  folders = [os.path.join(root, f"Fold{fold}")] if name in _FOLDS or own else []
   if name == "istella":
     folders += [os.path.join(root, "full"), os.path.join(root, "sample")]
   folders.append(root)

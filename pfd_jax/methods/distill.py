@@ -248,6 +248,19 @@ def run_gbdt_methods(keys, cfg: TrainConfig, gc: gbdt.GBDTConfig, ds: Dataset, d
   return rows
 
 
+def ensemble_lists(cfg: TrainConfig, result, groups, view: str, *, max_buckets: int) -> tuple:
+  """(NDCG@ks of every list with a positive [K, Q], has-a-positive [Q]) of a row's seed ensemble on a labelled
+  split: every document scored by the mean over the S seeds' best models (an MLP row's logits, a LightGBM row's
+  raw scores), lists in the order of the rows' per-list NDCG (they pair list by list). One model per fold, so an
+  ensemble is compared over queries, not runs."""
+  if isinstance(result, gbdt.Result):
+    scores = gbdt.scores(result, groups)
+  else:
+    scores = gbdt.doc_scores(cfg, result.params, groups, view, max_buckets=max_buckets)
+  vals, valid = gbdt.list_ndcg(cfg, scores.mean(0, keepdims=True), groups, max_buckets=max_buckets)
+  return vals[0], valid
+
+
 def num_gbdt_rows(methods: Sequence[str]) -> int:
   """How many rows :func:`run_gbdt_methods` adds (the MLP PFD teacher counted by the MLP rows)."""
   return sum({"lambdamart": 1, "pfd_from_lambdamart": 2, "gbdt_from_pfd": 2}[m] for m in methods)

@@ -31,6 +31,13 @@ def format_mesh(mesh: tuple) -> str:
   return ",".join(f"{n}:{s}" for n, s in mesh)
 
 
+# The modern ranker of a run on the team's own data (experiments' --dataset=letor default; each flag overrides its
+# field): DASALC's recipe (Qin et al., ICLR 2021: batch norm on the input and every hidden layer, Gaussian input
+# noise, dropout, a wider net) at the widths chosen on the validation split of the simulated logs (README,
+# "A student that beats LambdaMART").
+MODERN = dict(norm="batch", hidden=256, layers=4, dropout=0.1, noise=0.1)
+
+
 @dataclasses.dataclass(frozen=True)
 class TopK:
   """Hyper-parameters of the top-K distillation loss (:func:`pfd_jax.ops.topk.topk_loss`; the paper tunes all
