@@ -11,6 +11,7 @@ from experiments.framework import cli, outputs, rowstore, schema, setup
 from pfd_jax import data as D
 from pfd_jax.methods import distill
 from pfd_jax.methods import gbdt
+from pfd_jax import training as T
 from pfd_jax import serving
 from pfd_jax import training as T
 from pfd_jax.config import ConfigError
@@ -218,8 +219,18 @@ def test_saved_gbdt_row_resumes_with_the_same_bits(synthetic, tmp_path):
   assert isinstance(back, gbdt.Result) and back.models == r.models and back.params == r.params
   np.testing.assert_array_equal(back.best["test"], r.best["test"])
   np.testing.assert_array_equal(gbdt.scores(back, ds["test"]), gbdt.scores(r, ds["test"]))
-  again = gbdt.train(SMALL, tc, ds, "x", 2, eval_splits=("test",), max_buckets=cfg.data.max_buckets)
-  assert again.models == r.models  # same seed, same model (deterministic=True)
+  seen = []
+  stops = []
+  writer = type("W", (), {"write_epoch": lambda self, s: seen.append(s)})()
+  again = gbdt.train(SMALL, tc, ds, "x", 2, eval_splits=("test",), max_buckets=cfg.data.max_buckets,
+                     hooks=T.Hooks(writers=(writer,), safe_point=lambda: stops.append(1)))
+  assert again.models == r.models  # same seed, same model (deterministic=True); reporting changes nothing
+  # every REPORT_EVERY rounds of each seed: the selection NDCG, as an MLP row's epochs (progress line, TensorBoard)
+  rounds = [(s.first_model, s.epoch) for s in seen]
+  assert rounds and all(s.unit == "round" and s.epochs == 2 * SMALL.trees for s in seen) and len(stops) == len(seen)
+  assert [m for m, _ in rounds] == sorted(m for m, _ in rounds) and {m for m, _ in rounds} <= {0, 1}
+  assert all((e - m * SMALL.trees + 1) % gbdt.REPORT_EVERY == 0 for m, e in rounds)
+  assert all(0 < float(s.metrics[tc.select_on][0, 0]) <= 1 for s in seen)
 
 
 def test_benchmark_peer_lightgbm_and_the_time_to_reach_it(folder):

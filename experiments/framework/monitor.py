@@ -21,8 +21,8 @@ class ProgressLine(NamedTuple):
   row: str
 
   def write_epoch(self, s: EpochScalars) -> None:
-    logging.info("%s %-13s %s epoch %3d/%d  loss %10.3f  select NDCG %.4f  %s", self.prefix, self.row,
-                 PROGRESS.of(), s.epoch + 1, s.epochs, float(s.loss.mean()),
+    logging.info("%s %-13s %s %s %3d/%d  loss %10.3f  select NDCG %.4f  %s", self.prefix, self.row,
+                 PROGRESS.of(), s.unit, s.epoch + 1, s.epochs, float(s.loss.mean()),
                  float(np.mean(s.metrics[s.select_on][:, 0])), PROGRESS.eta((s.epoch + 1) / s.epochs))
 
 
@@ -31,7 +31,7 @@ class BoardWriter(NamedTuple):
   tag: str
 
   def write_epoch(self, s: EpochScalars) -> None:
-    TENSORBOARD.epoch(self.tag, s.epoch, s.loss, s.metrics, s.ks)
+    TENSORBOARD.epoch(self.tag, s.epoch, s.loss, s.metrics, s.ks, s.first_model)
 
 
 def progress(prefix: str) -> Callable[[str], Hooks]:
@@ -64,11 +64,13 @@ class TensorBoard:
     self.writer.add_text("config", "```\n" + json.dumps(config, indent=1) + "\n```", 0)
     self.writer.flush()
 
-  def epoch(self, tag: str, epoch: int, loss, metrics: dict, ks) -> None:
-    for s, value in enumerate(np.asarray(loss)):
-      self.writer.add_scalar(f"{tag}/seed{s}/loss", float(value), epoch + 1)
+  def epoch(self, tag: str, epoch: int, loss, metrics: dict, ks, first: int = 0) -> None:
+    """Scalars of models first, first + 1, ... (a LightGBM row: one seed's boosting round, no loss)."""
+    for s, value in enumerate(np.asarray(loss), first):
+      if np.isfinite(value):
+        self.writer.add_scalar(f"{tag}/seed{s}/loss", float(value), epoch + 1)
     for split, vals in metrics.items():
-      for s, row in enumerate(np.asarray(vals)):
+      for s, row in enumerate(np.asarray(vals), first):
         for k, v in zip(ks, row):
           self.writer.add_scalar(f"{tag}/seed{s}/{split}_ndcg{k}", float(v), epoch + 1)
     self.writer.flush()

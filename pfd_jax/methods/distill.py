@@ -219,10 +219,10 @@ def run_gbdt_methods(keys, cfg: TrainConfig, gc: gbdt.GBDTConfig, ds: Dataset, d
   rows = {}
   if "lambdamart" in methods:
     rows["lambdamart"] = fit("lambdamart", "x", lambda: once("lambdamart", lambda: gbdt.train(
-        gc, cfg, ds, "x", query_index=data_groups, **kw)))
+        gc, cfg, ds, "x", query_index=data_groups, hooks=cb("lambdamart"), **kw)))
   if "pfd_from_lambdamart" in methods:
     rows["lambdamart_teacher"] = fit("lambdamart_teacher", "xz", lambda: once("lambdamart_teacher", lambda: gbdt.train(
-        gc, cfg, ds, "xz", query_index=data_groups, **kw)))
+        gc, cfg, ds, "xz", query_index=data_groups, hooks=cb("lambdamart_teacher"), **kw)))
 
     def student():
       t = once("oof", lambda: gbdt.teacher_scores_oof(gc, cfg, ds, "xz", num_seeds, seed=seed, query_index=data_groups,
@@ -242,9 +242,10 @@ def run_gbdt_methods(keys, cfg: TrainConfig, gc: gbdt.GBDTConfig, ds: Dataset, d
       q, w = gbdt.distilled_targets(tr.y, logits[0][s], in_data, cfg.alpha)
       return (gbdt.grades(q), None) if as_grades else (q, w)
     rows["gbdt_xent_from_pfd"] = fit("gbdt_xent_from_pfd", "x", lambda: gbdt.train(
-        gc, cfg, ds, "x", objective="cross_entropy", targets=lambda s: targets(s, False), **kw))
+        gc, cfg, ds, "x", objective="cross_entropy", targets=lambda s: targets(s, False),
+        hooks=cb("gbdt_xent_from_pfd"), **kw))
     rows["lambdamart_from_pfd"] = fit("lambdamart_from_pfd", "x", lambda: gbdt.train(
-        gc, cfg, ds, "x", targets=lambda s: targets(s, True), **kw))
+        gc, cfg, ds, "x", targets=lambda s: targets(s, True), hooks=cb("lambdamart_from_pfd"), **kw))
   return rows
 
 

@@ -47,6 +47,7 @@ from pfd_jax.data.preprocess import positive_groups
 from pfd_jax.ops import metrics as metrics_lib
 from pfd_jax.ops.scoring import features, ndcg_fn
 from pfd_jax.training.evaluation import device_buckets, eval_buckets, predict as predict_mlp
+from pfd_jax.training.structures import EpochScalars, Hooks
 
 if TYPE_CHECKING:
   from pfd_jax.training.config import TrainConfig
@@ -112,7 +113,7 @@ def flat_features(groups: Groups, view: str) -> np.ndarray:
 
 def fit(gc: GBDTConfig, train: Groups, view: str, select: Groups, seed: int, cfg: TrainConfig, *,
         objective: str = "lambdarank", label: Optional[np.ndarray] = None, weight: Optional[np.ndarray] = None,
-        query_index: Optional[np.ndarray] = None, max_buckets: int):
+        query_index: Optional[np.ndarray] = None, max_buckets: int, callbacks: Sequence[Callable] = ()):
   """One early-stopped LightGBM model on the groups `query_index` of `train` (default all); label defaults to
   the binary y. Returns the lgb.Booster, best_iteration set by early stopping on NDCG@ks[0] of `select` (our
   metric on the MLP rows' lists: :func:`selection_metric`; `max_buckets`: the MLP rows' bucketing, which
@@ -128,7 +129,7 @@ def fit(gc: GBDTConfig, train: Groups, view: str, select: Groups, seed: int, cfg
   va = lgb.Dataset(flat_features(select, view), label=select.y, group=select.sizes, reference=tr)
   return lgb.train(lgb_params(gc, objective, seed), tr, num_boost_round=gc.trees, valid_sets=[va],
                    feval=selection_metric(cfg, select, max_buckets=max_buckets),
-                   callbacks=[lgb.early_stopping(gc.early_stopping, verbose=False)])
+                   callbacks=[lgb.early_stopping(gc.early_stopping, verbose=False), *callbacks])
 
 
 def selection_metric(cfg: TrainConfig, groups: Groups, *, max_buckets: int) -> Callable:
@@ -260,22 +261,46 @@ def scores(result: Result, groups: Groups) -> np.ndarray:
 
 def train(gc: GBDTConfig, cfg: TrainConfig, ds: Dataset, view: str, num_seeds: int, *, seed: int = 0,
           objective: str = "lambdarank", targets: Optional[Callable] = None, query_index=None,
-          eval_splits: Sequence[str] = ("test",), max_buckets: int) -> Result:
+          eval_splits: Sequence[str] = ("test",), max_buckets: int, hooks: Hooks = Hooks()) -> Result:
   """S early-stopped LightGBM models on the training split (seed s: LightGBM seed `seed` + s), evaluated on
   `eval_splits`. targets(s) -> (label, weight) per document of the training split (default: y, unweighted);
-  query_index: the training groups fitted (default all)."""
+  query_index: the training groups fitted (default all); hooks: what every REPORT_EVERY boosting rounds are
+  reported to (the selection NDCG, as an MLP row's epochs)."""
   t0 = time.time()
   tr, select = ds["train"], ds[cfg.select_on]
   models = []
   for s in range(num_seeds):
     label, weight = targets(s) if targets else (None, None)
     models.append(fit(gc, tr, view, select, seed + s, cfg, objective=objective, label=label, weight=weight,
-                      query_index=query_index, max_buckets=max_buckets))
+                      query_index=query_index, max_buckets=max_buckets,
+                      callbacks=[reporter(hooks, cfg, s, (num_seeds, gc.trees), t0)]))
   best = {split: mean_ndcg(cfg, np.stack([predict(m, ds[split], view) for m in models]), ds[split],
                            max_buckets=max_buckets) for split in eval_splits}
   return Result(models=[m.model_to_string(num_iteration=m.best_iteration) for m in models], best=best,
                 best_epoch=np.asarray([m.best_iteration for m in models], np.int32), seconds=time.time() - t0,
                 params=lgb_params(gc, objective, seed), view=view)
+
+
+REPORT_EVERY = 10  # boosting rounds between a LightGBM row's progress reports
+
+
+def reporter(hooks: Hooks, cfg: TrainConfig, model: int, shape: tuple, t0: float) -> Callable:
+  """A LightGBM callback: every REPORT_EVERY rounds of seed `model`, its selection NDCG as
+  :class:`pfd_jax.training.loop.EpochScalars` to the hooks' writers (round model * trees + i of seeds * trees,
+  shape = (seeds, trees); no loss), then the hooks' safe point (a signal stops the row there)."""
+  num_seeds, trees = shape
+  def callback(env) -> None:
+    if (env.iteration + 1) % REPORT_EVERY:
+      return
+    ndcg = next(r[2] for r in env.evaluation_result_list if r[1].startswith("ndcg@"))
+    scalars = EpochScalars(epoch=model * trees + env.iteration, epochs=num_seeds * trees, loss=np.full(1, np.nan), metrics={cfg.select_on: np.array([[ndcg]])},
+                           ks=(int(cfg.ks[0]),), select_on=cfg.select_on, seconds=time.time() - t0,
+                           first_model=model, unit="round")
+    for w in hooks.writers:
+      w.write_epoch(scalars)
+    if hooks.safe_point is not None:
+      hooks.safe_point()
+  return callback
 
 
 def teacher_scores_oof(gc: GBDTConfig, cfg: TrainConfig, ds: Dataset, view: str, num_seeds: int, *,

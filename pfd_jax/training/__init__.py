@@ -14,6 +14,7 @@ __getattr__, __dir__ = _lazy(__name__, {
     "pfd_jax.training.config": "PAPER_BATCH PAPER_BATCH_DEFAULT TopK TrainConfig format_mesh parse_mesh",
     "pfd_jax.training.step": "SWEEPABLE teacher_inputs",
     "pfd_jax.training.evaluation": "EvalSet device_buckets eval_buckets eval_set evaluate full_metrics keep_best per_list_ndcg predict scorer",
-    "pfd_jax.training.loop": "EpochScalars EpochTimes Hooks MetricWriter TrainResult train",
+    "pfd_jax.training.loop": "EpochTimes TrainResult train",
+    "pfd_jax.training.structures": "EpochScalars Hooks MetricWriter",
     "pfd_jax.ops.scoring": "VIEWS features",
 })

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from typing import TYPE_CHECKING, Callable, NamedTuple, Optional, Protocol, Sequence
+from typing import TYPE_CHECKING, Optional, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -16,27 +16,10 @@ import numpy as np
 from pfd_jax.training.evaluation import keep_best, scorer
 from pfd_jax.training.feed import make_feed
 from pfd_jax.training.step import SWEEPABLE, teacher_inputs
+from pfd_jax.training.structures import EpochScalars, Hooks
 
 if TYPE_CHECKING:
   from pfd_jax.training.config import TrainConfig
-
-
-class EpochScalars(NamedTuple):
-  """What training emits after every epoch, per model (M = seeds, or variants x seeds), to its writers."""
-  epoch: int          # 0-based
-  epochs: int         # of the run
-  loss: np.ndarray    # [M] the epoch's summed total loss
-  metrics: dict       # {split: [M, len(ks)]} mean NDCG@ks
-  ks: tuple
-  select_on: str      # the split of the best-epoch choice (metrics[select_on][:, 0])
-  seconds: float      # since training began
-
-
-class MetricWriter(Protocol):
-  """Anything that takes an epoch's scalars (as CLU's metric writers take ``write_scalars``): a progress line,
-  TensorBoard, a benchmark's timer."""
-
-  def write_epoch(self, scalars: EpochScalars) -> None: ...
 
 
 class EpochTimes(list):
@@ -44,13 +27,6 @@ class EpochTimes(list):
 
   def write_epoch(self, scalars: EpochScalars) -> None:
     self.append(scalars.seconds)
-
-
-class Hooks(NamedTuple):
-  """What a run reports to, and where it may be stopped."""
-  writers: Sequence[MetricWriter] = ()  # given every epoch's :class:`EpochScalars`
-  safe_point: Optional[Callable[[], None]] = None  # called after every epoch, once its state is consistent: the
-  #   place to stop a run (it may raise, e.g. on a signal)
 
 
 @dataclasses.dataclass

@@ -2,7 +2,9 @@
 states), so that no position carries a meaning."""
 from __future__ import annotations
 
-from typing import Any, Callable, NamedTuple
+from typing import Any, Callable, NamedTuple, Optional, Protocol, Sequence
+
+import numpy as np
 
 
 class Bucket(NamedTuple):
@@ -32,3 +34,30 @@ class StepFns(NamedTuple):
   """The seed-vmapped functions of one :func:`step_key`."""
   init: Callable   # (keys [S], input dim) -> (params, opt_state), jitted
   vstep: Callable  # (params, opt_state, keys [S], Batch, Bucket, alpha [S], Clock) -> (params, opt_state, sums [S, 3])
+
+
+class EpochScalars(NamedTuple):
+  """What training emits after every epoch, per model (M = seeds, or variants x seeds), to its writers."""
+  epoch: int          # 0-based
+  epochs: int         # of the run
+  loss: np.ndarray    # [M] the epoch's summed total loss
+  metrics: dict       # {split: [M, len(ks)]} mean NDCG@ks
+  ks: tuple
+  select_on: str      # the split of the best-epoch choice (metrics[select_on][:, 0])
+  seconds: float      # since training began
+  first_model: int = 0  # the models' index of metrics' first row (a LightGBM row reports seed after seed)
+  unit: str = "epoch"   # what `epoch` counts (a LightGBM row: boosting rounds, over all its seeds)
+
+
+class MetricWriter(Protocol):
+  """Anything that takes an epoch's scalars (as CLU's metric writers take ``write_scalars``): a progress line,
+  TensorBoard, a benchmark's timer."""
+
+  def write_epoch(self, scalars: EpochScalars) -> None: ...
+
+
+class Hooks(NamedTuple):
+  """What a run reports to, and where it may be stopped."""
+  writers: Sequence[MetricWriter] = ()  # given every epoch's :class:`EpochScalars`
+  safe_point: Optional[Callable[[], None]] = None  # called after every epoch, once its state is consistent: the
+  #   place to stop a run (it may raise, e.g. on a signal)
