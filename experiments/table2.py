@@ -16,7 +16,7 @@ from typing import Tuple
 import numpy as np
 from absl import logging
 
-from experiments.framework import lifecycle, monitor, plots, rowstore, rundir, schema, setup, tabulate
+from experiments.framework import deploy, lifecycle, monitor, plots, rowstore, rundir, schema, setup, tabulate
 from experiments.framework.claims import Preset, beats
 from pfd_jax.methods import distill
 from pfd_jax import distributed
@@ -96,9 +96,13 @@ def run(cfg: schema.Config) -> dict:
           rows={name: dict(best=r.best, best_epoch=r.best_epoch, curves=r.curves, loss=r.loss, seconds=r.seconds,
                            test_lists=lists[name][0].mean(0)) for name, r in rows.items()},
           test_lists_valid=lists["no_distill"][1],
-          **({"ensembles": ensembles(tc, rows, ds, dd)} if cfg.run.ensembles else {}))
+          **({"ensembles": ensembles(tc, rows, ds, dd)} if cfg.run.ensembles else {}),
+          **({"latency": {n: deploy.latency(tc, rows[n], ds["test"], distill.ROW_VIEW[n])
+                          for n in deploy.candidates(rows)}} if cfg.run.ensembles and not per_fold else {}))
     lr = out["losses"][loss] = dict(train_config=cfg.train_config(loss).record(), folds=per_fold)
     lr["comparisons"] = comparisons(lr)
+    if cfg.run.ensembles:
+      lr["deploy"] = deploy.choose(list(per_fold.values()), True)
   out["seconds"] = time.time() - t_all
   return out
 
@@ -110,10 +114,12 @@ def ensembles(tc: T.TrainConfig, rows: dict, ds, dd) -> dict:
   for name, r in rows.items():
     if name == "placebo_teacher":
       continue
-    v, valid = distill.ensemble_lists(tc, r, ds["test"], distill.ROW_VIEW[name], max_buckets=dd.max_buckets)
-    tot = np.where(valid, v, 0.0).sum(-1)
-    out[name] = dict(ndcg=metrics.list_mean(tot, int(valid.sum()), ds["test"].num_queries, tc.empty_rule),
-                     test_lists=v[0])
+    out[name] = {}
+    for split in ("test", "vali") if "vali" in dd.eval_sets else ("test",):
+      v, valid = distill.ensemble_lists(tc, r, ds[split], distill.ROW_VIEW[name], max_buckets=dd.max_buckets)
+      mean = metrics.list_mean(np.where(valid, v, 0.0).sum(-1), int(valid.sum()), ds[split].num_queries,
+                               tc.empty_rule)
+      out[name].update(dict(ndcg=mean, test_lists=v[0]) if split == "test" else dict(vali_ndcg=mean))
   return out
 
 
@@ -230,13 +236,43 @@ def to_markdown(res: dict) -> str:
       parts.append(f"LightGBM rows (`pfd_jax.methods.gbdt`): early-stopped on NDCG@{ks[0]} of {tr['select_on']}. 'vs PFD "
                    "student' and 'vs LambdaMART' pair runs by fold and seed index (a LightGBM seed shares no random "
                    "numbers with an MLP seed, so across model families the pairing is by fold only).\n\n")
-    parts.append(_ensemble_table(lr, cmp, ks))
+    parts.append(_deploy_text(lr, cmp, ks) + _ensemble_table(lr, cmp, ks))
     parts.append(tabulate.markdown_table(["Training method"] + [f"NDCG@{k}" for k in ks] +
                                        [runs_head, f"NDCG@{ks[0]} vs no-distillation (queries)", seeds_head] +
                                        ([f"NDCG@{ks[0]} vs placebo student (runs)"] if vs_placebo else []) +
                                        ([f"NDCG@{ks[0]} vs PFD student (runs)"] if vs_pfd else []) +
                                        ([f"NDCG@{ks[0]} vs LambdaMART (runs)"] if vs_gbdt else []), table))
   return "".join(parts)
+
+
+def _deploy_text(lr: dict, cmp: dict, ks) -> str:
+  """Which model to deploy (chosen on validation), its test NDCG and interval against LambdaMART, and the measured
+  serving latency of every candidate ('' for a run without the choice)."""
+  d = lr.get("deploy")
+  if not d:
+    return ""
+  row, kind = d["row"], d["kind"]
+  f0 = next(iter(lr["folds"].values()))
+  if kind == "ensemble":
+    test = np.mean([np.asarray(f["ensembles"][row]["ndcg"], np.float64).reshape(-1)[0] for f in lr["folds"].values()])
+    vs = (cmp.get("ensembles") or {}).get(row, {}).get("vs_lambdamart")
+    unit = "LambdaMART's seed ensemble, over test queries"
+  else:
+    test = float(np.mean(aggregate(lr)[row][:, 0]))
+    vs = (cmp.get("vs_lambdamart") or {}).get(row)
+    unit = "LambdaMART, over runs"
+  lat = f0.get("latency", {})
+  lat_rows = [[ROW_NAMES[n], f"{v['single']['p50_ms']:.2f} / {v['single']['p99_ms']:.2f}",
+               f"{v['ensemble']['p50_ms']:.2f} / {v['ensemble']['p99_ms']:.2f}"] for n, v in lat.items()]
+  vs_text = f"; vs {unit}: {tabulate.change_cell(vs)}" if vs and row != "lambdamart" else ""
+  return (f"**Which to deploy** (chosen on validation NDCG@{ks[0]} among the rows a service can run, single models "
+          f"and seed ensembles; test never read): **{ROW_NAMES[row]}{', seed ensemble' if kind == 'ensemble' else ''}"
+          f"**, validation {d['vali']:.3f}, test NDCG@{ks[0]} {test:.3f}{vs_text}. Saved models: "
+          f"`--save_models` writes every row under the run folder's models/ (`python -m experiments.predict`, "
+          f"`python -m experiments.export`).\n\n" +
+          (f"Serving latency in process of one {deploy.QUERY_DOCS}-document query (this machine, fold "
+           f"{list(lr['folds'])[0][4:]}, ms p50 / p99 of {deploy.REPEATS}):\n\n" +
+           tabulate.markdown_table(["Row", "single model", "seed ensemble"], lat_rows) + "\n" if lat_rows else ""))
 
 
 def _ensemble_table(lr: dict, cmp: dict, ks) -> str:

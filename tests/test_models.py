@@ -130,10 +130,18 @@ def test_table2_on_own_data_adds_ensemble_rows(tmp_path):
   from conftest import SMALL_GBDT, tiny
   from experiments import table2
   from experiments.framework import outputs
-  cfg = tiny(table2.Options(methods=("no_distill", "lambdamart"), gbdt=SMALL_GBDT), run=dict(ensembles=True))
+  cfg = tiny(table2.Options(methods=("no_distill", "lambdamart"), gbdt=SMALL_GBDT), run=dict(ensembles=True),
+             train=dict(select_on="vali"))
   res = outputs.as_json(table2.run(cfg))
   lr = res["losses"]["rankbce"]
-  assert set(lr["folds"]["fold1"]["ensembles"]) == {"no_distill", "lambdamart"}
+  fold = lr["folds"]["fold1"]
+  assert set(fold["ensembles"]) == {"no_distill", "lambdamart"} and set(fold["latency"]) == {"no_distill", "lambdamart"}
   assert "vs_lambdamart" in lr["comparisons"]["ensembles"]["no_distill"]
+  # the deployed model is the candidate with the best validation NDCG, test never read
+  vali = {f"{n}/single": float(np.mean(np.asarray(fold["rows"][n]["best"]["vali"])[:, 0])) for n in fold["rows"]}
+  vali.update({f"{n}/ensemble": fold["ensembles"][n]["vali_ndcg"][0] for n in fold["ensembles"]})
+  assert lr["deploy"]["vali_all"] == pytest.approx(vali)
+  assert f"{lr['deploy']['row']}/{lr['deploy']['kind']}" == max(vali, key=vali.get)
   md = table2.to_markdown(res)
   assert "No-distillation, seed ensemble" in md and "vs LambdaMART ensemble (queries)" in md
+  assert "**Which to deploy**" in md and "p50 / p99" in md

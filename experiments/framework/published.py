@@ -19,7 +19,8 @@ from experiments import machine
 
 # Fields of results.json that say how, where and how long a run ran, not what it found (out of the fingerprint).
 CIRCUMSTANCES = frozenset({"seconds", "wall_seconds", "env", "provenance", "command", "output", "data_dir",
-                           "cache_dir", "shard_dir", "scan_seconds", "seconds_per_pass", "ms_per_1000_docs"})
+                           "cache_dir", "shard_dir", "scan_seconds", "seconds_per_pass", "ms_per_1000_docs",
+                           "latency"})
 # How far a run on another configuration may move a table cell's mean: half the published seed-to-seed standard
 # deviation, at least two units of the last digit shown. Another machine's rounding re-draws the trajectories'
 # numerical noise, which moved means by at most 0.35 of their standard deviation (README, "Reproducing
