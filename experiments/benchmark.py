@@ -34,21 +34,20 @@ import numpy as np
 from absl import logging
 
 from experiments.framework import lifecycle, rundir, schema, tabulate
-from experiments import bench_memory, peers
+from experiments import bench_memory, bench_modern, peers
 from pfd_jax import data as D
 from pfd_jax.data.config import DataConfig
-from pfd_jax import serving
 from pfd_jax import training as T
-from pfd_jax.ops.models import MLP
-from pfd_jax.serving import export
 from pfd_jax.config import option
 
 
 
 @dataclasses.dataclass(frozen=True)
 class Options:
-  case: str = option("throughput", "What to measure (peers: only the peers table; export: latency of an exported "
-                     "student).", choices=("throughput", "memory", "streamed", "peers", "export"))
+  case: str = option("throughput", "What to measure (peers: only the peers table; export: latency of exported "
+                     "rankers, the paper's and the modern one; modern: the modern ranker's training docs/s against "
+                     "the paper's MLP, and export).", choices=("throughput", "memory", "streamed", "peers", "export",
+                                                              "modern"))
   export_sizes: Tuple[int, ...] = option((10, 100, 1000), "Export case: documents per query.", lo=1)
   export_calls: int = option(2000, "Export case: timed calls per size and runtime.", lo=10)
   stream_scales: Tuple[float, ...] = option((1.0, 4.0), "Streamed case: training split sizes, in Web30k folds "
@@ -321,52 +320,10 @@ def peers_only(o: Options) -> tuple:
   return dict(env=rundir.environment(), peers=res), md
 
 
-def export_latency(o: Options) -> tuple:
-  """The paper's MLP (96 regular features, log1p recipe) exported to ONNX, scored by ONNX Runtime on one thread,
-  one query of n documents per call, against JAX's jitted scoring of the same function on this process's
-  devices: p50 / p99 microseconds per query (the first 20 calls of each are warm-up, not timed)."""
-  import tempfile
-  import onnxruntime as ort
-  d = 96
-  params = jax.vmap(lambda k: MLP().init(k, jnp.zeros((1, d))))(jax.random.split(jax.random.PRNGKey(0), 1))
-  recipe = dict(model=dict(kind="mlp", hidden=100, layers=5), transforms=dict(query_norm=False, log1p=True),
-                input_ids=list(range(1, d + 1)), num_seeds=1, best_seed=0)
-  ranker = serving.Ranker(params=params, recipe=recipe)
-  with tempfile.TemporaryDirectory() as tmp:
-    spec = export.export(ranker, tmp, "onnx")
-    size = os.path.getsize(os.path.join(tmp, spec["artifact"]))
-    so = ort.SessionOptions()
-    so.intra_op_num_threads = so.inter_op_num_threads = 1
-    sess = ort.InferenceSession(os.path.join(tmp, spec["artifact"]), so)
-  name = sess.get_inputs()[0].name
-  jitted = jax.jit(export.serving_function(ranker))
-  rng = np.random.default_rng(0)
-  res, rows = dict(env=rundir.environment(), onnx_bytes=size, calls=o.export_calls, sizes={}), []
-  for n in o.export_sizes:
-    x = np.abs(rng.normal(size=(n, d))).astype(np.float32)
-    runs = {"onnxruntime": lambda: sess.run(None, {name: x}), "jax.jit": lambda: jitted(x).block_until_ready()}
-    out = res["sizes"][n] = {}
-    for label, fn in runs.items():
-      for _ in range(20):
-        fn()
-      t = np.empty(o.export_calls)
-      for i in range(o.export_calls):
-        t0 = time.perf_counter()
-        fn()
-        t[i] = time.perf_counter() - t0
-      out[label] = dict(p50_us=float(np.percentile(t, 50) * 1e6), p99_us=float(np.percentile(t, 99) * 1e6))
-      rows.append([n, label, f"{out[label]['p50_us']:.0f}", f"{out[label]['p99_us']:.0f}"])
-  md = (f"Exported student (ONNX, {size:,} bytes; the paper's MLP on 96 features, log1p in the graph): one query per "
-        f"call, {o.export_calls} timed calls per size; ONNX Runtime {ort.__version__} on 1 thread, JAX's jitted "
-        f"function on {jax.default_backend()}.\n\n" +
-        tabulate.markdown_table(["documents", "runtime", "p50 us", "p99 us"], rows))
-  return res, md
-
-
 def run(cfg: schema.Config) -> dict:
   o = cfg.options
   res, md = {"throughput": throughput, "memory": bench_memory.memory, "streamed": bench_memory.streamed,
-              "peers": peers_only, "export": export_latency}[o.case](o)
+              "peers": peers_only, "export": bench_modern.export_latency, "modern": bench_modern.modern}[o.case](o)
   return dict(res, config=cfg, markdown=md)
 
 
