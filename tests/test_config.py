@@ -160,7 +160,7 @@ def test_own_data_gets_validation_selection_the_modern_ranker_and_ensembles(tmp_
   for split in ("train", "vali", "test"):
     (tmp_path / f"{split}.txt").write_text("1 qid:1 1:0.5 2:1\n0 qid:1 1:0.1 2:0\n")
   own = cli.config_from_flags(driver, _parsed(driver, "--dataset=letor", f"--data_dir={tmp_path}", "--privileged=2"))
-  assert own.train.select_on == "vali" and own.run.ensembles
+  assert own.train.select_on == "vali" and own.run.ensembles and own.run.loss == "approxndcg"
   assert {k: getattr(own.train, k) for k in MODERN} == MODERN
   mine = cli.config_from_flags(driver, _parsed(driver, "--dataset=letor", f"--data_dir={tmp_path}", "--privileged=2",
                                                "--select_on=test", "--norm=layer", "--noensembles"))

@@ -12,7 +12,7 @@ from absl import app, flags
 
 from pfd_jax import config as C
 from pfd_jax import data as D
-from pfd_jax.training.config import MODERN
+from pfd_jax.training.config import MODERN, MODERN_LOSS
 from experiments.framework.schema import Config, Driver, GROUPS, RESULTS
 
 
@@ -128,12 +128,13 @@ def _build(cls, flag_values, prefix: str = ""):
     raise C.ConfigError(prefix + e.field, str(e).split(": ", 1)[1]) from None
 
 
-def own_data_defaults(cfg: Config, given: set) -> Config:
+def own_data_defaults(cfg: Config, given: set, losses: tuple = ()) -> Config:
   """A run on the team's own data (--dataset=letor with its file labels) answers the practitioner's question
   unless its flags say otherwise: the best epoch / boosting round chosen on the validation split, never on test
-  (when the folder has one), the modern ranker (:data:`pfd_jax.training.config.MODERN`) and the seed-ensemble
-  rows. The paper's tables (Gumbel labels) keep its protocol: test selection, its MLP, no ensembles. `given`:
-  the flags set on the command line (or by a preset), which always win."""
+  (when the folder has one), the modern ranker (:data:`pfd_jax.training.config.MODERN`, loss MODERN_LOSS) and
+  the seed-ensemble rows. The paper's tables (Gumbel labels) keep its protocol: test selection, its MLP, no ensembles. `given`:
+  the flags set on the command line (or by a preset), which always win; losses: the driver's (the loss is set
+  only where it is one of them)."""
   if cfg.data.dataset != "letor" or (cfg.data.labels or "file") != "file":
     return cfg
   train = {k: v for k, v in MODERN.items() if k not in given}
@@ -144,6 +145,8 @@ def own_data_defaults(cfg: Config, given: set) -> Config:
   except (OSError, D.DataError):
     pass  # loading the data names the problem
   run = {} if "ensembles" in given else dict(ensembles=True)
+  if "loss" not in given and MODERN_LOSS in losses:
+    run["loss"] = MODERN_LOSS
   return cfg.replace(train=train, run=run)
 
 
@@ -155,7 +158,7 @@ def config_from_flags(driver: Driver, flag_values=FLAGS) -> Config:
       parts["options"] = _build(driver.options, flag_values)
     cfg = Config(**parts)
     if {"data", "train"} <= set(driver.groups):
-      cfg = own_data_defaults(cfg, {n for n in flag_values if flag_values[n].present})
+      cfg = own_data_defaults(cfg, {n for n in flag_values if flag_values[n].present}, driver.losses)
     if cfg.output.out_dir is None:
       cfg = cfg.replace(output=dict(out_dir=os.path.join(RESULTS, driver.name)))
     needs = driver.needs_privileged(cfg) if callable(driver.needs_privileged) else driver.needs_privileged
