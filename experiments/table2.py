@@ -371,7 +371,7 @@ PRESETS = (
     Preset('ohsumed', 'ohsumed', '--dataset=ohsumed --loss=rankbce',
            'Table 2 / Table 4: OHSUMED, 5 folds', headline=True),
     Preset('logs_letor', 'letor-logs_letor', '--dataset=letor --data_dir=logs_letor --privileged=21,22,23 '
-           '--methods=pfd,placebo,lambdamart,gbdt_from_pfd --save_models',
+           '--methods=pfd,placebo,lambdamart,gbdt_from_pfd --gbdt_leaves=15 --gbdt_min_leaf=50 --save_models',
            'Your own data: simulated logs as a LETOR folder, file labels, named privileged features (the modern '
            'ranker, validation selection, seed ensembles)',
            before='python -m experiments.export_logs --out=logs_letor'),
