@@ -52,17 +52,21 @@ def _query(raw, n):
   return D.Groups(x=raw.x[rows], rel=None, qid=np.array([1]), offsets=np.array([0, n]))
 
 
+def _runner(path, fmt):
+  """f32[n, D] -> f32[n] of an exported artifact, run as a service would: StableHLO deserialised, ONNX in ONNX Runtime."""
+  blob = open(path, "rb").read()
+  if fmt == "stablehlo":
+    return jax.export.deserialize(bytearray(blob)).call
+  ort = pytest.importorskip("onnxruntime")
+  sess = ort.InferenceSession(blob)
+  return lambda x: sess.run(None, {sess.get_inputs()[0].name: x})[0]
+
+
 @pytest.mark.parametrize("fmt", ["stablehlo", "onnx"])
 def test_exported_graph_scores_like_the_ranker(student, tmp_path, fmt):
   ranker, raw, _ = student
   spec = export.export(ranker, str(tmp_path), fmt)
-  blob = open(tmp_path / spec["artifact"], "rb").read()
-  if fmt == "stablehlo":
-    call = jax.export.deserialize(bytearray(blob)).call
-  else:
-    ort = pytest.importorskip("onnxruntime")
-    sess = ort.InferenceSession(blob)
-    call = lambda x: sess.run(None, {sess.get_inputs()[0].name: x})[0]
+  call = _runner(tmp_path / spec["artifact"], fmt)
   for n in (1, 7, 300):  # n is dynamic: one artifact for every query size
     one = _query(raw, n)
     got = np.asarray(call(export.raw_columns(one, spec["feature_ids"])))
@@ -77,13 +81,7 @@ def test_a_normalised_ensemble_exports_as_it_scores(modern_student, tmp_path, fm
   ranker, raw, _ = modern_student
   assert ranker.arch.norm in ("batch", "layer") and ranker.recipe["model"]["dropout"] == 0.2
   spec = export.export(ranker, str(tmp_path), fmt, ensemble=True)
-  blob = open(tmp_path / spec["artifact"], "rb").read()
-  if fmt == "stablehlo":
-    call = jax.export.deserialize(bytearray(blob)).call
-  else:
-    ort = pytest.importorskip("onnxruntime")
-    sess = ort.InferenceSession(blob)
-    call = lambda x: sess.run(None, {sess.get_inputs()[0].name: x})[0]
+  call = _runner(tmp_path / spec["artifact"], fmt)
   for n in (1, 9, 100):
     one = _query(raw, n)
     want = np.mean([ranker.score_groups(one, seed=s) for s in range(ranker.num_seeds)], axis=0)
