@@ -21,8 +21,9 @@ class ProgressLine(NamedTuple):
   row: str
 
   def write_epoch(self, s: EpochScalars) -> None:
-    logging.info("%s %-13s %s %s %3d/%d  loss %10.3f  select NDCG %.4f  %s", self.prefix, self.row,
-                 PROGRESS.of(), s.unit, s.epoch + 1, s.epochs, float(s.loss.mean()),
+    loss = float(s.loss.mean())  # a LightGBM row reports no loss
+    logging.info("%s %-13s %s %s %3d/%d  loss %10s  select NDCG %.4f  %s", self.prefix, self.row,
+                 PROGRESS.of(), s.unit, s.epoch + 1, s.epochs, f"{loss:.3f}" if np.isfinite(loss) else "-",
                  float(np.mean(s.metrics[s.select_on][:, 0])), PROGRESS.eta((s.epoch + 1) / s.epochs))
 
 
