@@ -11,7 +11,6 @@ from experiments.framework import cli, outputs, rowstore, schema, setup
 from pfd_jax import data as D
 from pfd_jax.methods import distill
 from pfd_jax.methods import gbdt
-from pfd_jax import training as T
 from pfd_jax import serving
 from pfd_jax import training as T
 from pfd_jax.config import ConfigError
@@ -114,7 +113,11 @@ def test_out_of_fold_scores_never_come_from_a_model_that_saw_the_list():
 
 def test_real_out_of_fold_teacher_differs_from_in_sample(synthetic):
   cfg, ds, dd, tc, keys = synthetic
-  oof = gbdt.teacher_scores_oof(SMALL, tc, ds, "xz", 1, max_buckets=cfg.data.max_buckets)[0]
+  seen = []
+  writer = type("W", (), {"write_epoch": lambda self, s: seen.append(s.first_model)})()
+  oof = gbdt.teacher_scores_oof(SMALL, tc, ds, "xz", 1, max_buckets=cfg.data.max_buckets,
+                                hooks=T.Hooks(writers=(writer,)))[0]
+  assert seen and seen == sorted(seen) and set(seen) <= set(range(SMALL.oof_folds))  # fit after fit
   tr = ds["train"]
   which = gbdt.fold_of_groups(tr.num_queries, SMALL.oof_folds, 0)
   # fold 0's documents are scored by the model fitted on folds 1 and 2: refit it and compare

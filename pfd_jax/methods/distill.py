@@ -226,7 +226,7 @@ def run_gbdt_methods(keys, cfg: TrainConfig, gc: gbdt.GBDTConfig, ds: Dataset, d
 
     def student():
       t = once("oof", lambda: gbdt.teacher_scores_oof(gc, cfg, ds, "xz", num_seeds, seed=seed, query_index=data_groups,
-                                                          max_buckets=max_buckets))
+                                                          max_buckets=max_buckets, hooks=cb("lambdamart_teacher_oof")))
       targets = gbdt.to_buckets(t, bucketize(tr, max_buckets), tr.offsets)
       return train_student(keys, cfg, dd, targets, cb("pfd_from_lambdamart"))
     rows["pfd_from_lambdamart"] = fit("pfd_from_lambdamart", "x", student)

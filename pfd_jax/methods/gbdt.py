@@ -304,16 +304,19 @@ def reporter(hooks: Hooks, cfg: TrainConfig, model: int, shape: tuple, t0: float
 
 
 def teacher_scores_oof(gc: GBDTConfig, cfg: TrainConfig, ds: Dataset, view: str, num_seeds: int, *,
-                       seed: int = 0, query_index=None, max_buckets: int) -> np.ndarray:
+                       seed: int = 0, query_index=None, max_buckets: int, hooks: Hooks = Hooks()) -> np.ndarray:
   """f32[S, N] out-of-fold LambdaMART teacher scores of the training split (module docstring): seed s splits
   the groups into gc.oof_folds folds with seed `seed` + s and fits each on the others' groups that are in
-  `query_index` (default all)."""
+  `query_index` (default all). hooks: as :func:`train`'s, the S x oof_folds fits reported one after another
+  (model = fit index)."""
+  t0 = time.time()
   tr, select = ds["train"], ds[cfg.select_on]
   fitted = np.ones(tr.num_queries, bool) if query_index is None else np.isin(np.arange(tr.num_queries), query_index)
+  fits, shape = iter(range(num_seeds * gc.oof_folds)), (num_seeds * gc.oof_folds, gc.trees)
   out = []
   for s in range(num_seeds):
     fit_fn = lambda idx, s=s: fit(gc, tr, view, select, seed + s, cfg, query_index=idx[fitted[idx]],
-                                  max_buckets=max_buckets)
+                                  max_buckets=max_buckets, callbacks=[reporter(hooks, cfg, next(fits), shape, t0)])
     out.append(out_of_fold(fit_fn, lambda m, g: predict(m, g, view), tr, gc.oof_folds, seed + s))
   return np.stack(out)
 
