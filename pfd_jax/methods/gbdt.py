@@ -289,13 +289,14 @@ def reporter(hooks: Hooks, cfg: TrainConfig, model: int, shape: tuple, t0: float
   :class:`pfd_jax.training.loop.EpochScalars` to the hooks' writers (round model * trees + i of seeds * trees,
   shape = (seeds, trees); no loss), then the hooks' safe point (a signal stops the row there)."""
   num_seeds, trees = shape
+
   def callback(env) -> None:
     if (env.iteration + 1) % REPORT_EVERY:
       return
     ndcg = next(r[2] for r in env.evaluation_result_list if r[1].startswith("ndcg@"))
-    scalars = EpochScalars(epoch=model * trees + env.iteration, epochs=num_seeds * trees, loss=np.full(1, np.nan), metrics={cfg.select_on: np.array([[ndcg]])},
-                           ks=(int(cfg.ks[0]),), select_on=cfg.select_on, seconds=time.time() - t0,
-                           first_model=model, unit="round")
+    scalars = EpochScalars(epoch=model * trees + env.iteration, epochs=num_seeds * trees, loss=np.full(1, np.nan),
+                           metrics={cfg.select_on: np.array([[ndcg]])}, ks=(int(cfg.ks[0]),), select_on=cfg.select_on,
+                           seconds=time.time() - t0, first_model=model, unit="round")
     for w in hooks.writers:
       w.write_epoch(scalars)
     if hooks.safe_point is not None:

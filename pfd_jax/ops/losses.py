@@ -18,6 +18,8 @@ from typing import Callable, Optional
 import jax
 import jax.numpy as jnp
 
+from pfd_jax.ops import metrics
+
 ReduceFn = Optional[Callable[[jax.Array], jax.Array]]
 
 
@@ -238,7 +240,7 @@ def lambdaloss(scores, labels, mask=None, *, mu: float = 5.0, reduce_fn: ReduceF
   Pairs are formed whole (O(L^2) memory per list, as rax).
   """
   m = _mask(scores, mask)
-  r = jax.lax.stop_gradient(ranks_of(scores, m)).astype(scores.dtype)
+  r = jax.lax.stop_gradient(metrics.ranks(scores, m)).astype(scores.dtype)
   gains, idcg = _gains_and_ideal(labels, m)
   inv_d = lambda x: 1.0 / jnp.log2(1.0 + x)
   rho = jnp.abs(inv_d(r)[..., :, None] - inv_d(r)[..., None, :])
@@ -248,12 +250,6 @@ def lambdaloss(scores, labels, mask=None, *, mu: float = 5.0, reduce_fn: ReduceF
   pair = m[..., :, None] & m[..., None, :] & (labels[..., :, None] > labels[..., None, :])
   d = scores[..., :, None] - scores[..., None, :]
   return _reduce(jnp.sum(jnp.where(pair, weight * jax.nn.softplus(-d), 0.0), (-2, -1)), reduce_fn)
-
-
-def ranks_of(scores, m):
-  """1-based ranks of the real documents by decreasing score (ties in list order); padding after them."""
-  order = jnp.argsort(jnp.where(m, -scores, jnp.inf), axis=-1, stable=True)
-  return jnp.argsort(order, axis=-1, stable=True) + 1
 
 
 LOSSES = {"rankbce": rank_bce, "ranknet": ranknet, "softmax": softmax, "mse": mse, "listmle": listmle,
