@@ -162,15 +162,3 @@ def test_tensorboard_files_hold_every_rows_scalars(tmp_path):
       np.testing.assert_allclose(ndcg, np.asarray(rows[row]["curves"]["test"])[s, :, 0], rtol=1e-6)
   assert len(got) == 3 * 2 * 2 * (1 + 3)  # rows x seeds x epochs x (loss + NDCG@8/16/32 on test)
 
-
-def test_benchmark_modern_case_measures_both_architectures():
-  """The modern case's structure on a tiny set (its figures come from a real run; nothing here is timed)."""
-  from experiments import bench_modern, benchmark
-  o = benchmark.Options(case="modern", scale=0.003, export_sizes=(5,), export_calls=10, repeats=1,
-                        seed_counts=(2,), max_buckets=2)
-  res, md = bench_modern.modern(o)
-  assert set(res["step"]["cases"]) == {"paper MLP", "modern"} and res["step"]["cases"]["modern"]["docs_per_s"] > 0
-  assert set(res["export"]["models"]) == {"paper MLP", "modern", "modern, 5-seed ensemble"}
-  for m in res["export"]["models"].values():
-    assert set(m["sizes"][5]) == {"onnxruntime", "stablehlo", "jax.jit"}
-  assert "documents/s" in md and "p99 us" in md
