@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import os
 import tempfile
-import time
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from experiments.framework import rundir, tabulate
+from experiments.framework import deploy, rundir, tabulate
 from pfd_jax import data as D
 from pfd_jax import serving
 from pfd_jax import training as T
@@ -36,13 +35,7 @@ def _ranker(arch: Arch, d: int, seeds: int) -> serving.Ranker:
 
 
 def _percentiles(fn, calls: int) -> dict:
-  for _ in range(20):  # warm-up, not timed
-    fn()
-  t = np.empty(calls)
-  for i in range(calls):
-    t0 = time.perf_counter()
-    fn()
-    t[i] = time.perf_counter() - t0
+  t = deploy.wall_times(fn, calls, warmup=20)
   return dict(p50_us=float(np.percentile(t, 50) * 1e6), p99_us=float(np.percentile(t, 99) * 1e6))
 
 

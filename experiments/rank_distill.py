@@ -23,7 +23,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from experiments.framework import lifecycle, monitor, plots, rowstore, rundir, schema, setup, tabulate
+from experiments.framework import deploy, lifecycle, monitor, plots, rowstore, rundir, schema, setup, tabulate
 from experiments.framework.claims import Preset, runs_per_fold, sweep
 from pfd_jax.methods import distill
 from pfd_jax.ops import models
@@ -53,13 +53,7 @@ def scoring_ms_per_1000(tc: T.TrainConfig, params, es: T.EvalSet, repeats: int =
   one = jax.tree_util.tree_map(lambda a: a[:1], params)
   docs = jnp.concatenate([b["x"][b["mask"]] for b in es.buckets])[None]  # [1, N, d]
   run = lambda: jax.block_until_ready(T.predict(tc, one, [dict(x=docs)], "x"))
-  run()
-  times = []
-  for _ in range(repeats):
-    t0 = time.perf_counter()
-    run()
-    times.append(time.perf_counter() - t0)
-  return 1e6 * min(times) / docs.shape[1]
+  return 1e6 * deploy.wall_times(run, repeats).min() / docs.shape[1]
 
 
 def run(cfg: schema.Config) -> dict:

@@ -25,14 +25,20 @@ def candidates(rows: dict) -> list:
   return [n for n in rows if not n.endswith("teacher") and n != "placebo"]
 
 
-def _timed(fn, repeats: int = REPEATS) -> dict:
-  fn()
-  times = []
-  for _ in range(repeats):
+def wall_times(fn, calls: int, warmup: int = 1) -> np.ndarray:
+  """Seconds of each of `calls` timed calls of fn() after `warmup` untimed ones (the drivers' one timing loop)."""
+  for _ in range(warmup):
+    fn()
+  t = np.empty(calls)
+  for i in range(calls):
     t0 = time.perf_counter()
     fn()
-    times.append(time.perf_counter() - t0)
-  ms = 1e3 * np.asarray(times)
+    t[i] = time.perf_counter() - t0
+  return t
+
+
+def _timed(fn, repeats: int = REPEATS) -> dict:
+  ms = 1e3 * wall_times(fn, repeats)
   return dict(p50_ms=float(np.percentile(ms, 50)), p99_ms=float(np.percentile(ms, 99)))
 
 
