@@ -79,8 +79,10 @@ def eval_splits(tc: TrainConfig) -> tuple:
 
 
 def device_data(cfg: Config, ds: D.Dataset, tc: TrainConfig, fold: int = 1) -> distill.DeviceData:
-  """A fold's buckets on the device (or streamed from shards, as --data_source says)."""
-  dd = distill.to_device(ds, cfg.data.max_buckets, eval_splits(tc), tc.data_groups,
+  """A fold's buckets on the device (or streamed from shards, as --data_source says); a dataset with a ``truth``
+  split (the simulated logs' unbiased target, pfd_jax.data.logs) is evaluated on it too."""
+  splits = eval_splits(tc) + (("truth",) if "truth" in ds.splits else ())
+  dd = distill.to_device(ds, cfg.data.max_buckets, splits, tc.data_groups,
                          cfg.data.shard_dir if cfg.data.data_source == "streamed" else None)
   if dd.shards:
     logging.info("fold %d streams its buckets from %s", fold, dd.shards)

@@ -113,19 +113,24 @@ def flat_features(groups: Groups, view: str) -> np.ndarray:
 
 def fit(gc: GBDTConfig, train: Groups, view: str, select: Groups, seed: int, cfg: TrainConfig, *,
         objective: str = "lambdarank", label: Optional[np.ndarray] = None, weight: Optional[np.ndarray] = None,
-        query_index: Optional[np.ndarray] = None, max_buckets: int, callbacks: Sequence[Callable] = ()):
+        query_index: Optional[np.ndarray] = None, max_buckets: int, callbacks: Sequence[Callable] = (),
+        position: Optional[np.ndarray] = None):
   """One early-stopped LightGBM model on the groups `query_index` of `train` (default all); label defaults to
   the binary y. Returns the lgb.Booster, best_iteration set by early stopping on NDCG@ks[0] of `select` (our
   metric on the MLP rows' lists: :func:`selection_metric`; `max_buckets`: the MLP rows' bucketing, which
-  orders the lists alike)."""
+  orders the lists alike). position: i32[N] the 0-based display position of every training document, for
+  LightGBM's position-bias model of lambdarank (4.1+: a position bias factor learned beside the trees, left out
+  when scoring; Dataset(position=...))."""
   import lightgbm as lgb  # deferred on purpose (see booster)
   if query_index is not None:
     rows = train.rows(query_index)
     train = train.take(query_index)
     label = None if label is None else label[rows]
     weight = None if weight is None else weight[rows]
+    position = None if position is None else position[rows]
   label = train.y if label is None else label
-  tr = lgb.Dataset(flat_features(train, view), label=label, weight=weight, group=train.sizes, free_raw_data=True)
+  tr = lgb.Dataset(flat_features(train, view), label=label, weight=weight, group=train.sizes, position=position,
+                   free_raw_data=True)
   va = lgb.Dataset(flat_features(select, view), label=select.y, group=select.sizes, reference=tr)
   return lgb.train(lgb_params(gc, objective, seed), tr, num_boost_round=gc.trees, valid_sets=[va],
                    feval=selection_metric(cfg, select, max_buckets=max_buckets),
@@ -261,18 +266,20 @@ def scores(result: Result, groups: Groups) -> np.ndarray:
 
 def train(gc: GBDTConfig, cfg: TrainConfig, ds: Dataset, view: str, num_seeds: int, *, seed: int = 0,
           objective: str = "lambdarank", targets: Optional[Callable] = None, query_index=None,
-          eval_splits: Sequence[str] = ("test",), max_buckets: int, hooks: Hooks = Hooks()) -> Result:
+          eval_splits: Sequence[str] = ("test",), max_buckets: int, hooks: Hooks = Hooks(),
+          position: Optional[np.ndarray] = None) -> Result:
   """S early-stopped LightGBM models on the training split (seed s: LightGBM seed `seed` + s), evaluated on
   `eval_splits`. targets(s) -> (label, weight) per document of the training split (default: y, unweighted);
   query_index: the training groups fitted (default all); hooks: what every REPORT_EVERY boosting rounds are
-  reported to (the selection NDCG, as an MLP row's epochs)."""
+  reported to (the selection NDCG, as an MLP row's epochs); position: the training documents' display positions
+  (:func:`fit`)."""
   t0 = time.time()
   tr, select = ds["train"], ds[cfg.select_on]
   models = []
   for s in range(num_seeds):
     label, weight = targets(s) if targets else (None, None)
     models.append(fit(gc, tr, view, select, seed + s, cfg, objective=objective, label=label, weight=weight,
-                      query_index=query_index, max_buckets=max_buckets,
+                      query_index=query_index, max_buckets=max_buckets, position=position,
                       callbacks=[reporter(hooks, cfg, s, (num_seeds, gc.trees), t0)]))
   best = {split: mean_ndcg(cfg, np.stack([predict(m, ds[split], view) for m in models]), ds[split],
                            max_buckets=max_buckets) for split in eval_splits}

@@ -16,6 +16,7 @@ import jax
 import jax.numpy as jnp
 
 NORMS = ("none", "batch", "layer")
+TOWER_HIDDEN = 16  # the additive tower's hidden width (MLP.tower)
 
 
 class MaskedBatchNorm(nn.Module):
@@ -70,6 +71,10 @@ class MLP(nn.Module):
       before its ReLU.
     noise: std of Gaussian noise added to the (normalised) input in training.
     dropout: dropout rate after every hidden ReLU in training.
+    tower: the last `tower` input columns skip the network and feed an additive shallow tower (one hidden
+      ReLU layer of TOWER_HIDDEN units): score = f(other columns) + g(last columns), the two-tower / "PAL"
+      position-bias model (Guo et al., RecSys 2019; Haldar et al., 2020) when those columns are the display
+      position. Served with them set to a constant, g is a constant shift and the ranking is f's alone.
   `mask` ([..., L], True = real document) is read by batch norm's training statistics only; `train` turns
   on the statistics update, noise and dropout (rngs 'noise' and 'dropout').
   """
@@ -80,6 +85,7 @@ class MLP(nn.Module):
   dropout: float = 0.0
   noise: float = 0.0
   clip: float = 0.0
+  tower: int = 0
 
   def _norm(self, x, mask, train):
     if self.norm == "batch":
@@ -90,6 +96,12 @@ class MLP(nn.Module):
 
   @nn.compact
   def __call__(self, x, mask=None, train: bool = False):
+    if self.tower:
+      x, side = x[..., :-self.tower], x[..., -self.tower:]
+      return self.main(x, mask, train) + nn.Dense(1)(nn.relu(nn.Dense(TOWER_HIDDEN)(side)))[..., 0]
+    return self.main(x, mask, train)
+
+  def main(self, x, mask, train):
     if self.clip:
       x = jnp.clip(x, -self.clip, self.clip)
     x = self._norm(x, mask, train)
@@ -110,6 +122,7 @@ class Arch(NamedTuple):
   dropout: float = 0.0
   noise: float = 0.0
   clip: float = 0.0
+  tower: int = 0
 
   def module(self) -> MLP:
     return MLP(**self._asdict())

@@ -217,7 +217,8 @@ def check_recipe(recipe: dict, where: str = RECIPE_FILE) -> None:
 # The architecture options a recipe may record beside hidden and layers (absent = off), and their checks.
 _ARCH_CHECKS = dict(norm=lambda v: v in NORMS, dropout=lambda v: isinstance(v, (int, float)) and 0 <= v < 1,
                     noise=lambda v: isinstance(v, (int, float)) and v >= 0,
-                    clip=lambda v: isinstance(v, (int, float)) and v >= 0)
+                    clip=lambda v: isinstance(v, (int, float)) and v >= 0,
+                tower=lambda v: isinstance(v, int) and v >= 0)
 
 
 def _check_arch(model: dict, where: str) -> None:

@@ -89,6 +89,9 @@ class TrainConfig:
                                omit_default=True)
   clip: float = config.option(0.0, "Clip the inputs (sign(x) log1p|x| features) to [-clip, clip] (0 = off).", lo=0,
                               omit_default=True)
+  tower: int = config.option(0, "The last columns of the model input that feed an additive shallow tower (the "
+                             "two-tower position-bias model; set by experiments.debias).", lo=0, flag=False,
+                             omit_default=True)
   alpha: float = config.option(0.5, "Eq. 1 weight of the data loss (1 - alpha: the teacher term).", lo=0, hi=1)
   ks: Tuple[int, ...] = config.option((8, 16, 32), "NDCG cut-offs; the first selects the best epoch.", lo=1, flag=False)
   select_on: str = config.option("test", "Best epoch by NDCG@ks[0] on this split (the paper: test).",
@@ -124,7 +127,7 @@ class TrainConfig:
   def arch(self) -> Arch:
     """The scorer's architecture (:class:`pfd_jax.ops.models.Arch`)."""
     return Arch(hidden=self.hidden, layers=self.layers, norm=self.norm, dropout=self.dropout, noise=self.noise,
-                clip=self.clip)
+                clip=self.clip, tower=self.tower)
 
   @property
   def effective_batch_size(self) -> int:

@@ -1,0 +1,228 @@
+r"""Position as a privileged feature against the unbiased learning-to-rank family, judged on the truth.
+
+The simulated logs (pfd_jax/data/logs.py) at each bias strength --etas (examination k^-eta: 0 = no bias,
+2 = steep), with a share --random_share of sessions shown in random order; every model trains on the logged
+purchases and is judged twice on the test sessions: on the **truth** (the purchase probability had the item
+been examined, which no position affects) and on the logged purchases (position-biased). Rows
+(pfd_jax.methods.debias):
+
+* no-distillation (regular features x);
+* position-aware learning: x + position in training, every item served at position 1; the two-tower model
+  (an item MLP plus an additive shallow position tower) served alike;
+* IPS: RankBCE (or softmax) on the labels y / theta_k, with theta known (k^-eta), estimated from the
+  randomised sessions' click-through rates, or by regression-EM on every session's clicks; clipped at --ips_clip;
+* PFD with the position as the privileged feature, and with position + click (teacher* rows see them at test);
+* the placebo: PFD(position) with the privileged columns permuted (the control for distillation alone);
+* LightGBM LambdaMART on x, and with LightGBM's position-bias model (Dataset position; --nolightgbm: none).
+
+Selection (best epoch, early stopping) is on the validation split's logged purchases, all a practitioner has.
+
+  python -m experiments.debias                       # RankBCE, 5 seeds, eta 0, 1, 2
+  python -m experiments.debias --etas=1 --seeds=3 --epochs=30
+
+Writes results/debias/logs/.
+"""
+import dataclasses
+import time
+from typing import Tuple
+
+import numpy as np
+
+from experiments.framework import lifecycle, monitor, plots, rowstore, rundir, schema, setup, tabulate
+from experiments.framework.claims import Preset, sweep
+from experiments.table3_logs import SimulatorOptions
+from pfd_jax import data as D
+from pfd_jax import training as T
+from pfd_jax.config import ConfigError, option
+from pfd_jax.data import logs
+from pfd_jax.methods import debias, distill, gbdt
+from pfd_jax.methods.gbdt import GBDTConfig
+
+
+@dataclasses.dataclass(frozen=True)
+class Options(SimulatorOptions):
+  etas: Tuple[float, ...] = option((0.0, 1.0, 2.0), "Position-bias strengths eta (examination k^-eta) swept.", lo=0)
+  random_share: float = option(0.1, "Share of sessions shown in random order (the IPS propensities from "
+                               "randomised sessions are estimated on the training split's).", lo=0, hi=1,
+                               lo_open=True)
+  logging_noise: float = option(1.0, "Std of the logging ranker's noise (its quality: 0 = orders by relevance).",
+                                lo=0)
+  ips_clip: float = option(0.05, "IPS: propensities are clipped from below at this value.", lo=0, hi=1,
+                           lo_open=True)
+  placebo: bool = option(True, "Also the placebo rows: PFD(position) with the privileged columns permuted.")
+  lightgbm: bool = option(True, "Also LightGBM LambdaMART, plain and with its position-bias model.")
+  gbdt: GBDTConfig = option(GBDTConfig(), "LightGBM settings of the LightGBM rows.")
+
+
+ROWS = [("no_distill", "No-distillation (x)"),
+        ("position_feature", "Position as a feature, served at position 1"),
+        ("two_tower", "Two-tower (item MLP + additive position tower), served at position 1"),
+        ("ips_known", "IPS, known propensities k^-eta"),
+        ("ips_randomized", "IPS, propensities from randomised sessions"),
+        ("ips_em", "IPS, regression-EM propensities"),
+        ("pfd_position_teacher", "PFD teacher* (x + position)"), ("pfd_position", "PFD(position) student"),
+        ("pfd_position_click_teacher", "PFD teacher* (x + position + click)"),
+        ("pfd_position_click", "PFD(position + click) student"),
+        ("placebo_teacher", "Placebo teacher (x + permuted position)"),
+        ("placebo", "Placebo student (PFD(position) on permuted columns)"),
+        ("lambdamart", "LambdaMART (x)"), ("lambdamart_position", "LambdaMART + LightGBM position-bias model")]
+LABELS = dict(ROWS)
+TOP = 1.0  # log2(1 + 1): the position column's value at the top position (served_at)
+
+
+def row_names(o: Options) -> list:
+  skip = ({"placebo", "placebo_teacher"} if not o.placebo else set()) | (
+      {"lambdamart", "lambdamart_position"} if not o.lightgbm else set())
+  return [k for k, _ in ROWS if k not in skip]
+
+
+def simulate(o: Options, eta: float) -> D.Dataset:
+  return logs.simulate(sessions=o.sessions, seed=o.sim_seed, eta=eta, logging_noise=o.logging_noise,
+                       random_share=o.random_share, truth=True)
+
+
+def propensities(o: Options, ds: D.Dataset, eta: float) -> dict:
+  """{known, randomized, em}: propensity tables over positions 0..max (entry 0 unused), from the training split."""
+  tr = ds["train"]
+  pos, click = logs.positions(tr.z), tr.z[:, 1]
+  top = int(max(logs.positions(g.z).max() for g in ds.splits.values()))
+  return {"known": debias.examination(top, eta),
+          "randomized": debias.randomized_propensities(click, pos, tr.z[:, 3] > 0, top),
+          "em": debias.em_propensities(click, pos, tr.x, top).propensity}
+
+
+def run_eta(cfg: schema.Config, eta: float, log) -> dict:
+  o = cfg.options
+  ds = simulate(o, eta)
+  _, dd, tc, keys = setup.fold_setup(cfg, None, 1, ds)
+  if tc.loss not in debias.IPS_LOSSES:
+    raise ConfigError("loss", f"{tc.loss!r}: the IPS rows need a loss affine in its labels, one of "
+                      f"{debias.IPS_LOSSES}")
+  store = rowstore.Rows(cfg, ds)
+  tag = f"eta{eta:g}"
+  res = {}
+
+  def fit(row, view, config, train, servable=True):
+    res[row] = store(f"{tag}_{row}", view, config, train, servable)
+    return res[row]
+
+  names = row_names(o)
+  fit("no_distill", "x", tc, lambda: distill.train_on_data(keys, tc, dd, "x", log(f"{tag} no_distill")))
+  served = setup.device_data(cfg, debias.serve_at(ds, 0, TOP), tc)  # eval splits at position 1
+  for row, config in (("position_feature", tc), ("two_tower", dataclasses.replace(tc, tower=1))):
+    fit(row, "xz:0", config, lambda: distill.train_on_data(keys, config, served, "xz:0", log(f"{tag} {row}")),
+        servable=False)  # served with a constant position column: no file has it
+  props = propensities(o, ds, eta)
+  pos = logs.positions(ds["train"].z)
+  for name, table in props.items():
+    weighted = debias.with_train_labels(ds, debias.ips_labels(ds["train"].y, pos, table, o.ips_clip))
+    fit(f"ips_{name}", "x", tc, lambda: distill.train_on_data(keys, tc, setup.device_data(cfg, weighted, tc), "x",
+                                                              log(f"{tag} ips_{name}")))
+  placebo = setup.placebo_data(cfg, ds, tc)
+  for row, view, data in (("pfd_position", "xz:0", lambda: dd), ("pfd_position_click", "xz:0,1", lambda: dd),
+                          ("placebo", "xz:0", placebo)):
+    if row not in names:
+      continue
+    teacher = fit(f"{row}_teacher", view, tc, lambda: distill.train_on_data(keys, tc, data(), view,
+                                                                            log(f"{tag} {row}_teacher")),
+                  servable=row != "placebo")
+    fit(row, "x", tc, lambda: distill.train_student(keys, tc, data(), distill.teacher_targets(tc, [(teacher, view)],
+                                                                                            data()), log(f"{tag} {row}")))
+  if o.lightgbm:
+    kw = dict(num_seeds=len(keys), seed=cfg.run.seed, eval_splits=tuple(dd.eval_sets), max_buckets=dd.max_buckets,
+              query_index=gbdt.loss_groups(tc, ds["train"]))
+    fit("lambdamart", "x", tc, lambda: gbdt.train(o.gbdt, tc, ds, "x", hooks=log(f"{tag} lambdamart"), **kw))
+    fit("lambdamart_position", "x", tc, lambda: gbdt.train(o.gbdt, tc, ds, "x", position=pos - 1,
+                                                           hooks=log(f"{tag} lambdamart_position"), **kw))
+  top10 = lambda t: [round(float(v), 4) for v in t[1:11]]
+  return {"truth": {k: r.best["truth"] for k, r in res.items()}, "logged": {k: r.best["test"] for k, r in res.items()},
+          "propensities": {k: top10(t) for k, t in props.items()},
+          "propensity_error": {k: float(np.max(np.abs(t[1:11] - props["known"][1:11]))) for k, t in props.items()},
+          "randomized_sessions": int((ds["train"].z[ds["train"].offsets[:-1], 3] > 0).sum()),
+          "positive_train_sessions": dd.num_positive_groups}
+
+
+def run(cfg: schema.Config) -> dict:
+  t0 = time.time()
+  log = monitor.progress("[debias]")
+  per_eta = {f"{eta:g}": run_eta(cfg, eta, log) for eta in cfg.options.etas}
+  for r in per_eta.values():
+    r["comparisons"] = {split: tabulate.compare(r[split], "no_distill") for split in ("truth", "logged")}
+  return {"config": cfg, "env": rundir.environment(), "etas": per_eta, "seconds": time.time() - t0}
+
+
+def _table(r: dict) -> str:
+  header = ["Model", "NDCG@8 truth", "NDCG@8 logged"] + [f"truth vs no-distillation (runs)",
+                                                         "logged vs no-distillation (runs)"]
+  rows = []
+  for k, label in ROWS:
+    if k not in r["truth"]:
+      continue
+    truth, logged = np.asarray(r["truth"][k]), np.asarray(r["logged"][k])
+    rows.append([label, tabulate.fmt_pm(truth[:, 0].mean(), truth[:, 0].std()),
+                 tabulate.fmt_pm(logged[:, 0].mean(), logged[:, 0].std()),
+                 tabulate.change_cell(r["comparisons"]["truth"].get(k)),
+                 tabulate.change_cell(r["comparisons"]["logged"].get(k))])
+  return tabulate.markdown_table(header, rows)
+
+
+def to_markdown(res: dict) -> str:
+  cfg = res["config"]
+  o = cfg["options"]
+  out = [f"# Position debiasing on simulated logs ({cfg['run']['loss']})\n",
+         f"{cfg['run']['seeds']} seeds, {o['sessions']} sessions (train, vali, test), {100 * o['random_share']:g}% "
+         f"shown in random order, logging-ranker noise {o['logging_noise']:g}, IPS clip {o['ips_clip']:g}; best epoch "
+         f"on vali's logged purchases. NDCG@8 at the best epoch on the test sessions' **truth** (purchase "
+         f"probability had the item been examined; every session) and on their **logged** purchases (sessions "
+         f"with a purchase). Teacher* rows see their privileged inputs at test. {res['seconds']:.0f} s.\n",
+         tabulate.stats_note("no-distillation", cfg["run"]["seeds"], 1)]
+  for eta, r in res["etas"].items():
+    props = "; ".join(f"{k} {' '.join(f'{v:.2f}' for v in t[:6])}" for k, t in r["propensities"].items())
+    out.append(f"\n## eta = {eta}\n\nPropensities at positions 1-6: {props} (max error over 1-10: " +
+               ", ".join(f"{k} {v:.3f}" for k, v in r["propensity_error"].items() if k != "known") + ").\n\n" +
+               _table(r))
+  return "\n".join(out) + "\n"
+
+
+def plot(res: dict, path: str) -> None:
+  plt = plots.pyplot()
+  fig, ax = plt.subplots(figsize=(7, 4))
+  etas = list(res["etas"])
+  for k in ("no_distill", "position_feature", "two_tower", "ips_known", "ips_em", "pfd_position", "placebo",
+            "lambdamart"):
+    if all(k in res["etas"][e]["truth"] for e in etas):
+      ax.plot([float(e) for e in etas], [np.mean(np.asarray(res["etas"][e]["truth"][k])[:, 0]) for e in etas],
+              marker="o", label=LABELS[k])
+  plots.finish_plot(fig, ax, res, path, "position bias eta", "truth NDCG@8")
+
+
+def claims(res: dict) -> list:
+  """Which method wins where, on the truth, one claim over the eta sweep each."""
+  def over_etas(a, b):
+    return {f"eta={e}": tabulate.compare({a: np.asarray(r["truth"][a]), b: np.asarray(r["truth"][b])}, b)[a]
+            for e, r in res["etas"].items() if a in r["truth"] and b in r["truth"]}
+  return [sweep(text, over_etas(a, b)) for text, a, b in (
+      ("PFD(position) beats no-distillation on the truth", "pfd_position", "no_distill"),
+      ("PFD(position) beats IPS with known propensities on the truth", "pfd_position", "ips_known"),
+      ("PFD(position) beats IPS with regression-EM propensities on the truth", "pfd_position", "ips_em"),
+      ("PFD(position) beats position-aware learning on the truth", "pfd_position", "position_feature"),
+      ("PFD(position) beats the two-tower model on the truth", "pfd_position", "two_tower"),
+      ("PFD(position) beats its placebo on the truth (control)", "pfd_position", "placebo"),
+      ("PFD(position + click) beats PFD(position) on the truth", "pfd_position_click", "pfd_position"),
+      ("IPS with known propensities beats no-distillation on the truth", "ips_known", "no_distill"),
+      ("IPS with regression-EM propensities beats no-distillation on the truth", "ips_em", "no_distill"),
+      ("The two-tower model beats no-distillation on the truth", "two_tower", "no_distill"),
+      ("PFD(position) beats LambdaMART on the truth", "pfd_position", "lambdamart"),
+      ("LightGBM's position-bias model beats plain LambdaMART on the truth", "lambdamart_position", "lambdamart"))]
+
+
+PRESETS = (Preset("default", "logs", "", "Position debiasing: PFD against unbiased learning-to-rank, on the truth"),)
+
+DRIVER = schema.Driver("debias", run, to_markdown, plot, "debias.png", options=Options,
+                       groups=("train", "run", "output"), folder=lambda cfg: "logs",
+                       defaults=(("select_on", "vali"),), losses=debias.IPS_LOSSES,
+                       rows=lambda cfg: len(cfg.options.etas) * len(row_names(cfg.options)),
+                       presets=PRESETS, claims=claims)
+
+if __name__ == "__main__":
+  lifecycle.main(DRIVER)
