@@ -24,18 +24,19 @@ Writes results/debias/logs/.
 """
 import dataclasses
 import time
-from typing import Tuple
+from typing import NamedTuple, Optional, Tuple
 
 import numpy as np
+from absl import logging
 
 from experiments.framework import lifecycle, monitor, plots, rowstore, rundir, schema, setup, tabulate
-from experiments.framework.claims import Preset, sweep
+from experiments.framework.claims import Preset, beats, sweep
 from experiments.table3_logs import SimulatorOptions
 from pfd_jax import data as D
 from pfd_jax import training as T
 from pfd_jax.config import ConfigError, option
-from pfd_jax.data import logs
-from pfd_jax.methods import debias, distill, gbdt
+from pfd_jax.data import logs, preprocess
+from pfd_jax.methods import debias, distill
 from pfd_jax.methods.gbdt import GBDTConfig
 
 
@@ -81,14 +82,19 @@ def simulate(o: Options, eta: float) -> D.Dataset:
                        random_share=o.random_share, truth=True)
 
 
-def propensities(o: Options, ds: D.Dataset, eta: float) -> dict:
-  """{known, randomized, em}: propensity tables over positions 0..max (entry 0 unused), from the training split."""
+def propensities(o: Options, ds: D.Dataset, eta: float) -> tuple:
+  """({known, randomized, em}: propensity tables over positions 0..max (entry 0 unused) from the training split's
+  clicks, notes): the randomised estimate is left out, with a note, when those sessions have no top click."""
   tr = ds["train"]
   pos, click = logs.positions(tr.z), tr.z[:, 1]
   top = int(max(logs.positions(g.z).max() for g in ds.splits.values()))
-  return {"known": debias.examination(top, eta),
-          "randomized": debias.randomized_propensities(click, pos, tr.z[:, 3] > 0, top),
-          "em": debias.em_propensities(click, pos, tr.x, top).propensity}
+  props, notes = {"known": debias.examination(top, eta)}, {}
+  try:
+    props["randomized"] = debias.randomized_propensities(click, pos, tr.z[:, 3] > 0, top)
+  except ValueError as e:
+    notes["ips_randomized_note"] = f"left out: {e}"
+  props["em"] = debias.em_propensities(click, pos, tr.x, top).propensity
+  return props, notes
 
 
 def run_eta(cfg: schema.Config, eta: float, log) -> dict:
@@ -100,46 +106,23 @@ def run_eta(cfg: schema.Config, eta: float, log) -> dict:
                       f"{debias.IPS_LOSSES}")
   store = rowstore.Rows(cfg, ds)
   tag = f"eta{eta:g}"
-  res = {}
-
-  def fit(row, view, config, train, servable=True):
-    res[row] = store(f"{tag}_{row}", view, config, train, servable)
-    return res[row]
-
-  names = row_names(o)
-  fit("no_distill", "x", tc, lambda: distill.train_on_data(keys, tc, dd, "x", log(f"{tag} no_distill")))
-  served = setup.device_data(cfg, debias.serve_at(ds, 0, TOP), tc)  # eval splits at position 1
-  for row, config in (("position_feature", tc), ("two_tower", dataclasses.replace(tc, tower=1))):
-    fit(row, "xz:0", config, lambda: distill.train_on_data(keys, config, served, "xz:0", log(f"{tag} {row}")),
-        servable=False)  # served with a constant position column: no file has it
-  props = propensities(o, ds, eta)
-  pos = logs.positions(ds["train"].z)
-  for name, table in props.items():
-    weighted = debias.with_train_labels(ds, debias.ips_labels(ds["train"].y, pos, table, o.ips_clip))
-    fit(f"ips_{name}", "x", tc, lambda: distill.train_on_data(keys, tc, setup.device_data(cfg, weighted, tc), "x",
-                                                              log(f"{tag} ips_{name}")))
-  placebo = setup.placebo_data(cfg, ds, tc)
-  for row, view, data in (("pfd_position", "xz:0", lambda: dd), ("pfd_position_click", "xz:0,1", lambda: dd),
-                          ("placebo", "xz:0", placebo)):
-    if row not in names:
-      continue
-    teacher = fit(f"{row}_teacher", view, tc, lambda: distill.train_on_data(keys, tc, data(), view,
-                                                                            log(f"{tag} {row}_teacher")),
-                  servable=row != "placebo")
-    fit(row, "x", tc, lambda: distill.train_student(keys, tc, data(), distill.teacher_targets(tc, [(teacher, view)],
-                                                                                            data()), log(f"{tag} {row}")))
-  if o.lightgbm:
-    kw = dict(num_seeds=len(keys), seed=cfg.run.seed, eval_splits=tuple(dd.eval_sets), max_buckets=dd.max_buckets,
-              query_index=gbdt.loss_groups(tc, ds["train"]))
-    fit("lambdamart", "x", tc, lambda: gbdt.train(o.gbdt, tc, ds, "x", hooks=log(f"{tag} lambdamart"), **kw))
-    fit("lambdamart_position", "x", tc, lambda: gbdt.train(o.gbdt, tc, ds, "x", position=pos - 1,
-                                                           hooks=log(f"{tag} lambdamart_position"), **kw))
+  props, notes = propensities(o, ds, eta)
+  methods = [m for m in distill.DEBIAS_METHODS if m in row_names(o)] + ["ips"]
+  res = {"no_distill": store(f"{tag}_no_distill", "x", tc, lambda: distill.train_on_data(
+      keys, tc, dd, "x", log(f"{tag} no_distill")))}
+  fit = lambda row, view, config, train, servable: store(f"{tag}_{row}", view, config, train, servable)
+  rows = distill.run_debias_methods(
+      keys, tc, ds, dd, methods, position=0, positions=logs.positions(ds["train"].z), click=1, propensities=props,
+      clip=o.ips_clip, device_data=lambda d: setup.device_data(cfg, d, tc), fit=fit, top=TOP,
+      hooks=lambda row: log(f"{tag} {row}"), placebo=setup.placebo_data(cfg, ds, tc), gbdt_config=o.gbdt,
+      seed=cfg.run.seed)
+  res.update({k: r.result for k, r in rows.items()})
   top10 = lambda t: [round(float(v), 4) for v in t[1:11]]
   return {"truth": {k: r.best["truth"] for k, r in res.items()}, "logged": {k: r.best["test"] for k, r in res.items()},
           "propensities": {k: top10(t) for k, t in props.items()},
           "propensity_error": {k: float(np.max(np.abs(t[1:11] - props["known"][1:11]))) for k, t in props.items()},
           "randomized_sessions": int((ds["train"].z[ds["train"].offsets[:-1], 3] > 0).sum()),
-          "positive_train_sessions": dd.num_positive_groups}
+          "positive_train_sessions": dd.num_positive_groups, **notes}
 
 
 def run(cfg: schema.Config) -> dict:
@@ -152,7 +135,7 @@ def run(cfg: schema.Config) -> dict:
 
 
 def _table(r: dict) -> str:
-  header = ["Model", "NDCG@8 truth", "NDCG@8 logged"] + [f"truth vs no-distillation (runs)",
+  header = ["Model", "NDCG@8 truth", "NDCG@8 logged"] + ["truth vs no-distillation (runs)",
                                                          "logged vs no-distillation (runs)"]
   rows = []
   for k, label in ROWS:
@@ -179,7 +162,10 @@ def to_markdown(res: dict) -> str:
   for eta, r in res["etas"].items():
     props = "; ".join(f"{k} {' '.join(f'{v:.2f}' for v in t[:6])}" for k, t in r["propensities"].items())
     out.append(f"\n## eta = {eta}\n\nPropensities at positions 1-6: {props} (max error over 1-10: " +
-               ", ".join(f"{k} {v:.3f}" for k, v in r["propensity_error"].items() if k != "known") + ").\n\n" +
+               ", ".join(f"{k} {v:.3f}" for k, v in r["propensity_error"].items() if k != "known") + "; "
+               f"{r['randomized_sessions']} randomised training sessions" +
+               (f"; IPS from randomised sessions {r['ips_randomized_note']}" if "ips_randomized_note" in r else "") +
+               ").\n\n" +
                _table(r))
   return "\n".join(out) + "\n"
 
@@ -214,6 +200,97 @@ def claims(res: dict) -> list:
       ("The two-tower model beats no-distillation on the truth", "two_tower", "no_distill"),
       ("PFD(position) beats LambdaMART on the truth", "pfd_position", "lambdamart"),
       ("LightGBM's position-bias model beats plain LambdaMART on the truth", "lambdamart_position", "lambdamart"))]
+
+
+# ------------------------------------------------------------------ on a user's own LETOR logs: table2 --position
+
+TABLE2_ROWS = {"position_feature": "Position as a feature, served at position 1",
+               "two_tower": "Two-tower (additive position tower), served at position 1",
+               "ips_randomized": "IPS, propensities from randomised lists", "ips_em": "IPS, regression-EM propensities",
+               "pfd_position_teacher": "PFD teacher* (x + position)", "pfd_position": "PFD(position) student",
+               "lambdamart_position": "LambdaMART + LightGBM position-bias model"}
+
+
+class PositionSetup(NamedTuple):
+  """What the --position rows of one fold use, checked before anything trains."""
+  column: int          # the position's privileged column
+  positions: np.ndarray  # i64[N] the training split's display positions
+  propensities: dict   # {name: table} of the IPS rows
+  ips_config: T.TrainConfig  # the IPS rows' (RankBCE when the run's loss is not affine in its labels)
+  top: float           # the position column's value at position 1, after the recipe's transforms
+  notes: dict          # what results.json records of them
+
+
+def position_setup(cfg: schema.Config, ds, tc: T.TrainConfig) -> PositionSetup:
+  """The --position / --randomized columns of one fold and the IPS propensities estimated from the training
+  labels (the clicks of the file): from the lists --randomized marks (left out, with a note, when they have no
+  label at the top position), and by regression-EM. ConfigError / DataError naming the flag for a bad id."""
+  o = cfg.options
+  ids = list(ds.config["privileged_ids"])
+
+  def column(flag, fid):
+    if fid not in ids:
+      raise ConfigError(flag, f"feature {fid} is not among the privileged features {tabulate.ids_text(ids)}: "
+                        "it exists at training time only, so name it in --privileged too")
+    return ids.index(fid)
+
+  pc = column("position", o.position)
+  if ds.config.get("query_norm"):
+    raise ConfigError("position", "--query_norm rescales the position column per list; the debiasing rows need "
+                      "its positions (run without --query_norm)")
+  tr = ds["train"]
+  log1p = bool(ds.config.get("log1p"))
+  try:
+    pos = debias.position_ids(tr.z[:, pc], f"feature {o.position} (--position) of the training split", log1p=log1p)
+  except ValueError as e:
+    raise D.DataError(str(e)) from None
+  props, notes = {}, {"position_column": pc, "max_position": int(pos.max())}
+  if o.randomized:
+    rc = column("randomized", o.randomized)
+    try:
+      props["randomized"] = debias.randomized_propensities(tr.y, pos, tr.z[:, rc] > 0, int(pos.max()))
+    except ValueError as e:  # too few labels in the randomised lists: the row is left out, and the table says why
+      notes["ips_randomized"] = f"left out: {e}"
+      logging.warning("IPS from randomised lists %s", notes["ips_randomized"])
+  em = debias.em_propensities(tr.y, pos, tr.x, int(pos.max()))
+  props["em"] = em.propensity
+  ips_tc = tc if tc.loss in debias.IPS_LOSSES else dataclasses.replace(tc, loss="rankbce")
+  notes.update(propensities={k: [round(float(v), 4) for v in t[1:11]] for k, t in props.items()},
+               em_iterations=em.iterations, ips_loss=ips_tc.loss)
+  top = float(preprocess.log1p_transform(np.ones(1))[0]) if log1p else 1.0
+  return PositionSetup(pc, pos, props, ips_tc, top, notes)
+
+
+def position_rows(cfg: schema.Config, ps: PositionSetup, ds, dd, tc: T.TrainConfig, *, keys, store, log,
+                  lightgbm: bool) -> dict:
+  """The debiasing rows of --position (:func:`pfd_jax.methods.debias.run_methods`) on one fold: {row: Row}."""
+  fit = lambda row, view, config, train, servable: store(row, view, config, train, servable)
+  common = dict(position=ps.column, positions=ps.positions, clip=cfg.options.ips_clip, fit=fit, hooks=log,
+                device_data=lambda d: setup.device_data(cfg, d, tc), top=ps.top, gbdt_config=cfg.options.gbdt,
+                seed=cfg.run.seed)
+  methods = ["position_feature", "two_tower", "pfd_position"] + (["lambdamart_position"] if lightgbm else [])
+  rows = distill.run_debias_methods(keys, tc, ds, dd, methods, propensities={}, **common)
+  rows.update(distill.run_debias_methods(keys, ps.ips_config, ds, dd, ["ips"], propensities=ps.propensities, **common))
+  return rows
+
+
+def table2_note(notes: Optional[dict], position: int, fold: str) -> str:
+  """The paragraph of table2's page that says what its --position rows used ('' without them)."""
+  if not notes:
+    return ""
+  props = "; ".join(f"{k} {' '.join(f'{v:.2f}' for v in t)}" for k, t in notes["propensities"].items())
+  return (f"Debiasing rows (--position={position}, `pfd_jax.methods.debias`): judged on the file's (position-biased) "
+          "labels, like every row here; the position-aware rows are scored with every item at position 1; IPS "
+          f"propensities at positions 1-10 ({fold}): {props}; IPS rows trained with {notes['ips_loss']}" +
+          (f"; IPS from randomised lists {notes['ips_randomized']}" if "ips_randomized" in notes else "") + ".\n\n")
+
+
+def table2_claims(prefix: str, rows: dict, folds: int) -> list:
+  """table2's claims about its --position rows (on the file's labels, which are position-biased)."""
+  return [beats(prefix + "PFD(position) student beats IPS with regression-EM propensities (--position; logged "
+                "labels)", rows, "pfd_position", "ips_em", folds),
+          beats(prefix + "PFD(position) student beats position-aware learning (--position; logged labels)", rows,
+                "pfd_position", "position_feature", folds)]
 
 
 PRESETS = (Preset("default", "logs", "", "Position debiasing: PFD against unbiased learning-to-rank, on the truth"),)

@@ -3,7 +3,8 @@ r"""Writes the Table 3 log simulator's sessions as a LETOR folder: PFD on "your 
   python -m experiments.export_logs --out=logs_letor
 
 Writes ``<out>/{train,vali,test}.txt`` (label = purchase; ids 1..20 the regular features; 21 = log2(1 +
-shown position), 22 = click, 23 = add-to-cart: the privileged features, known in logs but not when serving)
+shown position), 22 = click, 23 = add-to-cart: the privileged features, known in logs but not when serving;
+with --random_share, 24 = randomised session)
 and ``<out>/serve.txt``: the test sessions as a serving system sees them, without ids 21-23 (labels kept,
 so that experiments.predict can report NDCG). qids: training sessions 0.., validation 100000..,
 test 200000... Then (README, "PFD on your own data"):
@@ -27,6 +28,9 @@ QID_OFFSET = {"train": 0, "vali": 100000, "test": 200000}
 @dataclasses.dataclass(frozen=True)
 class Options(SimulatorOptions):
   out: str = option("logs_letor", "Folder to write.")
+  eta: float = option(1.0, "Position-bias strength (examination k^-eta).", lo=0, omit_default=True)
+  random_share: float = option(0.0, "Share of sessions shown in random order (> 0 adds id 24, 1 on their items: "
+                               "table2 --randomized=24).", lo=0, hi=1, omit_default=True)
 
 
 def write_folder(out: str, ds) -> dict:
@@ -41,17 +45,18 @@ def write_folder(out: str, ds) -> dict:
 
 def run(cfg: schema.Config) -> dict:
   o = cfg.options
-  ds = logs.simulate(sessions=o.sessions, seed=o.sim_seed)
+  ds = logs.simulate(sessions=o.sessions, seed=o.sim_seed, eta=o.eta, random_share=o.random_share)
   n = ds.config["num_regular"]
+  names = {"add_to_cart": "add-to-cart"}
   return dict(config=cfg, written=o.out, lines=write_folder(o.out, ds), num_regular=n,
-              privileged={n + 1: "position", n + 2: "click", n + 3: "add-to-cart"})
+              privileged={n + 1 + i: names.get(p, p) for i, p in enumerate(ds.config["privileged"])})
 
 
 def to_markdown(res: dict) -> str:
   n = res["num_regular"]
   return (f"{res['written']}: " + ", ".join(f"{k} {v} lines" for k, v in res["lines"].items()) +
-          f"; labels = purchase; regular ids 1-{n}; privileged ids {n + 1} position, {n + 2} click, "
-          f"{n + 3} add-to-cart (absent from serve.txt)")
+          f"; labels = purchase; regular ids 1-{n}; privileged ids " +
+          ", ".join(f"{k} {v}" for k, v in res["privileged"].items()) + " (absent from serve.txt)")
 
 
 DRIVER = schema.Driver("export_logs", run, to_markdown, options=Options, groups=(), write=False)

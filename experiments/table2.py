@@ -18,6 +18,7 @@ from absl import logging
 
 from experiments.framework import deploy, lifecycle, monitor, plots, rowstore, rundir, schema, setup, tabulate
 from experiments.framework.claims import Preset, beats
+from experiments import debias as debias_driver
 from pfd_jax.methods import distill
 from pfd_jax import distributed
 from pfd_jax.methods import gbdt
@@ -39,6 +40,17 @@ class Options:
                                     "student) and gbdt_from_pfd (PFD teacher, LightGBM students), in a one-process "
                                     "run only).", choices=ALL_METHODS)
   gbdt: GBDTConfig = option(GBDTConfig(), "LightGBM settings of the LightGBM rows.")
+  position: int = option(0, "Feature id of the display position (in --privileged; 1, 2, ... or log2(1 + position)):"
+                         " adds the debiasing rows (experiments.debias.TABLE2_ROWS).", lo=0, omit_default=True)
+  randomized: int = option(0, "Feature id marking the lists shown in random order (1 on their items; in --privileged):"
+                           " IPS from their click rates too.", lo=0, omit_default=True)
+  ips_clip: float = option(0.05, "IPS rows: propensities are clipped from below at this value.", lo=0, hi=1,
+                           lo_open=True, omit_default=True)
+
+  def __post_init__(self):
+    if self.randomized and not self.position:
+      raise ConfigError("randomized", "the randomised lists serve the --position rows; name the "
+                        "position column with --position too")
 
   def methods_for(self, processes: int) -> tuple:
     """The methods a run of `processes` processes trains (LightGBM needs the whole training split in one)."""
@@ -52,14 +64,16 @@ class Options:
 
 ROW_ORDER = ["no_distill", "self_distill", "gend_teacher", "gend", "pfd_teacher", "pfd", "placebo_teacher", "placebo",
              "lambdamart",
-             "lambdamart_teacher", "pfd_from_lambdamart", "gbdt_xent_from_pfd", "lambdamart_from_pfd"]
+             "lambdamart_teacher", "pfd_from_lambdamart", "gbdt_xent_from_pfd", "lambdamart_from_pfd",
+             *debias_driver.TABLE2_ROWS]
 ROW_NAMES = {"no_distill": "No-distillation", "self_distill": "Self-distillation", "gend_teacher": "GenD teacher*",
              "gend": "GenD student", "pfd_teacher": "PFD teacher*", "pfd": "PFD student",
              "placebo_teacher": "Placebo teacher (z permuted)", "placebo": "Placebo student",
              "lambdamart": "LambdaMART", "lambdamart_teacher": "LambdaMART teacher*",
              "pfd_from_lambdamart": "PFD student (LambdaMART teacher)",
              "gbdt_xent_from_pfd": "GBDT student, cross-entropy (PFD teacher)",
-             "lambdamart_from_pfd": "LambdaMART student, teacher grades (PFD teacher)"}
+             "lambdamart_from_pfd": "LambdaMART student, teacher grades (PFD teacher)",
+             **debias_driver.TABLE2_ROWS}
 
 
 def run(cfg: schema.Config) -> dict:
@@ -76,6 +90,7 @@ def run(cfg: schema.Config) -> dict:
     for fold in setup.folds_of(cfg.data):
       t0 = time.time()
       ds, dd, tc, keys = setup.fold_setup(cfg, loss, fold)
+      ps = debias_driver.position_setup(cfg, ds, tc) if cfg.options.position else None
       store = rowstore.Rows(cfg, ds, fold, loss)
       log = monitor.progress(f"[{loss} fold{fold}]")
       # the placebo teacher reads permuted privileged features, which no file has: never saved as a model
@@ -86,19 +101,24 @@ def run(cfg: schema.Config) -> dict:
       rows.update(distill.run_gbdt_methods(keys, tc, cfg.options.gbdt, ds, dd,
                                            [m for m in methods if m in distill.GBDT_METHODS], mlp_rows=rows, fit=fit,
                                            hooks=log, seed=cfg.run.seed, cache=shared.setdefault(fold, {})))
+      views, configs = dict(distill.ROW_VIEW), {}  # every row's scoring view and training config
+      for k, r in (debias_driver.position_rows(cfg, ps, ds, dd, tc, keys=keys, store=store, log=log,
+                                               lightgbm="lambdamart" in methods) if ps else {}).items():
+        rows[k], views[k], configs[k] = r
       # Per test list NDCG@8 of each row's best-epoch models, averaged over seeds: the query-level comparison.
       lists = {name: gbdt.per_list_ndcg(tc, r, ds["test"], max_buckets=dd.max_buckets) if isinstance(r, gbdt.Result)
-               else T.per_list_ndcg(tc, r.params, (placebo() if name == "placebo_teacher" else dd).eval_sets["test"],
-                                    distill.ROW_VIEW[name]) for name, r in rows.items()}  # the placebo teacher: its own z
+               else T.per_list_ndcg(configs.get(name, tc), r.params, (placebo() if name == "placebo_teacher" else dd)
+                                    .eval_sets["test"], views[name]) for name, r in rows.items()}  # placebo: its own z
       per_fold[f"fold{fold}"] = dict(
           data=ds.config, train_groups=dd.num_train_groups, positive_train_groups=dd.num_positive_groups,
           seconds=time.time() - t0,
           rows={name: dict(best=r.best, best_epoch=r.best_epoch, curves=r.curves, loss=r.loss, seconds=r.seconds,
                            test_lists=lists[name][0].mean(0)) for name, r in rows.items()},
           test_lists_valid=lists["no_distill"][1],
-          **({"ensembles": ensembles(tc, rows, ds, dd)} if cfg.run.ensembles else {}),
-          **({"latency": {n: deploy.latency(tc, rows[n], ds["test"], distill.ROW_VIEW[n])
-                          for n in deploy.candidates(rows)}} if cfg.run.ensembles and not per_fold else {}))
+          **({"ensembles": ensembles(tc, rows, ds, dd, views, configs)} if cfg.run.ensembles else {}),
+          **({"latency": {n: deploy.latency(configs.get(n, tc), rows[n], ds["test"], views[n])
+                          for n in deploy.candidates(rows)}} if cfg.run.ensembles and not per_fold else {}),
+          **({"debias": ps.notes} if ps else {}))
     lr = out["losses"][loss] = dict(train_config=cfg.train_config(loss).record(), folds=per_fold)
     lr["comparisons"] = comparisons(lr)
     if cfg.run.ensembles:
@@ -107,16 +127,16 @@ def run(cfg: schema.Config) -> dict:
   return out
 
 
-def ensembles(tc: T.TrainConfig, rows: dict, ds, dd) -> dict:
+def ensembles(tc: T.TrainConfig, rows: dict, ds, dd, views: dict, configs: dict) -> dict:
   """{row: NDCG@ks over the test lists and per test list NDCG@ks[0]} of every row's seed ensemble (the placebo
-  teacher's inputs are in no file: none)."""
+  teacher's inputs are in no file: none); views / configs: each row's scoring view and config (default tc)."""
   out = {}
   for name, r in rows.items():
     if name == "placebo_teacher":
       continue
     out[name] = {}
     for split in ("test", "vali") if "vali" in dd.eval_sets else ("test",):
-      v, valid = distill.ensemble_lists(tc, r, ds[split], distill.ROW_VIEW[name], max_buckets=dd.max_buckets)
+      v, valid = distill.ensemble_lists(configs.get(name, tc), r, ds[split], views[name], max_buckets=dd.max_buckets)
       mean = metrics.list_mean(np.where(valid, v, 0.0).sum(-1), int(valid.sum()), ds[split].num_queries,
                                tc.empty_rule)
       out[name].update(dict(ndcg=mean, test_lists=v[0]) if split == "test" else dict(vali_ndcg=mean))
@@ -195,7 +215,7 @@ def to_markdown(res: dict) -> str:
            f"Wall time {res['seconds']:.0f} s on {res['env']['backend']} ({res['env']['cpus']} CPUs).\n"]
   d = next(iter(next(iter(res["losses"].values()))["folds"].values()))["data"]
   parts.append(f"Labels: {_labels_text(d)}. Privileged feature ids ({d['privileged_choice']}): "
-               f"{_ids_text(d['privileged_ids'])}; regular: {_ids_text(d['regular_ids'])}.\n")
+               f"{tabulate.ids_text(d['privileged_ids'])}; regular: {tabulate.ids_text(d['regular_ids'])}.\n")
   for loss, lr in res["losses"].items():
     tc = lr["train_config"]
     pooled = aggregate(lr)
@@ -232,6 +252,7 @@ def to_markdown(res: dict) -> str:
                    f"{_PLACEBO_TEXT[cfg['run'].get('placebo_within', 'query')]} (every value kept, the link to the label "
                    "broken); 'vs placebo student' pairs runs by (fold, seed): the PFD student's column is the "
                    "gain of the privileged information beyond distillation as regularisation.\n\n")
+    parts.append(debias_driver.table2_note(fold0.get("debias"), cfg["options"].get("position"), list(lr["folds"])[0]))
     if vs_gbdt:
       parts.append(f"LightGBM rows (`pfd_jax.methods.gbdt`): early-stopped on NDCG@{ks[0]} of {tr['select_on']}. 'vs PFD "
                    "student' and 'vs LambdaMART' pair runs by fold and seed index (a LightGBM seed shares no random "
@@ -306,19 +327,6 @@ def _labels_text(d: dict) -> str:
   return f"Gumbel draws of Eq. 2 (t = {d['t']}, tau = {d['tau']}, label seed {d['seed']})"
 
 
-def _ids_text(ids: list) -> str:
-  """1-based ids, runs collapsed: [1, 2, 3, 7] -> '1-3,7'."""
-  out, i = [], 0
-  ids = list(ids)
-  while i < len(ids):
-    j = i
-    while j + 1 < len(ids) and ids[j + 1] == ids[j] + 1:
-      j += 1
-    out.append(str(ids[i]) if j == i else f"{ids[i]}-{ids[j]}")
-    i = j + 1
-  return ",".join(out) or "none"
-
-
 def plot_curves(res: dict, path: str) -> list:
   """Figure 2: test NDCG@8 per epoch of every row, one PNG per loss (`path` with _<loss> before .png)."""
   plt = plots.pyplot()
@@ -360,7 +368,7 @@ def claims(res: dict) -> list:
                   rows, "pfd", "placebo", folds),
             beats(p + "PFD student beats LambdaMART, the incumbent", rows, "pfd", "lambdamart", folds),
             beats(p + "GBDT student of the PFD teacher beats LambdaMART (cross-family)", rows, "gbdt_xent_from_pfd",
-                  "lambdamart", folds)]
+                  "lambdamart", folds)] + debias_driver.table2_claims(p, rows, folds)
   return out
 
 

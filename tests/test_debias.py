@@ -5,9 +5,16 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from conftest import SMALL_GBDT, TINY, written
+from experiments import debias as debias_driver, export_logs, table2
+from experiments.framework import outputs, setup
+from pfd_jax import data as D
+from pfd_jax.config import ConfigError
 from pfd_jax.data import logs
+from pfd_jax.data.config import DataConfig
 from pfd_jax.methods import debias
-from pfd_jax.ops import losses, metrics
+from pfd_jax.methods.ranker import make_ranker
+from pfd_jax.ops import losses, metrics, scoring
 from pfd_jax.ops.models import Arch
 from pfd_jax.training.evaluation import eval_buckets
 
@@ -154,3 +161,71 @@ def test_two_tower_served_at_a_constant_ranks_by_the_item_tower():
   plain = Arch(hidden=8, layers=3).module().init(jax.random.PRNGKey(0), x[..., :-1])
   assert sorted(plain["params"]) == ["Dense_0", "Dense_1", "Dense_2"]
   assert sorted(params["params"]) == ["Dense_0", "Dense_1", "Dense_2", "Dense_3", "Dense_4"]
+
+
+def test_views_feed_constants_for_served_positions():
+  """'xz:0=1' is the input of a model trained with the position and served at the top: the column is the
+  constant; such a model is never saved (no file has the constant)."""
+  bucket = dict(x=np.arange(6.0).reshape(3, 2), z=np.array([[3.0, 1.0], [1.0, 0.0], [2.0, 1.0]]))
+  np.testing.assert_array_equal(scoring.features(bucket, "xz:0=1"), [[0, 1, 1], [2, 3, 1], [4, 5, 1]])
+  np.testing.assert_array_equal(scoring.features(bucket, "xz:0"), [[0, 1, 3], [2, 3, 1], [4, 5, 2]])
+  assert scoring.input_ids("xz:1=1", [1, 2], [3, 4]) == [1, 2, 4] and scoring.served_constant("xz:1=1")
+  with pytest.raises(ValueError, match="feeds constants no file has"):
+    make_ranker(None, TINY.train, "xz:0=1", {})
+
+
+def test_position_ids_read_both_codings():
+  np.testing.assert_array_equal(debias.position_ids(np.array([1.0, 3.0, 2.0])), [1, 3, 2])
+  np.testing.assert_array_equal(debias.position_ids(np.log2(1 + np.array([1.0, 7.0, 30.0]))), [1, 7, 30])
+  coded = np.float32(np.log1p(np.log2(1 + np.array([1.0, 12.0]))))  # log2-coded, then the recipe's log1p
+  np.testing.assert_array_equal(debias.position_ids(coded, log1p=True), [1, 12])
+  with pytest.raises(ValueError, match="feature 9 holds 0, which is neither"):
+    debias.position_ids(np.array([1.0, 0.0]), "feature 9")
+
+
+def test_debias_driver_end_to_end(tmp_path):
+  """Every row on the truth and the logged purchases; at eta = 0 every propensity is 1, so IPS with known
+  propensities is no-distillation bit for bit; the claims are over the eta sweep."""
+  o = debias_driver.Options(etas=(0.0,), sessions=(40, 20, 30), random_share=0.5, gbdt=SMALL_GBDT)
+  cfg = TINY.replace(options=o, train=dict(select_on="vali"), output=dict(out_dir=str(tmp_path)))
+  res = debias_driver.run(cfg)
+  written(tmp_path, res, debias_driver.DRIVER)
+  r = res["etas"]["0"]
+  assert set(r["truth"]) == set(r["logged"]) == {k for k, _ in debias_driver.ROWS}
+  np.testing.assert_array_equal(r["truth"]["ips_known"], r["truth"]["no_distill"])
+  assert r["propensities"]["known"] == [1.0] * 10 and r["randomized_sessions"] > 5
+  assert not np.array_equal(r["truth"]["two_tower"], r["truth"]["position_feature"])
+  claims = debias_driver.claims(res)
+  assert len(claims) == 12 and all(c.detail.startswith(("holds", "undecided", "does not", "mixed")) for c in claims)
+
+
+@pytest.fixture(scope="module")
+def logs_folder(tmp_path_factory):
+  out = tmp_path_factory.mktemp("logs_letor_position")
+  export_logs.write_folder(str(out), logs.simulate(sessions=(80, 30, 40), min_items=10, max_items=20, seed=5,
+                                                   random_share=0.5))
+  return str(out)
+
+
+def test_table2_position_rows_on_a_letor_folder(logs_folder, tmp_path):
+  """--position adds the debiasing rows to the practitioner's table; bad ids are refused naming the flag."""
+  data = DataConfig(dataset="letor", data_dir=logs_folder, privileged="21,22,23,24", min_docs=5, cache_dir="",
+                    max_buckets=2)
+  cfg = TINY.replace(data=data, output=dict(out_dir=str(tmp_path)),
+                     options=table2.Options(methods=("pfd",), position=21, randomized=24))
+  res = table2.run(cfg)  # no canary: table2's canaries stay those of its published runs
+  fold = res["losses"]["rankbce"]["folds"]["fold1"]
+  assert {"position_feature", "two_tower", "ips_em", "pfd_position_teacher", "pfd_position"} <= set(fold["rows"])
+  assert fold["debias"]["position_column"] == 0 and fold["debias"]["ips_loss"] == "rankbce"
+  assert ("ips_randomized" in fold["rows"]) != ("ips_randomized" in fold["debias"])
+  md = table2.to_markdown(outputs.as_json(res))
+  assert "| Position as a feature, served at position 1 |" in md and "Debiasing rows (--position=21" in md
+  ds = setup.load_dataset(data)
+  for options, error, match in (
+      (table2.Options(position=5), ConfigError, "position: feature 5 is not among"),
+      (table2.Options(position=22), D.DataError, "feature 22 .* holds 0, which is neither"),
+      (table2.Options(position=21, randomized=3), ConfigError, "randomized: feature 3 is not among")):
+    with pytest.raises(error, match=match):
+      debias_driver.position_setup(cfg.replace(options=options), ds, cfg.train_config())
+  with pytest.raises(ConfigError, match="randomized: the randomised lists serve the --position rows"):
+    table2.Options(randomized=24)

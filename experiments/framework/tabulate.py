@@ -108,3 +108,16 @@ def stats_note(reference: str, runs: int, folds: int, k: int = 8) -> str:
           f"paired-t interval; paired t-test p-value, † = p < 0.05 (bootstrap intervals and Wilcoxon p-values in "
           f"results.json). Seeds for ±{100 * POWER_CHANGE:.0f}%: seeds{' per fold' if folds > 1 else ''} a paired "
           f"t-test would need to detect a {100 * POWER_CHANGE:.0f}% change with 80% power at this row's spread.\n")
+
+
+def ids_text(ids: list) -> str:
+  """1-based ids, runs collapsed: [1, 2, 3, 7] -> '1-3,7'."""
+  out, i = [], 0
+  ids = list(ids)
+  while i < len(ids):
+    j = i
+    while j + 1 < len(ids) and ids[j + 1] == ids[j] + 1:
+      j += 1
+    out.append(str(ids[i]) if j == i else f"{ids[i]}-{ids[j]}")
+    i = j + 1
+  return ",".join(out) or "none"

@@ -147,3 +147,22 @@ def serve_at(ds: Dataset, column: int, value: float) -> Dataset:
   splits = {s: g if s == "train" else at(g) for s, g in ds.splits.items()}
   return Dataset(name=ds.name, splits=splits, privileged=ds.privileged,
                  config=dict(ds.config, served_at={str(column): value}))
+
+
+def position_ids(values: np.ndarray, what: str = "the position column", log1p: bool = False) -> np.ndarray:
+  """i64[N] display positions 1..L from a position feature: raw positions (positive integers) or
+  log2(1 + position), as the simulated logs write it; log1p=True first undoes the recipe's sign(x) log1p|x|
+  transform (pfd_jax.data.preprocess). ValueError (naming `what`) for anything else."""
+  v = np.asarray(values, np.float64)
+  if log1p:
+    v = np.sign(v) * np.expm1(np.abs(v))
+  fits = []
+  for pos in (v, np.exp2(v) - 1):
+    r = np.rint(pos)
+    ok = (np.abs(pos - r) < 1e-3) & (r >= 1)
+    if ok.all():
+      return r.astype(np.int64)
+    fits.append(ok)
+  bad = v[np.flatnonzero(~(fits[0] | fits[1]))[:1]]
+  raise ValueError(f"{what} holds {bad[0] if bad.size else v[0]:g}, which is neither a display position 1, 2, ... "
+                   "nor log2(1 + position)")

@@ -28,7 +28,7 @@ import dataclasses
 import hashlib
 import json
 import os
-from typing import TYPE_CHECKING, Callable, Optional, Sequence
+from typing import TYPE_CHECKING, Callable, NamedTuple, Optional, Sequence
 
 import jax.numpy as jnp
 import numpy as np
@@ -39,7 +39,7 @@ from pfd_jax.data.config import DataConfig
 from pfd_jax.data.datasets import Dataset
 from pfd_jax.data.padding import bucketize
 from pfd_jax.data.preprocess import positive_groups
-from pfd_jax.methods import gbdt
+from pfd_jax.methods import debias, gbdt
 from pfd_jax.training.evaluation import EvalSet, device_buckets, eval_buckets, predict
 from pfd_jax.training.loop import Hooks, TrainResult, train
 
@@ -247,6 +247,78 @@ def run_gbdt_methods(keys, cfg: TrainConfig, gc: gbdt.GBDTConfig, ds: Dataset, d
     rows["lambdamart_from_pfd"] = fit("lambdamart_from_pfd", "x", lambda: gbdt.train(
         gc, cfg, ds, "x", targets=lambda s: targets(s, True), hooks=cb("lambdamart_from_pfd"), **kw))
   return rows
+
+
+# ------------------------------------------------------------------ the debiasing rows
+
+DEBIAS_METHODS = ("position_feature", "two_tower", "ips", "pfd_position", "pfd_position_click", "placebo",
+           "lambdamart", "lambdamart_position")
+
+
+class DebiasRow(NamedTuple):
+  """A trained debiasing row: its result, the view it is scored (served) with, and its training config."""
+  result: object
+  view: str
+  config: object
+
+
+def run_debias_methods(keys, cfg, ds: Dataset, dd, methods: Sequence[str], *, position: int, positions: np.ndarray,
+                propensities: dict,
+                clip: float, device_data: Callable, fit: Callable, hooks: Callable, top: float = 1.0,
+                click: Optional[int] = None, placebo: Optional[Callable] = None, gbdt_config=None,
+                seed: int = 0) -> dict:
+  """Trains the debiasing rows of `methods` (:data:`DEBIAS_METHODS`, :mod:`pfd_jax.methods.debias`) on `ds` and
+  returns {row: :class:`DebiasRow`}.
+
+  position: the privileged column (of ds's z) holding the display position, ``top`` its value at position 1
+  (1 for raw positions and for log2(1 + position), before the recipe's transforms); positions: i64[N] the
+  training split's display positions 1..L (:func:`position_ids`); propensities: {name: table} gives one IPS row
+  ``ips_<name>`` per table (method 'ips'); click: the privileged column of PFD(position + click);
+  device_data(Dataset) -> DeviceData puts a variant of `ds` on the device as `dd` was (the served and the
+  IPS-weighted copies); fit(row, view, config, train, servable) -> result (a driver's resume store: the training
+  view and config; ``train()`` trains; servable: whether a file has the row's inputs); hooks(row) -> Hooks; placebo() -> the placebo's DeviceData;
+  gbdt_config: LightGBM's settings of 'lambdamart' and 'lambdamart_position'. Row views: ``x`` for the
+  students and IPS, ``xz:<position>`` for the teachers, and ``xz:<position>=<top>`` for the position-aware rows,
+  trained on the real positions and scored with every item at the top.
+  """
+  bad = [m for m in methods if m not in DEBIAS_METHODS]
+  if bad:
+    raise ValueError(f"unknown debiasing methods {bad}; known: {METHODS}")
+  out = {}
+
+  def add(row, view, config, train, served=None):
+    servable = served is None and row != "placebo_teacher"  # constants, or permuted columns: in no file
+    out[row] = DebiasRow(fit(row, view, config, train, servable), served or view, config)
+    return out[row].result
+
+  pv = f"xz:{position}"
+  if {"position_feature", "two_tower"} & set(methods):
+    served = device_data(debias.serve_at(ds, position, top))
+    for row in ("position_feature", "two_tower"):
+      if row in methods:
+        config = dataclasses.replace(cfg, tower=1) if row == "two_tower" else cfg
+        add(row, pv, config, lambda: train_on_data(keys, config, served, pv, hooks(row)), f"{pv}={top:g}")
+  if "ips" in methods:
+    for name, table in propensities.items():
+      weighted = debias.with_train_labels(ds, debias.ips_labels(ds["train"].y, positions, table, clip), ips=name)
+      add(f"ips_{name}", "x", cfg, lambda: train_on_data(keys, cfg, device_data(weighted), "x",
+                                                                 hooks(f"ips_{name}")))
+  pfd = [("pfd_position", pv, lambda: dd), ("placebo", pv, placebo)]
+  if click is not None:
+    pfd.insert(1, ("pfd_position_click", f"xz:{position},{click}", lambda: dd))
+  for row, view, data in pfd:
+    if row in methods:
+      teacher = add(f"{row}_teacher", view, cfg, lambda: train_on_data(keys, cfg, data(), view,
+                                                                               hooks(f"{row}_teacher")))
+      add(row, "x", cfg, lambda: train_student(keys, cfg, data(), teacher_targets(
+          cfg, [(teacher, view)], data()), hooks(row)))
+  kw = dict(num_seeds=int(np.shape(keys)[0]), seed=seed, eval_splits=tuple(dd.eval_sets),
+            max_buckets=dd.max_buckets, query_index=gbdt.loss_groups(cfg, ds["train"]))
+  for row in ("lambdamart", "lambdamart_position"):
+    if row in methods:
+      where = dict(position=positions - 1) if row == "lambdamart_position" else {}
+      add(row, "x", cfg, lambda: gbdt.train(gbdt_config, cfg, ds, "x", hooks=hooks(row), **kw, **where))
+  return out
 
 
 def ensemble_lists(cfg: TrainConfig, result, groups, view: str, *, max_buckets: int) -> tuple:

@@ -10,7 +10,7 @@ import numpy as np
 from pfd_jax import config
 from pfd_jax.methods import gbdt
 from pfd_jax.ops.models import Arch
-from pfd_jax.ops.scoring import input_ids
+from pfd_jax.ops.scoring import input_ids, served_constant
 from pfd_jax.serving.model import FORMAT, GBDT_FILE, GBDTRanker, Ranker, jsonable
 
 if TYPE_CHECKING:
@@ -32,6 +32,8 @@ def make_ranker(result, cfg: TrainConfig, view: str, data_config: dict, **info) 
   info: anything else to record (dataset, fold, row name, ...). A LightGBM row (`cfg` gives its evaluation settings)
   makes a :class:`pfd_jax.serving.model.GBDTRanker`.
   """
+  if served_constant(view):
+    raise ValueError(f"view {view!r} feeds constants no file has: such a model is scored, not saved")
   is_gbdt = isinstance(result, gbdt.Result)
   sel = np.asarray(result.best[cfg.select_on])[:, 0]
   regular = data_config.get("regular_ids")

@@ -27,13 +27,16 @@ VIEWS = ("x", "z", "xz")
 def features(bucket: dict, view: str, z_override=None):
   """The model input of a bucket: 'x' (regular), 'z' (privileged) or 'xz' (both, concatenated).
 
-  A suffix ':i,j' keeps only those privileged columns ('xz:0' = regular + the first privileged feature).
+  A suffix ':i,j' keeps only those privileged columns ('xz:0' = regular + the first privileged feature), and a
+  further '=v' sets them to the constant v: the input of a model trained with them (e.g. the display position)
+  and served without them ('xz:0=1': every item at the top position; pfd_jax.methods.debias).
   z_override (broadcastable to z) replaces the privileged features, e.g. by an imputed constant (Table 6).
   Works on device arrays and on host (NumPy) arrays alike.
   """
   base, _, cols = view.partition(":")
+  cols, _, const = cols.partition("=")
   if base not in VIEWS:
-    raise ValueError(f"view must be one of {VIEWS} (optionally ':i,j'), got {view!r}")
+    raise ValueError(f"view must be one of {VIEWS} (optionally ':i,j' and '=v'), got {view!r}")
   if base == "x":
     return bucket["x"]
   if bucket.get("z") is None:
@@ -42,12 +45,21 @@ def features(bucket: dict, view: str, z_override=None):
   z = bucket["z"] if z_override is None else xp.broadcast_to(z_override, bucket["z"].shape)
   if cols:
     z = z[..., [int(c) for c in cols.split(",")]]
+  if const:
+    z = xp.full(z.shape, float(const), z.dtype)
   return z if base == "z" else xp.concatenate([bucket["x"], z], axis=-1)
+
+
+def served_constant(view: str) -> bool:
+  """Whether a view feeds constants in place of privileged columns ('=v'): such a model reads no file column
+  for them, so it is scored here but not saved as a servable model."""
+  return "=" in view
 
 
 def input_ids(view: str, regular_ids, privileged_ids) -> list:
   """The 1-based feature ids a model of `view` reads, in its input order (that of :func:`features`)."""
   base, _, cols = view.partition(":")
+  cols = cols.partition("=")[0]
   priv = list(privileged_ids)
   if cols:
     priv = [priv[int(c)] for c in cols.split(",")]
