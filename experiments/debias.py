@@ -1,7 +1,9 @@
 r"""Position as a privileged feature against the unbiased learning-to-rank family, judged on the truth.
 
 The simulated logs (pfd_jax/data/logs.py) at each bias strength --etas (examination k^-eta: 0 = no bias,
-2 = steep), with a share --random_share of sessions shown in random order; every model trains on the logged
+2 = steep), with a share --random_share of sessions shown in random order and a logging ranker that boosts a
+promotion score unrelated to relevance (--promotion; 0 = none, and then the bias preserves the ranking by
+relevance, so there is little for any method to fix: the preset no_promotion); every model trains on the logged
 purchases and is judged twice on the test sessions: on the **truth** (the purchase probability had the item
 been examined, which no position affects) and on the logged purchases (position-biased). Rows
 (pfd_jax.methods.debias):
@@ -20,7 +22,7 @@ Selection (best epoch, early stopping) is on the validation split's logged purch
   python -m experiments.debias                       # RankBCE, 5 seeds, eta 0, 1, 2
   python -m experiments.debias --etas=1 --seeds=3 --epochs=30
 
-Writes results/debias/logs/.
+Writes results/debias/logs/ (logs_no_promotion/ with --promotion=0).
 """
 import dataclasses
 import time
@@ -48,6 +50,9 @@ class Options(SimulatorOptions):
                                lo_open=True)
   logging_noise: float = option(1.0, "Std of the logging ranker's noise (its quality: 0 = orders by relevance).",
                                 lo=0)
+  promotion: float = option(1.0, "Weight of a promotion score in the logging ranker: a regular feature unrelated to "
+                            "relevance that the logging ranker boosts (0 = none: the bias then preserves the "
+                            "ranking by relevance).", lo=0)
   ips_clip: float = option(0.05, "IPS: propensities are clipped from below at this value.", lo=0, hi=1,
                            lo_open=True)
   placebo: bool = option(True, "Also the placebo rows: PFD(position) with the privileged columns permuted.")
@@ -62,6 +67,7 @@ ROWS = [("no_distill", "No-distillation (x)"),
         ("ips_randomized", "IPS, propensities from randomised sessions"),
         ("ips_em", "IPS, regression-EM propensities"),
         ("pfd_position_teacher", "PFD teacher* (x + position)"), ("pfd_position", "PFD(position) student"),
+        ("pfd_position_top", "PFD(position) student, taught at position 1"),
         ("pfd_position_click_teacher", "PFD teacher* (x + position + click)"),
         ("pfd_position_click", "PFD(position + click) student"),
         ("placebo_teacher", "Placebo teacher (x + permuted position)"),
@@ -79,7 +85,7 @@ def row_names(o: Options) -> list:
 
 def simulate(o: Options, eta: float) -> D.Dataset:
   return logs.simulate(sessions=o.sessions, seed=o.sim_seed, eta=eta, logging_noise=o.logging_noise,
-                       random_share=o.random_share, truth=True)
+                       random_share=o.random_share, promotion=o.promotion, truth=True)
 
 
 def propensities(o: Options, ds: D.Dataset, eta: float) -> tuple:
@@ -154,7 +160,8 @@ def to_markdown(res: dict) -> str:
   o = cfg["options"]
   out = [f"# Position debiasing on simulated logs ({cfg['run']['loss']})\n",
          f"{cfg['run']['seeds']} seeds, {o['sessions']} sessions (train, vali, test), {100 * o['random_share']:g}% "
-         f"shown in random order, logging-ranker noise {o['logging_noise']:g}, IPS clip {o['ips_clip']:g}; best epoch "
+         f"shown in random order, logging-ranker noise {o['logging_noise']:g}, promotion {o.get('promotion', 0):g}, "
+         f"IPS clip {o['ips_clip']:g}; best epoch "
          f"on vali's logged purchases. NDCG@8 at the best epoch on the test sessions' **truth** (purchase "
          f"probability had the item been examined; every session) and on their **logged** purchases (sessions "
          f"with a purchase). Teacher* rows see their privileged inputs at test. {res['seconds']:.0f} s.\n",
@@ -174,8 +181,8 @@ def plot(res: dict, path: str) -> None:
   plt = plots.pyplot()
   fig, ax = plt.subplots(figsize=(7, 4))
   etas = list(res["etas"])
-  for k in ("no_distill", "position_feature", "two_tower", "ips_known", "ips_em", "pfd_position", "placebo",
-            "lambdamart"):
+  for k in ("no_distill", "position_feature", "two_tower", "ips_known", "ips_em", "pfd_position", "pfd_position_top",
+            "placebo", "lambdamart"):
     if all(k in res["etas"][e]["truth"] for e in etas):
       ax.plot([float(e) for e in etas], [np.mean(np.asarray(res["etas"][e]["truth"][k])[:, 0]) for e in etas],
               marker="o", label=LABELS[k])
@@ -195,6 +202,10 @@ def claims(res: dict) -> list:
       ("PFD(position) beats the two-tower model on the truth", "pfd_position", "two_tower"),
       ("PFD(position) beats its placebo on the truth (control)", "pfd_position", "placebo"),
       ("PFD(position + click) beats PFD(position) on the truth", "pfd_position_click", "pfd_position"),
+      ("PFD(position) taught at position 1 beats no-distillation on the truth", "pfd_position_top", "no_distill"),
+      ("PFD(position) taught at position 1 beats PFD(position) on the truth", "pfd_position_top", "pfd_position"),
+      ("PFD(position) taught at position 1 beats IPS with known propensities on the truth", "pfd_position_top",
+       "ips_known"),
       ("IPS with known propensities beats no-distillation on the truth", "ips_known", "no_distill"),
       ("IPS with regression-EM propensities beats no-distillation on the truth", "ips_em", "no_distill"),
       ("The two-tower model beats no-distillation on the truth", "two_tower", "no_distill"),
@@ -208,6 +219,7 @@ TABLE2_ROWS = {"position_feature": "Position as a feature, served at position 1"
                "two_tower": "Two-tower (additive position tower), served at position 1",
                "ips_randomized": "IPS, propensities from randomised lists", "ips_em": "IPS, regression-EM propensities",
                "pfd_position_teacher": "PFD teacher* (x + position)", "pfd_position": "PFD(position) student",
+               "pfd_position_top": "PFD(position) student, taught at position 1",
                "lambdamart_position": "LambdaMART + LightGBM position-bias model"}
 
 
@@ -268,7 +280,8 @@ def position_rows(cfg: schema.Config, ps: PositionSetup, ds, dd, tc: T.TrainConf
   common = dict(position=ps.column, positions=ps.positions, clip=cfg.options.ips_clip, fit=fit, hooks=log,
                 device_data=lambda d: setup.device_data(cfg, d, tc), top=ps.top, gbdt_config=cfg.options.gbdt,
                 seed=cfg.run.seed)
-  methods = ["position_feature", "two_tower", "pfd_position"] + (["lambdamart_position"] if lightgbm else [])
+  methods = ["position_feature", "two_tower", "pfd_position", "pfd_position_top"] + (
+      ["lambdamart_position"] if lightgbm else [])
   rows = distill.run_debias_methods(keys, tc, ds, dd, methods, propensities={}, **common)
   rows.update(distill.run_debias_methods(keys, ps.ips_config, ds, dd, ["ips"], propensities=ps.propensities, **common))
   return rows
@@ -293,10 +306,14 @@ def table2_claims(prefix: str, rows: dict, folds: int) -> list:
                 "pfd_position", "position_feature", folds)]
 
 
-PRESETS = (Preset("default", "logs", "", "Position debiasing: PFD against unbiased learning-to-rank, on the truth"),)
+PRESETS = (Preset("default", "logs", "", "Position debiasing: PFD against unbiased learning-to-rank, on the truth "
+                  "(a logging ranker that boosts promoted items)"),
+           Preset("no_promotion", "logs_no_promotion", "--promotion=0", "Position debiasing without promotion: a "
+                  "bias that preserves the ranking by relevance"))
 
 DRIVER = schema.Driver("debias", run, to_markdown, plot, "debias.png", options=Options,
-                       groups=("train", "run", "output"), folder=lambda cfg: "logs",
+                       groups=("train", "run", "output"),
+                       folder=lambda cfg: "logs" if cfg.options.promotion else "logs_no_promotion",
                        defaults=(("select_on", "vali"),), losses=debias.IPS_LOSSES,
                        rows=lambda cfg: len(cfg.options.etas) * len(row_names(cfg.options)),
                        presets=PRESETS, claims=claims)

@@ -27,6 +27,10 @@ def test_default_recipe_is_untouched_by_the_new_options():
   base = logs.simulate(**SMALL, seed=4)
   more = logs.simulate(**SMALL, seed=4, truth=True)
   shuffled = logs.simulate(**SMALL, seed=4, truth=True, random_share=0.5)
+  promoted = logs.simulate(**SMALL, seed=4, truth=True, random_share=0.5, promotion=2.0)
+  np.testing.assert_array_equal(promoted["truth"].y, more["truth"].y)
+  np.testing.assert_array_equal(promoted["train"].x[:, :-1], base["train"].x)
+  assert promoted.config["num_regular"] == base.config["num_regular"] + 1
   assert list(base.splits) == ["train", "vali", "test"] and "truth" in more.splits
   for s in base.splits:
     np.testing.assert_array_equal(base[s].x, more[s].x)
@@ -55,6 +59,15 @@ def test_truth_is_position_free_and_the_oracle_scores_one():
     shown = -jnp.asarray(bk.z[..., 0])  # the logging ranker's order: position 1 first
     logging_ranker.append(np.asarray(metrics.ndcg_table(shown, jnp.asarray(bk.y), jnp.asarray(bk.mask), (8,)))[0, real])
   assert np.concatenate(logging_ranker).mean() < 0.95
+
+
+def test_promotion_confounds_the_logged_labels_only():
+  """The promotion score (the last regular feature) moves items up the logging ranker's order, so it predicts
+  logged purchases; the truth does not depend on it."""
+  ds = logs.simulate(sessions=(1500, 10, 1500), seed=0, promotion=2.0, truth=True)
+  g, t = ds["train"], ds["truth"]
+  assert np.corrcoef(g.x[:, -1], logs.positions(g.z))[0, 1] < -0.3
+  assert np.corrcoef(g.x[:, -1], g.y)[0, 1] > 0.05 > abs(np.corrcoef(t.x[:, -1], t.y)[0, 1])
 
 
 def test_randomized_sessions_are_shown_in_random_order():
@@ -195,8 +208,9 @@ def test_debias_driver_end_to_end(tmp_path):
   np.testing.assert_array_equal(r["truth"]["ips_known"], r["truth"]["no_distill"])
   assert r["propensities"]["known"] == [1.0] * 10 and r["randomized_sessions"] > 5
   assert not np.array_equal(r["truth"]["two_tower"], r["truth"]["position_feature"])
+  assert not np.array_equal(r["truth"]["pfd_position_top"], r["truth"]["pfd_position"])  # the teacher at the top
   claims = debias_driver.claims(res)
-  assert len(claims) == 12 and all(c.detail.startswith(("holds", "undecided", "does not", "mixed")) for c in claims)
+  assert len(claims) == 15 and all(c.detail.startswith(("holds", "undecided", "does not", "mixed")) for c in claims)
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,8 @@ from pfd_jax import training as T
 from conftest import TINY
 
 OPTIONS = [Arch(hidden=8, layers=3), Arch(hidden=8, layers=3, norm="batch"), Arch(hidden=8, layers=3, norm="layer"),
-           Arch(hidden=8, layers=3, norm="batch", dropout=0.3, noise=0.5, clip=1.5)]
+           Arch(hidden=8, layers=3, norm="batch", dropout=0.3, noise=0.5, clip=1.5),
+           Arch(hidden=8, layers=3, norm="batch", tower=1)]
 
 
 def _lists(seed=0, q=3, n=6, d=4):
@@ -41,7 +42,7 @@ def test_the_paper_model_is_a_plain_relu_stack():
   np.testing.assert_allclose(arch.module().apply(params, jnp.asarray(x, jnp.float32)), h[:, 0], rtol=1e-5, atol=1e-6)
 
 
-@pytest.mark.parametrize("arch", OPTIONS, ids=lambda a: f"{a.norm}-{a.dropout}")
+@pytest.mark.parametrize("arch", OPTIONS, ids=lambda a: f"{a.norm}-{a.dropout}-{a.tower}")
 def test_every_option_is_padding_invariant(arch):
   """Scoring and a training forward pass give the real documents the same scores, and batch norm the same
   new statistics, whatever padding (arbitrary features) a list carries."""

@@ -49,7 +49,8 @@ def _sigmoid(v):
   return 1.0 / (1.0 + np.exp(-v))
 
 
-def _split(rng, sessions, min_items, max_items, lam, fac, eta, noise=1.0, random_share=0.0, rand_rng=None):
+def _split(rng, sessions, min_items, max_items, lam, fac, eta, noise=1.0, random_share=0.0, rand_rng=None,
+           promotion=0.0):
   sizes = rng.integers(min_items, max_items + 1, sessions)
   n = int(sizes.sum())
   offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
@@ -62,6 +63,11 @@ def _split(rng, sessions, min_items, max_items, lam, fac, eta, noise=1.0, random
   shuffled = np.zeros(sessions, bool)
   if random_share > 0:  # its own generator: the main stream's draws stay those of random_share = 0
     shuffled = rand_rng.random(sessions) < random_share
+  if promotion > 0:
+    promoted = rand_rng.normal(size=n)
+    logged = logged + promotion * promoted
+    x = np.concatenate([x, promoted[:, None]], 1)
+  if random_share > 0:
     logged = np.where(np.repeat(shuffled, sizes), rand_rng.random(n), logged)
   for q in range(sessions):  # positions within each session (a per-session argsort; file-side, numpy)
     s, e = offsets[q], offsets[q + 1]
@@ -80,8 +86,8 @@ def _split(rng, sessions, min_items, max_items, lam, fac, eta, noise=1.0, random
 
 
 def simulate(*, sessions=(800, 200, 800), min_items: int = 15, max_items: int = 35, num_features: int = 20,
-             eta: float = 1.0, logging_noise: float = 1.0, random_share: float = 0.0, truth: bool = False,
-             seed: int = 0) -> Dataset:
+             eta: float = 1.0, logging_noise: float = 1.0, random_share: float = 0.0, promotion: float = 0.0,
+             truth: bool = False, seed: int = 0) -> Dataset:
   """Simulated logs as a ready :class:`Dataset` (train / vali / test), y = purchase, z = PRIVILEGED (and
   RANDOMIZED with random_share > 0); truth=True adds the split ``truth`` (the test sessions judged on the
   unbiased target, see the module docstring). The defaults reproduce the Table 3 analogue's data bit for bit."""
@@ -91,8 +97,9 @@ def simulate(*, sessions=(800, 200, 800), min_items: int = 15, max_items: int = 
   rand_rng = np.random.default_rng((seed, 1))
   fac = rng.integers(0, _BETA.size, num_features)
   lam = rng.uniform(0.2, 0.9, num_features)
-  made = {name: _split(rng, s, min_items, max_items, lam, fac, eta, logging_noise, random_share, rand_rng)
+  made = {name: _split(rng, s, min_items, max_items, lam, fac, eta, logging_noise, random_share, rand_rng, promotion)
           for name, s in zip(("train", "vali", "test"), sessions)}
+  num_features += promotion > 0
   splits = {name: g for name, (g, _) in made.items()}
   if truth:
     splits["truth"] = made["test"][1]
@@ -103,8 +110,8 @@ def simulate(*, sessions=(800, 200, 800), min_items: int = 15, max_items: int = 
              regular_ids=list(range(1, num_features + 1)),
              privileged_ids=list(range(num_features + 1, num_features + len(privileged) + 1)),
              log1p=False, query_norm=False, min_docs=min_items, reference_split="train")
-  cfg.update({k: v for k, v in dict(logging_noise=logging_noise, random_share=random_share).items()
-              if v != {"logging_noise": 1.0, "random_share": 0.0}[k]})  # the default recipe's record unchanged
+  cfg.update({k: v for k, v in dict(logging_noise=logging_noise, random_share=random_share, promotion=promotion).items()
+              if v != {"logging_noise": 1.0, "random_share": 0.0, "promotion": 0.0}[k]})  # the default's record kept
   return Dataset(name="logs", splits=splits, privileged=np.arange(len(privileged)), config=cfg)
 
 

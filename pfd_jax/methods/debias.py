@@ -1,5 +1,6 @@
 """Unbiased learning-to-rank from position-biased logs: propensities, inverse-propensity weighting, and the
-served forms of the position-aware models. The rows of ``experiments/debias.py`` are built from these.
+served forms of the position-aware models. The debiasing rows (:func:`pfd_jax.methods.distill.run_debias_methods`;
+``experiments/debias.py``, ``experiments/table2.py --position``) are built from these.
 
 The examination hypothesis (Richardson et al. 2007; Joachims et al., WSDM 2017): an item at position k is
 examined with probability ``theta_k`` (its *propensity*) and, if examined, acted on with probability
@@ -11,8 +12,8 @@ examined with probability ``theta_k`` (its *propensity*) and, if examined, acted
   estimator of Joachims et al. applied to the label. Labels above 1 are fine for both (RankBCE's population
   optimum is sigmoid(s) = E[y / theta | x] = r). Propensities are clipped from below at ``clip`` (the usual
   clipped IPS: bias for variance where items are rarely examined). Pairwise and rank-based losses (RankNet,
-  ListMLE, ApproxNDCG, LambdaLoss) compare labels instead of weighting them, so they are refused
-  (:data:`IPS_LOSSES`).
+  ListMLE, ApproxNDCG, LambdaLoss) compare labels instead of weighting them: not in :data:`IPS_LOSSES`
+  (``experiments.debias`` refuses them; ``table2 --position`` trains its IPS rows with RankBCE then).
 * **Propensities** (relative to the top position, ``theta_1 = 1``): (a) known (the simulator's ``k^-eta``);
   (b) from randomised sessions (:func:`randomized_propensities`): where the order is random, relevance is
   independent of position and the click-through rate at k is ``theta_k E[gamma]``, so ``CTR_k / CTR_1``;

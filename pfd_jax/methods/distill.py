@@ -11,6 +11,10 @@
   inputs, capacity and training, the student PFD's distillation, and only the link between z and the label is
   gone. PFD student vs placebo student, paired, measures what the privileged information adds beyond
   distillation as regularisation.
+* **the debiasing rows** (:func:`run_debias_methods`, :mod:`pfd_jax.methods.debias`): the display position as a
+  feature served at the top position, the two-tower model, IPS, PFD with the position as the privileged feature
+  (alone, and with click; and its student taught by the teacher's predictions with every item at the top
+  position), its placebo, and LambdaMART with LightGBM's position-bias model.
 * **the GBDT rows** (:func:`run_gbdt_methods`): LightGBM LambdaMART (:mod:`pfd_jax.methods.gbdt`), and
   distillation across model families: an MLP student of an out-of-fold LambdaMART teacher, and GBDT students
   of the MLP PFD teacher.
@@ -251,8 +255,8 @@ def run_gbdt_methods(keys, cfg: TrainConfig, gc: gbdt.GBDTConfig, ds: Dataset, d
 
 # ------------------------------------------------------------------ the debiasing rows
 
-DEBIAS_METHODS = ("position_feature", "two_tower", "ips", "pfd_position", "pfd_position_click", "placebo",
-           "lambdamart", "lambdamart_position")
+DEBIAS_METHODS = ("position_feature", "two_tower", "ips", "pfd_position", "pfd_position_top", "pfd_position_click",
+                  "placebo", "lambdamart", "lambdamart_position")
 
 
 class DebiasRow(NamedTuple):
@@ -262,28 +266,29 @@ class DebiasRow(NamedTuple):
   config: object
 
 
-def run_debias_methods(keys, cfg, ds: Dataset, dd, methods: Sequence[str], *, position: int, positions: np.ndarray,
-                propensities: dict,
-                clip: float, device_data: Callable, fit: Callable, hooks: Callable, top: float = 1.0,
-                click: Optional[int] = None, placebo: Optional[Callable] = None, gbdt_config=None,
-                seed: int = 0) -> dict:
+def run_debias_methods(keys, cfg: TrainConfig, ds: Dataset, dd: DeviceData, methods: Sequence[str], *,
+                       position: int, positions: np.ndarray, propensities: dict, clip: float, device_data: Callable,
+                       fit: Callable, hooks: Callable, top: float = 1.0, click: Optional[int] = None,
+                       placebo: Optional[Callable] = None, gbdt_config: Optional[gbdt.GBDTConfig] = None,
+                       seed: int = 0) -> dict:
   """Trains the debiasing rows of `methods` (:data:`DEBIAS_METHODS`, :mod:`pfd_jax.methods.debias`) on `ds` and
   returns {row: :class:`DebiasRow`}.
 
   position: the privileged column (of ds's z) holding the display position, ``top`` its value at position 1
-  (1 for raw positions and for log2(1 + position), before the recipe's transforms); positions: i64[N] the
-  training split's display positions 1..L (:func:`position_ids`); propensities: {name: table} gives one IPS row
-  ``ips_<name>`` per table (method 'ips'); click: the privileged column of PFD(position + click);
-  device_data(Dataset) -> DeviceData puts a variant of `ds` on the device as `dd` was (the served and the
-  IPS-weighted copies); fit(row, view, config, train, servable) -> result (a driver's resume store: the training
-  view and config; ``train()`` trains; servable: whether a file has the row's inputs); hooks(row) -> Hooks; placebo() -> the placebo's DeviceData;
-  gbdt_config: LightGBM's settings of 'lambdamart' and 'lambdamart_position'. Row views: ``x`` for the
-  students and IPS, ``xz:<position>`` for the teachers, and ``xz:<position>=<top>`` for the position-aware rows,
-  trained on the real positions and scored with every item at the top.
+  (1 for raw positions and for log2(1 + position); log1p(1) after the recipe's log1p); positions: i64[N] the
+  training split's display positions 1..L (:func:`pfd_jax.methods.debias.position_ids`); propensities:
+  {name: table} gives one IPS row ``ips_<name>`` per table (method 'ips'); click: the privileged column of
+  PFD(position + click); device_data(Dataset) -> DeviceData puts a variant of `ds` on the device as `dd` was (the
+  served and the IPS-weighted copies); fit(row, view, config, train, servable) -> result (a driver's resume
+  store: the training view and config; ``train()`` trains; servable: whether a file has the row's inputs);
+  hooks(row) -> Hooks; placebo() -> the placebo's DeviceData (its teacher sees the permuted position);
+  gbdt_config: LightGBM's settings of 'lambdamart' and 'lambdamart_position'. Row views: ``x`` for the students
+  and IPS, ``xz:<position>`` for the teachers, and ``xz:<position>=<top>`` for the position-aware rows, trained
+  on the real positions and scored with every item at the top.
   """
   bad = [m for m in methods if m not in DEBIAS_METHODS]
   if bad:
-    raise ValueError(f"unknown debiasing methods {bad}; known: {METHODS}")
+    raise ValueError(f"unknown debiasing methods {bad}; known: {DEBIAS_METHODS}")
   out = {}
 
   def add(row, view, config, train, served=None):
@@ -301,17 +306,20 @@ def run_debias_methods(keys, cfg, ds: Dataset, dd, methods: Sequence[str], *, po
   if "ips" in methods:
     for name, table in propensities.items():
       weighted = debias.with_train_labels(ds, debias.ips_labels(ds["train"].y, positions, table, clip), ips=name)
-      add(f"ips_{name}", "x", cfg, lambda: train_on_data(keys, cfg, device_data(weighted), "x",
-                                                                 hooks(f"ips_{name}")))
+      add(f"ips_{name}", "x", cfg, lambda: train_on_data(keys, cfg, device_data(weighted), "x", hooks(f"ips_{name}")))
   pfd = [("pfd_position", pv, lambda: dd), ("placebo", pv, placebo)]
   if click is not None:
     pfd.insert(1, ("pfd_position_click", f"xz:{position},{click}", lambda: dd))
   for row, view, data in pfd:
+    if row in methods or (row == "pfd_position" and "pfd_position_top" in methods):
+      teacher = add(f"{row}_teacher", view, cfg,
+                    lambda: train_on_data(keys, cfg, data(), view, hooks(f"{row}_teacher")))
     if row in methods:
-      teacher = add(f"{row}_teacher", view, cfg, lambda: train_on_data(keys, cfg, data(), view,
-                                                                               hooks(f"{row}_teacher")))
       add(row, "x", cfg, lambda: train_student(keys, cfg, data(), teacher_targets(
           cfg, [(teacher, view)], data()), hooks(row)))
+    if row == "pfd_position" and "pfd_position_top" in methods:  # the teacher's targets with every item on top
+      add("pfd_position_top", "x", cfg, lambda: train_student(keys, cfg, dd, teacher_targets(
+          cfg, [(teacher, view)], dd, z_override=np.float32(top)), hooks("pfd_position_top")))
   kw = dict(num_seeds=int(np.shape(keys)[0]), seed=seed, eval_splits=tuple(dd.eval_sets),
             max_buckets=dd.max_buckets, query_index=gbdt.loss_groups(cfg, ds["train"]))
   for row in ("lambdamart", "lambdamart_position"):
