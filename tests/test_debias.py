@@ -7,7 +7,7 @@ import pytest
 
 from conftest import SMALL_GBDT, TINY, written
 from experiments import debias as debias_driver, export_logs, table2
-from experiments.framework import outputs, setup
+from experiments.framework import deploy, outputs, setup
 from pfd_jax import data as D
 from pfd_jax.config import ConfigError
 from pfd_jax.data import logs
@@ -234,6 +234,7 @@ def test_table2_position_rows_on_a_letor_folder(logs_folder, tmp_path):
   assert ("ips_randomized" in fold["rows"]) != ("ips_randomized" in fold["debias"])
   md = table2.to_markdown(outputs.as_json(res))
   assert "| Position as a feature, served at position 1 |" in md and "Debiasing rows (--position=21" in md
+  assert not {"position_feature", "two_tower"} & set(deploy.candidates(fold["rows"]))  # no saved model serves them
   ds = setup.load_dataset(data)
   for options, error, match in (
       (table2.Options(position=5), ConfigError, "position: feature 5 is not among"),

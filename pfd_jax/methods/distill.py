@@ -259,6 +259,9 @@ DEBIAS_METHODS = ("position_feature", "two_tower", "ips", "pfd_position", "pfd_p
                   "placebo", "lambdamart", "lambdamart_position")
 
 
+SERVED_AT_TOP = ("position_feature", "two_tower")  # rows scored with a constant position: never saved as models
+
+
 class DebiasRow(NamedTuple):
   """A trained debiasing row: its result, the view it is scored (served) with, and its training config."""
   result: object
