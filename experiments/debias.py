@@ -206,6 +206,8 @@ def claims(res: dict) -> list:
       ("PFD(position) taught at position 1 beats PFD(position) on the truth", "pfd_position_top", "pfd_position"),
       ("PFD(position) taught at position 1 beats IPS with known propensities on the truth", "pfd_position_top",
        "ips_known"),
+      ("Position-aware learning (served at position 1) beats no-distillation on the truth", "position_feature",
+       "no_distill"),
       ("IPS with known propensities beats no-distillation on the truth", "ips_known", "no_distill"),
       ("IPS with regression-EM propensities beats no-distillation on the truth", "ips_em", "no_distill"),
       ("The two-tower model beats no-distillation on the truth", "two_tower", "no_distill"),

@@ -210,7 +210,7 @@ def test_debias_driver_end_to_end(tmp_path):
   assert not np.array_equal(r["truth"]["two_tower"], r["truth"]["position_feature"])
   assert not np.array_equal(r["truth"]["pfd_position_top"], r["truth"]["pfd_position"])  # the teacher at the top
   claims = debias_driver.claims(res)
-  assert len(claims) == 15 and all(c.detail.startswith(("holds", "undecided", "does not", "mixed")) for c in claims)
+  assert len(claims) == 16 and all(c.detail.startswith(("holds", "undecided", "does not", "mixed")) for c in claims)
 
 
 @pytest.fixture(scope="module")
