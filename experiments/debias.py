@@ -277,7 +277,8 @@ def position_setup(cfg: schema.Config, ds, tc: T.TrainConfig) -> PositionSetup:
 
 def position_rows(cfg: schema.Config, ps: PositionSetup, ds, dd, tc: T.TrainConfig, *, keys, store, log,
                   lightgbm: bool) -> dict:
-  """The debiasing rows of --position (:func:`pfd_jax.methods.debias.run_methods`) on one fold: {row: Row}."""
+  """The debiasing rows of --position (:func:`pfd_jax.methods.distill.run_debias_methods`) on one fold:
+  {row: DebiasRow}."""
   fit = lambda row, view, config, train, servable: store(row, view, config, train, servable)
   common = dict(position=ps.column, positions=ps.positions, clip=cfg.options.ips_clip, fit=fit, hooks=log,
                 device_data=lambda d: setup.device_data(cfg, d, tc), top=ps.top, gbdt_config=cfg.options.gbdt,
