@@ -10,6 +10,7 @@ written: config, environment, per-seed best metrics and per-epoch curves of ever
 change against no-distillation) and fig2_<loss>.png (test NDCG@8 per epoch of every method).
 """
 import dataclasses
+import functools
 import time
 from typing import Tuple
 
@@ -17,12 +18,13 @@ import numpy as np
 from absl import logging
 
 from experiments.framework import deploy, lifecycle, monitor, plots, rowstore, rundir, schema, setup, tabulate
+from experiments.framework.pairs import aggregate, column_comparisons, comparisons, query_lists
 from experiments.framework.claims import Preset, beats
 from experiments import debias as debias_driver
 from pfd_jax.methods import distill
 from pfd_jax import distributed
 from pfd_jax.methods import gbdt
-from pfd_jax.ops import metrics, stats
+from pfd_jax.ops import metrics
 from pfd_jax.ops.losses import LISTWISE
 from pfd_jax import training as T
 from pfd_jax.config import ConfigError, option
@@ -141,67 +143,6 @@ def ensembles(tc: T.TrainConfig, rows: dict, ds, dd, views: dict, configs: dict)
                                tc.empty_rule)
       out[name].update(dict(ndcg=mean, test_lists=v[0]) if split == "test" else dict(vali_ndcg=mean))
   return out
-
-
-def ensemble_comparisons(loss_res: dict) -> dict:
-  """Every row's seed ensemble over the test queries pooled over folds (one ensemble per fold, so queries are the
-  unit), paired: against LambdaMART's seed ensemble ('vs_lambdamart') and against the row's own single models,
-  each query's NDCG averaged over seeds ('vs_single')."""
-  folds = [f for f in loss_res["folds"].values() if "ensembles" in f]
-  if not folds:
-    return {}
-  valid = np.concatenate([np.asarray(f["test_lists_valid"], bool) for f in folds])
-  pooled = lambda get: {name: np.concatenate([np.asarray(get(f, name)) for f in folds])[None]
-                        for name in folds[0]["ensembles"]}
-  ens = pooled(lambda f, n: f["ensembles"][n]["test_lists"])
-  single = pooled(lambda f, n: f["rows"][n]["test_lists"])
-  out = {name: dict(vs_single=tabulate.comparison_record(stats.per_query(v, single[name], valid)))
-         for name, v in ens.items()}
-  if "lambdamart" in ens:
-    for name, v in ens.items():
-      if name != "lambdamart":
-        out[name]["vs_lambdamart"] = tabulate.comparison_record(stats.per_query(v, ens["lambdamart"], valid))
-  return out
-
-
-def comparisons(loss_res: dict) -> dict:
-  """Every row against no-distillation, paired: by (fold, seed) run ('runs') and by test query pooled over
-  folds, each query's NDCG@8 averaged over seeds ('queries'; lists with a positive)."""
-  valid = np.concatenate([np.asarray(f["test_lists_valid"], bool) for f in loss_res["folds"].values()])
-  per_query = {}
-  for f in loss_res["folds"].values():
-    for name, r in f["rows"].items():
-      per_query.setdefault(name, []).append(np.asarray(r["test_lists"]))
-  per_query = {k: np.concatenate(v) for k, v in per_query.items()}
-  return dict(runs=tabulate.compare(aggregate(loss_res), "no_distill"),
-              queries={k: tabulate.comparison_record(stats.per_query(v, per_query["no_distill"], valid))
-                       for k, v in per_query.items() if k != "no_distill"},
-              **column_comparisons(loss_res), **({"ensembles": e} if (e := ensemble_comparisons(loss_res)) else {}))
-
-
-def column_comparisons(loss_res: dict) -> dict:
-  """The table's further paired columns: every student against the placebo student ('vs_placebo': what the
-  privileged information adds beyond distillation), the LightGBM rows against the PFD student ('vs_pfd') and
-  every row against LambdaMART, the practitioner's incumbent ('vs_lambdamart', paired by (fold, seed index)).
-  Only those whose rows the table has."""
-  pooled = aggregate(loss_res)
-  out = {}
-  if "placebo" in pooled:
-    out["vs_placebo"] = {k: v for k, v in tabulate.compare(pooled, "placebo").items() if not k.endswith("teacher")}
-  if "pfd" in pooled and set(pooled) & set(distill.GBDT_ROWS):
-    out["vs_pfd"] = {k: v for k, v in tabulate.compare(pooled, "pfd").items() if k in distill.GBDT_ROWS}
-  if "lambdamart" in pooled:
-    out["vs_lambdamart"] = tabulate.compare(pooled, "lambdamart")
-  return out
-
-
-def aggregate(loss_res: dict, split: str = "test") -> dict:
-  """{row: [folds * seeds, len(ks)]} best-epoch metrics pooled over folds and seeds."""
-  rows = {}
-  for fold in loss_res["folds"].values():
-    for name, r in fold["rows"].items():
-      rows.setdefault(name, []).append(np.asarray(r["best"][split]))
-  return {name: np.concatenate(v, 0) for name, v in rows.items()}
 
 
 def to_markdown(res: dict) -> str:
@@ -357,18 +298,17 @@ def claims(res: dict) -> list:
   """The claims of a run of this driver, with their verdicts (:mod:`experiments.framework.claims`)."""
   out = []
   for loss, lr in res["losses"].items():
-    rows, folds = aggregate(lr), len(lr["folds"])
-    p = f"[{loss}] "
-    out += [beats(p + "PFD student beats no-distillation (paper, Table 2)", rows, "pfd", "no_distill", folds),
-            beats(p + "PFD student beats self-distillation (paper, Table 2)", rows, "pfd", "self_distill", folds),
-            beats(p + "PFD student beats GenD student (paper, Table 2)", rows, "pfd", "gend", folds),
-            beats(p + "Self-distillation beats no-distillation (paper, Table 2)", rows, "self_distill", "no_distill",
-                  folds),
-            beats(p + "PFD student beats the placebo student: the gain is the privileged information (control)",
-                  rows, "pfd", "placebo", folds),
-            beats(p + "PFD student beats LambdaMART, the incumbent", rows, "pfd", "lambdamart", folds),
-            beats(p + "GBDT student of the PFD teacher beats LambdaMART (cross-family)", rows, "gbdt_xent_from_pfd",
-                  "lambdamart", folds)] + debias_driver.table2_claims(p, rows, folds)
+    rows, folds, p = aggregate(lr), len(lr["folds"]), f"[{loss}] "
+    beat = functools.partial(beats, rows=rows, folds=folds, queries=query_lists(lr))  # + the per-query verdicts
+    out += [beat(p + "PFD student beats no-distillation (paper, Table 2)", a="pfd", b="no_distill"),
+            beat(p + "PFD student beats self-distillation (paper, Table 2)", a="pfd", b="self_distill"),
+            beat(p + "PFD student beats GenD student (paper, Table 2)", a="pfd", b="gend"),
+            beat(p + "Self-distillation beats no-distillation (paper, Table 2)", a="self_distill", b="no_distill"),
+            beat(p + "PFD student beats the placebo student: the gain is the privileged information (control)",
+                 a="pfd", b="placebo"),
+            beat(p + "PFD student beats LambdaMART, the incumbent", a="pfd", b="lambdamart"),
+            beat(p + "GBDT student of the PFD teacher beats LambdaMART (cross-family)", a="gbdt_xent_from_pfd",
+                 b="lambdamart")] + debias_driver.table2_claims(p, rows, folds)
   return out
 
 

@@ -10,6 +10,11 @@ Verdicts (directional claims "A beats B", paired by run, 95% paired-t interval o
 * **undecided at n runs**: otherwise, with the seeds (per fold) a paired t-test would need for 80% power at the
   measured spread, for the observed change or MARGIN, whichever is larger.
 "Comparable" claims hold when the interval lies within +-MARGIN and do not reproduce when it excludes 0.
+
+The run is the unit of the papers' claims (a training procedure beats another: new seeds, new models). IR practice
+also tests over topics: a claim may carry a **second verdict per test query** (:attr:`Claim.queries`, the same
+rules over the test queries with a positive, each query's NDCG averaged over the seeds). It speaks about these
+trained models on these queries, not about the procedure, and never replaces the run verdict.
 """
 from __future__ import annotations
 
@@ -27,6 +32,7 @@ class Claim(NamedTuple):
   text: str
   verdict: str   # holds / does not reproduce / undecided at n runs / mixed
   detail: str
+  queries: str = ""  # the second verdict, by test query: "<verdict>: <detail>" ('' where the run has none)
 
 
 class Preset(NamedTuple):
@@ -46,7 +52,8 @@ def runs_per_fold(n_runs: int, res: dict) -> int:
 
 
 def verdict(c: dict, folds: int = 1, margin: float = MARGIN) -> tuple:
-  """(verdict, detail) of the claim "row beats reference" from its comparison record (tabulate.comparison_record)."""
+  """(verdict, detail) of the claim "row beats reference" from its comparison record (tabulate.comparison_record;
+  its unit, runs or queries, names what an undecided verdict counts)."""
   cell = tabulate.change_cell(c)
   lo, hi = c["rel_ci"]
   if not (np.isfinite(lo) and np.isfinite(hi)):
@@ -59,9 +66,13 @@ def verdict(c: dict, folds: int = 1, margin: float = MARGIN) -> tuple:
   effect = max(c["diff"], margin * c["reference"])
   need = stats.runs_for_power(effect, c["sd"])
   size = "the observed change" if c["diff"] > margin * c["reference"] else f"a {100 * margin:.0f}% change"
-  seeds = "more than 100,000 runs" if need is None else (f"~{-(-need // folds):,} seeds" +
-                                                          (" per fold" if folds > 1 else ""))
-  return f"undecided at {c['n']} runs", f"{cell}; {seeds} would detect {size} with 80% power"
+  unit = c.get("unit", "runs")
+  if unit == "queries":
+    seeds = "more than 100,000 test queries" if need is None else f"~{need:,} test queries"
+  else:
+    seeds = "more than 100,000 runs" if need is None else (f"~{-(-need // folds):,} seeds" +
+                                                            (" per fold" if folds > 1 else ""))
+  return f"undecided at {c['n']} {unit}", f"{cell}; {seeds} would detect {size} with 80% power"
 
 
 def equivalence(c: dict, margin: float = MARGIN) -> tuple:
@@ -77,12 +88,17 @@ def equivalence(c: dict, margin: float = MARGIN) -> tuple:
           + f" would detect a {100 * margin:.0f}% difference with 80% power")
 
 
-def beats(text: str, rows: dict, a: str, b: str, folds: int = 1, col: int = 0) -> Optional[Claim]:
-  """The claim "rows[a] beats rows[b]" (paired by run), or None when either row is absent."""
+def beats(text: str, rows: dict, a: str, b: str, folds: int = 1, col: int = 0, *,
+          queries: Optional[dict] = None) -> Optional[Claim]:
+  """The claim "rows[a] beats rows[b]" (paired by run), or None when either row is absent. queries: {row: [Q]
+  per test query values, averaged over seeds} (the queries to count only): adds the per-query verdict."""
   if a not in rows or b not in rows:
     return None
   c = tabulate.compare({a: np.asarray(rows[a]), b: np.asarray(rows[b])}, b, col=col)[a]
-  return Claim(text, *verdict(c, folds))
+  second = ""
+  if queries and a in queries and b in queries:
+    second = ": ".join(verdict(tabulate.comparison_record(stats.paired(queries[a], queries[b], unit="queries"))))
+  return Claim(text, *verdict(c, folds), queries=second)
 
 
 def sweep(text: str, records: dict, folds: int = 1) -> Optional[Claim]:

@@ -157,3 +157,19 @@ def runs_for_power(effect: float, sd: float, target: float = 0.8, alpha: float =
     else:
       lo = mid + 1
   return hi
+
+
+def variance_components(d) -> tuple:
+  """(seed variance, query variance) of paired per-list differences d [S, Q] (seed s of both rows on test query
+  q), by the ANOVA (method of moments) estimators of the two-way model d_sq = mu + a_s + b_q + e_sq. Over a fixed
+  test set of Q' such queries the run-level difference (mean over the queries) varies from seed to seed with
+  variance ``seed + query / Q'``: the query term shrinks with the test set, the seed term only with what each
+  model learns (training size). The seed estimate is clipped at 0; at Q' = Q the sum is the measured variance."""
+  d = np.asarray(d, np.float64)
+  s, q = d.shape
+  if s < 2 or q < 2:
+    raise ValueError(f"variance components need >= 2 seeds and >= 2 queries, got {d.shape}")
+  seed_means, query_means, grand = d.mean(1), d.mean(0), d.mean()
+  ms_seed = q * float(((seed_means - grand) ** 2).sum()) / (s - 1)
+  ms_res = float(((d - seed_means[:, None] - query_means[None, :] + grand) ** 2).sum()) / ((s - 1) * (q - 1))
+  return max((ms_seed - ms_res) / q, 0.0), ms_res

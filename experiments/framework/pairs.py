@@ -1,0 +1,76 @@
+"""Paired comparisons of a Table 2 run's rows (one loss: {folds: {fold<k>: {rows: {row: {best, test_lists}}}}}), the
+layout experiments.table2 writes: by (fold, seed) run, by test query, and of the seed ensembles
+(:mod:`pfd_jax.ops.stats`, :mod:`experiments.framework.tabulate`)."""
+from __future__ import annotations
+
+import numpy as np
+
+from experiments.framework import tabulate
+from pfd_jax.methods import distill
+from pfd_jax.ops import stats
+
+
+def ensemble_comparisons(loss_res: dict) -> dict:
+  """Every row's seed ensemble over the test queries pooled over folds (one ensemble per fold, so queries are the
+  unit), paired: against LambdaMART's seed ensemble ('vs_lambdamart') and against the row's own single models,
+  each query's NDCG averaged over seeds ('vs_single')."""
+  folds = [f for f in loss_res["folds"].values() if "ensembles" in f]
+  if not folds:
+    return {}
+  valid = np.concatenate([np.asarray(f["test_lists_valid"], bool) for f in folds])
+  pooled = lambda get: {name: np.concatenate([np.asarray(get(f, name)) for f in folds])[None]
+                        for name in folds[0]["ensembles"]}
+  ens = pooled(lambda f, n: f["ensembles"][n]["test_lists"])
+  single = pooled(lambda f, n: f["rows"][n]["test_lists"])
+  out = {name: dict(vs_single=tabulate.comparison_record(stats.per_query(v, single[name], valid)))
+         for name, v in ens.items()}
+  if "lambdamart" in ens:
+    for name, v in ens.items():
+      if name != "lambdamart":
+        out[name]["vs_lambdamart"] = tabulate.comparison_record(stats.per_query(v, ens["lambdamart"], valid))
+  return out
+
+
+def query_lists(loss_res: dict) -> dict:
+  """{row: [Q]} each test query's NDCG@8 averaged over seeds, pooled over folds (the queries with a positive)."""
+  valid = np.concatenate([np.asarray(f["test_lists_valid"], bool) for f in loss_res["folds"].values()])
+  per_query = {}
+  for f in loss_res["folds"].values():
+    for name, r in f["rows"].items():
+      per_query.setdefault(name, []).append(np.asarray(r["test_lists"]))
+  return {k: np.concatenate(v)[valid] for k, v in per_query.items()}
+
+
+def comparisons(loss_res: dict) -> dict:
+  """Every row against no-distillation, paired: by (fold, seed) run ('runs') and by test query pooled over
+  folds, each query's NDCG@8 averaged over seeds ('queries'; lists with a positive)."""
+  per_query = query_lists(loss_res)
+  return dict(runs=tabulate.compare(aggregate(loss_res), "no_distill"),
+              queries={k: tabulate.comparison_record(stats.per_query(v, per_query["no_distill"]))
+                       for k, v in per_query.items() if k != "no_distill"},
+              **column_comparisons(loss_res), **({"ensembles": e} if (e := ensemble_comparisons(loss_res)) else {}))
+
+
+def column_comparisons(loss_res: dict) -> dict:
+  """The table's further paired columns: every student against the placebo student ('vs_placebo': what the
+  privileged information adds beyond distillation), the LightGBM rows against the PFD student ('vs_pfd') and
+  every row against LambdaMART, the practitioner's incumbent ('vs_lambdamart', paired by (fold, seed index)).
+  Only those whose rows the table has."""
+  pooled = aggregate(loss_res)
+  out = {}
+  if "placebo" in pooled:
+    out["vs_placebo"] = {k: v for k, v in tabulate.compare(pooled, "placebo").items() if not k.endswith("teacher")}
+  if "pfd" in pooled and set(pooled) & set(distill.GBDT_ROWS):
+    out["vs_pfd"] = {k: v for k, v in tabulate.compare(pooled, "pfd").items() if k in distill.GBDT_ROWS}
+  if "lambdamart" in pooled:
+    out["vs_lambdamart"] = tabulate.compare(pooled, "lambdamart")
+  return out
+
+
+def aggregate(loss_res: dict, split: str = "test") -> dict:
+  """{row: [folds * seeds, len(ks)]} best-epoch metrics pooled over folds and seeds."""
+  rows = {}
+  for fold in loss_res["folds"].values():
+    for name, r in fold["rows"].items():
+      rows.setdefault(name, []).append(np.asarray(r["best"][split]))
+  return {name: np.concatenate(v, 0) for name, v in rows.items()}
