@@ -19,12 +19,14 @@ and gives every comparison of both losses 80% power to detect a --change relativ
 5%); when none does, the one that fits with the highest smallest power. It is the table2 preset 'decisive'.
 """
 import dataclasses
+import json
+import os
 import time
 from typing import Tuple
 
 import numpy as np
 
-from experiments.framework import lifecycle, monitor, plots, rowstore, rundir, schema, setup, tabulate
+from experiments.framework import lifecycle, monitor, outputs, plots, rowstore, rundir, schema, setup, tabulate
 from experiments.framework.claims import Preset
 from pfd_jax import training as T
 from pfd_jax.config import option
@@ -58,7 +60,8 @@ def train_queries(scale: float) -> int:
 
 
 def run(cfg: schema.Config) -> dict:
-  """Trains the pilot points and returns the results dictionary (points, then the analysis and the choice)."""
+  """Trains the pilot points and returns the results dictionary (the points; the analysis and the choice are
+  derived from them by :func:`analysis`, so they are never out of step)."""
   t0 = time.time()
   out = {"config": cfg, "env": rundir.environment(), "points": {}}
   for scale in cfg.options.scales:
@@ -66,20 +69,20 @@ def run(cfg: schema.Config) -> dict:
                                                     cfg.options.test_queries)))
     ds = setup.load_dataset(pcfg.data)
     out["points"][str(scale)] = {loss: point(pcfg, ds, loss, scale) for loss in cfg.losses}
-  out["analysis"] = analyse(out["points"], cfg.options, cfg.train.epochs)
-  out["seconds"] = time.time() - t0
+  out["seconds"] = time.time() - t0  # the analysis is derived from the points where it is shown (to_markdown)
   return out
 
 
 def point(cfg: schema.Config, ds, loss: str, scale: float) -> dict:
-  """One (scale, loss): the Table 2 MLP rows with the pilot seeds, their per-query lists and times."""
+  """One (scale, loss): the Table 2 MLP rows with the pilot seeds, their per-query lists and times (under
+  'seconds': the fingerprint leaves times out)."""
   wall, cpu = time.time(), time.process_time()
   ds, dd, tc, keys = setup.fold_setup(cfg, loss, 1, ds=ds)
   store = rowstore.Rows(cfg, ds, 1, loss)
   rows = distill.run_methods(keys, tc, dd, distill.METHODS, hooks=monitor.progress(f"[{loss} x{scale:g}]"),
                              fit=lambda row, view, train: store(f"x{scale:g}_{row}", view, tc, train, servable=False),
                              placebo=setup.placebo_data(cfg, ds, tc))
-  cpu, wall = time.process_time() - cpu, time.time() - wall
+  wall, cpu = time.time() - wall, time.process_time() - cpu
   test = dd.eval_sets["test"]
   lists = {}
   for name in ("pfd",) + COMPARED:
@@ -87,11 +90,24 @@ def point(cfg: schema.Config, ds, loss: str, scale: float) -> dict:
     lists[name] = v[:, valid]
   t = time.perf_counter()
   T.per_list_ndcg(tc, rows["no_distill"].params, test, "x")  # compiled by now: one evaluation pass
+  timing = dict(rows={k: r.seconds for k, r in rows.items()}, wall=wall, cpu=cpu, eval_pass=time.perf_counter() - t)
   return dict(train_groups=dd.num_train_groups, positive_train_groups=dd.num_positive_groups,
               test_queries=int(test.num_lists), test_positive=int(valid.sum()), seeds=int(keys.shape[0]),
-              row_seconds={k: r.seconds for k, r in rows.items()}, seconds=wall, cpu_seconds=cpu,
-              eval_pass_seconds=time.perf_counter() - t, best={k: r.best["test"] for k, r in rows.items()},
-              lists=lists)
+              best={k: r.best["test"] for k, r in rows.items()}, lists=lists,
+              seconds=first_timing(store.store, f"x{scale:g}", timing))
+
+
+def first_timing(folder, name: str, timing: dict) -> dict:
+  """The times of the run that trained a point, kept beside its saved rows (<folder>/<name>_seconds.json): a
+  resumed run reports them, not its loading times. Outside a run folder (folder None): `timing`."""
+  if not folder:
+    return timing
+  path = os.path.join(folder, f"{name}_seconds.json")
+  if os.path.exists(path):
+    with open(path) as f:
+      return json.load(f)
+  outputs.write_json(path, timing)
+  return timing
 
 
 def components(p: dict) -> dict:
@@ -159,17 +175,18 @@ def sd2(fit: dict, measured, scale: float, q: int) -> float:
 
 
 def time_model(points: dict, loss: str, epochs: int) -> dict:
-  """Per seed: training seconds linear in the training groups (fitted), evaluation seconds per test query and
-  test query with a positive and epoch (every row evaluates them once per epoch), and the fixed overhead
-  (compiling, data)."""
+  """Per seed: training seconds linear in the training groups (fitted) and evaluation seconds per test query
+  with a positive and epoch (every row evaluates those once per epoch); per run: the fixed overhead (data,
+  compiling)."""
   tg, train, evals, fixed = [], [], [], []
   for p in (pts[loss] for pts in points.values()):
-    fixed.append(p["seconds"] - sum(p["row_seconds"].values()))
-    rows = len(p["row_seconds"])
-    ev = p["eval_pass_seconds"] / p["seeds"] / p["test_positive"]  # only lists with a positive are scored
+    t = p["seconds"]
+    fixed.append(t["wall"] - sum(t["rows"].values()))
+    rows = len(t["rows"])
+    ev = t["eval_pass"] / p["seeds"] / p["test_positive"]  # only lists with a positive are scored
     evals.append(ev)
     tg.append(p["train_groups"])
-    train.append(sum(p["row_seconds"].values()) / p["seeds"] - rows * epochs * ev * p["test_positive"])
+    train.append(sum(t["rows"].values()) / p["seeds"] - rows * epochs * ev * p["test_positive"])
   slope, icpt = np.polyfit(tg, train, 1) if len(tg) > 1 else (train[0] / tg[0], 0.0)
   return dict(train_per_group=float(slope), train_fixed=float(icpt), eval_per_query=float(np.mean(evals)),
               rows=rows, epochs=epochs, overhead=float(np.mean(fixed)))
@@ -204,6 +221,12 @@ def choose(grid: list, o: Options) -> dict:
   return dict(best or fallback or {}, decides=best is not None)
 
 
+def analysis(res: dict) -> dict:
+  """:func:`analyse` of a results dictionary as results.json holds it."""
+  o = Options(**{k: tuple(v) if isinstance(v, list) else v for k, v in res["config"]["options"].items()})
+  return analyse(res["points"], o, res["config"]["train"]["epochs"])
+
+
 def _pct(v: float) -> str:
   return f"{100 * v:.1f}%"
 
@@ -214,9 +237,7 @@ def _need(change: float, sd: float) -> str:
 
 
 def to_markdown(res: dict) -> str:
-  o = res["config"]["options"]
-  a = analyse(res["points"], Options(**{k: tuple(v) if isinstance(v, list) else v for k, v in o.items()}),
-              res["config"]["train"]["epochs"])  # from the measured points: the analysis is re-derived, not stored
+  o, a = res["config"]["options"], analysis(res)
   change, pts = o["change"], res["points"]
   losses = list(a["components"])
   parts = [f"# Power study: the paired spread of Table 2's comparisons against training size, test size and seeds\n\n"
@@ -241,7 +262,7 @@ def to_markdown(res: dict) -> str:
         cells.append(f"{_pct(at_pilot)} ({_need(change, at_pilot)}); {_pct(at_web)} ({_need(change, at_web)})")
       body.append([f"{p['train_groups']:,} ({p['positive_train_groups']:,})",
                    f"{p['test_queries']:,} ({p['test_positive']:,})",
-                   f"{p['seconds']:.0f} ({p['cpu_seconds']:.0f})"] + cells)
+                   f"{p['seconds']['wall']:.0f} ({p['seconds']['cpu']:.0f})"] + cells)
     parts.append(f"\n## {loss}: measured points\n\nPer comparison: spread (seeds) at the pilot's test set; the same "
                  f"predicted at Web30k's {WEB30K_TEST:,} test queries.\n\n" + tabulate.markdown_table(
                      head + [f"PFD vs {NAMES[b]}" for b in COMPARED], body))
@@ -274,7 +295,7 @@ def plot(res: dict, path: str) -> None:
   """Relative spread against training queries, per loss: measured (markers) and fitted (lines), at the pilot's test
   size and at Web30k's."""
   plt = plots.pyplot()
-  a = res["analysis"]
+  a = analysis(res)
   losses = list(a["components"])
   fig, axes = plt.subplots(1, len(losses), figsize=(6 * len(losses), 4), squeeze=False)
   x = np.geomspace(DEFAULT_QUERIES[0] * min(float(s) for s in res["points"]), WEB30K_TRAIN, 50)

@@ -32,7 +32,7 @@ from experiments.framework.claims import MARGIN
 from experiments.framework.staleness import ROOT, git, staleness
 
 # The drivers whose presets make the page, in its order.
-PAGE = ("table2", "table3_logs", "debias", "theory", "fig3_alpha", "alpha_robustness", "fig4_sparsity", "fig5_correlation",
+PAGE = ("table2", "power", "table3_logs", "debias", "theory", "fig3_alpha", "alpha_robustness", "fig4_sparsity", "fig5_correlation",
         "table5_positive_groups", "table6_imputation", "pfd_teacher_loss", "sdr", "rank_distill",
         "committee_perceptron", "data_summary")
 # The benchmarks (speed, memory, latency) are not on it: their figures need an idle machine and hold no claim;
@@ -47,6 +47,7 @@ class Entry(NamedTuple):
   title: str
   claims: Optional[Callable] = None
   headline: bool = False  # its claims go into the README's summary too
+  accelerator: str = ""   # a run for an accelerator (its projected cost): 'not run' until one ran it, not missing
 
   @property
   def key(self) -> str:  # how runs are named on the command line and in RESULTS.json
@@ -68,7 +69,7 @@ def entries(page: tuple = PAGE) -> list:
     for p in driver.presets:
       command = f"python -m experiments.{name}" + ("" if p.name == "default" else f" --preset={p.name}")
       out.append(Entry(name, p.label, f"{p.before} && {command}" if p.before else command, p.title,
-                       driver.claims, p.headline))
+                       driver.claims, p.headline, p.accelerator))
   return out
 
 
@@ -175,7 +176,11 @@ def _section(e: Entry, run: dict, claims: list, why: Optional[str], other: Optio
   if other:
     parts.append(f"\n**Other configuration** than the reference run ({ref_title}): {other}. Its bits "
                  f"are its configuration's (README, \"Reproducing RESULTS.md\").\n")
-  if claims:
+  if claims and any(c.queries for c in claims):  # the per-query verdicts: a second column, never the first
+    parts.append("\n| Claim | Verdict (runs: the claim's unit) | Evidence | Second verdict, per test query (these "
+                 "models on these queries) |\n|---|---|---|---|\n" +
+                 "".join(f"| {c.text} | **{c.verdict}** | {c.detail} | {c.queries or '-'} |\n" for c in claims))
+  elif claims:
     parts.append("\n| Claim | Verdict | Evidence |\n|---|---|---|\n" +
                  "".join(f"| {c.text} | **{c.verdict}** | {c.detail} |\n" for c in claims))
   table = os.path.join(run["folder"], "table.md")
@@ -193,7 +198,11 @@ def _preamble(results: str, head: str, ref: Optional[Entry], ref_env: dict) -> s
           f"of {100 * MARGIN:.0f}% or more is ruled out); **undecided at n runs** = neither, with the seeds a "
           f"paired t-test would need (80% power) for the observed change or {100 * MARGIN:.0f}%, whichever is "
           f"larger; **mixed** = a sweep whose points differ. A \"comparable\" claim holds when the interval lies "
-          f"within ±{100 * MARGIN:.0f}% and does not reproduce when it excludes 0. A run is **stale** when its "
+          f"within ±{100 * MARGIN:.0f}% and does not reproduce when it excludes 0. The papers' claims are about "
+          f"training procedures, so the run (fold x seed) is their unit; where a run keeps per-query NDCG, a "
+          f"**second verdict per test query** (the same rules over the test queries with a positive, each averaged "
+          f"over the seeds: IR's unit of significance testing) says what holds for these trained models on these "
+          f"queries, beside the run verdict and never in its place. A run is **stale** when its "
           f"driver's canaries (tiny end-to-end runs of the test suite, experiments/canaries.json) changed bits "
           f"after the run's commit, or, for a driver without canaries, when the library (less its serving side) "
           f"or the experiments' code differs between the run's commit and HEAD. Configuration: **other** marks "
@@ -211,7 +220,7 @@ def build(results: str, out: str, root: str = ROOT, expected: list = EXPECTED, r
   Raises Missing (writing nothing) if a run is absent, unless mark_missing: then the page lists it as
   **missing** with its command, in the summary and in its own section."""
   runs = [(e, load_run(results, e)) for e in expected]
-  missing = [e for e, r in runs if r is None]
+  missing = [e for e, r in runs if r is None and not e.accelerator]
   if missing and not mark_missing:
     raise Missing("no results for " + "; ".join(
         f"{e.key} ({os.path.join(results, e.driver, e.label, 'latest')} is absent; run: {e.command})"
@@ -225,6 +234,11 @@ def build(results: str, out: str, root: str = ROOT, expected: list = EXPECTED, r
                       (None, {}))
   shutil.rmtree(fig_root, ignore_errors=True)
   for e, run in runs:
+    if run is None and e.accelerator:
+      summary.append([f"[{e.title}](#{e.anchor})", "-", "not run: needs an accelerator", "-", "-", "-"])
+      sections.append(f'<a id="{e.anchor}"></a>\n\n## {e.title}\n\n**Not run yet**: it needs an accelerator '
+                      f"({e.accelerator}). Run `{e.command}` on one; this section then shows it.\n")
+      continue
     if run is None:
       summary.append([f"[{e.title}](#{e.anchor})", "-", "**missing**", "-", "-", "-"])
       sections.append(_missing_section(e, results))

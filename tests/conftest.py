@@ -2,7 +2,10 @@ import functools
 import hashlib
 import json
 import os
+import shutil
+import tempfile
 
+import jax
 import pytest
 
 from experiments import machine
@@ -11,6 +14,22 @@ from pfd_jax.data.config import DataConfig
 from pfd_jax.data import shared_data_root
 from pfd_jax.methods.gbdt import GBDTConfig
 from pfd_jax.training import TrainConfig
+
+# One JAX persistent compilation cache per pytest run, shared by its xdist workers (a fresh folder per run, removed
+# at its end; never another run's): the suite is compile-bound, and the tiny configurations of many tests compile
+# the same programs, which a test then loads instead of compiling again. A loaded program is the compiled one:
+# the canaries, checked by this very suite, keep their bits.
+# The first process to import this file (the xdist controller) makes the folder; the workers it starts inherit it.
+CACHE = os.environ.setdefault("_PFD_JAX_TEST_CACHE", tempfile.mkdtemp(prefix="pfd_jax_tests_"))
+jax.config.update("jax_compilation_cache_dir", CACHE)
+jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+
+
+def pytest_unconfigure(config):
+  if not hasattr(config, "workerinput"):  # the controller (or a run without workers): every worker is done
+    shutil.rmtree(CACHE, ignore_errors=True)
+
 
 # A tiny configuration, built through the same typed objects as the flags: every driver end to end in
 # seconds (structure, not numbers).

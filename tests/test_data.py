@@ -321,3 +321,36 @@ def test_letor_conversion_in_byte_ranges_equals_the_whole_parse(tmp_path):
   stamp = os.path.getmtime(tmp_path / "conv" / "r0" / "x.npy")
   assert shards.convert_letor(str(path), str(tmp_path / "conv"), chunk_bytes=300) == count
   assert os.path.getmtime(tmp_path / "conv" / "r0" / "x.npy") == stamp  # resumed, not redone
+
+
+def test_chunked_synthetic_is_deterministic_shared_and_streams():
+  """--synthetic_chunk (the large presets' recipe): the same bits every time, other bits with another seed, the
+  union of the processes' shares is the one-process data, and the memory beyond the data is one chunk's work,
+  flat in the data's size (numpy reports its buffers to tracemalloc), where the one-piece recipe's grows."""
+  import tracemalloc
+  from pfd_jax.data import synthetic
+  kw = dict(num_queries=(90, 20, 50), mean_docs=12.0, chunk=16, seed=4)
+  a, b = synthetic.generate_chunked(**kw), synthetic.generate_chunked(**kw)
+  other = synthetic.generate_chunked(**dict(kw, seed=5))
+  shares = [synthetic.generate_chunked(**kw, share=(k, 3)) for k in range(3)]
+  for s in a:
+    for f in ("x", "rel", "qid", "offsets"):
+      np.testing.assert_array_equal(getattr(a[s], f), getattr(b[s], f))
+    assert not np.array_equal(a[s].x[:50], other[s].x[:50])
+    np.testing.assert_array_equal(np.concatenate([p[s].x for p in shares]), a[s].x)
+    np.testing.assert_array_equal(np.concatenate([p[s].qid for p in shares]), a[s].qid)
+  raw = D.load_raw("synthetic", synthetic_kwargs=DataConfig(synthetic_queries=(90, 20, 50), synthetic_mean_docs=12.0,
+                                                            synthetic_chunk=16).synthetic_kwargs())
+  assert raw["train"].num_queries == 90 and raw["test"].qid[0] == 2 * 10 ** 6
+
+  def beyond_data(fn, n):
+    tracemalloc.start()
+    out = fn(num_queries=(n, 1, 1), mean_docs=40.0, seed=0)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    return peak - sum(g.x.nbytes + g.rel.nbytes + g.offsets.nbytes + g.qid.nbytes for g in out.values())
+
+  chunked = lambda **k: synthetic.generate_chunked(chunk=50, **k)
+  small, large = beyond_data(chunked, 200), beyond_data(chunked, 800)
+  assert large < 1.5 * small, (small, large)  # 4x the data, about the same working memory (one chunk)
+  assert beyond_data(synthetic.generate, 800) > 3 * beyond_data(synthetic.generate, 200)  # the contrast

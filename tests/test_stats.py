@@ -92,3 +92,27 @@ def test_power_and_sample_size():
   np.testing.assert_allclose(stats.power(12, 0.8, 1.0), mc, atol=0.01)
   assert stats.runs_for_power(0.0, 1.0) is None
   assert stats.runs_for_power(1e-6, 1.0, limit=1000) is None
+
+
+def test_variance_components_closed_form_and_unbiased():
+  rng = np.random.default_rng(5)
+  s, q = 6, 50
+  a, b = rng.normal(0, 0.1, s), rng.normal(0, 0.3, q)
+  seed, query = stats.variance_components(a[:, None] + b[None, :])  # additive: no query-by-seed noise
+  np.testing.assert_allclose([seed, query], [a.var(ddof=1), 0.0], atol=1e-15)
+  e = rng.normal(size=(s, q))
+  e -= e.mean(1, keepdims=True) + e.mean(0, keepdims=True) - e.mean()  # double-centred: only the residual term
+  seed, query = stats.variance_components(a[:, None] + b[None, :] + e)
+  np.testing.assert_allclose(query, (e ** 2).sum() / ((s - 1) * (q - 1)), rtol=1e-12)
+  # The identity the power study rests on: over this test set, the seed-to-seed variance of the run-level
+  # difference is seed + query / Q.
+  d = a[:, None] + b[None, :] + rng.normal(0, 0.2, (s, q))
+  seed, query = stats.variance_components(d)
+  assert seed > 0  # not clipped
+  np.testing.assert_allclose(d.mean(1).var(ddof=1), seed + query / q, rtol=1e-12)
+  # Unbiased for the model's components (sigma_seed^2 = 0.01, sigma_query^2 = 0.04), averaged over draws.
+  est = np.array([stats.variance_components(rng.normal(0, 0.1, (s, 1)) + rng.normal(0, 0.3, (1, q)) +
+                                            rng.normal(0, 0.2, (s, q))) for _ in range(4000)])
+  np.testing.assert_allclose(est.mean(0), [0.01, 0.04], rtol=0.05)
+  with pytest.raises(ValueError, match="2 seeds"):
+    stats.variance_components(np.zeros((1, 5)))

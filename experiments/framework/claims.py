@@ -44,6 +44,7 @@ class Preset(NamedTuple):
   title: str          # its section's title on RESULTS.md
   headline: bool = False  # its claims go into the README's summary too
   before: str = ""    # a command to run first (e.g. one that writes the data folder)
+  accelerator: str = ""  # where it needs an accelerator: its projected cost; absent from the page until run
 
 
 def runs_per_fold(n_runs: int, res: dict) -> int:

@@ -24,7 +24,7 @@ from experiments.framework.setup import folds_of
 
 
 def prepare_run(cfg: Config, driver: Driver, write: bool = True) -> tuple:
-  """(run folder, provenance, lock): <out_dir>/<label>/<hash>/, where the hash covers everything that
+  """(run folder, provenance, lock): <out_dir>/<label>[-<tag>]/<hash>/, where the hash covers everything that
   determines the results (the configuration less where it is written, the data files or generator, the code).
   Different configurations never share a folder; the same one finds its saved rows there. The writing
   process holds the folder's :class:`guards.RunLock` (returned; None for the other processes of a
@@ -37,6 +37,7 @@ def prepare_run(cfg: Config, driver: Driver, write: bool = True) -> tuple:
                                 else "")
   else:
     label = driver.folder(cfg) if driver.folder else driver.name
+  label += f"-{cfg.output.tag}" if cfg.output.tag else ""
   run_dir = os.path.join(cfg.output.out_dir, label, digest)
   if not write:  # another process of a multi-process run writes the folder
     return run_dir, prov, None
@@ -70,7 +71,9 @@ def provenance(cfg: Config, driver: Driver) -> dict:
 
 def data_provenance(d: DataConfig) -> dict:
   if d.dataset == "synthetic":
-    return dict(generator="pfd_jax.data.synthetic.generate", arguments=d.synthetic_kwargs())
+    kw = d.synthetic_kwargs()
+    return dict(generator="pfd_jax.data.synthetic." + ("generate_chunked" if "chunk" in kw else "generate"),
+                arguments=kw)
   found = {}
   for fold in folds_of(d):
     for split, path in D.split_files(d.dataset, d.data_dir, fold).items():

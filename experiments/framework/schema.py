@@ -57,6 +57,9 @@ class OutputConfig:
                                   "its own run folder <out_dir>/<dataset>[-<data folder>]/<hash>/, with a "
                                   "'latest' link beside it.")
   run_dir: Optional[str] = option(None, "The run folder (set by the driver's main).", flag=False)
+  tag: str = option("", "Appended to the run folder's label, <out_dir>/<dataset>[-<data folder>]-<tag>/<hash>/: keeps "
+                    "a preset that resizes a dataset apart from the dataset's other runs (their 'latest').",
+                    omit_default=True)
   tensorboard: bool = option(True, "Write every row's per-epoch loss and NDCG of every seed as TensorBoard event "
                              "files under <run folder>/tensorboard (flushed each epoch; tensorboard --logdir "
                              "results).")

@@ -71,6 +71,10 @@ class DataConfig:
                                     "generator's).", lo=1)
   synthetic_mean_docs: Optional[float] = option(None, "Synthetic data: mean documents per query (default: the "
                                                 "generator's).", lo=1)
+  synthetic_chunk: int = option(0, "Synthetic data: generate every split this many queries at a time, each chunk from "
+                                "its own generator (memory: the data plus one chunk's work; other bits than the "
+                                "one-piece recipe; a multi-process run generates only its share); 0 = in one piece.",
+                                lo=0, omit_default=True)
   max_buckets: int = option(4, "Length buckets per split (padding vs compiled shapes).", lo=1)
   data_source: str = option("resident", "Where training reads its buckets: resident (on the device) or streamed "
                             "(pre-bucketed shards on disk, read a chunk of steps at a time; the same numbers).",
@@ -101,4 +105,6 @@ class DataConfig:
       kw["num_queries"] = tuple(self.synthetic_queries)
     if self.synthetic_mean_docs is not None:
       kw["mean_docs"] = self.synthetic_mean_docs
+    if self.synthetic_chunk:
+      kw["chunk"] = self.synthetic_chunk
     return kw

@@ -95,23 +95,58 @@ def _design(rng, num_features, num_strong):
 
 
 def chunk_sizes(num_queries: int, *, chunk: int = 2000, mean_docs: float = 124.0, max_docs: int = 1300,
-                seed: int = 0) -> np.ndarray:
-  """The list sizes :func:`generate_chunks` will give, without generating the documents."""
-  return np.concatenate([_sizes(np.random.default_rng([seed, c]), min(chunk, num_queries - a), mean_docs, max_docs)
-                         for c, a in enumerate(range(0, num_queries, chunk))])
+                seed: int = 0, stream: tuple = (), chunks=None) -> np.ndarray:
+  """The list sizes :func:`generate_chunks` will give (the same arguments), without generating the documents."""
+  starts = list(range(0, num_queries, chunk))
+  return np.concatenate([np.zeros(0, np.int64)] + [
+      _sizes(np.random.default_rng([seed, *stream, c]), min(chunk, num_queries - starts[c]), mean_docs, max_docs)
+      for c in (range(len(starts)) if chunks is None else chunks)])
 
 
 def generate_chunks(num_queries: int, *, chunk: int = 2000, mean_docs: float = 124.0, max_docs: int = 1300,
-                    num_features: int = 136, num_strong: int = 24, seed: int = 0):
-  """A training split of any size, `chunk` queries at a time (raw :class:`Groups`), in bounded memory: the
-  same generative model and feature design as :func:`generate` (seed `seed`), each chunk drawn from its own
-  generator ``default_rng([seed, chunk index])`` (so not the bits of :func:`generate`)."""
+                    num_features: int = 136, num_strong: int = 24, seed: int = 0, stream: tuple = (),
+                    chunks=None, qid_offset: int = 0):
+  """A split of any size, `chunk` queries at a time (raw :class:`Groups`), in bounded memory: the same
+  generative model and feature design as :func:`generate` (seed `seed`), each chunk drawn from its own
+  generator ``default_rng([seed, *stream, chunk index])`` (so not the bits of :func:`generate`, and any chunk
+  can be drawn without the others). chunks: the chunk indices to draw (default: all, in order)."""
   lam, fac, other, count_like = _design(np.random.default_rng(seed), num_features, num_strong)
-  for c, a in enumerate(range(0, num_queries, chunk)):
+  starts = list(range(0, num_queries, chunk))
+  for c in range(len(starts)) if chunks is None else chunks:
+    a = starts[c]
     nq = min(chunk, num_queries - a)
-    x, rel, offsets = _split(np.random.default_rng([seed, c]), nq, mean_docs, max_docs,
+    x, rel, offsets = _split(np.random.default_rng([seed, *stream, c]), nq, mean_docs, max_docs,
                              (lam.astype(np.float32), fac), other, count_like)
-    yield Groups(x=x, rel=rel, qid=np.arange(a, a + nq, dtype=np.int64), offsets=offsets)
+    yield Groups(x=x, rel=rel, qid=np.arange(a, a + nq, dtype=np.int64) + qid_offset, offsets=offsets)
+
+
+def generate_chunked(*, num_queries=(400, 200, 600), mean_docs: float = 40.0, max_docs: int = 1500,
+                     num_features: int = 136, num_strong: int = 24, scale: float = 1.0, seed: int = 0,
+                     chunk: int = 2000, share=(0, 1)) -> dict:
+  """Raw splits like :func:`generate`, each drawn `chunk` queries at a time from per-chunk generators
+  (``default_rng([seed, split index, chunk index])``, :func:`generate_chunks`): the recipe for sizes where
+  generating a split in one piece would hold several copies of it at once (Web30k: the F-wide noise, features
+  and their transforms). share = (index, count): only this process's contiguous block of every split's
+  chunks is drawn (its queries; the union over processes, in order, is the one-process data), so a multi-process
+  run generates and holds only its share. Deterministic: the same arguments give the same bits."""
+  index, count = share
+  out = {}
+  for i, (name, nq) in enumerate(zip(("train", "vali", "test"), num_queries)):
+    nq = max(int(round(nq * scale)), 1)
+    n_chunks = -(-nq // chunk)
+    mine = range(n_chunks * index // count, n_chunks * (index + 1) // count)
+    kw = dict(chunk=chunk, mean_docs=mean_docs, max_docs=max_docs, seed=seed, stream=(i,), chunks=mine)
+    sizes = chunk_sizes(nq, **kw)
+    offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    x = np.empty((int(offsets[-1]), num_features), np.float32)  # filled in place: one chunk's work at a time
+    rel, qid, q = np.empty(int(offsets[-1]), np.float32), np.empty(sizes.size, np.int64), 0
+    for g in generate_chunks(nq, num_features=num_features, num_strong=num_strong,
+                             qid_offset={"train": 0, "vali": 10 ** 6, "test": 2 * 10 ** 6}[name], **kw):
+      rows = slice(int(offsets[q]), int(offsets[q + g.num_queries]))
+      x[rows], rel[rows], qid[q:q + g.num_queries] = g.x, g.rel, g.qid
+      q += g.num_queries
+    out[name] = Groups(x=x, rel=rel, qid=qid, offsets=offsets)
+  return out
 
 
 def web30k_scale() -> dict:
