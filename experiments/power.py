@@ -122,12 +122,17 @@ def components(p: dict) -> dict:
 
 
 def fit_log(x, y) -> tuple:
-  """(intercept, slope) of log y = a + b log x over the positive y (a constant when fewer than 2 are)."""
-  x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
+  """(intercept, slope) of log y = a + b log x over the positive y (the largest, held constant, when fewer than
+  2 are: an estimate clipped at 0 is left out, which keeps projections on the high side). A slope above 0, a
+  variance growing with the training set (what the noise of a few seeds' estimates can give), is taken as 0:
+  the projection then holds the measured level (the mean of log y)."""
+  x, y = np.log(np.asarray(x, np.float64)), np.asarray(y, np.float64)
   keep = y > 0
   if keep.sum() < 2:
     return (float(np.log(max(y.max(), 1e-12))), 0.0)
-  b, a = np.polyfit(np.log(x[keep]), np.log(y[keep]), 1)
+  b, a = np.polyfit(x[keep], np.log(y[keep]), 1)
+  if b > 0:
+    return float(np.log(y[keep]).mean()), 0.0
   return float(a), float(b)
 
 
