@@ -185,3 +185,18 @@ def test_a_letor_folder_with_folds_is_cross_validated(tmp_path):
   assert D.load_raw("letor", str(tmp_path), fold=2)["train"].qid.tolist() == [2]
   with pytest.raises(D.DataError, match="folds 1..3, got fold=4"):
     D.split_files("letor", str(tmp_path), 4)
+
+
+def test_every_preset_parses_and_writes_where_the_page_reads():
+  """Each preset of the page, expanded and parsed as its command would be, writes to <driver>/<its label>/ (the
+  folder experiments.report reads); the paper-scale preset draws its data chunk by chunk."""
+  from experiments import report
+  from experiments.framework import lifecycle, rundir
+  for e in report.EXPECTED:
+    driver = _driver(e.driver)
+    preset = e.command.split("--preset=")[1] if "--preset=" in e.command else "default"
+    argv = lifecycle.expand_preset(driver, ["prog", f"--preset={preset}"])[1:]
+    cfg = cli.config_from_flags(driver, _parsed(driver, *argv))
+    assert rundir.label(cfg, driver) == e.label, e.key
+    if e.key == "table2/synthetic-web30k":
+      assert cfg.data.synthetic_kwargs()["chunk"] == 500 and cfg.data.synthetic_kwargs()["num_queries"][0] == 18919

@@ -128,6 +128,11 @@ def test_report_builds_marks_stale_and_fails_on_a_missing_run(tmp_path):
   s = report.build(str(results), str(out), root=str(repo), expected=expected, mark_missing=True)
   assert "table3_logs/logs" in s["stale"] and "| **missing** |" in out.read_text()
   assert "run `python -m experiments.table3_logs`" in out.read_text()
+  # a run for an accelerator that none has made yet: not missing, 'not run' with its projected cost
+  web = next(e for e in report.EXPECTED if e.accelerator)
+  s = report.build(str(results), str(out), root=str(repo), expected=expected[:-1] + [web])
+  assert web.key not in s["stale"] and "not run: needs an accelerator" in out.read_text()
+  assert f"**Not run yet**: it needs an accelerator ({web.accelerator})" in out.read_text()
 
 
 def test_every_entry_has_a_driver_and_claims_for_each_paper_result():

@@ -32,13 +32,7 @@ def prepare_run(cfg: Config, driver: Driver, write: bool = True) -> tuple:
   prov = provenance(cfg, driver)
   key = dict(prov, code={k: prov["code"][k] for k in ("pfd_jax", "source_sha256")})
   digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:10]
-  if "data" in driver.groups:
-    label = cfg.data.dataset + (f"-{os.path.basename(os.path.normpath(cfg.data.data_dir))}" if cfg.data.data_dir
-                                else "")
-  else:
-    label = driver.folder(cfg) if driver.folder else driver.name
-  label += f"-{cfg.output.tag}" if cfg.output.tag else ""
-  run_dir = os.path.join(cfg.output.out_dir, label, digest)
+  run_dir = os.path.join(cfg.output.out_dir, label(cfg, driver), digest)
   if not write:  # another process of a multi-process run writes the folder
     return run_dir, prov, None
   os.makedirs(run_dir, exist_ok=True)
@@ -53,6 +47,16 @@ def point_latest(run_dir: str) -> None:
   tmp = files.temporary_name(latest)
   os.symlink(os.path.basename(run_dir), tmp)
   os.replace(tmp, latest)
+
+
+def label(cfg: Config, driver: Driver) -> str:
+  """The run folder's label: <dataset>[-<data folder>] (or the driver's folder), then -<tag> when tagged."""
+  if "data" in driver.groups:
+    out = cfg.data.dataset + (f"-{os.path.basename(os.path.normpath(cfg.data.data_dir))}" if cfg.data.data_dir
+                              else "")
+  else:
+    out = driver.folder(cfg) if driver.folder else driver.name
+  return out + (f"-{cfg.output.tag}" if cfg.output.tag else "")
 
 
 def provenance(cfg: Config, driver: Driver) -> dict:
