@@ -111,14 +111,19 @@ def first_timing(folder, name: str, timing: dict) -> dict:
 
 
 def components(p: dict) -> dict:
-  """{compared row: (seed variance, query variance, reference mean)} of one point, relative to the reference's
-  mean NDCG@8 (variances divided by its square)."""
+  """{compared row: (seed variance, query variance)} of one point, relative to the compared row's mean NDCG@8
+  (variances divided by its square)."""
   out = {}
   for b in COMPARED:
     ref = float(np.asarray(p["lists"][b], np.float64).mean())
     seed, query = stats.variance_components(np.asarray(p["lists"]["pfd"]) - np.asarray(p["lists"][b]))
-    out[b] = (seed / ref ** 2, query / ref ** 2, ref)
+    out[b] = (seed / ref ** 2, query / ref ** 2)
   return out
+
+
+def spread(component: tuple, q: int) -> float:
+  """The relative spread of the run-level difference over q test queries with a positive: sqrt(seed + query / q)."""
+  return float(np.sqrt(component[0] + component[1] / q))
 
 
 def fit_log(x, y) -> tuple:
@@ -152,31 +157,28 @@ def analyse(points: dict, o: Options, epochs: int) -> dict:
   for scale in sorted(set(scales) | {s for s in o.project if s <= 2 * top}):
     for tq in o.preset_tests:
       q = max(2, int(round(tq * share)))
-      sd = {f"{loss}/{b}": float(np.sqrt(sd2(fits[loss][b], {s: c[b] for s, c in comps[loss].items()}, scale, q)))
-            for loss in losses
-            for b in COMPARED}
+      sd = {f"{loss}/{b}": projected_spread(fits[loss][b], {s: c[b] for s, c in comps[loss].items()}, scale, q)
+            for loss in losses for b in COMPARED}
       grid.append(dict(scale=scale, train_queries=train_queries(scale), test_queries=tq, test_positive=q,
                        projected=scale not in scales, sd=sd,
                        seconds_per_seed=sum(seconds(timing[loss], scale, q, 1) for loss in losses),
                        overhead=sum(timing[loss]["overhead"] for loss in losses),
                        seeds_needed=max((stats.runs_for_power(o.change, v) or 10 ** 9) for v in sd.values())))
   web_scale, web_q = WEB30K_TRAIN / DEFAULT_QUERIES[0], int(round(WEB30K_TEST * share))
-  web = dict(sd={f"{loss}/{b}": float(np.sqrt(sd2(fits[loss][b], None, web_scale, web_q))) for loss in losses
-                 for b in COMPARED},
+  web = dict(test_positive=web_q, sd={f"{loss}/{b}": projected_spread(fits[loss][b], {}, web_scale, web_q)
+                                      for loss in losses for b in COMPARED},
              seconds_per_seed=sum(seconds(timing[loss], web_scale, web_q, 1) for loss in losses))
   return dict(components={loss: {str(s): v for s, v in c.items()} for loss, c in comps.items()}, fits=fits,
               positive_share=share, timing=timing, grid=grid, web30k=web, choice=choose(grid, o))
 
 
-def sd2(fit: dict, measured, scale: float, q: int) -> float:
-  """The relative variance of the run-level difference at `scale` over q test queries with a positive: the
-  measured components ({scale: (seed, query, reference)}) at a measured scale, the fits' projection elsewhere."""
-  if measured is not None and str(scale) in measured:
-    seed, query, _ = measured[str(scale)]
-  else:
-    (a1, b1), (a2, b2) = fit["seed"], fit["query"]
-    seed, query = float(np.exp(a1 + b1 * np.log(scale))), float(np.exp(a2 + b2 * np.log(scale)))
-  return seed + query / q
+def projected_spread(fit: dict, measured: dict, scale: float, q: int) -> float:
+  """:func:`spread` at `scale`: of the measured components ({scale: (seed, query)}) at a measured scale, of the
+  fits' projection elsewhere."""
+  if str(scale) in measured:
+    return spread(measured[str(scale)], q)
+  (a1, b1), (a2, b2) = fit["seed"], fit["query"]
+  return spread((np.exp(a1 + b1 * np.log(scale)), np.exp(a2 + b2 * np.log(scale))), q)
 
 
 def time_model(points: dict, loss: str, epochs: int) -> dict:
@@ -252,7 +254,9 @@ def to_markdown(res: dict) -> str:
            f"seeds of the run-level paired difference (PFD student - row) relative to the row's mean NDCG@8, from "
            f"the seed and query variance components (pfd_jax.ops.stats.variance_components); seeds = the seeds a "
            f"paired t-test needs for 80% power to detect a {100 * change:.0f}% change at that spread. Wall time "
-           f"{res['seconds']:.0f} s on {res['env']['backend']} ({res['env']['cpus']} CPUs).\n"]
+           f"{res['seconds']:.0f} s on {res['env']['backend']} ({res['env']['cpus']} CPUs); the points were trained "
+           f"in {sum(p[loss]['seconds']['wall'] for p in pts.values() for loss in p):.0f} s (each point's times are "
+           f"those of the run that trained it, kept with its rows).\n"]
   for loss in losses:
     head = ["training queries (positive)", "test queries (positive)", "wall s (CPU s)"]
     body = []
@@ -261,9 +265,7 @@ def to_markdown(res: dict) -> str:
       comp = a["components"][loss][s]
       cells = []
       for b in COMPARED:
-        seed, query, _ = comp[b]
-        at_pilot, at_web = np.sqrt(seed + query / p["test_positive"]), np.sqrt(seed + query / round(
-            WEB30K_TEST * a["positive_share"]))
+        at_pilot, at_web = spread(comp[b], p["test_positive"]), spread(comp[b], a["web30k"]["test_positive"])
         cells.append(f"{_pct(at_pilot)} ({_need(change, at_pilot)}); {_pct(at_web)} ({_need(change, at_web)})")
       body.append([f"{p['train_groups']:,} ({p['positive_train_groups']:,})",
                    f"{p['test_queries']:,} ({p['test_positive']:,})",
@@ -304,13 +306,13 @@ def plot(res: dict, path: str) -> None:
   losses = list(a["components"])
   fig, axes = plt.subplots(1, len(losses), figsize=(6 * len(losses), 4), squeeze=False)
   x = np.geomspace(DEFAULT_QUERIES[0] * min(float(s) for s in res["points"]), WEB30K_TRAIN, 50)
-  web_q = round(WEB30K_TEST * a["positive_share"])
+  web_q = a["web30k"]["test_positive"]
   for ax, loss in zip(axes[0], losses):
     for i, b in enumerate(COMPARED):
       f = a["fits"][loss][b]
-      ax.plot(x, [100 * np.sqrt(sd2(f, None, v / DEFAULT_QUERIES[0], web_q)) for v in x], "--", color=f"C{i}")
+      ax.plot(x, [100 * projected_spread(f, {}, v / DEFAULT_QUERIES[0], web_q) for v in x], "--", color=f"C{i}")
       ax.plot([p[loss]["train_groups"] for p in res["points"].values()],
-              [100 * np.sqrt(c[b][0] + c[b][1] / web_q) for c in a["components"][loss].values()], "o", color=f"C{i}",
+              [100 * spread(c[b], web_q) for c in a["components"][loss].values()], "o", color=f"C{i}",
               label=f"PFD vs {NAMES[b]}")
     for n in (5, 10, 20):
       ax.axhline(100 * threshold(n, res["config"]["options"]["change"]), color="gray", lw=0.6, ls=":")

@@ -176,13 +176,12 @@ def _section(e: Entry, run: dict, claims: list, why: Optional[str], other: Optio
   if other:
     parts.append(f"\n**Other configuration** than the reference run ({ref_title}): {other}. Its bits "
                  f"are its configuration's (README, \"Reproducing RESULTS.md\").\n")
-  if claims and any(c.queries for c in claims):  # the per-query verdicts: a second column, never the first
-    parts.append("\n| Claim | Verdict (runs: the claim's unit) | Evidence | Second verdict, per test query (these "
-                 "models on these queries) |\n|---|---|---|---|\n" +
-                 "".join(f"| {c.text} | **{c.verdict}** | {c.detail} | {c.queries or '-'} |\n" for c in claims))
-  elif claims:
-    parts.append("\n| Claim | Verdict | Evidence |\n|---|---|---|\n" +
-                 "".join(f"| {c.text} | **{c.verdict}** | {c.detail} |\n" for c in claims))
+  if claims:
+    second = any(c.queries for c in claims)  # the per-query verdicts: a second column, never the first
+    head = ["Claim", "Verdict (runs: the claim's unit)" if second else "Verdict", "Evidence"] + (
+        ["Second verdict, per test query (these models on these queries)"] if second else [])
+    parts.append("\n" + tabulate.markdown_table(head, [[c.text, f"**{c.verdict}**", c.detail] + (
+        [c.queries or "-"] if second else []) for c in claims]))
   table = os.path.join(run["folder"], "table.md")
   if os.path.exists(table):
     with open(table) as f:

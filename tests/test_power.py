@@ -22,7 +22,7 @@ def test_power_driver_end_to_end(tmp_path):
   grid = {(g["scale"], g["test_queries"]): g for g in a["grid"]}
   assert set(grid) == {(s, t) for s in (0.2, 0.4, 0.8) for t in (60, 600)} and grid[(0.8, 60)]["projected"]
   # at a measured point the spread is the measured one: seed + query / Q of the components
-  seed, query, _ = a["components"]["rankbce"]["0.4"]["no_distill"]
+  seed, query = a["components"]["rankbce"]["0.4"]["no_distill"]
   q = grid[(0.4, 60)]["test_positive"]
   np.testing.assert_allclose(grid[(0.4, 60)]["sd"]["rankbce/no_distill"], np.sqrt(seed + query / q))
   c = a["choice"]

@@ -144,7 +144,8 @@ def load_raw(name: str, data_dir: Optional[str] = None, fold: int = 1, cache_dir
   comm (:class:`pfd_jax.distributed.Comm`): in a multi-process run each process reads only its share of
   every file (:func:`pfd_jax.data.letor.load_letor_shard`: the queries that start in its N-th of the bytes);
   the synthetic generator, which exists only in memory, is generated whole and each process keeps its
-  contiguous block of queries (with a chunk size, each process draws only its block of chunks). The union over processes, in process order, is the one-process data."""
+  contiguous block of queries (with a chunk size, each process draws only its block of chunks). The union over
+  processes, in process order, is the one-process data."""
   _check_name(name)
   count = 1 if comm is None else comm.count
   if name == "synthetic" and "chunk" in (synthetic_kwargs or {}):  # each process draws only its own chunks

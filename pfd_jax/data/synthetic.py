@@ -29,6 +29,7 @@ from pfd_jax.data.groups import Groups
 
 _BETA = np.array([2.0, 1.5, 1.0, 0.8, 0.6, 0.5, 0.4, 0.3])
 _GRADE_Z = np.array([0.0, 0.842, 1.476, 2.054])  # N(0,1) quantiles at 50, 80, 93, 98 %
+QID_OFFSET = {"train": 0, "vali": 10 ** 6, "test": 2 * 10 ** 6}  # each split's first query id
 
 
 def _sizes(rng, num_queries, mean_docs, max_docs):
@@ -74,7 +75,7 @@ def generate(*, num_queries=(400, 200, 600), mean_docs: float = 40.0, max_docs: 
   for name, nq in zip(("train", "vali", "test"), num_queries):
     nq = max(int(round(nq * scale)), 1)
     x, rel, offsets = _split(rng, nq, mean_docs, max_docs, (lam.astype(np.float32), fac), other, count_like)
-    qid = np.arange(nq, dtype=np.int64) + {"train": 0, "vali": 10 ** 6, "test": 2 * 10 ** 6}[name]
+    qid = np.arange(nq, dtype=np.int64) + QID_OFFSET[name]
     out[name] = Groups(x=x, rel=rel, qid=qid, offsets=offsets)
   return out
 
@@ -141,7 +142,7 @@ def generate_chunked(*, num_queries=(400, 200, 600), mean_docs: float = 40.0, ma
     x = np.empty((int(offsets[-1]), num_features), np.float32)  # filled in place: one chunk's work at a time
     rel, qid, q = np.empty(int(offsets[-1]), np.float32), np.empty(sizes.size, np.int64), 0
     for g in generate_chunks(nq, num_features=num_features, num_strong=num_strong,
-                             qid_offset={"train": 0, "vali": 10 ** 6, "test": 2 * 10 ** 6}[name], **kw):
+                             qid_offset=QID_OFFSET[name], **kw):
       rows = slice(int(offsets[q]), int(offsets[q + g.num_queries]))
       x[rows], rel[rows], qid[q:q + g.num_queries] = g.x, g.rel, g.qid
       q += g.num_queries
