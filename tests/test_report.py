@@ -188,6 +188,8 @@ def test_cells_and_their_comparison():
   assert not published.compare_cells([("0.300", "0.024"), ("0.308", "0.019"), ("0.733", "0.001")], pub)[0]
   assert not published.compare_cells([("0.287", "0.024"), ("0.308", "0.019"), ("0.736", "0.001")], pub)[0]
   assert published.compare_cells(pub[:1], pub)[0] is False
+  ok, detail = published.compare_cells([], [])  # no cells: said to be unchecked, never "all 0 cells equal"
+  assert ok and detail.startswith("its table has no mean ± std cells")
 
 
 def test_page_marks_other_configurations_and_check_tells_a_newcomer(tmp_path):
