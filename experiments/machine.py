@@ -80,6 +80,11 @@ def numerics(installed: dict | None = None) -> dict:
               packages={p: installed.get(p) for p in NUMERIC_PACKAGES})
 
 
+def top_isa(n: dict) -> str:
+  """The widest vector instruction set of a numerics record ('amx_tile', 'avx512f', 'avx2', 'avx', 'no AVX')."""
+  return next((f for f in ("amx_tile", "avx512f", "avx2", "avx") if f in n.get("isa", [])), "no AVX")
+
+
 def differences(a: dict, b: dict) -> list:
   """'field: a vs b' for each determinant in which two numerics records differ (packages one by one)."""
   out = []

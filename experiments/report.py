@@ -104,8 +104,7 @@ def _machine(env: dict) -> str:
   if not n:  # a run from before the numerics were recorded
     return (f"{env.get('cpus', '?')} CPUs ({env.get('machine', '?')}), {env.get('backend', '?')} backend, "
             f"Python {env.get('python', '?')}, jax {env.get('jax', '?')}")
-  isa = next((f for f in ("amx_tile", "avx512f", "avx2", "avx") if f in n["isa"]), "no AVX")
-  return (f"{n['cpu']} ({isa.upper()}; {n['caches'] or 'caches unknown'}), {n['threads']} threads, "
+  return (f"{n['cpu']} ({machine.top_isa(n).upper()}; {n['caches'] or 'caches unknown'}), {n['threads']} threads, "
           f"{env.get('backend', '?')} backend, XLA_FLAGS '{n['xla_flags']}', Python {n['python']}, " +
           ", ".join(f"{p} {v}" for p, v in n["packages"].items()))
 

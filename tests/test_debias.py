@@ -18,6 +18,8 @@ from pfd_jax.ops import losses, metrics, scoring
 from pfd_jax.ops.models import Arch
 from pfd_jax.training.evaluation import eval_buckets
 
+pytestmark = pytest.mark.numeric
+
 SMALL = dict(sessions=(120, 30, 60), min_items=8, max_items=14)
 
 

@@ -19,6 +19,8 @@ from pfd_jax import training as T
 from pfd_jax.data.config import DataConfig
 from pfd_jax.data import logs
 
+pytestmark = pytest.mark.numeric
+
 
 def _trained_student(out, **arch):
   """A PFD student (3 seeds) of a small simulated log folder, saved and loaded back, and the serving file."""

@@ -6,6 +6,8 @@ import rax
 
 from pfd_jax.ops import metrics as M
 
+pytestmark = pytest.mark.numeric
+
 
 def _lists(seed, b=50, l=12):
   rng = np.random.default_rng(seed)

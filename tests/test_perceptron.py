@@ -2,9 +2,12 @@
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 from pfd_jax.ops import metrics
 from pfd_jax.methods import perceptron as P
+
+pytestmark = pytest.mark.numeric
 
 
 def reference(x, pairs, eta, k):

@@ -7,6 +7,7 @@ import subprocess
 
 import numpy as np
 import pytest
+from scipy import stats as sps
 
 from conftest import tiny
 from experiments import report, table5_positive_groups, table6_imputation
@@ -177,19 +178,47 @@ def test_fingerprint_covers_results_not_circumstances():
     assert published.fingerprint(other) != published.fingerprint(res)
 
 
-def test_cells_and_their_comparison():
+def test_cells_and_their_comparison(monkeypatch):
   t = "| a | 0.287 ± 0.024 (+0.0%) | 0.35 ± 0.1 |\n| b | -0.010 ± 0.002 | 12 |"
   assert published.cells(t) == [("0.287", "0.024"), ("0.35", "0.1"), ("-0.010", "0.002")]
   pub = [("0.287", "0.024"), ("0.308", "0.019"), ("0.733", "0.001")]
-  assert published.compare_cells(pub, pub) == (True, "all 3 cells equal")
-  # within half a published std (0.012 and 0.0095), or 0.002 where the std is smaller
-  ok, detail = published.compare_cells([("0.299", "0.024"), ("0.300", "0.019"), ("0.731", "0.001")], pub)
-  assert ok and detail.startswith("3 of 3 cells differ; the largest move, 0.287 ± 0.024 -> 0.299, is 1.00 of")
-  assert not published.compare_cells([("0.300", "0.024"), ("0.308", "0.019"), ("0.733", "0.001")], pub)[0]
-  assert not published.compare_cells([("0.287", "0.024"), ("0.308", "0.019"), ("0.736", "0.001")], pub)[0]
-  assert published.compare_cells(pub[:1], pub)[0] is False
-  ok, detail = published.compare_cells([], [])  # no cells: said to be unchecked, never "all 0 cells equal"
+  assert published.compare_cells(pub, pub, 5) == (True, "all 3 cells equal")
+  # tolerance = z * kappa_upper * sqrt(2 / runs) * std + one unit of the last digit, z for 95% over the 3 cells
+  monkeypatch.setattr(published, "spread", lambda: dict(kappa=dict(cells=dict(kappa_upper=0.5))))
+  z = sps.norm.ppf(1 - (1 - 0.95 ** (1 / 3)) / 2)
+  assert published.tolerance(pub[0], 5, 3) == pytest.approx(z * 0.5 * 0.4 ** 0.5 * 0.024 + 0.001, rel=1e-12)
+  assert published.tolerance(("0.35", "0.1"), 20, 3) == pytest.approx(z * 0.5 * 0.1 ** 0.5 * 0.1 + 0.01, rel=1e-12)
+  ok, detail = published.compare_cells([("0.305", "0.024"), ("0.295", "0.019"), ("0.734", "0.001")], pub, 5)
+  assert ok and detail.startswith("3 of 3 cells differ; the largest move, 0.287 ± 0.024 -> 0.305, is 0.94 of")
+  assert not published.compare_cells([("0.307", "0.024"), ("0.308", "0.019"), ("0.733", "0.001")], pub, 5)[0]
+  assert not published.compare_cells([("0.287", "0.024"), ("0.308", "0.019"), ("0.735", "0.001")], pub, 5)[0]
+  assert not published.compare_cells([("0.305", "0.024")] + pub[1:], pub, 20)[0]  # more runs per mean: tighter
+  assert published.compare_cells(pub[:1], pub, 5)[0] is False
+  ok, detail = published.compare_cells([], [], 5)  # no cells: said to be unchecked, never "all 0 cells equal"
   assert ok and detail.startswith("its table has no mean ± std cells")
+
+
+def test_runs_per_cell_counts_folds_and_seeds():
+  assert published.runs_per_cell(dict(config=dict(run=dict(seeds=5)), losses=dict(a=dict(folds=dict(fold1={}))))) == 5
+  res = dict(config=dict(run=dict(seeds=3), data=dict(folds=[])), folds=dict(fold1={}, fold2={}, fold5={}))
+  assert published.runs_per_cell(res) == 9 and published.runs_per_cell(dict(config={})) == 1
+
+
+def test_a_verdict_near_its_bound_is_fragile(monkeypatch):
+  """Fragile: a bound of the interval within 1.96 * kappa * sqrt(2 / n) * sd of the threshold the verdict reads
+  (0 for the lower bound, +2% of the reference for the upper)."""
+  monkeypatch.setattr(published, "spread", lambda: dict(kappa=dict(differences=dict(kappa_upper=0.5))))
+  half, move = sps.t.ppf(0.975, 4) / 5 ** 0.5, 1.959964 * 0.5 * 0.4 ** 0.5  # in units of sd = 0.01
+  for lower, fragile in ((0.3, True), (-0.3, True), (1.0, False), (-3.0, False)):
+    c = _record((half + lower) * 0.01, 0.01, n=5, ref=0.5)
+    assert c["t_ci"][0] == pytest.approx(lower * 0.01) and bool(claims.fragility(c)) is fragile
+  c = _record(0.01 - half * 0.01 + 0.5 * move * 0.01, 0.01, n=5, ref=0.5)  # upper bound 0.3 sd above the 2% margin
+  assert c["t_ci"][1] - 0.01 == pytest.approx(0.5 * move * 0.01) and "fragile: another machine moves this change " \
+      f"by up to ±{100 * move * 0.01 / 0.5:.1f}% (95%)" in claims.fragility(c)
+  rows = dict(a=0.5 + (half + 0.3) * 0.01 + np.zeros(5), b=np.full(5, 0.5))
+  rows["a"] = rows["a"] + (np.arange(5) - 2) * 0.01 / np.std(np.arange(5) - 2, ddof=1)
+  claim = claims.beats("a beats b", {k: v[:, None] for k, v in rows.items()}, "a", "b")
+  assert claim.verdict == "holds" and claim.fragile and claim.detail.endswith("across a bound the verdict reads")
 
 
 def test_page_marks_other_configurations_and_check_tells_a_newcomer(tmp_path):
@@ -219,6 +248,12 @@ def test_page_marks_other_configurations_and_check_tells_a_newcomer(tmp_path):
   _table6(mine, "synthetic", _rows(shift=1e-12), here)
   ok, lines = report.check_reproduction(str(mine), str(page), [entry])
   assert not ok and "DIFFERENT from the published run on the same configuration" in lines[0]
+  # on another machine that computes the same bits (an AMD EPYC with AVX-512 and a Xeon did): bit-identical
+  shutil.rmtree(mine / "table6_imputation")
+  _table6(mine, "synthetic", _rows(), there)
+  ok, lines = report.check_reproduction(str(mine), str(page), [entry])
+  assert ok and lines[0].startswith("table6_imputation/synthetic: ok: bit-identical to the published run on another "
+                                    "configuration (cpu: 'EPYC' vs 'Xeon'"), lines
   # on another machine: the cells, within the tolerance
   for shift, good in ((0.03, False), (1e-12, True), (0.002, True)):
     shutil.rmtree(mine / "table6_imputation")

@@ -4,6 +4,8 @@ import pytest
 
 from pfd_jax.ops import theory as th
 
+pytestmark = pytest.mark.numeric
+
 KEY = jax.random.PRNGKey(0)
 
 

@@ -12,6 +12,8 @@ from pfd_jax import training as T
 
 from conftest import SMALL_GBDT, TINY, tiny, written
 
+pytestmark = pytest.mark.numeric
+
 
 @pytest.fixture(scope="module")
 def tiny_device():

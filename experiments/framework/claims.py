@@ -21,8 +21,9 @@ from __future__ import annotations
 from typing import NamedTuple, Optional
 
 import numpy as np
+from scipy import stats as sps
 
-from experiments.framework import tabulate
+from experiments.framework import published, tabulate
 from pfd_jax.ops import stats
 
 MARGIN = tabulate.POWER_CHANGE  # the relative change the tables' power columns are about (2%)
@@ -33,6 +34,7 @@ class Claim(NamedTuple):
   verdict: str   # holds / does not reproduce / undecided at n runs / mixed
   detail: str
   queries: str = ""  # the second verdict, by test query: "<verdict>: <detail>" ('' where the run has none)
+  fragile: bool = False  # another machine's rounding could flip the run verdict (:func:`fragility`)
 
 
 class Preset(NamedTuple):
@@ -76,6 +78,22 @@ def verdict(c: dict, folds: int = 1, margin: float = MARGIN) -> tuple:
   return f"undecided at {c['n']} {unit}", f"{cell}; {seeds} would detect {size} with 80% power"
 
 
+def fragility(c: dict, margin: float = MARGIN) -> str:
+  """'' or why a run verdict is fragile: a bound of its interval lies within the spread by which another
+  configuration moves the mean paired difference (z = 1.96 of N(0, 2 kappa^2 sd^2 / n), kappa the measured
+  upper bound for paired differences, experiments/crossmachine.json) of a threshold the verdict reads (0 for the
+  lower bound, the margin for the upper). Such a verdict can differ on another CPU with the same code."""
+  if c.get("unit", "runs") != "runs" or not np.isfinite(c["sd"]):
+    return ""
+  kappa = published.spread()["kappa"]["differences"]["kappa_upper"]
+  move = sps.norm.ppf(0.5 + stats.LEVEL / 2) * kappa * (2 / c["n"]) ** 0.5 * c["sd"]
+  lo, hi = c["t_ci"]
+  if abs(lo) >= move and abs(hi - margin * c["reference"]) >= move:
+    return ""
+  return (f"fragile: another machine moves this change by up to ±{100 * move / c['reference']:.1f}% (95%), across "
+          f"a bound the verdict reads")
+
+
 def equivalence(c: dict, margin: float = MARGIN) -> tuple:
   """(verdict, detail) of the claim "row is comparable to reference" (within +-margin)."""
   cell = tabulate.change_cell(c)
@@ -99,7 +117,9 @@ def beats(text: str, rows: dict, a: str, b: str, folds: int = 1, col: int = 0, *
   second = ""
   if queries and a in queries and b in queries:
     second = ": ".join(verdict(tabulate.comparison_record(stats.paired(queries[a], queries[b], unit="queries"))))
-  return Claim(text, *verdict(c, folds), queries=second)
+  word, detail = verdict(c, folds)
+  why = fragility(c)
+  return Claim(text, word, detail + (f"; {why}" if why else ""), queries=second, fragile=bool(why))
 
 
 def sweep(text: str, records: dict, folds: int = 1) -> Optional[Claim]:
@@ -110,7 +130,10 @@ def sweep(text: str, records: dict, folds: int = 1) -> Optional[Claim]:
   for point, c in records.items():
     found.setdefault(verdict(c, folds)[0].split(" at ")[0], []).append(str(point))
   word = next(iter(found)) if len(found) == 1 else "mixed"
-  return Claim(text, word, "; ".join(f"{k} at {', '.join(v)}" for k, v in found.items()))
+  fragile = [str(point) for point, c in records.items() if fragility(c)]
+  return Claim(text, word, "; ".join(f"{k} at {', '.join(v)}" for k, v in found.items()) +
+               (f"; fragile at {', '.join(fragile)} (another machine's rounding could move those points' verdicts)"
+                if fragile else ""), fragile=bool(fragile))
 
 
 def check(text: str, ok: bool, detail: str) -> Claim:

@@ -173,3 +173,29 @@ def variance_components(d) -> tuple:
   ms_seed = q * float(((seed_means - grand) ** 2).sum()) / (s - 1)
   ms_res = float(((d - seed_means[:, None] - query_means[None, :] + grand) ** 2).sum()) / ((s - 1) * (q - 1))
   return max((ms_seed - ms_res) / q, 0.0), ms_res
+
+
+def perturbation_spread(a, b, var) -> tuple:
+  r"""(kappa^2, cells): how far other numerics move runs, in units of the runs' seed variance.
+
+  a, b [cells, n]: the same n runs (same seeds, data and code) of each table cell computed under two numerics
+  (CPU, XLA flags, threads); var [cells]: each cell's seed variance. Another machine's rounding re-draws the
+  numerical noise of each training trajectory, so the model is a_ci = m_ci + e_ci and b_ci = m_ci + f_ci with
+  e, f independent N(0, kappa^2 var_c): the runs differ like two perturbed trainings of the same seeds, not like
+  two samples of seeds (kappa = 1 would be two independent trainings with no memory of the seed). The estimate
+  is the ratio of sums  sum_ci (a_ci - b_ci)^2 / (2 n sum_c var_c)  over the cells that differ at all: a cell
+  equal bit for bit in every run was computed outside the perturbed numerics (a LightGBM row) and carries no
+  information on kappa. cells: how many entered (0 -> kappa^2 is nan)."""
+  a, b, var = np.asarray(a, np.float64), np.asarray(b, np.float64), np.asarray(var, np.float64)
+  if a.shape != b.shape or a.ndim != 2 or var.shape != a.shape[:1]:
+    raise ValueError(f"perturbation_spread needs a, b [cells, n] and var [cells]: {a.shape}, {b.shape}, {var.shape}")
+  moved = (a != b).any(1)
+  cells = int(moved.sum())
+  if not cells or not var[moved].sum():
+    return math.nan, cells
+  return float(((a - b)[moved] ** 2).sum() / (2 * a.shape[1] * var[moved].sum())), cells
+
+
+def variance_ratio_upper(ratio: float, df: int, level: float = LEVEL) -> float:
+  """One-sided `level` upper confidence bound of a variance ratio estimated as a chi^2_df / df variable."""
+  return float(ratio * df / sps.chi2.ppf(1 - level, df))

@@ -1,0 +1,117 @@
+r"""How far another machine moves the main job: the measurement behind ``report --check``'s tolerance.
+
+  python -m experiments.crossmachine --runs=results/table2/synthetic/latest,avx/table2/synthetic/latest,...
+
+Each run is the main job (``python -m experiments.table2``, same code, seeds and data) under other numerics: another
+CPU, ``XLA_FLAGS=--xla_cpu_max_isa=AVX`` (no fused multiply-add), ``--xla_cpu_enable_platform_dependent_math=false``,
+another thread count (a run folder, or a results.json / results.json.gz). For every pair of runs whose numerics
+differ, :func:`pfd_jax.ops.stats.perturbation_spread` estimates kappa^2, the variance by which the second
+configuration moves a run, in units of the runs' seed variance: over the table's cells (row x NDCG@8/16/32, each
+run's value) and over the paired differences its claims are made of (each row minus no-distillation, NDCG@8, per
+run). kappa is pooled over the pairs (mean of kappa^2) and bounded above at 95% (chi^2 with the (loss, row, seed)
+trainings of one pair as degrees of freedom: the pairs share runs, so the pool is not counted as more). It writes
+``experiments/crossmachine.json``, which :mod:`experiments.framework.published` reads for the check's tolerance and
+:mod:`experiments.framework.claims` for fragile verdicts.
+"""
+from __future__ import annotations
+
+import gzip
+import itertools
+import json
+import os
+
+import numpy as np
+from absl import app, flags
+
+from experiments import machine
+from experiments.framework import pairs, published
+from pfd_jax.ops import stats
+
+flags.DEFINE_list("runs", [], "The main job's runs under different numerics: run folders or results.json[.gz].")
+flags.DEFINE_string("spread_file", published.SPREAD_FILE, "Where the measured spread is written.")
+REFERENCE = "no_distill"
+
+
+def read(path: str) -> dict:
+  """A run's results.json from its folder, or from a results.json or results.json.gz file."""
+  if os.path.isdir(path):
+    path = os.path.join(path, "results.json")
+  with (gzip.open if path.endswith(".gz") else open)(path, "rt") as f:
+    return json.load(f)
+
+
+def rows_of(res: dict) -> dict:
+  """{(loss, row): [runs, 3]} per-run NDCG@8/16/32 of every row of a table2 result."""
+  return {(loss, name): np.asarray(v, np.float64) for loss in sorted(res["losses"])
+          for name, v in sorted(pairs.aggregate(res["losses"][loss]).items())}
+
+
+def values(a: dict, b: dict) -> tuple:
+  """(cells, differences) of two runs' rows_of over the rows both have: cells [2, 3 x rows, runs] (each row's
+  NDCG@8/16/32), differences [2, rows less no-distillation, runs] (each row's NDCG@8 minus no-distillation's)."""
+  keys = [k for k in a if k in b and a[k].shape == b[k].shape]
+  cells = np.stack([np.concatenate([r[k].T for k in keys]) for r in (a, b)])
+  diffs = np.stack([np.stack([r[k][:, 0] - r[(k[0], REFERENCE)][:, 0] for k in keys if k[1] != REFERENCE])
+                    for r in (a, b)])
+  return cells, diffs
+
+
+def pair_record(a: np.ndarray, b: np.ndarray, ddof: int) -> dict:
+  """kappa^2 of one pair of runs over one kind of value ([K, n] each), with its seed variances' ddof."""
+  k2, cells = stats.perturbation_spread(a, b, (a.var(1, ddof=ddof) + b.var(1, ddof=ddof)) / 2)
+  moved = (a != b).any(1)
+  return dict(kappa2=k2, cells=cells, trainings=int(moved.sum()) * a.shape[1])
+
+
+def name(numerics: dict) -> str:
+  """A configuration in a few words: 'AMD EPYC (avx512f), 2 threads, XLA_FLAGS=--xla_cpu_max_isa=AVX'."""
+  return (f"{numerics.get('cpu', '?')} ({machine.top_isa(numerics)}), {numerics.get('threads', '?')} threads" +
+          (f", XLA_FLAGS={numerics['xla_flags']}" if numerics.get("xla_flags") else ""))
+
+
+def measure(results: list) -> dict:
+  """The spread record of runs [results.json] of the main job (module docstring), over the rows each pair of
+  runs has in common (a run of the MLP rows alone, --methods=no_distill,self_distill,gend,pfd,placebo, skips the
+  LightGBM rows, which no XLA setting moves)."""
+  runs = []
+  for res in results:  # the same bits twice are one configuration's, whatever it recorded
+    numerics, rows = res["env"].get("numerics") or {}, rows_of(res)
+    if not any(np.array_equal(*values(rows, seen)[0]) for _, _, seen in runs):
+      runs.append((name(numerics), numerics, rows))
+  out_pairs = []
+  for (sa, na, ra), (sb, nb, rb) in itertools.combinations(runs, 2):
+    (ca, cb), (da, db) = values(ra, rb)
+    # a table's cells print the std with ddof 0, a claim's record its differences' sd with ddof 1
+    cells, diffs = pair_record(ca, cb, 0), pair_record(da, db, 1)
+    # the three metrics of one row are one training: its degrees of freedom are the (loss, row, seed) runs
+    cells["trainings"] //= 3
+    out_pairs.append(dict(runs=[sa, sb], differ=machine.differences(na, nb), cells=cells, differences=diffs))
+  if not out_pairs:
+    raise ValueError("fewer than two runs with other bits: nothing to measure")
+  kappa = {}
+  for kind in ("cells", "differences"):
+    k2 = float(np.mean([p[kind]["kappa2"] for p in out_pairs]))
+    df = min(p[kind]["trainings"] for p in out_pairs)
+    kappa[kind] = dict(kappa2=k2, kappa=k2 ** 0.5, df=df, kappa_upper=stats.variance_ratio_upper(k2, df) ** 0.5)
+  return dict(runs=[dict(name=s, numerics=n) for s, n, _ in runs], pairs=out_pairs, kappa=kappa,
+              level=stats.LEVEL)
+
+
+def main(argv):
+  del argv
+  if len(flags.FLAGS.runs) < 2:
+    raise app.UsageError("--runs: give at least two runs of the main job under different numerics")
+  rec = measure([read(p) for p in flags.FLAGS.runs])
+  with open(flags.FLAGS.spread_file, "w") as f:
+    f.write(json.dumps(rec, indent=1) + "\n")
+  for p in rec["pairs"]:
+    print(f"{p['runs'][0]} vs {p['runs'][1]} ({'; '.join(p['differ'])}): kappa^2 cells "
+          f"{p['cells']['kappa2']:.3f} ({p['cells']['cells']} cells), differences {p['differences']['kappa2']:.3f}")
+  for kind, k in rec["kappa"].items():
+    print(f"kappa ({kind}): {k['kappa']:.3f}, {100 * rec['level']:.0f}% upper bound {k['kappa_upper']:.3f} "
+          f"(df {k['df']})")
+  print(f"wrote {flags.FLAGS.spread_file}")
+
+
+if __name__ == "__main__":
+  app.run(main)
