@@ -5,13 +5,14 @@ r"""How far another machine moves the main job: the measurement behind ``report 
 Each run is the main job (``python -m experiments.table2``, same code, seeds and data) under other numerics: another
 CPU, ``XLA_FLAGS=--xla_cpu_max_isa=AVX`` (no fused multiply-add), ``--xla_cpu_enable_platform_dependent_math=false``,
 another thread count (a run folder, or a results.json / results.json.gz). For every pair of runs whose numerics
-differ, :func:`pfd_jax.ops.stats.perturbation_spread` estimates kappa^2, the variance by which the second
+differ, :func:`pfd_jax.ops.stats.perturbation_ratios` estimates for each value the variance by which the second
 configuration moves a run, in units of the runs' seed variance: over the table's cells (row x NDCG@8/16/32, each
-run's value) and over the paired differences its claims are made of (each row minus no-distillation, NDCG@8, per
-run). kappa is pooled over the pairs (mean of kappa^2) and bounded above at 95% (chi^2 with the (loss, row, seed)
-trainings of one pair as degrees of freedom: the pairs share runs, so the pool is not counted as more). It writes
-``experiments/crossmachine.json``, which :mod:`experiments.framework.published` reads for the check's tolerance and
-:mod:`experiments.framework.claims` for fragile verdicts.
+run's value) and over the paired differences its claims read (each row minus no-distillation, NDCG@8, per run).
+Two runs with the same bits are one configuration, whatever they recorded; a pair compares the rows both have.
+It writes ``experiments/crossmachine.json`` (per pair its ratios and their mean, median and maximum; every
+ratio pooled), which :mod:`experiments.framework.published` reads for the check's tolerance and
+:mod:`experiments.framework.claims` for fragile verdicts: the measured ratios, as a scale mixture of normals
+(:func:`pfd_jax.ops.stats.mixture_quantile`), are how far another machine may move a table's means.
 """
 from __future__ import annotations
 
@@ -57,10 +58,10 @@ def values(a: dict, b: dict) -> tuple:
 
 
 def pair_record(a: np.ndarray, b: np.ndarray, ddof: int) -> dict:
-  """kappa^2 of one pair of runs over one kind of value ([K, n] each), with its seed variances' ddof."""
-  k2, cells = stats.perturbation_spread(a, b, (a.var(1, ddof=ddof) + b.var(1, ddof=ddof)) / 2)
-  moved = (a != b).any(1)
-  return dict(kappa2=k2, cells=cells, trainings=int(moved.sum()) * a.shape[1])
+  """The per-value ratios of one pair of runs over one kind of value ([K, n] each; var with `ddof`)."""
+  r = stats.perturbation_ratios(a, b, (a.var(1, ddof=ddof) + b.var(1, ddof=ddof)) / 2)
+  return dict(values=int(r.size), mean=float(r.mean()), median=float(np.median(r)), max=float(r.max()),
+              ratios=[round(float(x), 6) for x in r])
 
 
 def name(numerics: dict) -> str:
@@ -82,19 +83,12 @@ def measure(results: list) -> dict:
   for (sa, na, ra), (sb, nb, rb) in itertools.combinations(runs, 2):
     (ca, cb), (da, db) = values(ra, rb)
     # a table's cells print the std with ddof 0, a claim's record its differences' sd with ddof 1
-    cells, diffs = pair_record(ca, cb, 0), pair_record(da, db, 1)
-    # the three metrics of one row are one training: its degrees of freedom are the (loss, row, seed) runs
-    cells["trainings"] //= 3
-    out_pairs.append(dict(runs=[sa, sb], differ=machine.differences(na, nb), cells=cells, differences=diffs))
+    out_pairs.append(dict(runs=[sa, sb], differ=machine.differences(na, nb), cells=pair_record(ca, cb, 0),
+                          differences=pair_record(da, db, 1)))
   if not out_pairs:
     raise ValueError("fewer than two runs with other bits: nothing to measure")
-  kappa = {}
-  for kind in ("cells", "differences"):
-    k2 = float(np.mean([p[kind]["kappa2"] for p in out_pairs]))
-    df = min(p[kind]["trainings"] for p in out_pairs)
-    kappa[kind] = dict(kappa2=k2, kappa=k2 ** 0.5, df=df, kappa_upper=stats.variance_ratio_upper(k2, df) ** 0.5)
-  return dict(runs=[dict(name=s, numerics=n) for s, n, _ in runs], pairs=out_pairs, kappa=kappa,
-              level=stats.LEVEL)
+  pooled = {kind: [x for p in out_pairs for x in p[kind]["ratios"]] for kind in ("cells", "differences")}
+  return dict(runs=[dict(name=s, numerics=n) for s, n, _ in runs], pairs=out_pairs, ratios=pooled)
 
 
 def main(argv):
@@ -105,11 +99,12 @@ def main(argv):
   with open(flags.FLAGS.spread_file, "w") as f:
     f.write(json.dumps(rec, indent=1) + "\n")
   for p in rec["pairs"]:
-    print(f"{p['runs'][0]} vs {p['runs'][1]} ({'; '.join(p['differ'])}): kappa^2 cells "
-          f"{p['cells']['kappa2']:.3f} ({p['cells']['cells']} cells), differences {p['differences']['kappa2']:.3f}")
-  for kind, k in rec["kappa"].items():
-    print(f"kappa ({kind}): {k['kappa']:.3f}, {100 * rec['level']:.0f}% upper bound {k['kappa_upper']:.3f} "
-          f"(df {k['df']})")
+    print(f"{p['runs'][0]} vs {p['runs'][1]} ({'; '.join(p['differ'])}): ratio of the seed variance, cells mean "
+          f"{p['cells']['mean']:.3f} median {p['cells']['median']:.3f} max {p['cells']['max']:.3f} "
+          f"({p['cells']['values']} cells); differences mean {p['differences']['mean']:.3f}")
+  for kind in ("cells", "differences"):
+    print(f"{kind}: {len(rec['ratios'][kind])} ratios; a cell's mean moves within lambda * sqrt(2 / runs) * std "
+          f"with 95%: lambda {stats.mixture_quantile(rec['ratios'][kind], 0.05):.2f}")
   print(f"wrote {flags.FLAGS.spread_file}")
 
 

@@ -183,11 +183,12 @@ def test_cells_and_their_comparison(monkeypatch):
   assert published.cells(t) == [("0.287", "0.024"), ("0.35", "0.1"), ("-0.010", "0.002")]
   pub = [("0.287", "0.024"), ("0.308", "0.019"), ("0.733", "0.001")]
   assert published.compare_cells(pub, pub, 5) == (True, "all 3 cells equal")
-  # tolerance = z * kappa_upper * sqrt(2 / runs) * std + one unit of the last digit, z for 95% over the 3 cells
-  monkeypatch.setattr(published, "spread", lambda: dict(kappa=dict(cells=dict(kappa_upper=0.5))))
+  # tolerance = lambda * sqrt(2 / runs) * std + one unit of the last digit; with one measured ratio r = 0.25,
+  # lambda = sqrt(r) * z, z the normal quantile for 95% over the 3 cells
+  monkeypatch.setattr(published, "spread", lambda: dict(ratios=dict(cells=[0.25])))
   z = sps.norm.ppf(1 - (1 - 0.95 ** (1 / 3)) / 2)
-  assert published.tolerance(pub[0], 5, 3) == pytest.approx(z * 0.5 * 0.4 ** 0.5 * 0.024 + 0.001, rel=1e-12)
-  assert published.tolerance(("0.35", "0.1"), 20, 3) == pytest.approx(z * 0.5 * 0.1 ** 0.5 * 0.1 + 0.01, rel=1e-12)
+  assert published.tolerance(pub[0], 5, 3) == pytest.approx(z * 0.5 * 0.4 ** 0.5 * 0.024 + 0.001, rel=1e-9)
+  assert published.tolerance(("0.35", "0.1"), 20, 3) == pytest.approx(z * 0.5 * 0.1 ** 0.5 * 0.1 + 0.01, rel=1e-9)
   ok, detail = published.compare_cells([("0.305", "0.024"), ("0.295", "0.019"), ("0.734", "0.001")], pub, 5)
   assert ok and detail.startswith("3 of 3 cells differ; the largest move, 0.287 ± 0.024 -> 0.305, is 0.94 of")
   assert not published.compare_cells([("0.307", "0.024"), ("0.308", "0.019"), ("0.733", "0.001")], pub, 5)[0]
@@ -205,9 +206,9 @@ def test_runs_per_cell_counts_folds_and_seeds():
 
 
 def test_a_verdict_near_its_bound_is_fragile(monkeypatch):
-  """Fragile: a bound of the interval within 1.96 * kappa * sqrt(2 / n) * sd of the threshold the verdict reads
-  (0 for the lower bound, +2% of the reference for the upper)."""
-  monkeypatch.setattr(published, "spread", lambda: dict(kappa=dict(differences=dict(kappa_upper=0.5))))
+  """Fragile: a bound of the interval within lambda * sqrt(2 / n) * sd of the threshold the verdict reads (0 for
+  the lower bound, +2% of the reference for the upper); lambda = 0.5 * 1.96 for measured ratios all 0.25."""
+  monkeypatch.setattr(published, "spread", lambda: dict(ratios=dict(differences=[0.25, 0.25])))
   half, move = sps.t.ppf(0.975, 4) / 5 ** 0.5, 1.959964 * 0.5 * 0.4 ** 0.5  # in units of sd = 0.01
   for lower, fragile in ((0.3, True), (-0.3, True), (1.0, False), (-3.0, False)):
     c = _record((half + lower) * 0.01, 0.01, n=5, ref=0.5)

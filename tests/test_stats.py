@@ -120,20 +120,29 @@ def test_variance_components_closed_form_and_unbiased():
     stats.variance_components(np.zeros((1, 5)))
 
 
-def test_perturbation_spread_closed_form_and_consistent():
-  """kappa^2 = sum (a - b)^2 / (2 n sum var) over the cells that moved; recovered by Monte-Carlo."""
+def test_perturbation_ratios_closed_form_and_unbiased():
+  """r_c = mean_i (a_ci - b_ci)^2 / (2 var_c) over the cells that moved; unbiased for kappa^2 by Monte-Carlo."""
   a = np.array([[1.0, 2.0, 3.0], [5.0, 5.0, 5.0], [0.0, 1.0, 2.0]])
   b = a + np.array([[0.1, -0.1, 0.2], [0.0, 0.0, 0.0], [0.3, 0.0, 0.0]])  # the middle cell never moves
-  k2, cells = stats.perturbation_spread(a, b, np.array([0.5, 9.0, 1.5]))
-  assert cells == 2 and k2 == pytest.approx((0.01 + 0.01 + 0.04 + 0.09) / (2 * 3 * (0.5 + 1.5)), rel=1e-12)
-  assert np.isnan(stats.perturbation_spread(a, a, np.ones(3))[0])
+  r = stats.perturbation_ratios(a, b, np.array([0.5, 9.0, 1.5]))
+  np.testing.assert_allclose(r, [(0.01 + 0.01 + 0.04) / 3 / (2 * 0.5), 0.09 / 3 / (2 * 1.5)], rtol=1e-12)
+  assert stats.perturbation_ratios(a, a, np.ones(3)).size == 0
   rng = np.random.default_rng(0)
-  kappa, sd = 0.6, rng.uniform(0.01, 0.05, size=400)  # cells with their own seed spreads
-  m = rng.normal(size=(400, 5)) * sd[:, None]
+  kappa, sd = 0.6, rng.uniform(0.01, 0.05, size=2000)  # cells with their own seed spreads
+  m = rng.normal(size=(2000, 5)) * sd[:, None]
   a, b = (m + kappa * sd[:, None] * rng.normal(size=m.shape) for _ in range(2))
-  k2, _ = stats.perturbation_spread(a, b, sd ** 2)
-  df = 5 * (sd ** 2).sum() ** 2 / (sd ** 4).sum()  # the weighted sum's effective degrees of freedom
-  assert abs(k2 / kappa ** 2 - 1) < 4 * np.sqrt(2 / df)  # 4 standard errors
-  # the upper bound covers at its level: the fraction of draws whose bound falls below the truth is ~5%
-  below = [stats.variance_ratio_upper(np.mean(rng.normal(size=50) ** 2), 50) < 1 for _ in range(4000)]
-  assert abs(np.mean(below) - 0.05) < 0.015
+  r = stats.perturbation_ratios(a, b, sd ** 2)
+  assert abs(r.mean() / kappa ** 2 - 1) < 4 * np.sqrt(2 / 5 / 2000)  # 4 standard errors of a mean of chi^2_5 / 5
+
+
+def test_mixture_quantile_closed_form_and_coverage():
+  """One ratio: sqrt(r) times the normal quantile; a mixture: the tail of T ~ N(0, r), r drawn from the ratios."""
+  assert stats.mixture_quantile([0.25], 0.05) == pytest.approx(0.5 * sps.norm.ppf(0.975), rel=1e-9)
+  ratios = [0.01, 0.04, 0.5]
+  lam = stats.mixture_quantile(ratios, 0.01)
+  assert np.mean([2 * sps.norm.sf(lam / np.sqrt(r)) for r in ratios]) == pytest.approx(0.01, rel=1e-7)
+  rng = np.random.default_rng(1)
+  t = rng.normal(size=400_000) * np.sqrt(rng.choice(ratios, size=400_000))
+  assert abs(np.mean(np.abs(t) > lam) - 0.01) < 4 * np.sqrt(0.01 * 0.99 / 400_000)
+  with pytest.raises(ValueError):
+    stats.mixture_quantile([], 0.05)

@@ -21,7 +21,6 @@ from __future__ import annotations
 from typing import NamedTuple, Optional
 
 import numpy as np
-from scipy import stats as sps
 
 from experiments.framework import published, tabulate
 from pfd_jax.ops import stats
@@ -79,14 +78,13 @@ def verdict(c: dict, folds: int = 1, margin: float = MARGIN) -> tuple:
 
 
 def fragility(c: dict, margin: float = MARGIN) -> str:
-  """'' or why a run verdict is fragile: a bound of its interval lies within the spread by which another
-  configuration moves the mean paired difference (z = 1.96 of N(0, 2 kappa^2 sd^2 / n), kappa the measured
-  upper bound for paired differences, experiments/crossmachine.json) of a threshold the verdict reads (0 for the
-  lower bound, the margin for the upper). Such a verdict can differ on another CPU with the same code."""
+  """'' or why a run verdict is fragile: a bound of its interval lies within the 95% spread by which another
+  configuration moves the mean paired difference (lambda * sqrt(2 / n) * sd, lambda from the measured ratios of
+  paired differences, experiments/crossmachine.json) of a threshold the verdict reads (0 for the lower bound, the
+  margin for the upper). Such a verdict can differ on another CPU with the same code."""
   if c.get("unit", "runs") != "runs" or not np.isfinite(c["sd"]):
     return ""
-  kappa = published.spread()["kappa"]["differences"]["kappa_upper"]
-  move = sps.norm.ppf(0.5 + stats.LEVEL / 2) * kappa * (2 / c["n"]) ** 0.5 * c["sd"]
+  move = published.spread_quantile(1 - stats.LEVEL, "differences") * (2 / c["n"]) ** 0.5 * c["sd"]
   lo, hi = c["t_ci"]
   if abs(lo) >= move and abs(hi - margin * c["reference"]) >= move:
     return ""
