@@ -67,6 +67,20 @@ def test_every_option_is_padding_invariant(arch):
     same((np.asarray(s3)[:, :x.shape[1]][m], st3), (np.asarray(s1)[m], st1))
 
 
+def test_padding_tolerance_is_the_scores_scale_not_each_score():
+  """Issue 45's AMD EPYC: a score of 0.0062635 moved by 2e-8 (3.1e-6 relative) once its list was padded, among
+  scores of order 1; that is rounding, and passes; an error of 1e-5 on it is not, and fails."""
+  scores = np.array([0.0062635, -0.84, 1.37, 0.52], np.float32)
+  moved = scores.copy()
+  moved[0] += 2e-8
+  with pytest.raises(AssertionError):
+    np.testing.assert_allclose(moved, scores, rtol=1e-6)  # the old tolerance: one CPU's bits only
+  assert_close_at_scale(moved, scores)
+  moved[0] += 1e-5
+  with pytest.raises(AssertionError):
+    assert_close_at_scale(moved, scores)
+
+
 def test_batch_norm_statistics_are_those_of_the_real_documents():
   x, m = _lists(2)
   mu, var = models.masked_moments(jnp.asarray(x), jnp.asarray(m))

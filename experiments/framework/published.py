@@ -41,8 +41,6 @@ import os
 import re
 from typing import Optional
 
-from scipy import stats as sps
-
 from experiments import machine
 from pfd_jax.ops import stats
 
