@@ -14,6 +14,8 @@ from pfd_jax import data as D
 from pfd_jax.data import letor
 from pfd_jax.data import preprocess as pp
 
+from conftest import CACHE
+
 
 def _write_letor(path, rng, queries=23):
   lines = []
@@ -72,7 +74,8 @@ def test_two_processes_equal_one(tmp_path):
   holding about half of every split; and as 2 processes each streaming its share from its own shards: the
   2-process resident run's bits."""
   root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-  flags = ["--epochs=2", "--seeds=2", "--loss=rankbce", "--methods=no_distill,pfd", "--compile_cache=",
+  # the suite's shared compilation cache (conftest.CACHE): the streamed run loads the 2-process run's programs
+  flags = ["--epochs=2", "--seeds=2", "--loss=rankbce", "--methods=no_distill,pfd", f"--compile_cache={CACHE}",
            "--synthetic_queries=80,40,80", "--max_buckets=2"]
   _run(["experiments.table2", *flags, f"--out_dir={tmp_path / 'one'}"], root)
   log = _run(["experiments.launch", "--num_processes=2", "--", "experiments.table2", *flags,

@@ -82,7 +82,7 @@ def fragility(c: dict, margin: float = MARGIN) -> str:
   configuration moves the mean paired difference (lambda * sqrt(2 / n) * sd, lambda from the measured ratios of
   paired differences, experiments/crossmachine.json) of a threshold the verdict reads (0 for the lower bound, the
   margin for the upper). Such a verdict can differ on another CPU with the same code."""
-  if c.get("unit", "runs") != "runs" or not np.isfinite(c["sd"]):
+  if c.get("unit", "runs") != "runs" or not (np.isfinite(c["sd"]) and np.isfinite(c["rel"])):
     return ""
   move = published.spread_quantile(1 - stats.LEVEL, "differences") * (2 / c["n"]) ** 0.5 * c["sd"]
   lo, hi = c["t_ci"]
