@@ -60,8 +60,8 @@ def values(a: dict, b: dict) -> tuple:
 def pair_record(a: np.ndarray, b: np.ndarray, ddof: int) -> dict:
   """The per-value ratios of one pair of runs over one kind of value ([K, n] each; var with `ddof`)."""
   r = stats.perturbation_ratios(a, b, (a.var(1, ddof=ddof) + b.var(1, ddof=ddof)) / 2)
-  return dict(values=int(r.size), mean=float(r.mean()), median=float(np.median(r)), max=float(r.max()),
-              ratios=[round(float(x), 6) for x in r])
+  summary = dict(mean=r.mean(), median=np.median(r), max=r.max()) if r.size else dict(mean=0.0, median=0.0, max=0.0)
+  return dict(values=int(r.size), **{k: float(v) for k, v in summary.items()}, ratios=[round(float(x), 6) for x in r])
 
 
 def name(numerics: dict) -> str:
@@ -95,7 +95,12 @@ def main(argv):
   del argv
   if len(flags.FLAGS.runs) < 2:
     raise app.UsageError("--runs: give at least two runs of the main job under different numerics")
-  rec = measure([read(p) for p in flags.FLAGS.runs])
+  results = [read(p) for p in flags.FLAGS.runs]
+  bad = [p for p, res in zip(flags.FLAGS.runs, results) if "losses" not in res or "numerics" not in res.get("env", {})]
+  if bad:
+    raise app.UsageError(f"--runs: not a main job's results.json with its numerics (python -m experiments.table2): "
+                         f"{', '.join(bad)}")
+  rec = measure(results)
   with open(flags.FLAGS.spread_file, "w") as f:
     f.write(json.dumps(rec, indent=1) + "\n")
   for p in rec["pairs"]:
