@@ -16,10 +16,11 @@ seed's alone). The mean of R runs then moves between two configurations by T_c s
 The ratios r_c are measured, not assumed: ``python -m experiments.crossmachine`` estimates them
 (:func:`pfd_jax.ops.stats.perturbation_ratios`) from the main job made under several numerics, for the table's
 cells and for the paired differences its claims read, and writes them to experiments/crossmachine.json. They are
-far from one value (most cells barely move; a few, where the best epoch flips, move nearly as much as a new seed),
-so the tolerance takes them as they are, a scale mixture: lambda = the mixture's two-sided quantile
-(:func:`pfd_jax.ops.stats.mixture_quantile`) at the Sidak tail 1 - (1 - FAMILY_ALPHA)^(1 / C) for a table of C
-cells, and a published cell "mean ± s" passes when the newcomer's mean lies within
+far from one value (most cells barely move; a few move nearly as much as a new seed, a LightGBM student fit to a
+perturbed MLP teacher's grades the most), so the tolerance takes them as they are, a scale mixture: lambda = the
+mixture's two-sided quantile (:func:`pfd_jax.ops.stats.mixture_quantile`) at the Sidak tail
+1 - (1 - FAMILY_ALPHA)^(1 / C) for a table of C cells, and a published cell "mean ± s" passes when the newcomer's
+mean lies within
 
     lambda * sqrt(2 / R) * s  +  one unit of the mean's last printed digit (both means are rounded),
 
@@ -167,9 +168,10 @@ def _page_record(page: str, anchor: str) -> Optional[dict]:
 
 def check_reproduction(results: str, page: str, expected: list, load_run, required: bool = False) -> tuple:
   """(ok, lines): each expected run present under `results` against the published page (RESULTS.md and the
-  RESULTS.json beside it); load_run(results, entry) reads a run. Same numerics: the fingerprint must be equal. Other or unknown numerics: every
-  table cell within the tolerance (compare_cells). A run absent from `results` is skipped (said so), or fails if
-  `required`. Claims whose verdict differs from the published one are listed (they fail nothing)."""
+  RESULTS.json beside it); load_run(results, entry) reads a run. The published fingerprint: bit-identical, on any
+  configuration. Same numerics: the fingerprint must be equal. Other or unknown numerics: every table cell within
+  its tolerance (compare_cells). A run absent from `results` is skipped (said so), or fails if `required`. Claims
+  whose verdict differs from the published one are listed, fragile ones marked (they fail nothing)."""
   published = json.loads(_read(os.path.splitext(page)[0] + ".json") or "{}")
   text = _read(page)
   ok, lines = True, []
