@@ -26,18 +26,16 @@ Writes results/debias/logs/ (logs_no_promotion/ with --promotion=0).
 """
 import dataclasses
 import time
-from typing import NamedTuple, Optional, Tuple
+from typing import Tuple
 
 import numpy as np
-from absl import logging
 
 from experiments.framework import lifecycle, monitor, plots, rowstore, rundir, schema, setup, tabulate
-from experiments.framework.claims import Preset, beats, sweep
-from experiments.table3_logs import SimulatorOptions
+from experiments.framework.claims import Preset, sweep
+from pfd_jax.data.logs import SimulatorOptions
 from pfd_jax import data as D
-from pfd_jax import training as T
 from pfd_jax.config import ConfigError, option
-from pfd_jax.data import logs, preprocess
+from pfd_jax.data import logs
 from pfd_jax.methods import debias, distill
 from pfd_jax.methods.gbdt import GBDTConfig
 
@@ -116,7 +114,7 @@ def run_eta(cfg: schema.Config, eta: float, log) -> dict:
   methods = [m for m in distill.DEBIAS_METHODS if m in row_names(o)] + ["ips"]
   res = {"no_distill": store(f"{tag}_no_distill", "x", tc, lambda: distill.train_on_data(
       keys, tc, dd, "x", log(f"{tag} no_distill")))}
-  fit = lambda row, view, config, train, servable: store(f"{tag}_{row}", view, config, train, servable)
+  fit = store.fit(f"{tag}_")
   rows = distill.run_debias_methods(
       keys, tc, ds, dd, methods, position=0, positions=logs.positions(ds["train"].z), click=1, propensities=props,
       clip=o.ips_clip, device_data=lambda d: setup.device_data(cfg, d, tc), fit=fit, top=TOP,
@@ -213,100 +211,6 @@ def claims(res: dict) -> list:
       ("The two-tower model beats no-distillation on the truth", "two_tower", "no_distill"),
       ("PFD(position) beats LambdaMART on the truth", "pfd_position", "lambdamart"),
       ("LightGBM's position-bias model beats plain LambdaMART on the truth", "lambdamart_position", "lambdamart"))]
-
-
-# ------------------------------------------------------------------ on a user's own LETOR logs: table2 --position
-
-TABLE2_ROWS = {"position_feature": "Position as a feature, served at position 1",
-               "two_tower": "Two-tower (additive position tower), served at position 1",
-               "ips_randomized": "IPS, propensities from randomised lists", "ips_em": "IPS, regression-EM propensities",
-               "pfd_position_teacher": "PFD teacher* (x + position)", "pfd_position": "PFD(position) student",
-               "pfd_position_top": "PFD(position) student, taught at position 1",
-               "lambdamart_position": "LambdaMART + LightGBM position-bias model"}
-
-
-class PositionSetup(NamedTuple):
-  """What the --position rows of one fold use, checked before anything trains."""
-  column: int          # the position's privileged column
-  positions: np.ndarray  # i64[N] the training split's display positions
-  propensities: dict   # {name: table} of the IPS rows
-  ips_config: T.TrainConfig  # the IPS rows' (RankBCE when the run's loss is not affine in its labels)
-  top: float           # the position column's value at position 1, after the recipe's transforms
-  notes: dict          # what results.json records of them
-
-
-def position_setup(cfg: schema.Config, ds, tc: T.TrainConfig) -> PositionSetup:
-  """The --position / --randomized columns of one fold and the IPS propensities estimated from the training
-  labels (the clicks of the file): from the lists --randomized marks (left out, with a note, when they have no
-  label at the top position), and by regression-EM. ConfigError / DataError naming the flag for a bad id."""
-  o = cfg.options
-  ids = list(ds.config["privileged_ids"])
-
-  def column(flag, fid):
-    if fid not in ids:
-      raise ConfigError(flag, f"feature {fid} is not among the privileged features {tabulate.ids_text(ids)}: "
-                        "it exists at training time only, so name it in --privileged too")
-    return ids.index(fid)
-
-  pc = column("position", o.position)
-  if ds.config.get("query_norm"):
-    raise ConfigError("position", "--query_norm rescales the position column per list; the debiasing rows need "
-                      "its positions (run without --query_norm)")
-  tr = ds["train"]
-  log1p = bool(ds.config.get("log1p"))
-  try:
-    pos = debias.position_ids(tr.z[:, pc], f"feature {o.position} (--position) of the training split", log1p=log1p)
-  except ValueError as e:
-    raise D.DataError(str(e)) from None
-  props, notes = {}, {"position_column": pc, "max_position": int(pos.max())}
-  if o.randomized:
-    rc = column("randomized", o.randomized)
-    try:
-      props["randomized"] = debias.randomized_propensities(tr.y, pos, tr.z[:, rc] > 0, int(pos.max()))
-    except ValueError as e:  # too few labels in the randomised lists: the row is left out, and the table says why
-      notes["ips_randomized"] = f"left out: {e}"
-      logging.warning("IPS from randomised lists %s", notes["ips_randomized"])
-  em = debias.em_propensities(tr.y, pos, tr.x, int(pos.max()))
-  props["em"] = em.propensity
-  ips_tc = tc if tc.loss in debias.IPS_LOSSES else dataclasses.replace(tc, loss="rankbce")
-  notes.update(propensities={k: [round(float(v), 4) for v in t[1:11]] for k, t in props.items()},
-               em_iterations=em.iterations, ips_loss=ips_tc.loss)
-  top = float(preprocess.log1p_transform(np.ones(1))[0]) if log1p else 1.0
-  return PositionSetup(pc, pos, props, ips_tc, top, notes)
-
-
-def position_rows(cfg: schema.Config, ps: PositionSetup, ds, dd, tc: T.TrainConfig, *, keys, store, log,
-                  lightgbm: bool) -> dict:
-  """The debiasing rows of --position (:func:`pfd_jax.methods.distill.run_debias_methods`) on one fold:
-  {row: DebiasRow}."""
-  fit = lambda row, view, config, train, servable: store(row, view, config, train, servable)
-  common = dict(position=ps.column, positions=ps.positions, clip=cfg.options.ips_clip, fit=fit, hooks=log,
-                device_data=lambda d: setup.device_data(cfg, d, tc), top=ps.top, gbdt_config=cfg.options.gbdt,
-                seed=cfg.run.seed)
-  methods = ["position_feature", "two_tower", "pfd_position", "pfd_position_top"] + (
-      ["lambdamart_position"] if lightgbm else [])
-  rows = distill.run_debias_methods(keys, tc, ds, dd, methods, propensities={}, **common)
-  rows.update(distill.run_debias_methods(keys, ps.ips_config, ds, dd, ["ips"], propensities=ps.propensities, **common))
-  return rows
-
-
-def table2_note(notes: Optional[dict], position: int, fold: str) -> str:
-  """The paragraph of table2's page that says what its --position rows used ('' without them)."""
-  if not notes:
-    return ""
-  props = "; ".join(f"{k} {' '.join(f'{v:.2f}' for v in t)}" for k, t in notes["propensities"].items())
-  return (f"Debiasing rows (--position={position}, `pfd_jax.methods.debias`): judged on the file's (position-biased) "
-          "labels, like every row here; the position-aware rows are scored with every item at position 1; IPS "
-          f"propensities at positions 1-10 ({fold}): {props}; IPS rows trained with {notes['ips_loss']}" +
-          (f"; IPS from randomised lists {notes['ips_randomized']}" if "ips_randomized" in notes else "") + ".\n\n")
-
-
-def table2_claims(prefix: str, rows: dict, folds: int) -> list:
-  """table2's claims about its --position rows (on the file's labels, which are position-biased)."""
-  return [beats(prefix + "PFD(position) student beats IPS with regression-EM propensities (--position; logged "
-                "labels)", rows, "pfd_position", "ips_em", folds),
-          beats(prefix + "PFD(position) student beats position-aware learning (--position; logged labels)", rows,
-                "pfd_position", "position_feature", folds)]
 
 
 PRESETS = (Preset("default", "logs", "", "Position debiasing: PFD against unbiased learning-to-rank, on the truth "

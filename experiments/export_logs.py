@@ -17,7 +17,7 @@ import dataclasses
 import os
 
 from experiments.framework import lifecycle, schema
-from experiments.table3_logs import SimulatorOptions
+from pfd_jax.data.logs import SimulatorOptions
 from pfd_jax import files
 from pfd_jax.config import option
 from pfd_jax.data import logs

@@ -44,8 +44,7 @@ def run(cfg: schema.Config) -> dict:
       store = rowstore.Rows(cfg, ds, fold)
       r = distill.run_methods(keys, tc, dd, cfg.options.methods,
                               hooks=monitor.progress(f"[tau={tau} fold{fold}]"),
-                              fit=lambda row, view, train: store(f"tau{tau}_{row}", view, tc, train,
-                                                                 servable=row != "placebo_teacher"),
+                              fit=store.fit(f"tau{tau}_"),
                               placebo=setup.placebo_data(cfg, ds, tc, fold))
       for name, res in r.items():
         rows.setdefault(name, []).append(res.best["test"])

@@ -80,7 +80,7 @@ def point(cfg: schema.Config, ds, loss: str, scale: float) -> dict:
   ds, dd, tc, keys = setup.fold_setup(cfg, loss, 1, ds=ds)
   store = rowstore.Rows(cfg, ds, 1, loss)
   rows = distill.run_methods(keys, tc, dd, distill.METHODS, hooks=monitor.progress(f"[{loss} x{scale:g}]"),
-                             fit=lambda row, view, train: store(f"x{scale:g}_{row}", view, tc, train, servable=False),
+                             fit=store.fit(f"x{scale:g}_", servable=False),
                              placebo=setup.placebo_data(cfg, ds, tc))
   wall, cpu = time.time() - wall, time.process_time() - cpu
   test = dd.eval_sets["test"]

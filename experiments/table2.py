@@ -10,27 +10,30 @@ written: config, environment, per-seed best metrics and per-epoch curves of ever
 change against no-distillation) and fig2_<loss>.png (test NDCG@8 per epoch of every method).
 """
 import dataclasses
-import functools
 import time
 from typing import Tuple
 
 import numpy as np
 from absl import logging
 
-from experiments.framework import deploy, lifecycle, monitor, plots, rowstore, rundir, schema, setup, tabulate
+from experiments.framework import deploy, lifecycle, monitor, plots, position, rowstore, rundir, schema, setup, tabulate
 from experiments.framework.pairs import aggregate, column_comparisons, comparisons, query_lists
 from experiments.framework.claims import Preset, beats
-from experiments import debias as debias_driver
 from pfd_jax.methods import distill
 from pfd_jax import distributed
 from pfd_jax.methods import gbdt
 from pfd_jax.ops import metrics
-from pfd_jax.ops.losses import LISTWISE
+from pfd_jax.ops import losses as losses_lib
+from pfd_jax.methods import rows as rows_lib
 from pfd_jax import training as T
 from pfd_jax.config import ConfigError, option
 from pfd_jax.methods.gbdt import GBDTConfig
 
-ALL_METHODS = distill.METHODS + distill.GBDT_METHODS
+
+
+def all_methods() -> tuple:
+  """The --methods choices: every registered MLP and LightGBM row's (pfd_jax.methods.rows)."""
+  return rows_lib.methods("mlp") + rows_lib.methods("gbdt")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -40,10 +43,10 @@ class Options:
                                     "the privileged information from distillation; the LightGBM ones, lambdamart "
                                     "(LambdaMART on x), pfd_from_lambdamart (LambdaMART teacher on x+z, MLP "
                                     "student) and gbdt_from_pfd (PFD teacher, LightGBM students), in a one-process "
-                                    "run only).", choices=ALL_METHODS)
+                                    "run only; any row registered in pfd_jax.methods.rows).", choices=all_methods)
   gbdt: GBDTConfig = option(GBDTConfig(), "LightGBM settings of the LightGBM rows.")
   position: int = option(0, "Feature id of the display position (in --privileged; 1, 2, ... or log2(1 + position)):"
-                         " adds the debiasing rows (experiments.debias.TABLE2_ROWS).", lo=0, omit_default=True)
+                         " adds the debiasing rows (the family 'debias' of pfd_jax.methods.rows).", lo=0, omit_default=True)
   randomized: int = option(0, "Feature id marking the lists shown in random order (1 on their items; in --privileged):"
                            " IPS from their click rates too.", lo=0, omit_default=True)
   ips_clip: float = option(0.05, "IPS rows: propensities are clipped from below at this value.", lo=0, hi=1,
@@ -57,25 +60,21 @@ class Options:
   def methods_for(self, processes: int) -> tuple:
     """The methods a run of `processes` processes trains (LightGBM needs the whole training split in one)."""
     if not self.methods:
-      return ALL_METHODS if processes == 1 else distill.METHODS
-    if processes > 1 and set(self.methods) & set(distill.GBDT_METHODS):
-      raise ConfigError("methods", f"{','.join(sorted(set(self.methods) & set(distill.GBDT_METHODS)))}: LightGBM rows "
+      return all_methods() if processes == 1 else rows_lib.methods("mlp")
+    if processes > 1 and set(self.methods) & set(rows_lib.methods("gbdt")):
+      raise ConfigError("methods", f"{','.join(sorted(set(self.methods) & set(rows_lib.methods('gbdt'))))}: LightGBM rows "
                         "need the whole training split in one process; run them in one process")
     return self.methods
 
 
-ROW_ORDER = ["no_distill", "self_distill", "gend_teacher", "gend", "pfd_teacher", "pfd", "placebo_teacher", "placebo",
-             "lambdamart",
-             "lambdamart_teacher", "pfd_from_lambdamart", "gbdt_xent_from_pfd", "lambdamart_from_pfd",
-             *debias_driver.TABLE2_ROWS]
-ROW_NAMES = {"no_distill": "No-distillation", "self_distill": "Self-distillation", "gend_teacher": "GenD teacher*",
-             "gend": "GenD student", "pfd_teacher": "PFD teacher*", "pfd": "PFD student",
-             "placebo_teacher": "Placebo teacher (z permuted)", "placebo": "Placebo student",
-             "lambdamart": "LambdaMART", "lambdamart_teacher": "LambdaMART teacher*",
-             "pfd_from_lambdamart": "PFD student (LambdaMART teacher)",
-             "gbdt_xent_from_pfd": "GBDT student, cross-entropy (PFD teacher)",
-             "lambdamart_from_pfd": "LambdaMART student, teacher grades (PFD teacher)",
-             **debias_driver.TABLE2_ROWS}
+def num_rows(cfg: schema.Config) -> int:
+  """How many models a run trains (the progress line's count): per loss and fold, the rows of its methods and the
+  teachers they need, and the --position rows."""
+  methods = cfg.options.methods_for(cfg.output.num_processes)
+  per_fold = (distill.num_rows([m for m in methods if m in rows_lib.methods("mlp")]) +
+              distill.num_gbdt_rows([m for m in methods if m in rows_lib.methods("gbdt")]) +
+              (position.num_rows(cfg.options.randomized, "lambdamart" in methods) if cfg.options.position else 0))
+  return len(cfg.losses) * len(setup.folds_of(cfg.data)) * per_fold
 
 
 def run(cfg: schema.Config) -> dict:
@@ -83,7 +82,7 @@ def run(cfg: schema.Config) -> dict:
   out = {"config": cfg, "env": rundir.environment(), "losses": {}}
   t_all = time.time()
   methods = cfg.options.methods_for(distributed.comm().count)
-  if set(ALL_METHODS) - set(methods) == set(distill.GBDT_METHODS) and not cfg.options.methods:
+  if set(all_methods()) - set(methods) == set(rows_lib.methods("gbdt")) and not cfg.options.methods:
     logging.info("the LightGBM rows need the whole training split in one process: this %d-process run trains "
                  "the MLP rows only", distributed.comm().count)
   shared = {}  # LightGBM results that no loss changes (the LambdaMART rows, out-of-fold teacher scores), per fold
@@ -92,25 +91,27 @@ def run(cfg: schema.Config) -> dict:
     for fold in setup.folds_of(cfg.data):
       t0 = time.time()
       ds, dd, tc, keys = setup.fold_setup(cfg, loss, fold)
-      ps = debias_driver.position_setup(cfg, ds, tc) if cfg.options.position else None
+      ps = position.position_setup(cfg, ds, tc) if cfg.options.position else None
       store = rowstore.Rows(cfg, ds, fold, loss)
       log = monitor.progress(f"[{loss} fold{fold}]")
-      # the placebo teacher reads permuted privileged features, which no file has: never saved as a model
-      fit = lambda row, view, train: store(row, view, tc, train, servable=row != "placebo_teacher")
       placebo = setup.placebo_data(cfg, ds, tc, fold)
-      rows = distill.run_methods(keys, tc, dd, [m for m in methods if m in distill.METHODS], hooks=log, fit=fit,
-                                 placebo=placebo)
+      rows = distill.run_methods(keys, tc, dd, [m for m in methods if m in rows_lib.methods("mlp")], hooks=log,
+                                 fit=store.fit(), placebo=placebo)
       rows.update(distill.run_gbdt_methods(keys, tc, cfg.options.gbdt, ds, dd,
-                                           [m for m in methods if m in distill.GBDT_METHODS], mlp_rows=rows, fit=fit,
-                                           hooks=log, seed=cfg.run.seed, cache=shared.setdefault(fold, {})))
-      views, configs = dict(distill.ROW_VIEW), {}  # every row's scoring view and training config
-      for k, r in (debias_driver.position_rows(cfg, ps, ds, dd, tc, keys=keys, store=store, log=log,
-                                               lightgbm="lambdamart" in methods) if ps else {}).items():
+                                           [m for m in methods if m in rows_lib.methods("gbdt")], mlp_rows=rows,
+                                           fit=store.fit(), hooks=log, seed=cfg.run.seed,
+                                           cache=shared.setdefault(fold, {})))
+      # every row's scoring view and training config (the registry's; the --position rows' as they were trained)
+      views = {k: rows_lib.REGISTRY[k].view for k in rows}
+      configs = {k: rows_lib.REGISTRY[k].config(tc) for k in rows}
+      for k, r in (position.position_rows(cfg, ps, ds, dd, tc, keys=keys, store=store, log=log,
+                                          lightgbm="lambdamart" in methods) if ps else {}).items():
         rows[k], views[k], configs[k] = r
-      # Per test list NDCG@8 of each row's best-epoch models, averaged over seeds: the query-level comparison.
+      # Per test list NDCG@8 of each row's best-epoch models, averaged over seeds: the query-level comparison
+      # (a row that reads the permuted z is scored on the placebo data).
       lists = {name: gbdt.per_list_ndcg(tc, r, ds["test"], max_buckets=dd.max_buckets) if isinstance(r, gbdt.Result)
-               else T.per_list_ndcg(configs.get(name, tc), r.params, (placebo() if name == "placebo_teacher" else dd)
-                                    .eval_sets["test"], views[name]) for name, r in rows.items()}  # placebo: its own z
+               else T.per_list_ndcg(configs[name], r.params, (placebo() if rows_lib.REGISTRY[name].permuted else dd)
+                                    .eval_sets["test"], views[name]) for name, r in rows.items()}
       per_fold[f"fold{fold}"] = dict(
           data=ds.config, train_groups=dd.num_train_groups, positive_train_groups=dd.num_positive_groups,
           seconds=time.time() - t0,
@@ -118,7 +119,7 @@ def run(cfg: schema.Config) -> dict:
                            test_lists=lists[name][0].mean(0)) for name, r in rows.items()},
           test_lists_valid=lists["no_distill"][1],
           **({"ensembles": ensembles(tc, rows, ds, dd, views, configs)} if cfg.run.ensembles else {}),
-          **({"latency": {n: deploy.latency(configs.get(n, tc), rows[n], ds["test"], views[n])
+          **({"latency": {n: deploy.latency(configs[n], rows[n], ds["test"], views[n])
                           for n in deploy.candidates(rows)}} if cfg.run.ensembles and not per_fold else {}),
           **({"debias": ps.notes} if ps else {}))
     lr = out["losses"][loss] = dict(train_config=cfg.train_config(loss).record(), folds=per_fold)
@@ -130,15 +131,15 @@ def run(cfg: schema.Config) -> dict:
 
 
 def ensembles(tc: T.TrainConfig, rows: dict, ds, dd, views: dict, configs: dict) -> dict:
-  """{row: NDCG@ks over the test lists and per test list NDCG@ks[0]} of every row's seed ensemble (the placebo
-  teacher's inputs are in no file: none); views / configs: each row's scoring view and config (default tc)."""
+  """{row: NDCG@ks over the test lists and per test list NDCG@ks[0]} of every row's seed ensemble (a row that reads
+  the permuted z, in no file: none); views / configs: each row's scoring view and config."""
   out = {}
   for name, r in rows.items():
-    if name == "placebo_teacher":
+    if rows_lib.REGISTRY[name].permuted:
       continue
     out[name] = {}
     for split in ("test", "vali") if "vali" in dd.eval_sets else ("test",):
-      v, valid = distill.ensemble_lists(configs.get(name, tc), r, ds[split], views[name], max_buckets=dd.max_buckets)
+      v, valid = distill.ensemble_lists(configs[name], r, ds[split], views[name], max_buckets=dd.max_buckets)
       mean = metrics.list_mean(np.where(valid, v, 0.0).sum(-1), int(valid.sum()), ds[split].num_queries,
                                tc.empty_rule)
       out[name].update(dict(ndcg=mean, test_lists=v[0]) if split == "test" else dict(vali_ndcg=mean))
@@ -173,13 +174,11 @@ def to_markdown(res: dict) -> str:
     folds = len(lr["folds"])
     cmp = dict(column_comparisons(lr), **cmp)  # a results file from before a column: computed from its rows
     vs_placebo, vs_pfd, vs_gbdt = cmp.get("vs_placebo"), cmp.get("vs_pfd"), cmp.get("vs_lambdamart")
-    for name in ROW_ORDER:
-      if name not in pooled:
-        continue
+    for name in rows_lib.table_order(pooled):
       v = pooled[name]
       cells = [f"{tabulate.fmt_pm(m, s)} ({tabulate.fmt_change(m, b)})" for m, s, b in zip(v.mean(0), v.std(0), base)]
       runs = tabulate.change_cells(cmp["runs"].get(name), folds)
-      table.append([ROW_NAMES[name]] + cells + runs[:1] + [tabulate.change_cell(cmp["queries"].get(name))] + runs[1:] +
+      table.append([_title(name)] + cells + runs[:1] + [tabulate.change_cell(cmp["queries"].get(name))] + runs[1:] +
                    ([tabulate.change_cell(vs_placebo.get(name))] if vs_placebo else []) +
                    ([tabulate.change_cell(vs_pfd.get(name))] if vs_pfd else []) +
                    ([tabulate.change_cell(vs_gbdt.get(name))] if vs_gbdt else []))
@@ -193,7 +192,7 @@ def to_markdown(res: dict) -> str:
                    f"{_PLACEBO_TEXT[cfg['run'].get('placebo_within', 'query')]} (every value kept, the link to the label "
                    "broken); 'vs placebo student' pairs runs by (fold, seed): the PFD student's column is the "
                    "gain of the privileged information beyond distillation as regularisation.\n\n")
-    parts.append(debias_driver.table2_note(fold0.get("debias"), cfg["options"].get("position"), list(lr["folds"])[0]))
+    parts.append(position.table2_note(fold0.get("debias"), cfg["options"].get("position"), list(lr["folds"])[0]))
     if vs_gbdt:
       parts.append(f"LightGBM rows (`pfd_jax.methods.gbdt`): early-stopped on NDCG@{ks[0]} of {tr['select_on']}. 'vs PFD "
                    "student' and 'vs LambdaMART' pair runs by fold and seed index (a LightGBM seed shares no random "
@@ -224,11 +223,11 @@ def _deploy_text(lr: dict, cmp: dict, ks) -> str:
     vs = (cmp.get("vs_lambdamart") or {}).get(row)
     unit = "LambdaMART, over runs"
   lat = f0.get("latency", {})
-  lat_rows = [[ROW_NAMES[n], f"{v['single']['p50_ms']:.2f} / {v['single']['p99_ms']:.2f}",
+  lat_rows = [[_title(n), f"{v['single']['p50_ms']:.2f} / {v['single']['p99_ms']:.2f}",
                f"{v['ensemble']['p50_ms']:.2f} / {v['ensemble']['p99_ms']:.2f}"] for n, v in lat.items()]
   vs_text = f"; vs {unit}: {tabulate.change_cell(vs)}" if vs and row != "lambdamart" else ""
   return (f"**Which to deploy** (chosen on validation NDCG@{ks[0]} among the rows a service can run, single models "
-          f"and seed ensembles; test never read): **{ROW_NAMES[row]}{', seed ensemble' if kind == 'ensemble' else ''}"
+          f"and seed ensembles; test never read): **{_title(row)}{', seed ensemble' if kind == 'ensemble' else ''}"
           f"**, validation {d['vali']:.3f}, test NDCG@{ks[0]} {test:.3f}{vs_text}. Saved models: "
           f"`--save_models` writes every row under the run folder's models/ (`python -m experiments.predict`, "
           f"`python -m experiments.export`).\n\n" +
@@ -244,11 +243,10 @@ def _ensemble_table(lr: dict, cmp: dict, ks) -> str:
     return ""
   folds = [f["ensembles"] for f in lr["folds"].values()]
   table = []
-  for name in ROW_ORDER:
-    if name in ens:
-      means = np.mean([np.asarray(f[name]["ndcg"], np.float64).reshape(-1) for f in folds], 0)
-      table.append([ROW_NAMES[name] + ", seed ensemble"] + [f"{m:.3f}" for m in means] +
-                   [tabulate.change_cell(ens[name].get("vs_lambdamart")), tabulate.change_cell(ens[name]["vs_single"])])
+  for name in rows_lib.table_order(ens):
+    means = np.mean([np.asarray(f[name]["ndcg"], np.float64).reshape(-1) for f in folds], 0)
+    table.append([_title(name) + ", seed ensemble"] + [f"{m:.3f}" for m in means] +
+                 [tabulate.change_cell(ens[name].get("vs_lambdamart")), tabulate.change_cell(ens[name]["vs_single"])])
   n_q = next(iter(ens.values()))["vs_single"]["n"]
   return (f"Seed ensembles: every document scored by the mean over the seeds' best models (MLP logits, LightGBM raw "
           f"scores); NDCG@k averaged over folds. One ensemble per fold, so the paired comparisons are over the {n_q} "
@@ -274,14 +272,14 @@ def plot_curves(res: dict, path: str) -> list:
   paths = []
   for loss, lr in res["losses"].items():
     fig, ax = plt.subplots(figsize=(6, 4))
-    for name in ROW_ORDER:
+    for name in rows_lib.table_order({n for f in lr["folds"].values() for n in f["rows"]}):
       curves = [np.asarray(f["rows"][name]["curves"]["test"])[:, :, 0] for f in lr["folds"].values()
                 if name in f["rows"] and f["rows"][name]["curves"]]  # LightGBM rows have no epochs
       if not curves:
         continue
       c = np.concatenate(curves, 0)  # [folds * seeds, E]
       x = np.arange(1, c.shape[1] + 1)
-      ax.plot(x, c.mean(0), label=ROW_NAMES[name], ls="--" if name.endswith("teacher") else "-")
+      ax.plot(x, c.mean(0), label=_title(name), ls="--" if rows_lib.is_teacher(name) else "-")
       ax.fill_between(x, c.mean(0) - c.std(0), c.mean(0) + c.std(0), alpha=0.15)
     ax.set_xlabel("epoch")
     ax.set_ylabel("test NDCG@8")
@@ -295,21 +293,21 @@ def plot_curves(res: dict, path: str) -> list:
 
 
 def claims(res: dict) -> list:
-  """The claims of a run of this driver, with their verdicts (:mod:`experiments.framework.claims`)."""
+  """The claims of a run of this driver, with their verdicts (:mod:`experiments.framework.claims`): every
+  registered row's claims (:attr:`pfd_jax.methods.rows.Row.claims`) whose rows the run has, by run and per test
+  query."""
   out = []
   for loss, lr in res["losses"].items():
     rows, folds, p = aggregate(lr), len(lr["folds"]), f"[{loss}] "
-    beat = functools.partial(beats, rows=rows, folds=folds, queries=query_lists(lr))  # + the per-query verdicts
-    out += [beat(p + "PFD student beats no-distillation (paper, Table 2)", a="pfd", b="no_distill"),
-            beat(p + "PFD student beats self-distillation (paper, Table 2)", a="pfd", b="self_distill"),
-            beat(p + "PFD student beats GenD student (paper, Table 2)", a="pfd", b="gend"),
-            beat(p + "Self-distillation beats no-distillation (paper, Table 2)", a="self_distill", b="no_distill"),
-            beat(p + "PFD student beats the placebo student: the gain is the privileged information (control)",
-                 a="pfd", b="placebo"),
-            beat(p + "PFD student beats LambdaMART, the incumbent", a="pfd", b="lambdamart"),
-            beat(p + "GBDT student of the PFD teacher beats LambdaMART (cross-family)", a="gbdt_xent_from_pfd",
-                 b="lambdamart")] + debias_driver.table2_claims(p, rows, folds)
+    queries = query_lists(lr)
+    out += [beats(p + text, rows, row.name, versus, folds, queries=queries)
+            for row in rows_lib.REGISTRY.values() for versus, text in row.claims]
   return out
+
+
+def _title(name: str) -> str:
+  """A row's name in the table (its registry title)."""
+  return rows_lib.REGISTRY[name].title if name in rows_lib.REGISTRY else name
 
 
 # The runs of RESULTS.md this driver makes (python -m experiments.table2 --preset=<name>).
@@ -337,14 +335,11 @@ PRESETS = (
 
 
 DRIVER = schema.Driver("table2", run, to_markdown, plot_curves, "fig2.png", options=Options,
-                       defaults=(("loss", "both"),), losses=("rankbce", "ranknet", "both") + LISTWISE,
-                       needs_privileged=lambda cfg: not cfg.options.methods or bool(
-                           {"gend", "pfd", "placebo", "pfd_from_lambdamart", "gbdt_from_pfd"} & set(cfg.options.methods)),
-                       rows=lambda cfg: len(cfg.losses) * len(setup.folds_of(cfg.data)) * (
-                           distill.num_rows([m for m in cfg.options.methods_for(cfg.output.num_processes)
-                                             if m in distill.METHODS]) +
-                           distill.num_gbdt_rows([m for m in cfg.options.methods_for(cfg.output.num_processes)
-                                          if m in distill.GBDT_METHODS])), presets=PRESETS, claims=claims)
+                       defaults=(("loss", "both"),), losses=lambda: ("both",) + losses_lib.REGISTRY.names(),
+                       needs_privileged=lambda cfg: any(
+                           rows_lib.uses_privileged(r.name) for m in cfg.options.methods_for(cfg.output.num_processes)
+                           for r in rows_lib.REGISTRY.values() if r.choice == m),
+                       rows=num_rows, presets=PRESETS, claims=claims)
 
 if __name__ == "__main__":
   lifecycle.main(DRIVER)

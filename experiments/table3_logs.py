@@ -16,7 +16,6 @@ of an MLP PFD teacher on all three (--nolightgbm leaves them out). Writes result
 import time
 
 import dataclasses
-from typing import Tuple
 
 import numpy as np
 
@@ -24,20 +23,10 @@ from experiments.framework import lifecycle, monitor, plots, rowstore, rundir, s
 from experiments.framework.claims import Preset, beats, sweep
 from pfd_jax.methods import distill
 from pfd_jax import training as T
-from pfd_jax.config import ConfigError, option
+from pfd_jax.config import option
 from pfd_jax.data import logs
+from pfd_jax.data.logs import SimulatorOptions
 from pfd_jax.methods.gbdt import GBDTConfig
-
-
-@dataclasses.dataclass(frozen=True)
-class SimulatorOptions:
-  """The log simulator's settings (shared with experiments.export_logs)."""
-  sessions: Tuple[int, ...] = option((800, 200, 800), "Simulated sessions in train, vali, test.", lo=1)
-  sim_seed: int = option(0, "Seed of the log simulator.")
-
-  def __post_init__(self):
-    if len(self.sessions) != 3:
-      raise ConfigError("sessions", f"three counts (train,vali,test) expected, got {self.sessions}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -109,7 +98,7 @@ def run(cfg: schema.Config) -> dict:
     fit("multi" + tag, "x", lambda: distill.train_student(keys, tc, data(), distill.teacher_targets(tc, teachers, data()),
                                                           log("multi" + tag)))
   if cfg.options.lightgbm:
-    res.update(distill.run_gbdt_methods(keys, tc, cfg.options.gbdt, ds, dd, distill.GBDT_METHODS, fit=fit,
+    res.update(distill.run_gbdt_methods(keys, tc, cfg.options.gbdt, ds, dd, distill.GBDT_METHODS, fit=store.fit(),
                                         hooks=log, seed=cfg.run.seed))
   sim = ds["train"]
   best = {k: r.best["test"] for k, r in res.items()}

@@ -32,14 +32,15 @@ def option(default, help: str, *, choices: Optional[Sequence] = None, lo=None, h
            flag: bool = True, parse=None, fmt=None, omit_default: bool = False):
   """A configuration field: default, help, and the checks of :func:`check`.
 
-  choices: allowed values (of each element for a tuple field); lo / hi: inclusive bounds (lo_open: lo
+  choices: allowed values (of each element for a tuple field), or a function returning them (a registry's
+  ``names``: read at each check, so entries registered later count); lo / hi: inclusive bounds (lo_open: lo
   excluded); floats must be finite. flag=False keeps a field out of the generated flags (set by code).
   parse / fmt: text <-> value for fields whose flag text is not a plain scalar or comma list.
   omit_default: :func:`to_dict` leaves the field out while it holds its default. For a setting added after
   results were first recorded, off by default: a run that does not use it records exactly what it recorded
   before the setting existed (same results file, same run folder hash), and :func:`from_dict` fills it back in.
   """
-  meta = dict(help=help, choices=tuple(choices) if choices is not None else None, lo=lo, hi=hi, lo_open=lo_open,
+  meta = dict(help=help, choices=tuple(choices) if choices is not None and not callable(choices) else choices, lo=lo, hi=hi, lo_open=lo_open,
               flag=flag, parse=parse, fmt=fmt, omit_default=omit_default)
   if isinstance(default, (list, dict, set)):
     raise TypeError("mutable default; use a tuple")
@@ -49,7 +50,7 @@ def option(default, help: str, *, choices: Optional[Sequence] = None, lo=None, h
 def _check_value(name: str, value, meta: dict) -> None:
   if isinstance(value, float) and not math.isfinite(value):
     raise ConfigError(name, f"must be finite, got {value}")
-  choices = meta.get("choices")
+  choices = choices_of(meta)
   if choices is not None and value not in choices:
     raise ConfigError(name, f"{value!r} is not one of {', '.join(map(str, choices))}")
   lo, hi = meta.get("lo"), meta.get("hi")
@@ -58,6 +59,12 @@ def _check_value(name: str, value, meta: dict) -> None:
       raise ConfigError(name, f"must be {'>' if meta.get('lo_open') else '>='} {lo}, got {value}")
     if hi is not None and value > hi:
       raise ConfigError(name, f"must be <= {hi}, got {value}")
+
+
+def choices_of(meta: dict) -> Optional[tuple]:
+  """A field's allowed values now (a registry's names are read at each call)."""
+  choices = meta.get("choices")
+  return tuple(choices()) if callable(choices) else choices
 
 
 def check(obj) -> None:

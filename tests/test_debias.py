@@ -7,7 +7,7 @@ import pytest
 
 from conftest import SMALL_GBDT, TINY
 from experiments import debias as debias_driver, export_logs, table2
-from experiments.framework import deploy, outputs, setup
+from experiments.framework import deploy, outputs, position, setup
 from pfd_jax import data as D
 from pfd_jax.config import ConfigError
 from pfd_jax.data import logs
@@ -229,6 +229,6 @@ def test_table2_position_rows_on_a_letor_folder(logs_folder, tmp_path):
       (table2.Options(position=22), D.DataError, "feature 22 .* holds 0, which is neither"),
       (table2.Options(position=21, randomized=3), ConfigError, "randomized: feature 3 is not among")):
     with pytest.raises(error, match=match):
-      debias_driver.position_setup(cfg.replace(options=options), ds, cfg.train_config())
+      position.position_setup(cfg.replace(options=options), ds, cfg.train_config())
   with pytest.raises(ConfigError, match="randomized: the randomised lists serve the --position rows"):
     table2.Options(randomized=24)

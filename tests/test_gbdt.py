@@ -146,7 +146,7 @@ def test_distilled_targets_are_eq1_for_binary_cross_entropy():
 
 
 def test_gbdt_config_flags_and_multi_process_refusal():
-  assert table2.Options().methods_for(1) == table2.ALL_METHODS
+  assert table2.Options().methods_for(1) == table2.all_methods()
   assert table2.Options().methods_for(2) == distill.METHODS
   with pytest.raises(ConfigError, match="methods: lambdamart: LightGBM rows need the whole training split"):
     table2.Options(methods=("pfd", "lambdamart")).methods_for(2)

@@ -8,6 +8,7 @@ import pytest
 from experiments import table2
 from experiments.framework import schema, setup
 from pfd_jax.methods import distill
+from pfd_jax.methods import rows as rows_lib
 from pfd_jax import training as T
 
 from conftest import SMALL_GBDT, TINY, tiny, written
@@ -67,7 +68,7 @@ def test_table2_driver_end_to_end(tmp_path):
   assert sorted(os.listdir(tmp_path / "out")) == ["fig2_rankbce.png", "fig2_ranknet.png", "results.json", "table.md"]
   assert set(js["losses"]) == {"rankbce", "ranknet"}
   rows = js["losses"]["rankbce"]["folds"]["fold1"]["rows"]
-  assert set(rows) == set(table2.ROW_ORDER[:8]) | {"lambdamart"}
+  assert set(rows) == set(rows_lib.REGISTRY.names()[:8]) | {"lambdamart"}
   best = np.array(rows["pfd"]["best"]["test"])
   assert best.shape == (3, 3) and np.all((best >= 0) & (best <= 1))
   assert np.array(rows["pfd"]["curves"]["test"]).shape == (3, 2, 3)

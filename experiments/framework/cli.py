@@ -69,9 +69,9 @@ def define_flags(driver: Driver, flag_values=FLAGS, key_module: Optional[str] = 
     if lo is not None or hi is not None:
       help_ += f" Range {'(' if f.metadata.get('lo_open') else '['}{lo if lo is not None else '-inf'}, " \
                f"{hi if hi is not None else 'inf'}{']' if hi is not None else ')'}."
-    choices = f.metadata.get("choices")
+    choices = C.choices_of(f.metadata)
     if name == "loss":
-      choices = driver.losses
+      choices = driver.loss_names()
     if t is bool:
       flags.DEFINE_boolean(name, default, help_, flag_values=flag_values)
     elif t is int:
@@ -158,7 +158,7 @@ def config_from_flags(driver: Driver, flag_values=FLAGS) -> Config:
       parts["options"] = _build(driver.options, flag_values)
     cfg = Config(**parts)
     if {"data", "train"} <= set(driver.groups):
-      cfg = own_data_defaults(cfg, {n for n in flag_values if flag_values[n].present}, driver.losses)
+      cfg = own_data_defaults(cfg, {n for n in flag_values if flag_values[n].present}, driver.loss_names())
     if cfg.output.out_dir is None:
       cfg = cfg.replace(output=dict(out_dir=os.path.join(RESULTS, driver.name)))
     needs = driver.needs_privileged(cfg) if callable(driver.needs_privileged) else driver.needs_privileged

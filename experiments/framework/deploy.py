@@ -13,7 +13,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from pfd_jax.methods import distill, gbdt
+from pfd_jax.methods import gbdt
+from pfd_jax.methods import rows as rows_lib
 from pfd_jax.ops.scoring import features, scoring
 
 QUERY_DOCS = 100  # documents per timed query
@@ -23,7 +24,7 @@ REPEATS = 200
 def candidates(rows: dict) -> list:
   """The rows a service can run from a saved model: students and baselines on x (not teachers, not the placebo
   control, not the position-aware rows, whose served input is a constant no saved model holds)."""
-  return [n for n in rows if not n.endswith("teacher") and n != "placebo" and n not in distill.SERVED_AT_TOP]
+  return [n for n in rows if (r := rows_lib.REGISTRY[n]).servable and not r.is_teacher and not r.placebo]
 
 
 def wall_times(fn, calls: int, warmup: int = 1) -> np.ndarray:

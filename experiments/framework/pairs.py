@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from experiments.framework import tabulate
-from pfd_jax.methods import distill
+from pfd_jax.methods import rows as rows_lib
 from pfd_jax.ops import stats
 
 
@@ -59,9 +59,10 @@ def column_comparisons(loss_res: dict) -> dict:
   pooled = aggregate(loss_res)
   out = {}
   if "placebo" in pooled:
-    out["vs_placebo"] = {k: v for k, v in tabulate.compare(pooled, "placebo").items() if not k.endswith("teacher")}
-  if "pfd" in pooled and set(pooled) & set(distill.GBDT_ROWS):
-    out["vs_pfd"] = {k: v for k, v in tabulate.compare(pooled, "pfd").items() if k in distill.GBDT_ROWS}
+    out["vs_placebo"] = {k: v for k, v in tabulate.compare(pooled, "placebo").items() if not rows_lib.is_teacher(k)}
+  gbdt_rows = rows_lib.of_family("gbdt")
+  if "pfd" in pooled and set(pooled) & set(gbdt_rows):
+    out["vs_pfd"] = {k: v for k, v in tabulate.compare(pooled, "pfd").items() if k in gbdt_rows}
   if "lambdamart" in pooled:
     out["vs_lambdamart"] = tabulate.compare(pooled, "lambdamart")
   return out

@@ -51,6 +51,13 @@ class Rows:
     servable=False: never written as a model (its inputs exist in no file, e.g. Figure 5's synthetic z)."""
     return self.many([(row, view, tc)], lambda: [train()], servable)[0]
 
+  def fit(self, prefix: str = "", servable: bool = True) -> Callable:
+    """The ``fit(row, config, train)`` of :mod:`pfd_jax.methods.distill`'s run functions: each row (a
+    :class:`pfd_jax.methods.rows.Row`) loaded or trained and saved as ``<prefix><row name>`` with its own view and
+    config, written as a model when a service can run it (and `servable`)."""
+    return lambda row, config, train: self(prefix + row.name, row.view, config, train,
+                                           servable=servable and row.servable)
+
   def many(self, rows: list, train: Callable[[], list], servable: bool = True) -> list:
     """Rows trained together by one call (e.g. an alpha sweep in one program): [(row, view, tc)] ->
     their results, all loaded when all are saved, else all trained by `train()` and each saved."""

@@ -11,7 +11,7 @@ from pfd_jax import config as C
 from pfd_jax import data as D
 from pfd_jax.methods import distill
 from pfd_jax.config import option
-from pfd_jax.ops.losses import LISTWISE
+from pfd_jax.ops import losses as losses_lib
 from pfd_jax.data.config import DataConfig
 from pfd_jax.training import TrainConfig
 
@@ -26,8 +26,8 @@ SINGLE_LOSSES = ("rankbce", "ranknet")
 class RunConfig:
   """What a run trains and where it writes."""
   loss: str = option("rankbce", "Ranking loss of the trained rows (both = RankBCE and RankNet, one after the "
-                     "other; the listwise ones: softmax, listmle, approxndcg, lambdaloss = NDCG-Loss2++).",
-                     choices=("rankbce", "ranknet", "both") + LISTWISE)
+                     "other; the listwise ones: softmax, listmle, approxndcg, lambdaloss = NDCG-Loss2++; any loss registered in "
+                     "pfd_jax.ops.losses.REGISTRY).", choices=lambda: ("both",) + losses_lib.REGISTRY.names())
   seeds: int = option(5, "Training seeds, vmapped in one program.", lo=1)
   seed: int = option(0, "Base PRNG seed of the training keys.")
   teaching: Optional[str] = option(None, "How teachers teach (default: the student's own loss on sigmoid "
@@ -120,7 +120,7 @@ class Driver:
 
   run(Config) -> results dict; to_markdown(results) -> str; plot(results, path) writes `png`.
   groups: the shared configuration groups whose flags it has; defaults: per-driver flag defaults
-  ((flag name, value) pairs); losses: the values --loss may take; needs_privileged (bool or function of
+  ((flag name, value) pairs); losses: the values --loss may take (or a function returning them); needs_privileged (bool or function of
   the Config): a folder given by path must name its privileged features; rows(Config): how many models the
   run trains (progress), or rows_per_fold times the folds; folder(Config): the run folder's label for drivers that read no dataset (default:
   the driver's name); write=False: a tool whose output is its own files (main only prints its summary).
@@ -136,7 +136,7 @@ class Driver:
   options: Optional[type] = None
   groups: tuple = ("data", "train", "run", "output")
   defaults: tuple = ()
-  losses: tuple = SINGLE_LOSSES
+  losses: Any = SINGLE_LOSSES
   needs_privileged: Any = True
   rows: Optional[Callable] = None
   rows_per_fold: Any = None  # how many models one fold trains (an int, or a function of the Config)
@@ -144,6 +144,10 @@ class Driver:
   write: bool = True
   presets: tuple = ()
   claims: Optional[Callable] = None
+
+  def loss_names(self) -> tuple:
+    """The values --loss may take."""
+    return tuple(self.losses() if callable(self.losses) else self.losses)
 
   def preset(self, name: str):
     """The preset `name`; a ConfigError naming the known ones otherwise."""

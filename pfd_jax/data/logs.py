@@ -34,15 +34,29 @@ defaults (seed 0): 33% of training sessions have a purchase; 1.6% of shown items
 from __future__ import annotations
 
 import dataclasses
+from typing import Tuple
 
 import numpy as np
 
+from pfd_jax.config import ConfigError, option
 from pfd_jax.data.datasets import Dataset
 from pfd_jax.data.groups import Groups
 
 PRIVILEGED = ("position", "click", "add_to_cart")
 RANDOMIZED = "randomized"  # the column that marks randomised sessions (with random_share > 0)
 _BETA = np.array([1.0, 0.7, 0.5, 0.3])
+
+
+@dataclasses.dataclass(frozen=True)
+class SimulatorOptions:
+  """The log simulator's settings as options of the drivers that simulate logs (table3_logs, debias, export_logs):
+  :func:`simulate`'s sessions and seed."""
+  sessions: Tuple[int, ...] = option((800, 200, 800), "Simulated sessions in train, vali, test.", lo=1)
+  sim_seed: int = option(0, "Seed of the log simulator.")
+
+  def __post_init__(self):
+    if len(self.sessions) != 3:
+      raise ConfigError("sessions", f"three counts (train,vali,test) expected, got {self.sessions}")
 
 
 def _sigmoid(v):

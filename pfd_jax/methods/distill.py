@@ -19,7 +19,7 @@
   distillation across model families: an MLP student of an out-of-fold LambdaMART teacher, and GBDT students
   of the MLP PFD teacher.
 
-Every row's model input is in one table, :data:`ROW_VIEW`.
+Every row's model input, teacher and settings are in one table, the row registry (:mod:`pfd_jax.methods.rows`).
 
 Seeds: every run of a table uses the same ``S`` training keys, so seed s of the baseline, of each teacher
 and of each student share their key (common random numbers), and teacher seed s teaches student s.
@@ -44,20 +44,18 @@ from pfd_jax.data.datasets import Dataset
 from pfd_jax.data.padding import bucketize
 from pfd_jax.data.preprocess import positive_groups
 from pfd_jax.methods import debias, gbdt
+from pfd_jax.methods import rows as rows_lib
 from pfd_jax.training.evaluation import EvalSet, device_buckets, eval_buckets, predict
 from pfd_jax.training.loop import Hooks, TrainResult, train
 
 if TYPE_CHECKING:
   from pfd_jax.training.config import TrainConfig
 
-METHODS = ("no_distill", "self_distill", "gend", "pfd", "placebo")
-GBDT_METHODS = ("lambdamart", "pfd_from_lambdamart", "gbdt_from_pfd")  # :func:`run_gbdt_methods`
-# The one view table: every row's model input (pfd_jax.ops.scoring.features). Students see x only; a teacher
-# its privileged view. A row absent here is a student of x (self-distillation's teacher is the baseline).
-ROW_VIEW = {"no_distill": "x", "self_distill": "x", "gend_teacher": "z", "gend": "x", "pfd_teacher": "xz",
-            "pfd": "x", "placebo_teacher": "xz", "placebo": "x", "lambdamart": "x", "lambdamart_teacher": "xz",
-            "pfd_from_lambdamart": "x", "gbdt_xent_from_pfd": "x", "lambdamart_from_pfd": "x"}
-GBDT_ROWS = ("lambdamart", "lambdamart_teacher", "pfd_from_lambdamart", "gbdt_xent_from_pfd", "lambdamart_from_pfd")
+# The --methods choices of the built-in rows (the row registry, :mod:`pfd_jax.methods.rows`, has every row: its
+# view, its teacher, its overrides; rows registered later are choices too, rows.methods()).
+METHODS = rows_lib.methods("mlp")  # no_distill, self_distill, gend, pfd, placebo
+GBDT_METHODS = rows_lib.methods("gbdt")  # :func:`run_gbdt_methods`
+GBDT_ROWS = rows_lib.of_family("gbdt")
 
 # How a teacher can teach (TrainConfig overrides of the teacher term). 'pointwise' and 'pairwise' are the
 # paper's own PFD for RankBCE and RankNet (sigmoid probabilities as soft labels); 'listwise' is SDR's
@@ -158,43 +156,44 @@ def train_student(keys, cfg: TrainConfig, dd: DeviceData, targets: list, hooks: 
 
 
 def num_rows(methods: Sequence[str]) -> int:
-  """How many models :func:`run_methods` trains for `methods` (the baseline, and a teacher per GenD / PFD)."""
-  return 1 + sum({"no_distill": 0, "self_distill": 1}.get(m, 2) for m in methods)
+  """How many models :func:`run_methods` trains for `methods` (the baseline, and the teachers they need)."""
+  return len(rows_lib.plan(methods))
 
 
 def run_methods(keys, cfg: TrainConfig, dd: DeviceData, methods: Sequence[str] = METHODS, *,
                 hooks: Optional[Callable[[str], Hooks]] = None,
                 fit: Optional[Callable] = None, placebo: Optional[Callable[[], DeviceData]] = None) -> dict:
-  """Runs the Table 2 / Table 4 rows. Returns {row: TrainResult} with rows no_distill, self_distill,
-  gend_teacher, gend, pfd_teacher, pfd, placebo_teacher, placebo (those asked for; the baseline always runs).
+  """Runs the MLP rows of `methods` (--methods choices of the row registry, :func:`pfd_jax.methods.rows.plan`:
+  each with the teachers it needs; the baseline no_distill always) and returns {row name: TrainResult}, e.g. rows
+  no_distill, self_distill, gend_teacher, gend, pfd_teacher, pfd, placebo_teacher, placebo.
 
-  hooks(row) returns the :class:`pfd_jax.training.loop.Hooks` of that row's training. fit(row, view, train) returns the row's
-  result, by calling ``train()`` or otherwise (a driver loads rows an interrupted run saved); default: train.
-  placebo() returns the placebo rows' device data (the same groups with permuted z; called only when a
-  placebo row has to be trained).
+  Each row trains from its registry entry: with its own settings (``row.config(cfg)``), on its view, on data alone
+  or as a student of its teacher (Eq. 1 against the teacher's logits). Seed s of every row shares its key, so the
+  self-distillation teacher *is* the baseline run. hooks(row name) returns the
+  :class:`pfd_jax.training.loop.Hooks` of that row's training. fit(row, config, train) returns the row's result
+  (row: its :class:`~pfd_jax.methods.rows.Row`, config: its TrainConfig), by calling ``train()`` or otherwise (a
+  driver loads rows an interrupted run saved); default: train. placebo() returns the placebo rows' device data (the
+  same groups with permuted z; called only when a placebo row has to be trained).
   """
-  bad = [m for m in methods if m not in METHODS]
-  if bad:
-    raise ValueError(f"unknown methods {bad}; known: {METHODS}")
-  if "placebo" in methods and placebo is None:
+  plan = rows_lib.plan(methods)
+  if any(r.placebo for r in plan) and placebo is None:
     raise ValueError("the placebo rows need their data: run_methods(..., placebo=lambda: to_device(...)) of "
                      "pfd_jax.data.with_placebo_privileged(ds)")
   cb = hooks or (lambda row: Hooks())
-  fit = fit or (lambda row, view, train: train())
-  rows = {"no_distill": fit("no_distill", "x", lambda: train_on_data(keys, cfg, dd, "x", cb("no_distill")))}
-  for m in methods:
-    if m == "no_distill":
-      continue
-    view = ROW_VIEW.get(f"{m}_teacher", "x")
-    data = placebo if m == "placebo" else (lambda: dd)  # the placebo's teacher and student see its z
-    if m == "self_distill":
-      teacher = rows["no_distill"]
+  fit = fit or (lambda row, config, train: train())
+  out = {}
+  for row in plan:
+    config = row.config(cfg)
+    data = placebo if row.placebo else (lambda: dd)  # the placebo's teacher and student see its z
+    if row.teacher is None:
+      train = lambda row=row, config=config, data=data: train_on_data(keys, config, data(), row.view, cb(row.name))
     else:
-      teacher = rows[f"{m}_teacher"] = fit(f"{m}_teacher", view,
-                                           lambda: train_on_data(keys, cfg, data(), view, cb(f"{m}_teacher")))
-    rows[m] = fit(m, "x", lambda: train_student(keys, cfg, data(), teacher_targets(cfg, [(teacher, view)], data()),
-                                                cb(m)))
-  return rows
+      teacher = rows_lib.REGISTRY[row.teacher]
+      taught = [(out[teacher.name], teacher.view, teacher.config(cfg))]
+      train = lambda row=row, config=config, data=data, taught=taught: train_student(
+          keys, config, data(), teacher_targets(config, taught, data()), cb(row.name))
+    out[row.name] = fit(row, config, train)
+  return out
 
 
 def run_gbdt_methods(keys, cfg: TrainConfig, gc: gbdt.GBDTConfig, ds: Dataset, dd: DeviceData,
@@ -203,16 +202,15 @@ def run_gbdt_methods(keys, cfg: TrainConfig, gc: gbdt.GBDTConfig, ds: Dataset, d
                      cache: Optional[dict] = None) -> dict:
   """The GBDT rows of `methods` (:data:`GBDT_METHODS`) beside the MLP rows of :func:`run_methods`:
   {row: gbdt.Result or TrainResult}. dd: the MLP rows' device data; mlp_rows: the MLP rows already trained (the
-  GBDT students' teacher is their 'pfd_teacher', trained here when absent); fit(row, view, train) returns a
-  row's result (default: train; a driver loads the rows an interrupted run saved). seed: LightGBM's base seed.
+  GBDT students' teacher is their 'pfd_teacher', trained here when absent); fit(row, config, train) returns a
+  row's result (as :func:`run_methods`'s) (default: train; a driver loads the rows an interrupted run saved). seed: LightGBM's base seed.
   The lists are bucketed as the MLP rows' (dd.max_buckets), so GBDT and MLP rows pair list by list.
   cache: a dict kept across calls on the same data and GBDT settings with another loss: what no loss changes
   (the LambdaMART rows, the out-of-fold teacher scores) is computed once."""
-  bad = [m for m in methods if m not in GBDT_METHODS]
-  if bad:
-    raise ValueError(f"unknown GBDT methods {bad}; known: {GBDT_METHODS}")
+  rows_lib.plan(methods, "gbdt")  # checks the names
   cb = hooks or (lambda row: Hooks())
-  fit = fit or (lambda row, view, train_fn: train_fn())
+  fit_row = fit or (lambda row, config, train_fn: train_fn())
+  fit = lambda name, train_fn: fit_row(rows_lib.REGISTRY[name], cfg, train_fn)
   cache = {} if cache is None else cache
   once = lambda key, make: cache[key] if key in cache else cache.setdefault(key, make())
   num_seeds, max_buckets = int(np.shape(keys)[0]), dd.max_buckets
@@ -222,10 +220,10 @@ def run_gbdt_methods(keys, cfg: TrainConfig, gc: gbdt.GBDTConfig, ds: Dataset, d
   kw = dict(num_seeds=num_seeds, seed=seed, eval_splits=splits, max_buckets=max_buckets)
   rows = {}
   if "lambdamart" in methods:
-    rows["lambdamart"] = fit("lambdamart", "x", lambda: once("lambdamart", lambda: gbdt.train(
+    rows["lambdamart"] = fit("lambdamart", lambda: once("lambdamart", lambda: gbdt.train(
         gc, cfg, ds, "x", query_index=data_groups, hooks=cb("lambdamart"), **kw)))
   if "pfd_from_lambdamart" in methods:
-    rows["lambdamart_teacher"] = fit("lambdamart_teacher", "xz", lambda: once("lambdamart_teacher", lambda: gbdt.train(
+    rows["lambdamart_teacher"] = fit("lambdamart_teacher", lambda: once("lambdamart_teacher", lambda: gbdt.train(
         gc, cfg, ds, "xz", query_index=data_groups, hooks=cb("lambdamart_teacher"), **kw)))
 
     def student():
@@ -233,10 +231,10 @@ def run_gbdt_methods(keys, cfg: TrainConfig, gc: gbdt.GBDTConfig, ds: Dataset, d
                                                           max_buckets=max_buckets, hooks=cb("lambdamart_teacher_oof")))
       targets = gbdt.to_buckets(t, bucketize(tr, max_buckets), tr.offsets)
       return train_student(keys, cfg, dd, targets, cb("pfd_from_lambdamart"))
-    rows["pfd_from_lambdamart"] = fit("pfd_from_lambdamart", "x", student)
+    rows["pfd_from_lambdamart"] = fit("pfd_from_lambdamart", student)
   if "gbdt_from_pfd" in methods:
     teacher = (mlp_rows or {}).get("pfd_teacher") or rows.setdefault("pfd_teacher", fit(
-        "pfd_teacher", "xz", lambda: train_on_data(keys, cfg, dd, "xz", cb("pfd_teacher"))))
+        "pfd_teacher", lambda: train_on_data(keys, cfg, dd, "xz", cb("pfd_teacher"))))
     logits = []  # the PFD teacher's logits on every training document, computed once for both students
     in_data = np.ones(tr.num_docs, bool) if data_groups is None else np.isin(tr.group_index, data_groups)
 
@@ -245,10 +243,10 @@ def run_gbdt_methods(keys, cfg: TrainConfig, gc: gbdt.GBDTConfig, ds: Dataset, d
         logits.append(gbdt.doc_scores(cfg, teacher.params, tr, "xz", max_buckets=max_buckets))
       q, w = gbdt.distilled_targets(tr.y, logits[0][s], in_data, cfg.alpha)
       return (gbdt.grades(q), None) if as_grades else (q, w)
-    rows["gbdt_xent_from_pfd"] = fit("gbdt_xent_from_pfd", "x", lambda: gbdt.train(
+    rows["gbdt_xent_from_pfd"] = fit("gbdt_xent_from_pfd", lambda: gbdt.train(
         gc, cfg, ds, "x", objective="cross_entropy", targets=lambda s: targets(s, False),
         hooks=cb("gbdt_xent_from_pfd"), **kw))
-    rows["lambdamart_from_pfd"] = fit("lambdamart_from_pfd", "x", lambda: gbdt.train(
+    rows["lambdamart_from_pfd"] = fit("lambdamart_from_pfd", lambda: gbdt.train(
         gc, cfg, ds, "x", targets=lambda s: targets(s, True), hooks=cb("lambdamart_from_pfd"), **kw))
   return rows
 
@@ -257,9 +255,6 @@ def run_gbdt_methods(keys, cfg: TrainConfig, gc: gbdt.GBDTConfig, ds: Dataset, d
 
 DEBIAS_METHODS = ("position_feature", "two_tower", "ips", "pfd_position", "pfd_position_top", "pfd_position_click",
                   "placebo", "lambdamart", "lambdamart_position")
-
-
-SERVED_AT_TOP = ("position_feature", "two_tower")  # rows scored with a constant position: never saved as models
 
 
 class DebiasRow(NamedTuple):
@@ -282,8 +277,8 @@ def run_debias_methods(keys, cfg: TrainConfig, ds: Dataset, dd: DeviceData, meth
   training split's display positions 1..L (:func:`pfd_jax.methods.debias.position_ids`); propensities:
   {name: table} gives one IPS row ``ips_<name>`` per table (method 'ips'); click: the privileged column of
   PFD(position + click); device_data(Dataset) -> DeviceData puts a variant of `ds` on the device as `dd` was (the
-  served and the IPS-weighted copies); fit(row, view, config, train, servable) -> result (a driver's resume
-  store: the training view and config; ``train()`` trains; servable: whether a file has the row's inputs);
+  served and the IPS-weighted copies); fit(row, config, train) -> result, as :func:`run_methods`'s (row: a
+  :class:`~pfd_jax.methods.rows.Row` with the training view and whether a file has the row's inputs);
   hooks(row) -> Hooks; placebo() -> the placebo's DeviceData (its teacher sees the permuted position);
   gbdt_config: LightGBM's settings of 'lambdamart' and 'lambdamart_position'. Row views: ``x`` for the students
   and IPS, ``xz:<position>`` for the teachers, and ``xz:<position>=<top>`` for the position-aware rows, trained
@@ -296,7 +291,9 @@ def run_debias_methods(keys, cfg: TrainConfig, ds: Dataset, dd: DeviceData, meth
 
   def add(row, view, config, train, served=None):
     servable = served is None and row != "placebo_teacher"  # constants, or permuted columns: in no file
-    out[row] = DebiasRow(fit(row, view, config, train, servable), served or view, config)
+    entry = rows_lib.REGISTRY.get(row)
+    entry = rows_lib.Row(row, entry.title if entry else row, view=view, servable=servable)
+    out[row] = DebiasRow(fit(entry, config, train), served or view, config)
     return out[row].result
 
   pv = f"xz:{position}"
@@ -347,4 +344,4 @@ def ensemble_lists(cfg: TrainConfig, result, groups, view: str, *, max_buckets: 
 
 def num_gbdt_rows(methods: Sequence[str]) -> int:
   """How many rows :func:`run_gbdt_methods` adds (the MLP PFD teacher counted by the MLP rows)."""
-  return sum({"lambdamart": 1, "pfd_from_lambdamart": 2, "gbdt_from_pfd": 2}[m] for m in methods)
+  return len(rows_lib.plan(methods, "gbdt"))

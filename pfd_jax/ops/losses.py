@@ -13,12 +13,13 @@ A list with no real document contributes exactly 0. Labels may be soft (teacher 
 from __future__ import annotations
 
 import functools
-from typing import Callable, Optional
+from typing import Callable, Mapping, NamedTuple, Optional
 
 import jax
 import jax.numpy as jnp
 
 from pfd_jax.ops import metrics
+from pfd_jax.registry import Registry
 
 ReduceFn = Optional[Callable[[jax.Array], jax.Array]]
 
@@ -252,15 +253,51 @@ def lambdaloss(scores, labels, mask=None, *, mu: float = 5.0, reduce_fn: ReduceF
   return _reduce(jnp.sum(jnp.where(pair, weight * jax.nn.softplus(-d), 0.0), (-2, -1)), reduce_fn)
 
 
-LOSSES = {"rankbce": rank_bce, "ranknet": ranknet, "softmax": softmax, "mse": mse, "listmle": listmle,
-          "approxndcg": approx_ndcg, "lambdaloss": lambdaloss}
-LISTWISE = ("softmax", "listmle", "approxndcg", "lambdaloss")
+class Loss(NamedTuple):
+  """A registered ranking loss: its function (scores, labels, mask, *, reduce_fn, **params), the keyword
+  hyper-parameters it takes with their defaults (set by TrainConfig.loss_params, flag ``--loss_params``), the
+  TrainConfig fields bound to keywords (``{keyword: field}``), whether it draws randomness (it then takes
+  ``key=``, one draw per training step), and whether it is listwise (the listwise family of the drivers' --loss)."""
+  name: str
+  fn: Callable
+  params: Mapping[str, float] = {}
+  fields: Mapping[str, str] = {}
+  needs_key: bool = False
+  listwise: bool = False
+
+  def bind(self, params: Mapping[str, float] = {}, **fields) -> Callable:
+    """The loss with its hyper-parameters bound: `params` over the declared defaults (an unknown name is a
+    ValueError naming the known ones), `fields` the configuration's values of :attr:`fields`. Hyper-parameters at
+    their defaults are not bound, so the function is the one the defaults always computed."""
+    unknown = sorted(set(params) - set(self.params))
+    if unknown:
+      raise ValueError(f"loss {self.name!r} has no hyper-parameter {', '.join(unknown)}; it has "
+                       f"{', '.join(self.params) or 'none'}")
+    kw = {k: v for k, v in params.items() if v != self.params[k]}
+    kw.update({k: fields[f] for k, f in self.fields.items()})
+    return functools.partial(self.fn, **kw) if kw else self.fn
+
+
+REGISTRY: Registry[Loss] = Registry("loss")
+for _loss in (Loss("rankbce", rank_bce), Loss("ranknet", ranknet, fields={"pairs": "ranknet_pairs"}),
+              Loss("softmax", softmax, listwise=True), Loss("mse", mse),
+              Loss("listmle", listmle, needs_key=True, listwise=True),
+              Loss("approxndcg", approx_ndcg, params={"temperature": 1.0}, listwise=True),
+              Loss("lambdaloss", lambdaloss, params={"mu": 5.0}, listwise=True)):
+  REGISTRY.register(_loss)
+LOSSES = REGISTRY  # {name: Loss}
+
+
+def listwise() -> tuple:
+  """The registered listwise losses."""
+  return tuple(n for n, l in REGISTRY.items() if l.listwise)
 
 
 def get_loss(name: str) -> Callable:
-  if name not in LOSSES:
-    raise ValueError(f"unknown loss {name!r}; known: {', '.join(LOSSES)}")
-  return LOSSES[name]
+  """The function of the registered loss `name` (its hyper-parameters at their defaults)."""
+  if name not in REGISTRY:
+    raise ValueError(f"unknown loss {name!r}; known: {', '.join(REGISTRY)}")
+  return REGISTRY[name].fn
 
 
 # ---------------------------------------------------------------- teacher-score transforms

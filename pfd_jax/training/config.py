@@ -3,7 +3,7 @@ field a flag of the training drivers (:mod:`pfd_jax.config`), and the top-K teac
 from __future__ import annotations
 
 import dataclasses
-from typing import Optional, Tuple
+from typing import Callable, Optional, Tuple
 
 from pfd_jax import config
 from pfd_jax.ops import losses as losses_lib
@@ -29,6 +29,24 @@ def parse_mesh(text: str) -> tuple:
 
 def format_mesh(mesh: tuple) -> str:
   return ",".join(f"{n}:{s}" for n, s in mesh)
+
+
+def parse_params(text: str) -> tuple:
+  """'temperature=0.1,mu=2' -> (('mu', 2.0), ('temperature', 0.1)) (sorted: one spelling per setting)."""
+  out = {}
+  for part in filter(None, text.split(",")):
+    name, eq, value = part.partition("=")
+    try:
+      out[name.strip()] = float(value)
+    except ValueError:
+      eq = ""
+    if not eq or not name.strip():
+      raise config.ConfigError("loss_params", f"{text!r}: expected name=number pairs, e.g. temperature=0.1")
+  return tuple(sorted(out.items()))
+
+
+def format_params(params: tuple) -> str:
+  return ",".join(f"{n}={v:g}" for n, v in params)
 
 
 # The modern ranker of a run on the team's own data (experiments' --dataset=letor default; each flag overrides its
@@ -68,7 +86,11 @@ class TopK:
 class TrainConfig:
   """Training hyper-parameters (defaults: the paper's protocol, appendix A.3). Fields with flag=False are
   set by the drivers (which loss a row trains, how its teacher teaches), not by flags."""
-  loss: str = config.option("rankbce", "Ranking loss.", choices=tuple(losses_lib.LOSSES), flag=False)
+  loss: str = config.option("rankbce", "Ranking loss (a name of pfd_jax.ops.losses.REGISTRY).",
+                            choices=losses_lib.REGISTRY.names, flag=False)
+  loss_params: Tuple[Tuple[str, float], ...] = config.option(
+      (), "The loss's hyper-parameters as name=value pairs (approxndcg: temperature; lambdaloss: mu; default: "
+      "each loss's own).", parse=parse_params, fmt=format_params, omit_default=True)
   ranknet_pairs: str = config.option("all", "RankNet pairs: all (paper) or positive.", choices=("all", "positive"))
   batch_size: Optional[int] = config.option(None, "Query groups per batch (default: the paper's, 500; RankNet "
                                             "300).", lo=1)
@@ -103,7 +125,7 @@ class TrainConfig:
   teacher_transform: str = config.option("sigmoid", "Teacher logits -> targets (paper: sigmoid "
                                          "probabilities).", choices=losses_lib.TRANSFORMS, flag=False)
   teacher_loss: str = config.option("", "The teacher term's loss function ('' = the data loss; topk = Ranking "
-                                    "Distillation).", choices=("",) + tuple(losses_lib.LOSSES) + ("topk",),
+                                    "Distillation).", choices=lambda: ("",) + losses_lib.REGISTRY.names() + ("topk",),
                                     flag=False)
   transform_a: float = config.option(1.0, "SDR Eq. 10 affine teacher transform slope a (teaching=listwise).",
                                      lo=0, lo_open=True)
@@ -122,6 +144,18 @@ class TrainConfig:
   def __post_init__(self):
     config.check(self)
     object.__setattr__(self, "mesh", tuple(tuple(p) for p in self.mesh))
+    object.__setattr__(self, "loss_params", tuple(sorted((str(n), float(v)) for n, v in self.loss_params)))
+    try:
+      self.make_loss()
+    except ValueError as e:
+      raise config.ConfigError("loss_params", str(e)) from None
+
+  def make_loss(self, name: Optional[str] = None) -> Callable:
+    """The registered loss `name` (default: this config's loss), called as (scores, labels, mask, *, reduce_fn[,
+    key]), with its hyper-parameters (:attr:`loss_params`, on the data loss only) and configuration fields bound."""
+    spec = losses_lib.REGISTRY[name or self.loss]
+    params = dict(self.loss_params) if spec.name == self.loss else {}
+    return spec.bind(params, **{f: getattr(self, f) for f in spec.fields.values()})
 
   @property
   def arch(self) -> Arch:

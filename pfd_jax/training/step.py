@@ -19,7 +19,7 @@ import optax
 from pfd_jax.ops import losses as losses_lib
 from pfd_jax.ops import topk
 from pfd_jax.ops.models import MLP
-from pfd_jax.training.structures import Batch, Bucket, Clock, StepFns
+from pfd_jax.training.structures import Batch, Bucket, Clock, SeedBatch, StepFns
 
 if TYPE_CHECKING:  # annotations only: a step reads its settings, it does not build or check them
   from pfd_jax.training.config import TrainConfig
@@ -34,12 +34,11 @@ def make_model(cfg: TrainConfig) -> MLP:
 
 
 def loss_fn(cfg: TrainConfig, key=None) -> Callable:
-  """The data loss of `cfg`, called as (scores, labels, mask, reduce_fn=...). key: ListMLE's random tie-breaking
-  (binary labels tie everywhere; rax's convention), one draw per step."""
-  fn = losses_lib.get_loss(cfg.loss)
-  if cfg.loss == "ranknet":
-    return functools.partial(fn, pairs=cfg.ranknet_pairs)
-  return functools.partial(fn, key=key) if cfg.loss == "listmle" and key is not None else fn
+  """The data loss of `cfg` (its registered :class:`pfd_jax.ops.losses.Loss`, hyper-parameters bound), called as
+  (scores, labels, mask, reduce_fn=...). key: for a loss that draws randomness (ListMLE's tie-breaking: binary
+  labels tie everywhere; rax's convention), one draw per step; ignored by the others."""
+  fn = cfg.make_loss()
+  return functools.partial(fn, key=key) if key is not None and losses_lib.REGISTRY[cfg.loss].needs_key else fn
 
 
 def forward(model: MLP, params, feats, mask, key):
@@ -73,7 +72,7 @@ def _teacher_loss_fn(cfg: TrainConfig, key, labels, hybrid_on):
     settings = cfg.topk.loss_settings()
     return lambda s, t, m, reduce_fn=None: topk.topk_loss(s, t, m, labels, key=key, hybrid_on=hybrid_on,
                                                          reduce_fn=reduce_fn, **settings)
-  return loss_fn(dataclasses.replace(cfg, loss=name))
+  return cfg.make_loss(name)
 
 
 def step_key(cfg: TrainConfig) -> TrainConfig:
@@ -101,16 +100,18 @@ def compiled(cfg: TrainConfig, has_teacher: bool, steps_per_epoch: int, data_axi
     params = model.init(key, jnp.zeros((1, dim)))
     return params, tx.init(params)
 
-  def terms(s, yb, mb, w, valid, t, key, alpha, j, hybrid_on):
+  draws = losses_lib.REGISTRY[cfg.loss].needs_key
+
+  def terms(s, b: SeedBatch):
     """(total, (data, teacher)) loss sums of one seed's batch from its scores s [B, L]."""
-    data_loss = loss_fn(cfg, jax.random.fold_in(key, j) if cfg.loss == "listmle" else None)
-    data = data_loss(s, yb, mb, reduce_fn=None) * w
-    if t is None:
+    data_loss = loss_fn(cfg, jax.random.fold_in(b.key, b.step) if draws else None)
+    data = data_loss(s, b.y, b.mask, reduce_fn=None) * b.weight
+    if b.teacher is None:
       return jnp.sum(data), (jnp.sum(data), jnp.zeros(()))
-    t_fn = _teacher_loss_fn(cfg, jax.random.fold_in(key, j), yb, hybrid_on)
-    _, teach = losses_lib.distillation_terms(data_loss, s, yb, t, mb, teacher_loss_fn=t_fn)
-    teach = teach * valid
-    return jnp.sum(alpha * data + (1 - alpha) * teach), (jnp.sum(data), jnp.sum(teach))
+    t_fn = _teacher_loss_fn(cfg, jax.random.fold_in(b.key, b.step), b.y, b.hybrid_on)
+    _, teach = losses_lib.distillation_terms(data_loss, s, b.y, b.teacher, b.mask, teacher_loss_fn=t_fn)
+    teach = teach * b.valid
+    return jnp.sum(b.alpha * data + (1 - b.alpha) * teach), (jnp.sum(data), jnp.sum(teach))
 
   def grad(params, key, batch: Batch, bucket: Bucket, alpha, clock: Clock):
     """The gradient and (total, data, teacher) sums of one seed's batch; the bucket's teacher inputs are
@@ -123,7 +124,8 @@ def compiled(cfg: TrainConfig, has_teacher: bool, steps_per_epoch: int, data_axi
 
     def objective(p):
       s, stats = forward(model, p, f, real, jax.random.fold_in(key, clock.step))
-      total, sums = terms(s, yb, mb, w, valid, t, key, alpha, clock.step, clock.hybrid_on)
+      total, sums = terms(s, SeedBatch(y=yb, mask=mb, weight=w, valid=valid, teacher=t, key=key, alpha=alpha,
+                                       step=clock.step, hybrid_on=clock.hybrid_on))
       return total, (sums, stats)
     (total, ((data, teach), stats)), grads = jax.value_and_grad(objective, has_aux=True)(params)
     return grads, jnp.stack([total, data, teach]), stats

@@ -30,6 +30,19 @@ class Clock(NamedTuple):
   hybrid_on: Any
 
 
+class SeedBatch(NamedTuple):
+  """What the loss of one seed's batch reads, inside the step (after the batch's groups are gathered)."""
+  y: Any          # f32[B, L] labels
+  mask: Any       # bool[B, L] real documents
+  weight: Any     # f32[B] each group's weight in the data term (its data_w times valid)
+  valid: Any      # f32[B] 1 for a real member of the batch
+  teacher: Any    # the teacher inputs [(K,) B, L], or None (a data-only run)
+  key: Any        # the seed's epoch key
+  alpha: Any      # Eq. 1's weight of the data term (per model)
+  step: Any       # the step's number in the epoch (folded into the key of a loss that draws randomness)
+  hybrid_on: Any  # the top-K teacher loss's warm-up is over
+
+
 class StepFns(NamedTuple):
   """The seed-vmapped functions of one :func:`step_key`."""
   init: Callable   # (keys [S], input dim) -> (params, opt_state), jitted

@@ -1,0 +1,175 @@
+"""The row registry: one typed description per trained row of the distillation tables, read by everything that
+needs a row (the training of :mod:`pfd_jax.methods.distill`, table2's table, claims and plots, the paired
+comparisons, Figure 4, the power study, the resume store and the saved models).
+
+A new row is one :class:`Row` registered here or from the user's own module, plus its training function when it
+is a new kind of training. An MLP row trains by :func:`pfd_jax.methods.distill.run_methods` from its entry alone:
+on data (no ``teacher``), or as a student of the row named by ``teacher`` (Eq. 1), with its own configuration
+overrides; for example a PFD student with more weight on its teacher::
+
+  from pfd_jax.methods import rows
+  rows.REGISTRY.register(rows.Row("pfd_alpha02", "PFD student, alpha 0.2", teacher="pfd_teacher",
+                                  overrides=(("alpha", 0.2),),
+                                  claims=(("pfd", "PFD student at alpha 0.2 beats PFD at alpha 0.5"),)))
+  # python -m experiments.table2 --methods=pfd,pfd_alpha02
+
+Rows of another family (``gbdt``: LightGBM, :func:`pfd_jax.methods.distill.run_gbdt_methods`; ``debias``: the
+position rows, :func:`pfd_jax.methods.distill.run_debias_methods`) are trained by their family's function; their
+entries give their titles, views and roles.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Optional, Sequence, Tuple
+
+from pfd_jax.registry import Registry
+
+
+@dataclasses.dataclass(frozen=True)
+class Row:
+  """One trained row.
+
+  name: its key (results.json, the resume store, saved models' folders); title: its name in tables and plots;
+  short: its name inside a sentence (default: the title); view: its model input
+  (:func:`pfd_jax.ops.scoring.features`; a debiasing row's may hold ``{position}``, ``{click}``, ``{top}``, filled
+  from the run's columns); teacher: the row whose model teaches it (None: trained on data alone); overrides:
+  TrainConfig fields this row sets ((field, value) pairs; its saved model records them); method: the --methods
+  choice that trains it ('' = its name; None = a teacher, trained when a student needs it); family: 'mlp' (trained
+  from this entry), 'gbdt' or 'debias' (trained by their family's function); placebo: it reads the placebo copy of
+  the data (privileged rows permuted); servable: a service can run it (a file holds its inputs); claims: (the row
+  it is claimed to beat, the claim's text) pairs, the run's claims about it."""
+  name: str
+  title: str
+  short: str = ""
+  view: str = "x"
+  teacher: Optional[str] = None
+  overrides: Tuple[Tuple[str, Any], ...] = ()
+  method: Optional[str] = ""
+  family: str = "mlp"
+  placebo: bool = False
+  servable: bool = True
+  claims: Tuple[Tuple[str, str], ...] = ()
+
+  @property
+  def label(self) -> str:
+    """Its name inside a sentence."""
+    return self.short or self.title
+
+  @property
+  def is_teacher(self) -> bool:
+    return self.method is None
+
+  @property
+  def permuted(self) -> bool:
+    """It reads the placebo's permuted privileged features (in no file: scored on the placebo data only)."""
+    return self.placebo and self.view != "x"
+
+  @property
+  def choice(self) -> Optional[str]:
+    """The --methods value that trains it (None for a teacher)."""
+    return None if self.method is None else (self.method or self.name)
+
+  def config(self, cfg):
+    """The row's training configuration: `cfg` (a TrainConfig) with the row's overrides."""
+    return dataclasses.replace(cfg, **dict(self.overrides)) if self.overrides else cfg
+
+  def view_for(self, **columns) -> str:
+    """The view with the run's columns filled in (a debiasing row's ``xz:{position}``)."""
+    return self.view.format(**columns) if "{" in self.view else self.view
+
+
+REGISTRY: Registry[Row] = Registry("row")
+
+_PAPER = "(paper, Table 2)"
+for _row in (
+    # The paper's rows (sections 3.1-3.2) and the placebo control, in the tables' order.
+    Row("no_distill", "No-distillation", "no-distillation"),
+    Row("self_distill", "Self-distillation", "self-distillation", teacher="no_distill",
+        claims=(("no_distill", f"Self-distillation beats no-distillation {_PAPER}"),)),
+    Row("gend_teacher", "GenD teacher*", view="z", method=None),
+    Row("gend", "GenD student", teacher="gend_teacher"),
+    Row("pfd_teacher", "PFD teacher*", view="xz", method=None),
+    Row("pfd", "PFD student", teacher="pfd_teacher", claims=(
+        ("no_distill", f"PFD student beats no-distillation {_PAPER}"),
+        ("self_distill", f"PFD student beats self-distillation {_PAPER}"),
+        ("gend", f"PFD student beats GenD student {_PAPER}"),
+        ("placebo", "PFD student beats the placebo student: the gain is the privileged information (control)"),
+        ("lambdamart", "PFD student beats LambdaMART, the incumbent"))),
+    # the placebo teacher reads permuted privileged features, which no file has: never saved as a model
+    Row("placebo_teacher", "Placebo teacher (z permuted)", "placebo teacher", view="xz", method=None, placebo=True,
+        servable=False),
+    Row("placebo", "Placebo student", "placebo student", teacher="placebo_teacher", placebo=True),
+    # LightGBM (pfd_jax.methods.gbdt) and distillation across model families
+    Row("lambdamart", "LambdaMART", family="gbdt"),
+    Row("lambdamart_teacher", "LambdaMART teacher*", view="xz", method=None, family="gbdt"),
+    Row("pfd_from_lambdamart", "PFD student (LambdaMART teacher)", teacher="lambdamart_teacher", family="gbdt"),
+    Row("gbdt_xent_from_pfd", "GBDT student, cross-entropy (PFD teacher)", teacher="pfd_teacher",
+        method="gbdt_from_pfd", family="gbdt",
+        claims=(("lambdamart", "GBDT student of the PFD teacher beats LambdaMART (cross-family)"),)),
+    Row("lambdamart_from_pfd", "LambdaMART student, teacher grades (PFD teacher)", teacher="pfd_teacher",
+        method="gbdt_from_pfd", family="gbdt"),
+    # The debiasing rows of table2 --position (pfd_jax.methods.debias): judged on the file's labels.
+    Row("position_feature", "Position as a feature, served at position 1", view="xz:{position}", family="debias",
+        servable=False),
+    Row("two_tower", "Two-tower (additive position tower), served at position 1", view="xz:{position}",
+        overrides=(("tower", 1),), family="debias", servable=False),
+    Row("ips_randomized", "IPS, propensities from randomised lists", family="debias", method="ips"),
+    Row("ips_em", "IPS, regression-EM propensities", family="debias", method="ips"),
+    Row("pfd_position_teacher", "PFD teacher* (x + position)", view="xz:{position}", method=None, family="debias"),
+    Row("pfd_position", "PFD(position) student", teacher="pfd_position_teacher", family="debias", claims=(
+        ("ips_em", "PFD(position) student beats IPS with regression-EM propensities (--position; logged labels)"),
+        ("position_feature", "PFD(position) student beats position-aware learning (--position; logged labels)"))),
+    Row("pfd_position_top", "PFD(position) student, taught at position 1", teacher="pfd_position_teacher",
+        family="debias"),
+    Row("lambdamart_position", "LambdaMART + LightGBM position-bias model", family="debias"),
+):
+  REGISTRY.register(_row)
+
+
+def methods(family: str = "mlp") -> Tuple[str, ...]:
+  """The --methods choices of a family's rows, in order (no_distill is the baseline every run trains)."""
+  out = []
+  for r in REGISTRY.values():
+    if r.family == family and r.choice and r.choice not in out:
+      out.append(r.choice)
+  return tuple(out)
+
+
+def plan(choices: Sequence[str], family: str = "mlp") -> Tuple[Row, ...]:
+  """The rows a family trains for the --methods `choices`: the rows of each choice and the teachers they need
+  (their teachers' teachers too), in registry order (a teacher before its students). An MLP run always trains the
+  baseline, no_distill. A ValueError names an unknown choice."""
+  known = methods(family)
+  bad = [c for c in choices if c not in known]
+  if bad:
+    raise ValueError(f"unknown {family} methods {bad}; known: {known}")
+  wanted = {r.name for r in REGISTRY.values() if r.family == family and r.choice in set(choices)}
+  if family == "mlp":
+    wanted.add("no_distill")
+  for name in list(wanted):
+    while (teacher := REGISTRY[name].teacher) is not None and REGISTRY[teacher].family == family:
+      wanted.add(teacher)
+      name = teacher
+  return tuple(r for r in REGISTRY.values() if r.name in wanted)
+
+
+def of_family(family: str) -> Tuple[str, ...]:
+  """The names of a family's rows, in order."""
+  return tuple(r.name for r in REGISTRY.values() if r.family == family)
+
+
+def uses_privileged(name: str) -> bool:
+  """Whether a row reads the privileged features: its own view, or its teacher's (at any depth)."""
+  row = REGISTRY[name]
+  return row.view != "x" or (row.teacher is not None and uses_privileged(row.teacher))
+
+
+def is_teacher(name: str) -> bool:
+  """Whether the row `name` is a teacher (a name not registered: by its suffix)."""
+  return REGISTRY[name].is_teacher if name in REGISTRY else name.endswith("teacher")
+
+
+def table_order(names) -> list:
+  """`names` in registry order (rows not registered last, as given)."""
+  names = list(names)
+  return [n for n in REGISTRY if n in names] + [n for n in names if n not in REGISTRY]
