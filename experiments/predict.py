@@ -93,7 +93,7 @@ def run(cfg: schema.Config) -> dict:
   ranker = serving.load_model(o.model)
   if o.seed is not None and o.seed >= ranker.num_seeds:
     raise ConfigError("seed", f"{o.seed}: the model holds seeds 0..{ranker.num_seeds - 1}")
-  groups, present = D.read_serving(o.data, ranker.num_features)
+  groups, present = D.read_serving(o.data, ranker.num_features, ranker.recipe.get("dataset"))
   missing = sorted(set(ranker.input_ids) - set(present.tolist()))
   if missing and o.impute == "none":
     priv = sorted(set(missing) & set(ranker.recipe["privileged_ids"]))

@@ -13,7 +13,8 @@ prints the graph):
 * :mod:`pfd_jax.serving`: load, check, score and export saved rankers; it imports ``ops`` and ``data`` only, so
   a saved model scores without optax, the training code or LightGBM (loaded only to score a LightGBM model).
 
-``config`` (typed settings), ``files`` (atomic writes) and ``distributed`` (processes) serve every layer.
+``config`` (typed settings), ``registry`` (the registries of losses, rows and datasets), ``files`` (atomic writes) and
+``distributed`` (processes) serve every layer.
 Every public name below is loaded on first use: ``import pfd_jax`` imports nothing else.
 
 The practitioner's path in a few calls (see the README section "PFD on your own data")::

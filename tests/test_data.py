@@ -291,7 +291,7 @@ def test_padding_ratio_on_mslr_like_lengths():
 
 def test_summary_columns_for_staged_sets():
   for name in ("ohsumed", "mq2008", "web10k"):
-    shared(D.datasets._SHARED_SUBDIR[name])
+    shared(D.spec(name).subdir)
     s = D.summary(D.prepare(DataConfig(dataset=name), D.load_raw(name)))
     assert s["regular_features"] + s["privileged_features"] in (45, 46, 136)
     for row in s["splits"].values():

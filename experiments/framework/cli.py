@@ -135,12 +135,12 @@ def own_data_defaults(cfg: Config, given: set, losses: tuple = ()) -> Config:
   the seed-ensemble rows. The paper's tables (Gumbel labels) keep its protocol: test selection, its MLP, no ensembles. `given`:
   the flags set on the command line (or by a preset), which always win; losses: the driver's (the loss is set
   only where it is one of them)."""
-  if cfg.data.dataset != "letor" or (cfg.data.labels or "file") != "file":
+  if not D.spec(cfg.data.dataset).own_data or cfg.data.label_mode != "file":
     return cfg
   train = {k: v for k, v in MODERN.items() if k not in given}
   try:
-    fold = (list(cfg.data.folds) or D.available_folds("letor", cfg.data.data_dir))[0]
-    if "select_on" not in given and "vali" in D.split_files("letor", cfg.data.data_dir, fold):
+    fold = (list(cfg.data.folds) or D.available_folds(cfg.data.dataset, cfg.data.data_dir))[0]
+    if "select_on" not in given and "vali" in D.split_files(cfg.data.dataset, cfg.data.data_dir, fold):
       train["select_on"] = "vali"
   except (OSError, D.DataError):
     pass  # loading the data names the problem
@@ -162,8 +162,8 @@ def config_from_flags(driver: Driver, flag_values=FLAGS) -> Config:
     if cfg.output.out_dir is None:
       cfg = cfg.replace(output=dict(out_dir=os.path.join(RESULTS, driver.name)))
     needs = driver.needs_privileged(cfg) if callable(driver.needs_privileged) else driver.needs_privileged
-    if "data" in driver.groups and cfg.data.dataset == "letor" and needs and not cfg.data.privileged:
-      raise C.ConfigError("privileged", "dataset=letor reads your own folder, so say which features are "
+    if "data" in driver.groups and D.spec(cfg.data.dataset).own_data and needs and not cfg.data.privileged:
+      raise C.ConfigError("privileged", f"dataset={cfg.data.dataset} reads your own folder, so say which features are "
                           "privileged (known at training time only): --privileged=ID,ID,... with 1-based feature "
                           "ids as in the files, or --privileged=auto for the paper's protocol (the "
                           "--num_privileged features most correlated with the labels)")

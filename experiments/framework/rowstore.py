@@ -41,7 +41,7 @@ class Rows:
     parts = [root, "models"]
     if len(cfg.losses) > 1:
       parts.append(self.loss)
-    if ds.name in D.NAMES and len(folds_of(cfg.data)) > 1:
+    if ds.name in D.specs.REGISTRY and len(folds_of(cfg.data)) > 1:
       parts.append(f"fold{fold}")
     self.models = os.path.join(*parts)
 

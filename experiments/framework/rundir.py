@@ -74,10 +74,11 @@ def provenance(cfg: Config, driver: Driver) -> dict:
 
 
 def data_provenance(d: DataConfig) -> dict:
-  if d.dataset == "synthetic":
+  if D.spec(d.dataset).in_memory:
     kw = d.synthetic_kwargs()
-    return dict(generator="pfd_jax.data.synthetic." + ("generate_chunked" if "chunk" in kw else "generate"),
-                arguments=kw)
+    gen = D.spec(d.dataset).generate
+    return dict(generator="pfd_jax.data.synthetic." + ("generate_chunked" if "chunk" in kw else "generate")
+                if d.dataset == "synthetic" else f"{gen.__module__}.{gen.__qualname__}", arguments=kw)
   found = {}
   for fold in folds_of(d):
     for split, path in D.split_files(d.dataset, d.data_dir, fold).items():

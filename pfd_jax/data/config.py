@@ -7,16 +7,15 @@ from typing import Optional, Tuple
 
 from pfd_jax.config import ConfigError, check, option
 from pfd_jax.data import synthetic
+from pfd_jax.data.specs import REGISTRY
 
-NAMES = ("synthetic", "ohsumed", "mq2008", "web10k", "web30k", "yahoo", "istella", "letor")
 LABEL_MODES = ("gumbel", "file")
 PAPER_T = 4.0  # Eq. 2 temperature t (section 4.1)
-SYNTHETIC_TAU = 4.4  # see README: tau 4.8 leaves ~16 positive training groups in the small default
 
 
 def _check_labels(cfg: "DataConfig") -> None:
-  if cfg.dataset == "synthetic" and cfg.data_dir:
-    raise ConfigError("data_dir", "dataset=synthetic is generated in memory and reads no folder; to train on "
+  if REGISTRY[cfg.dataset].in_memory and cfg.data_dir:
+    raise ConfigError("data_dir", f"dataset={cfg.dataset} is generated in memory and reads no folder; to train on "
                       "your own LETOR files add --dataset=letor (named sets such as ohsumed or web30k take "
                       "--data_dir too)")
   if cfg.positive_grade is not None and cfg.label_mode != "file":
@@ -45,13 +44,13 @@ def parse_ids(text: str) -> Optional[tuple]:
 @dataclasses.dataclass(frozen=True)
 class DataConfig:
   """The data recipe: which files, which labels, which features are privileged, how lists are padded."""
-  dataset: str = option("synthetic", "Dataset name (letor = any folder given by data_dir).",
-                        choices=NAMES)
+  dataset: str = option("synthetic", "Dataset name (letor = any folder given by data_dir; any dataset registered in "
+                        "pfd_jax.data.specs.REGISTRY).", choices=REGISTRY.names)
   data_dir: Optional[str] = option(None, "Dataset folder (default $PFD_DATA_DIR/<name> or ../shared/data).")
   cache_dir: Optional[str] = option("cache", "Where parsed LETOR files are cached as .npz ('' = no cache).")
   folds: Tuple[int, ...] = option((), "Folds to run, e.g. 1,3 (default: every fold of the dataset on disk).", lo=1)
   labels: Optional[str] = option(None, "Training labels: gumbel (the paper's Eq. 2 draws) or file (the file's "
-                                 "own labels). Default: file for dataset=letor, gumbel otherwise.",
+                                 "own labels). Default: the dataset's (file for dataset=letor, gumbel for the named sets).",
                                  choices=LABEL_MODES)
   positive_grade: Optional[float] = option(None, "With labels=file: y = 1[label >= this grade] (needed for "
                                            "graded labels).")
@@ -90,8 +89,8 @@ class DataConfig:
 
   @property
   def label_mode(self) -> str:
-    """labels, or its default for the dataset (file for a folder given by path, gumbel otherwise)."""
-    return self.labels or ("file" if self.dataset == "letor" else "gumbel")
+    """labels, or its dataset's default (file for a folder given by path, gumbel otherwise)."""
+    return self.labels or REGISTRY[self.dataset].labels
 
   @property
   def privileged_ids(self) -> Optional[tuple]:

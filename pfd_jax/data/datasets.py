@@ -1,6 +1,5 @@
-"""Named datasets, their folder layouts, and the full preprocessing pipeline (:func:`prepare`).
-
-Layouts (the first that exists wins; ``.gz`` is accepted everywhere):
+"""Named datasets (the registry of :mod:`pfd_jax.data.specs`: one spec per name, its folder layout, reader and
+defaults) and the full preprocessing pipeline (:func:`prepare`).
 
 =========  ===========================================  ======================================
 name       folder layout                                folds
@@ -18,7 +17,7 @@ synthetic  generated in memory, no files                1
 A folder without ``Fold{k}`` subfolders is read flat (so the staged MQ2008 vali/test pair and the MSLR
 5k-line sample load as they are). Splits that are absent are simply not returned; training drivers check
 for the splits they need. With no ``data_dir``, named sets are looked for in ``$PFD_DATA_DIR/<sub>`` and
-then in ``../shared/data/<sub>`` beside the repository (subfolder names in ``_SHARED_SUBDIR``).
+then in ``../shared/data/<sub>`` beside the repository (``DatasetSpec.subdir``).
 """
 from __future__ import annotations
 
@@ -31,38 +30,34 @@ import numpy as np
 
 from pfd_jax import distributed
 from pfd_jax.data import preprocess as pp
-from pfd_jax.data import synthetic
-from pfd_jax.data.config import LABEL_MODES, NAMES, SYNTHETIC_TAU, DataConfig
+from pfd_jax.data.config import LABEL_MODES, DataConfig
 from pfd_jax.data.groups import DataError, Groups
 from pfd_jax.data.preprocess import file_labels
-from pfd_jax.data.letor import load_letor, load_letor_shard, pad_features, require_contiguous
+from pfd_jax.data.letor import pad_features, require_contiguous
 from pfd_jax.data.padding import bucketize, padding_ratio
+from pfd_jax.data.specs import ALIASES, REGISTRY, SPLITS, DatasetSpec  # noqa: F401 (SPLITS: pfd_jax.data)
 
-_FOLDS = {"ohsumed": 5, "mq2008": 5, "web10k": 5, "web30k": 5}
-# The paper's numbers of privileged features; elsewhere ~30% of the columns (the paper's ratio on Web30k).
-_NUM_PRIVILEGED = {"yahoo": 200, "istella": 50, "web30k": 40, "web10k": 40, "synthetic": 40}
-_SHARED_SUBDIR = {"ohsumed": "ohsumed_letor3", "mq2008": "mq2008_fold1_partial",
-                  "web10k": "mslr_web10k_fold1_5k_sample"}
-_ALIASES = {"train": ("train", "training", "trainingset", "set1.train"),
-            "vali": ("vali", "valid", "validation", "validationset", "set1.valid"),
-            "test": ("test", "testset", "set1.test")}
-SPLITS = ("train", "vali", "test")
+
+def spec(name: str) -> DatasetSpec:
+  """The registered dataset `name` (a DataError naming the known ones otherwise)."""
+  if name not in REGISTRY:
+    raise DataError(f"unknown dataset {name!r}; known: {', '.join(REGISTRY)}")
+  return REGISTRY[name]
 
 
 def num_folds(name: str) -> int:
-  _check_name(name)
-  return _FOLDS.get(name, 1)
+  return spec(name).folds
 
 
 def available_folds(name: str, data_dir: Optional[str] = None) -> list:
   """Folds present on disk: Fold{k} subfolders of a multi-fold set, else [1] (a flat folder is one fold)."""
-  _check_name(name)
-  if name == "letor":  # your own folder: cross-validated when it holds Fold1, Fold2, ... (any number)
+  s = spec(name)
+  if s.own_folder:  # your own folder: cross-validated when it holds Fold1, Fold2, ... (any number)
     return _letor_folds(resolve_data_dir(name, data_dir)) or [1]
-  if name not in _FOLDS:
+  if s.folds == 1:
     return [1]
   root = resolve_data_dir(name, data_dir)
-  folds = [k for k in range(1, _FOLDS[name] + 1) if os.path.isdir(os.path.join(root, f"Fold{k}"))]
+  folds = [k for k in range(1, s.folds + 1) if os.path.isdir(os.path.join(root, f"Fold{k}"))]
   return folds or [1]
 
 
@@ -75,7 +70,8 @@ def _letor_folds(root: str) -> list:
 
 
 def default_num_privileged(name: str, num_features: int) -> int:
-  return _NUM_PRIVILEGED.get(name, int(round(0.3 * num_features)))
+  n = REGISTRY[name].num_privileged if name in REGISTRY else None
+  return int(round(0.3 * num_features)) if n is None else n
 
 
 def default_tau(max_grade: float) -> float:
@@ -85,11 +81,6 @@ def default_tau(max_grade: float) -> float:
   0-2 labels (OHSUMED, MQ2008) would give P(y = 1 | r = 2) = 1.4e-5, i.e. almost no positives.
   """
   return float(max_grade) + 0.8
-
-
-def _check_name(name):
-  if name not in NAMES:
-    raise DataError(f"unknown dataset {name!r}; known: {', '.join(NAMES)}")
 
 
 def shared_data_root() -> str:
@@ -102,7 +93,7 @@ def resolve_data_dir(name: str, data_dir: Optional[str]) -> str:
     if not os.path.isdir(data_dir):
       raise FileNotFoundError(f"--data_dir {data_dir!r} for dataset {name!r} is not a folder")
     return data_dir
-  sub = _SHARED_SUBDIR.get(name, name)
+  sub = spec(name).subdir or name
   for root in (os.environ.get("PFD_DATA_DIR"), shared_data_root()):
     if root and os.path.isdir(os.path.join(root, sub)):
       return os.path.join(root, sub)
@@ -112,7 +103,7 @@ def resolve_data_dir(name: str, data_dir: Optional[str]) -> str:
 
 def _find_split(folders, split):
   for folder in folders:
-    for alias in _ALIASES[split]:
+    for alias in ALIASES[split]:
       for ext in (".txt", ".txt.gz", "", ".gz"):
         p = os.path.join(folder, alias + ext)
         if os.path.isfile(p):
@@ -122,16 +113,15 @@ def _find_split(folders, split):
 
 def split_files(name: str, data_dir: Optional[str], fold: int = 1) -> dict:
   """{split: path} for the splits of `name` found on disk (FileNotFoundError if none)."""
-  _check_name(name)
+  s = spec(name)
   root = resolve_data_dir(name, data_dir)
-  own = _letor_folds(root) if name == "letor" else []
-  if not 1 <= fold <= max(num_folds(name), len(own)):
-    raise DataError(f"dataset {name!r} has folds 1..{max(num_folds(name), len(own))}, got fold={fold}")
-  folders = [os.path.join(root, f"Fold{fold}")] if name in _FOLDS or own else []
-  if name == "istella":
-    folders += [os.path.join(root, "full"), os.path.join(root, "sample")]
+  own = _letor_folds(root) if s.own_folder else []
+  if not 1 <= fold <= max(s.folds, len(own)):
+    raise DataError(f"dataset {name!r} has folds 1..{max(s.folds, len(own))}, got fold={fold}")
+  folders = [os.path.join(root, f"Fold{fold}")] if s.folds > 1 or own else []
+  folders += [os.path.join(root, f) for f in s.folders]
   folders.append(root)
-  found = {s: p for s in SPLITS if (p := _find_split(folders, s))}
+  found = {split: p for split in SPLITS if (p := _find_split(folders, split))}
   if not found:
     raise FileNotFoundError(f"dataset {name!r}: no train/vali/test file in {folders}")
   return found
@@ -139,39 +129,41 @@ def split_files(name: str, data_dir: Optional[str], fold: int = 1) -> dict:
 
 def load_raw(name: str, data_dir: Optional[str] = None, fold: int = 1, cache_dir: Optional[str] = None,
              synthetic_kwargs: Optional[dict] = None, comm=None) -> dict:
-  """Raw splits {split: Groups} of a named dataset (files parsed, nothing transformed).
+  """Raw splits {split: Groups} of a named dataset (files parsed by its spec's reader, nothing transformed).
 
   comm (:class:`pfd_jax.distributed.Comm`): in a multi-process run each process reads only its share of
-  every file (:func:`pfd_jax.data.letor.load_letor_shard`: the queries that start in its N-th of the bytes);
-  the synthetic generator, which exists only in memory, is generated whole and each process keeps its
-  contiguous block of queries (with a chunk size, each process draws only its block of chunks). The union over
-  processes, in process order, is the one-process data."""
-  _check_name(name)
-  count = 1 if comm is None else comm.count
-  if name == "synthetic" and "chunk" in (synthetic_kwargs or {}):  # each process draws only its own chunks
-    return synthetic.generate_chunked(**synthetic_kwargs, share=(0, 1) if comm is None else (comm.index, count))
-  if name == "synthetic":
-    splits = synthetic.generate(**(synthetic_kwargs or {}))
-    if count == 1:
-      return splits
-    return {s: g.take(np.arange(g.num_queries * comm.index // count, g.num_queries * (comm.index + 1) // count))
-            for s, g in splits.items()}
+  every file (the spec's ``read_shard``; LETOR's: :func:`pfd_jax.data.letor.load_letor_shard`, the queries that
+  start in its N-th of the bytes); data made in memory is made by its spec's ``generate`` for this process's share.
+  The union over processes, in process order, is the one-process data."""
+  s = spec(name)
+  index, count = (0, 1) if comm is None else (comm.index, comm.count)
+  if s.in_memory:
+    return s.generate(synthetic_kwargs or {}, (index, count))
   files = split_files(name, data_dir, fold)
   if count == 1:
-    return pad_features({s: load_letor(p, cache_dir) for s, p in files.items()})
+    return pad_features({split: s.read(p, cache_dir) for split, p in files.items()})
+  if s.read_shard is None:
+    raise DataError(f"dataset {name!r} has no reader of a process's share of a file: run it in one process")
   # Every process checks what one process would: an error in any shard stops all of them with its words, and a
   # qid whose lines fall in two shards (not contiguous) is found among all the processes' qids.
   splits, error = {}, None
   try:
-    splits = {s: load_letor_shard(p, comm.index, count) for s, p in files.items()}
+    splits = {split: s.read_shard(p, index, count) for split, p in files.items()}
   except (DataError, OSError) as e:
     error = str(e)
   error = comm.first_error(error)
   if error is not None:
     raise DataError(error)
-  for s, p in files.items():  # the same whole-file check in every process: the same line named everywhere
-    require_contiguous(p, comm.concat(splits[s].qid))
+  for split, p in files.items():  # the same whole-file check in every process: the same line named everywhere
+    require_contiguous(p, comm.concat(splits[split].qid))
   return pad_features(splits, int(comm.max(max(g.x.shape[1] for g in splits.values()))))
+
+
+def read_serving(path: str, num_features: Optional[int] = None, dataset: Optional[str] = None) -> tuple:
+  """A file to score, read by its dataset's serving reader (default and for a name not registered: LETOR's):
+  (Groups, the sorted 1-based feature ids present on at least one line)."""
+  reader = REGISTRY[dataset].read_serving if dataset in REGISTRY else REGISTRY["letor"].read_serving
+  return reader(path, num_features)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -205,7 +197,7 @@ def prepare(cfg: DataConfig, raw: dict, *, comm=None, require_positive: Optional
 
   Args:
     cfg: the recipe (:class:`pfd_jax.data.config.DataConfig`): the dataset's name (per-dataset defaults),
-      t and tau (Eq. 2; tau None: 4.4 for the synthetic default, else :func:`default_tau` of the reference
+      t and tau (Eq. 2; tau None: the spec's (4.4 for the synthetic default), else :func:`default_tau` of the reference
       split's top grade), labels (gumbel, the paper's protocol, or file: :func:`file_labels` with
       positive_grade), privileged (1-based ids, in this order, or auto: the num_privileged reference
       columns most |correlated| with y, default the paper's per-dataset k), min_docs, query_norm and log1p
@@ -225,8 +217,8 @@ def prepare(cfg: DataConfig, raw: dict, *, comm=None, require_positive: Optional
   way they were chosen, so that a saved model can rebuild its inputs from a raw file.
   """
   name, labels, tau = cfg.dataset, cfg.label_mode, cfg.tau
-  if tau is None and name == "synthetic":
-    tau = SYNTHETIC_TAU
+  if tau is None and name in REGISTRY:
+    tau = REGISTRY[name].tau
   return _prepare(name, raw, t=cfg.t, tau=tau, num_privileged=cfg.num_privileged, min_docs=cfg.min_docs,
                   require_positive=labels == "gumbel" if require_positive is None else require_positive,
                   log1p=cfg.log1p, query_norm=cfg.query_norm, seed=cfg.label_seed, labels=labels,

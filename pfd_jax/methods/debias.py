@@ -28,11 +28,12 @@ Positions are 1-based integers; the helpers take and return NumPy arrays (file-s
 from __future__ import annotations
 
 import dataclasses
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
-from pfd_jax.data.datasets import Dataset
+if TYPE_CHECKING:  # annotations only: a variant is a copy of the dataset it is given
+  from pfd_jax.data.datasets import Dataset
 
 IPS_LOSSES = ("rankbce", "softmax")  # the losses affine in their labels (see the module docstring)
 
@@ -135,7 +136,7 @@ def with_train_labels(ds: Dataset, y: np.ndarray, **config) -> Dataset:
   """`ds` with the training split's labels replaced by `y` (e.g. :func:`ips_labels`); every other split and
   the groups the data loss visits (those with a y > 0) unchanged. `config` is recorded in the recipe."""
   splits = dict(ds.splits, train=dataclasses.replace(ds["train"], y=np.asarray(y, np.float32)))
-  return Dataset(name=ds.name, splits=splits, privileged=ds.privileged, config=dict(ds.config, **config))
+  return dataclasses.replace(ds, splits=splits, config=dict(ds.config, **config))
 
 
 def serve_at(ds: Dataset, column: int, value: float) -> Dataset:
@@ -146,8 +147,7 @@ def serve_at(ds: Dataset, column: int, value: float) -> Dataset:
     z[:, column] = value
     return dataclasses.replace(g, z=z)
   splits = {s: g if s == "train" else at(g) for s, g in ds.splits.items()}
-  return Dataset(name=ds.name, splits=splits, privileged=ds.privileged,
-                 config=dict(ds.config, served_at={str(column): value}))
+  return dataclasses.replace(ds, splits=splits, config=dict(ds.config, served_at={str(column): value}))
 
 
 def position_ids(values: np.ndarray, what: str = "the position column", log1p: bool = False) -> np.ndarray:

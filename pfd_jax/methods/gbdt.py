@@ -40,7 +40,6 @@ import jax.numpy as jnp
 import numpy as np
 
 from pfd_jax import config
-from pfd_jax.data.datasets import Dataset
 from pfd_jax.data.groups import Groups
 from pfd_jax.data.padding import bucketize
 from pfd_jax.data.preprocess import positive_groups
@@ -50,6 +49,7 @@ from pfd_jax.training.evaluation import device_buckets, eval_buckets, predict as
 from pfd_jax.training.structures import EpochScalars, Hooks
 
 if TYPE_CHECKING:
+  from pfd_jax.data.datasets import Dataset
   from pfd_jax.training.config import TrainConfig
 
 
