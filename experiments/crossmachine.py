@@ -26,6 +26,7 @@ from absl import app, flags
 
 from experiments import machine
 from experiments.framework import pairs, published
+from experiments.framework.records import LossRecord
 from pfd_jax.ops import stats
 
 flags.DEFINE_list("runs", [], "The main job's runs under different numerics: run folders or results.json[.gz].")
@@ -44,7 +45,7 @@ def read(path: str) -> dict:
 def rows_of(res: dict) -> dict:
   """{(loss, row): [runs, 3]} per-run NDCG@8/16/32 of every row of a table2 result."""
   return {(loss, name): np.asarray(v, np.float64) for loss in sorted(res["losses"])
-          for name, v in sorted(pairs.aggregate(res["losses"][loss]).items())}
+          for name, v in sorted(pairs.aggregate(LossRecord.from_json(res["losses"][loss])).items())}
 
 
 def values(a: dict, b: dict) -> tuple:

@@ -18,6 +18,7 @@ from absl import logging
 
 from experiments.framework import deploy, lifecycle, monitor, plots, position, rowstore, rundir, schema, setup, tabulate
 from experiments.framework.pairs import aggregate, column_comparisons, comparisons, query_lists
+from experiments.framework.records import FoldRecord, LossRecord, RowRecord
 from experiments.framework.claims import Preset, beats
 from pfd_jax.methods import distill
 from pfd_jax import distributed
@@ -78,7 +79,8 @@ def num_rows(cfg: schema.Config) -> int:
 
 
 def run(cfg: schema.Config) -> dict:
-  """Runs every (loss, fold) of `cfg` and returns the results dictionary written to results.json."""
+  """Runs every (loss, fold) of `cfg` and returns the results written to results.json (per loss a
+  :class:`~experiments.framework.records.LossRecord`)."""
   out = {"config": cfg, "env": rundir.environment(), "losses": {}}
   t_all = time.time()
   methods = cfg.options.methods_for(distributed.comm().count)
@@ -87,47 +89,51 @@ def run(cfg: schema.Config) -> dict:
                  "the MLP rows only", distributed.comm().count)
   shared = {}  # LightGBM results that no loss changes (the LambdaMART rows, out-of-fold teacher scores), per fold
   for loss in cfg.losses:
-    per_fold = {}
+    folds = {}
     for fold in setup.folds_of(cfg.data):
-      t0 = time.time()
-      ds, dd, tc, keys = setup.fold_setup(cfg, loss, fold)
-      ps = position.position_setup(cfg, ds, tc) if cfg.options.position else None
-      store = rowstore.Rows(cfg, ds, fold, loss)
-      log = monitor.progress(f"[{loss} fold{fold}]")
-      placebo = setup.placebo_data(cfg, ds, tc, fold)
-      rows = distill.run_methods(keys, tc, dd, [m for m in methods if m in rows_lib.methods("mlp")], hooks=log,
-                                 fit=store.fit(), placebo=placebo)
-      rows.update(distill.run_gbdt_methods(keys, tc, cfg.options.gbdt, ds, dd,
-                                           [m for m in methods if m in rows_lib.methods("gbdt")], mlp_rows=rows,
-                                           fit=store.fit(), hooks=log, seed=cfg.run.seed,
-                                           cache=shared.setdefault(fold, {})))
-      # every row's scoring view and training config (the registry's; the --position rows' as they were trained)
-      views = {k: rows_lib.REGISTRY[k].view for k in rows}
-      configs = {k: rows_lib.REGISTRY[k].config(tc) for k in rows}
-      for k, r in (position.position_rows(cfg, ps, ds, dd, tc, keys=keys, store=store, log=log,
-                                          lightgbm="lambdamart" in methods) if ps else {}).items():
-        rows[k], views[k], configs[k] = r
-      # Per test list NDCG@8 of each row's best-epoch models, averaged over seeds: the query-level comparison
-      # (a row that reads the permuted z is scored on the placebo data).
-      lists = {name: gbdt.per_list_ndcg(tc, r, ds["test"], max_buckets=dd.max_buckets) if isinstance(r, gbdt.Result)
-               else T.per_list_ndcg(configs[name], r.params, (placebo() if rows_lib.REGISTRY[name].permuted else dd)
-                                    .eval_sets["test"], views[name]) for name, r in rows.items()}
-      per_fold[f"fold{fold}"] = dict(
-          data=ds.config, train_groups=dd.num_train_groups, positive_train_groups=dd.num_positive_groups,
-          seconds=time.time() - t0,
-          rows={name: dict(best=r.best, best_epoch=r.best_epoch, curves=r.curves, loss=r.loss, seconds=r.seconds,
-                           test_lists=lists[name][0].mean(0)) for name, r in rows.items()},
-          test_lists_valid=lists["no_distill"][1],
-          **({"ensembles": ensembles(tc, rows, ds, dd, views, configs)} if cfg.run.ensembles else {}),
-          **({"latency": {n: deploy.latency(configs[n], rows[n], ds["test"], views[n])
-                          for n in deploy.candidates(rows)}} if cfg.run.ensembles and not per_fold else {}),
-          **({"debias": ps.notes} if ps else {}))
-    lr = out["losses"][loss] = dict(train_config=cfg.train_config(loss).record(), folds=per_fold)
-    lr["comparisons"] = comparisons(lr)
+      folds[f"fold{fold}"] = run_fold(cfg, loss, fold, methods, shared.setdefault(fold, {}), first=not folds)
+    record = out["losses"][loss] = LossRecord(train_config=cfg.train_config(loss).record(), folds=folds)
+    record.comparisons = comparisons(record)
     if cfg.run.ensembles:
-      lr["deploy"] = deploy.choose(list(per_fold.values()), True)
+      record.deploy = deploy.choose(list(folds.values()), True)
   out["seconds"] = time.time() - t_all
   return out
+
+
+def run_fold(cfg: schema.Config, loss: str, fold: int, methods: tuple, shared: dict, first: bool) -> FoldRecord:
+  """The rows of `methods` (and --position's) on one fold for one loss. shared: the fold's LightGBM results that
+  no loss changes; first: the run's first fold (it measures the serving latency)."""
+  t0 = time.time()
+  ds, dd, tc, keys = setup.fold_setup(cfg, loss, fold)
+  ps = position.position_setup(cfg, ds, tc) if cfg.options.position else None
+  store = rowstore.Rows(cfg, ds, fold, loss)
+  log = monitor.progress(f"[{loss} fold{fold}]")
+  placebo = setup.placebo_data(cfg, ds, tc, fold)
+  rows = distill.run_methods(keys, tc, dd, [m for m in methods if m in rows_lib.methods("mlp")], hooks=log,
+                             fit=store.fit(), placebo=placebo)
+  rows.update(distill.run_gbdt_methods(keys, tc, cfg.options.gbdt, ds, dd,
+                                       [m for m in methods if m in rows_lib.methods("gbdt")], mlp_rows=rows,
+                                       fit=store.fit(), hooks=log, seed=cfg.run.seed, cache=shared))
+  # every row's scoring view and training config (the registry's; the --position rows' as they were trained)
+  views = {k: rows_lib.REGISTRY[k].view for k in rows}
+  configs = {k: rows_lib.REGISTRY[k].config(tc) for k in rows}
+  for k, r in (position.position_rows(cfg, ps, ds, dd, tc, keys=keys, store=store, log=log,
+                                      lightgbm="lambdamart" in methods) if ps else {}).items():
+    rows[k], views[k], configs[k] = r
+  # Per test list NDCG@8 of each row's best-epoch models, averaged over seeds: the query-level comparison
+  # (a row that reads the permuted z is scored on the placebo data).
+  lists = {name: gbdt.per_list_ndcg(tc, r, ds["test"], max_buckets=dd.max_buckets) if isinstance(r, gbdt.Result)
+           else T.per_list_ndcg(configs[name], r.params, (placebo() if rows_lib.REGISTRY[name].permuted else dd)
+                                .eval_sets["test"], views[name]) for name, r in rows.items()}
+  record = FoldRecord(data=ds.config, train_groups=dd.num_train_groups, positive_train_groups=dd.num_positive_groups,
+                      seconds=time.time() - t0,
+                      rows={name: RowRecord.of(r, lists[name][0].mean(0)) for name, r in rows.items()},
+                      test_lists_valid=lists["no_distill"][1], debias=ps.notes if ps else None)
+  if cfg.run.ensembles:
+    record.ensembles = ensembles(tc, rows, ds, dd, views, configs)
+    if first:
+      record.latency = {n: deploy.latency(configs[n], rows[n], ds["test"], views[n]) for n in deploy.candidates(rows)}
+  return record
 
 
 def ensembles(tc: T.TrainConfig, rows: dict, ds, dd, views: dict, configs: dict) -> dict:
@@ -155,23 +161,24 @@ def to_markdown(res: dict) -> str:
            f"{tr['epochs']} epochs; teacher term: {rn.get('teaching') or 'the data loss on sigmoid(t) (paper)'}. "
            f"Rows marked * use privileged features. "
            f"Wall time {res['seconds']:.0f} s on {res['env']['backend']} ({res['env']['cpus']} CPUs).\n"]
-  d = next(iter(next(iter(res["losses"].values()))["folds"].values()))["data"]
+  records = {loss: LossRecord.from_json(lr) for loss, lr in res["losses"].items()}
+  d = next(iter(records.values())).first_fold.data
   parts.append(f"Labels: {_labels_text(d)}. Privileged feature ids ({d['privileged_choice']}): "
                f"{tabulate.ids_text(d['privileged_ids'])}; regular: {tabulate.ids_text(d['regular_ids'])}.\n")
-  for loss, lr in res["losses"].items():
-    tc = lr["train_config"]
+  for loss, lr in records.items():
+    tc = lr.train_config
     pooled = aggregate(lr)
     ks = tc["ks"]
     base = pooled["no_distill"].mean(0)
-    fold0 = next(iter(lr["folds"].values()))
-    d = fold0["data"]
+    fold0 = lr.first_fold
+    d = fold0.data
     tau = f"tau_target={d['tau']}, " if d.get("tau") is not None else ""
     parts.append(f"\n## Loss: {loss} (batch {tc['batch_size']}, lr {tc['lr']}); {tau}"
-                 f"{fold0['positive_train_groups']}/{fold0['train_groups']} positive train groups (fold "
-                 f"{list(lr['folds'])[0][4:]})\n\n")
+                 f"{fold0.positive_train_groups}/{fold0.train_groups} positive train groups (fold "
+                 f"{lr.first_fold_number})\n\n")
     table = []
-    cmp = lr.get("comparisons") or comparisons(lr)
-    folds = len(lr["folds"])
+    cmp = lr.comparisons or comparisons(lr)
+    folds = len(lr.folds)
     cmp = dict(column_comparisons(lr), **cmp)  # a results file from before a column: computed from its rows
     vs_placebo, vs_pfd, vs_gbdt = cmp.get("vs_placebo"), cmp.get("vs_pfd"), cmp.get("vs_lambdamart")
     for name in rows_lib.table_order(pooled):
@@ -192,7 +199,7 @@ def to_markdown(res: dict) -> str:
                    f"{_PLACEBO_TEXT[cfg['run'].get('placebo_within', 'query')]} (every value kept, the link to the label "
                    "broken); 'vs placebo student' pairs runs by (fold, seed): the PFD student's column is the "
                    "gain of the privileged information beyond distillation as regularisation.\n\n")
-    parts.append(position.table2_note(fold0.get("debias"), cfg["options"].get("position"), list(lr["folds"])[0]))
+    parts.append(position.table2_note(fold0.debias, cfg["options"].get("position"), f"fold{lr.first_fold_number}"))
     if vs_gbdt:
       parts.append(f"LightGBM rows (`pfd_jax.methods.gbdt`): early-stopped on NDCG@{ks[0]} of {tr['select_on']}. 'vs PFD "
                    "student' and 'vs LambdaMART' pair runs by fold and seed index (a LightGBM seed shares no random "
@@ -206,23 +213,22 @@ def to_markdown(res: dict) -> str:
   return "".join(parts)
 
 
-def _deploy_text(lr: dict, cmp: dict, ks) -> str:
+def _deploy_text(lr: LossRecord, cmp: dict, ks) -> str:
   """Which model to deploy (chosen on validation), its test NDCG and interval against LambdaMART, and the measured
   serving latency of every candidate ('' for a run without the choice)."""
-  d = lr.get("deploy")
+  d = lr.deploy
   if not d:
     return ""
   row, kind = d["row"], d["kind"]
-  f0 = next(iter(lr["folds"].values()))
   if kind == "ensemble":
-    test = np.mean([np.asarray(f["ensembles"][row]["ndcg"], np.float64).reshape(-1)[0] for f in lr["folds"].values()])
+    test = np.mean([np.asarray(f.ensembles[row]["ndcg"], np.float64).reshape(-1)[0] for f in lr.folds.values()])
     vs = (cmp.get("ensembles") or {}).get(row, {}).get("vs_lambdamart")
     unit = "LambdaMART's seed ensemble, over test queries"
   else:
     test = float(np.mean(aggregate(lr)[row][:, 0]))
     vs = (cmp.get("vs_lambdamart") or {}).get(row)
     unit = "LambdaMART, over runs"
-  lat = f0.get("latency", {})
+  lat = lr.first_fold.latency or {}
   lat_rows = [[_title(n), f"{v['single']['p50_ms']:.2f} / {v['single']['p99_ms']:.2f}",
                f"{v['ensemble']['p50_ms']:.2f} / {v['ensemble']['p99_ms']:.2f}"] for n, v in lat.items()]
   vs_text = f"; vs {unit}: {tabulate.change_cell(vs)}" if vs and row != "lambdamart" else ""
@@ -232,16 +238,16 @@ def _deploy_text(lr: dict, cmp: dict, ks) -> str:
           f"`--save_models` writes every row under the run folder's models/ (`python -m experiments.predict`, "
           f"`python -m experiments.export`).\n\n" +
           (f"Serving latency in process of one {deploy.QUERY_DOCS}-document query (this machine, fold "
-           f"{list(lr['folds'])[0][4:]}, ms p50 / p99 of {deploy.REPEATS}):\n\n" +
+           f"{lr.first_fold_number}, ms p50 / p99 of {deploy.REPEATS}):\n\n" +
            tabulate.markdown_table(["Row", "single model", "seed ensemble"], lat_rows) + "\n" if lat_rows else ""))
 
 
-def _ensemble_table(lr: dict, cmp: dict, ks) -> str:
+def _ensemble_table(lr: LossRecord, cmp: dict, ks) -> str:
   """The seed-ensemble rows ('' for a run without them), placed before the main table."""
   ens = cmp.get("ensembles")
   if not ens:
     return ""
-  folds = [f["ensembles"] for f in lr["folds"].values()]
+  folds = [f.ensembles for f in lr.folds.values()]
   table = []
   for name in rows_lib.table_order(ens):
     means = np.mean([np.asarray(f[name]["ndcg"], np.float64).reshape(-1) for f in folds], 0)
@@ -270,11 +276,12 @@ def plot_curves(res: dict, path: str) -> list:
   """Figure 2: test NDCG@8 per epoch of every row, one PNG per loss (`path` with _<loss> before .png)."""
   plt = plots.pyplot()
   paths = []
-  for loss, lr in res["losses"].items():
+  for loss, d in res["losses"].items():
+    lr = LossRecord.from_json(d)
     fig, ax = plt.subplots(figsize=(6, 4))
-    for name in rows_lib.table_order({n for f in lr["folds"].values() for n in f["rows"]}):
-      curves = [np.asarray(f["rows"][name]["curves"]["test"])[:, :, 0] for f in lr["folds"].values()
-                if name in f["rows"] and f["rows"][name]["curves"]]  # LightGBM rows have no epochs
+    for name in rows_lib.table_order({n for f in lr.folds.values() for n in f.rows}):
+      curves = [np.asarray(f.rows[name].curves["test"])[:, :, 0] for f in lr.folds.values()
+                if name in f.rows and f.rows[name].curves]  # LightGBM rows have no epochs
       if not curves:
         continue
       c = np.concatenate(curves, 0)  # [folds * seeds, E]
@@ -297,8 +304,9 @@ def claims(res: dict) -> list:
   registered row's claims (:attr:`pfd_jax.methods.rows.Row.claims`) whose rows the run has, by run and per test
   query."""
   out = []
-  for loss, lr in res["losses"].items():
-    rows, folds, p = aggregate(lr), len(lr["folds"]), f"[{loss}] "
+  for loss, d in res["losses"].items():
+    lr = LossRecord.from_json(d)
+    rows, folds, p = aggregate(lr), len(lr.folds), f"[{loss}] "
     queries = query_lists(lr)
     out += [beats(p + text, rows, row.name, versus, folds, queries=queries)
             for row in rows_lib.REGISTRY.values() for versus, text in row.claims]

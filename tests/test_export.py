@@ -154,13 +154,13 @@ def test_tensorboard_files_hold_every_rows_scalars(tmp_path):
   finally:
     monitor.TENSORBOARD.close()
   got = _scalars(str(tmp_path / "tb"))
-  rows = res["losses"]["rankbce"]["folds"]["fold1"]["rows"]
+  rows = res["losses"]["rankbce"].first_fold.rows
   for row in ("no_distill", "pfd_teacher", "pfd"):
     for s in range(2):
       loss = [(step, v) for tag, step, v in got if tag == f"rankbce/fold1/{row}/seed{s}/loss"]
       assert [step for step, _ in loss] == [1, 2]
-      np.testing.assert_allclose([v for _, v in loss], np.asarray(rows[row]["loss"])[s, :, 0], rtol=1e-6)
+      np.testing.assert_allclose([v for _, v in loss], np.asarray(rows[row].loss)[s, :, 0], rtol=1e-6)
       ndcg = [v for tag, step, v in got if tag == f"rankbce/fold1/{row}/seed{s}/test_ndcg8"]
-      np.testing.assert_allclose(ndcg, np.asarray(rows[row]["curves"]["test"])[s, :, 0], rtol=1e-6)
+      np.testing.assert_allclose(ndcg, np.asarray(rows[row].curves["test"])[s, :, 0], rtol=1e-6)
   assert len(got) == 3 * 2 * 2 * (1 + 3)  # rows x seeds x epochs x (loss + NDCG@8/16/32 on test)
 

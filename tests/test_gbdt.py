@@ -169,8 +169,8 @@ def test_driver_rows_saved_gbdt_models_reload_bit_for_bit_and_predict(folder, tm
                      options=table2.Options(methods=distill.GBDT_METHODS, gbdt=SMALL))
   res = table2.run(cfg)
   written(tmp_path, res, table2.DRIVER)  # a canary of the cross-family rows
-  rows = res["losses"]["rankbce"]["folds"]["fold1"]["rows"]
-  assert set(rows) == set(distill.GBDT_ROWS) | {"no_distill", "pfd_teacher"} and rows["lambdamart"]["curves"] == {}
+  rows = res["losses"]["rankbce"].folds["fold1"].rows  # typed records (experiments.framework.records)
+  assert set(rows) == set(distill.GBDT_ROWS) | {"no_distill", "pfd_teacher"} and rows["lambdamart"].curves == {}
   md = table2.to_markdown(outputs.as_json(res))
   for name in ("LambdaMART teacher*", "PFD student (LambdaMART teacher)", "LambdaMART student, teacher grades"):
     assert f"| {name}" in md
@@ -188,7 +188,7 @@ def test_driver_rows_saved_gbdt_models_reload_bit_for_bit_and_predict(folder, tm
     np.testing.assert_array_equal(ranker.score_groups(raw, seed=1), direct.astype(np.float32))
     np.testing.assert_allclose(gbdt.mean_ndcg(T.TrainConfig(), ranker.score_groups(raw, seed=1)[None], ds["test"],
                                               max_buckets=2),
-                               np.asarray(rows[row]["best"]["test"])[1:2], atol=1e-6)
+                               np.asarray(rows[row].best["test"])[1:2], atol=1e-6)
   teacher = pfd_jax.load_model(str(models / "lambdamart_teacher"))
   assert teacher.input_ids == list(range(1, 24))
 
@@ -198,7 +198,7 @@ def test_driver_rows_saved_gbdt_models_reload_bit_for_bit_and_predict(folder, tm
   vals = [float(ln.split("\t")[2]) for ln in open(out)]
   np.testing.assert_array_equal(np.float32(vals), pfd_jax.load_model(str(models / "lambdamart")).score_groups(raw))
   best = pfd_jax.load_model(str(models / "lambdamart")).best_seed
-  assert summary["ndcg"][0][8] == pytest.approx(np.asarray(rows["lambdamart"]["best"]["test"])[best, 0], abs=1e-6)
+  assert summary["ndcg"][0][8] == pytest.approx(np.asarray(rows["lambdamart"].best["test"])[best, 0], abs=1e-6)
   never = predict.Options(model=str(models / "lambdamart_teacher"), data=f"{folder}/serve.txt",
                           out=str(tmp_path / "never.tsv"))
   with pytest.raises(D.DataError, match="feature ids 21,22,23 that appear on no line.*privileged"):

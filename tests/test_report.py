@@ -282,6 +282,7 @@ def test_per_query_second_verdict_on_a_constructed_case():
   seeds' run-level differences swing by +-0.3 around it: per query the claim holds (constant difference), per run
   it is undecided; the reversed case does not reproduce per query. The run verdict is never replaced."""
   from experiments import table2
+  from experiments.framework.records import FoldRecord, LossRecord, RowRecord
   s, q = 5, 40
   rng = np.random.default_rng(0)
   base = rng.uniform(0.2, 0.6, (s, q))
@@ -290,9 +291,11 @@ def test_per_query_second_verdict_on_a_constructed_case():
     pfd = base + delta + swing[:, None]
     valid = np.ones(q, bool)
     valid[:3] = False  # lists without a positive: not counted
-    rows = {name: dict(best={"test": v[:, valid].mean(1, keepdims=True)}, test_lists=v.mean(0))
+    rows = {name: RowRecord(best={"test": v[:, valid].mean(1, keepdims=True)}, best_epoch=np.zeros(s), curves={},
+                            loss=np.zeros((s, 1)), seconds=0.0, test_lists=v.mean(0))
             for name, v in (("pfd", pfd), ("no_distill", base))}
-    res = dict(losses={"rankbce": dict(folds={"fold1": dict(rows=rows, test_lists_valid=valid)})})
+    fold = FoldRecord(data={}, train_groups=q, positive_train_groups=q, seconds=0.0, rows=rows, test_lists_valid=valid)
+    res = outputs.as_json(dict(losses={"rankbce": LossRecord(train_config={}, folds={"fold1": fold})}))
     claim = next(c for c in table2.claims(res) if c and "beats no-distillation" in c.text)
     assert claim.verdict == "undecided at 5 runs"
     assert claim.queries.startswith(want + ": ")

@@ -138,13 +138,13 @@ def test_driver_saves_models_and_predict_scores_serving_files(folder, tmp_path):
   cfg = TINY.replace(data=_data(folder), run=dict(save_models=True), output=dict(out_dir=str(tmp_path)),
                      options=table2.Options(methods=("pfd",)))
   res = table2.run(cfg)
-  data = res["losses"]["rankbce"]["folds"]["fold1"]["data"]
+  data = res["losses"]["rankbce"].first_fold.data
   assert data["privileged_ids"] == PRIV and data["regular_ids"] == list(range(1, 21))
   assert "Privileged feature ids (given): 21-23; regular: 1-20" in table2.to_markdown(outputs.as_json(res))
   models = tmp_path / "letor" / "models"
   assert sorted(os.listdir(models)) == ["no_distill", "pfd", "pfd_teacher"]
   assert sorted(os.listdir(models / "pfd")) == ["model.json", "params.msgpack"]
-  recorded = np.asarray(res["losses"]["rankbce"]["folds"]["fold1"]["rows"]["pfd"]["best"]["test"])
+  recorded = np.asarray(res["losses"]["rankbce"].first_fold.rows["pfd"].best["test"])
 
   serve, full = str(tmp_path / "serve.tsv"), str(tmp_path / "full.tsv")
   p = _run("experiments.predict", f"--model={models / 'pfd'}", f"--data={folder}/serve.txt", f"--out={serve}",

@@ -90,10 +90,10 @@ def test_table2_driver_end_to_end(tmp_path):
   assert schema.config_from_json(js["config"], table2.Options) == cfg
   again = table2.run(cfg)
   for loss in ("rankbce", "ranknet"):
-    for name, r in again["losses"][loss]["folds"]["fold1"]["rows"].items():
-      first = res["losses"][loss]["folds"]["fold1"]["rows"][name]
-      np.testing.assert_array_equal(r["best"]["test"], first["best"]["test"])
-      np.testing.assert_array_equal(r["loss"], first["loss"])
+    for name, r in again["losses"][loss].folds["fold1"].rows.items():
+      first = res["losses"][loss].folds["fold1"].rows[name]
+      np.testing.assert_array_equal(r.best["test"], first.best["test"])
+      np.testing.assert_array_equal(r.loss, first.loss)
 
 
 def _same_bits(a, b):

@@ -65,16 +65,16 @@ def latency(tc, result, groups, view: str) -> dict:
 
 def choose(fold_results: list, ensembles: bool) -> dict:
   """The candidate (row, single or ensemble) with the highest validation NDCG@ks[0] averaged over folds (a
-  single model's: its seeds' mean), from the per-fold records of table2 (rows' best['vali'], ensembles' vali
-  NDCG). {} when the run has no validation split."""
+  single model's: its seeds' mean), from table2's :class:`experiments.framework.records.FoldRecord` s (rows'
+  best['vali'], ensembles' vali NDCG). {} when the run has no validation split."""
   scores = {}
   for f in fold_results:
-    for name in candidates(f["rows"]):
-      vali = f["rows"][name]["best"].get("vali")
+    for name in candidates(f.rows):
+      vali = f.rows[name].best.get("vali")
       if vali is None:
         return {}
       scores.setdefault((name, "single"), []).append(float(np.mean(np.asarray(vali)[:, 0])))
-      ens = (f.get("ensembles") or {}).get(name, {}).get("vali_ndcg")
+      ens = (f.ensembles or {}).get(name, {}).get("vali_ndcg")
       if ensembles and ens is not None:
         scores.setdefault((name, "ensemble"), []).append(float(np.asarray(ens).reshape(-1)[0]))
   if not scores:

@@ -29,6 +29,8 @@ def as_json(res: dict) -> dict:
 
 
 def _jsonable(o):
+  if hasattr(o, "to_json"):  # a typed record (experiments.framework.records)
+    return _jsonable(o.to_json())
   if dataclasses.is_dataclass(o) and not isinstance(o, type):
     return _jsonable(config.to_dict(o))
   if isinstance(o, dict):

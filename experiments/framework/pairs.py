@@ -1,27 +1,28 @@
-"""Paired comparisons of a Table 2 run's rows (one loss: {folds: {fold<k>: {rows: {row: {best, test_lists}}}}}), the
-layout experiments.table2 writes: by (fold, seed) run, by test query, and of the seed ensembles
-(:mod:`pfd_jax.ops.stats`, :mod:`experiments.framework.tabulate`)."""
+"""Paired comparisons of a Table 2 run's rows (one loss's :class:`experiments.framework.records.LossRecord`): by
+(fold, seed) run, by test query, and of the seed ensembles (:mod:`pfd_jax.ops.stats`,
+:mod:`experiments.framework.tabulate`)."""
 from __future__ import annotations
 
 import numpy as np
 
 from experiments.framework import tabulate
+from experiments.framework.records import LossRecord
 from pfd_jax.methods import rows as rows_lib
 from pfd_jax.ops import stats
 
 
-def ensemble_comparisons(loss_res: dict) -> dict:
+def ensemble_comparisons(loss_res: LossRecord) -> dict:
   """Every row's seed ensemble over the test queries pooled over folds (one ensemble per fold, so queries are the
   unit), paired: against LambdaMART's seed ensemble ('vs_lambdamart') and against the row's own single models,
   each query's NDCG averaged over seeds ('vs_single')."""
-  folds = [f for f in loss_res["folds"].values() if "ensembles" in f]
+  folds = [f for f in loss_res.folds.values() if f.ensembles is not None]
   if not folds:
     return {}
-  valid = np.concatenate([np.asarray(f["test_lists_valid"], bool) for f in folds])
+  valid = np.concatenate([np.asarray(f.test_lists_valid, bool) for f in folds])
   pooled = lambda get: {name: np.concatenate([np.asarray(get(f, name)) for f in folds])[None]
-                        for name in folds[0]["ensembles"]}
-  ens = pooled(lambda f, n: f["ensembles"][n]["test_lists"])
-  single = pooled(lambda f, n: f["rows"][n]["test_lists"])
+                        for name in folds[0].ensembles}
+  ens = pooled(lambda f, n: f.ensembles[n]["test_lists"])
+  single = pooled(lambda f, n: f.rows[n].test_lists)
   out = {name: dict(vs_single=tabulate.comparison_record(stats.per_query(v, single[name], valid)))
          for name, v in ens.items()}
   if "lambdamart" in ens:
@@ -31,17 +32,17 @@ def ensemble_comparisons(loss_res: dict) -> dict:
   return out
 
 
-def query_lists(loss_res: dict) -> dict:
+def query_lists(loss_res: LossRecord) -> dict:
   """{row: [Q]} each test query's NDCG@8 averaged over seeds, pooled over folds (the queries with a positive)."""
-  valid = np.concatenate([np.asarray(f["test_lists_valid"], bool) for f in loss_res["folds"].values()])
+  valid = np.concatenate([np.asarray(f.test_lists_valid, bool) for f in loss_res.folds.values()])
   per_query = {}
-  for f in loss_res["folds"].values():
-    for name, r in f["rows"].items():
-      per_query.setdefault(name, []).append(np.asarray(r["test_lists"]))
+  for f in loss_res.folds.values():
+    for name, r in f.rows.items():
+      per_query.setdefault(name, []).append(np.asarray(r.test_lists))
   return {k: np.concatenate(v)[valid] for k, v in per_query.items()}
 
 
-def comparisons(loss_res: dict) -> dict:
+def comparisons(loss_res: LossRecord) -> dict:
   """Every row against no-distillation, paired: by (fold, seed) run ('runs') and by test query pooled over
   folds, each query's NDCG@8 averaged over seeds ('queries'; lists with a positive)."""
   per_query = query_lists(loss_res)
@@ -51,7 +52,7 @@ def comparisons(loss_res: dict) -> dict:
               **column_comparisons(loss_res), **({"ensembles": e} if (e := ensemble_comparisons(loss_res)) else {}))
 
 
-def column_comparisons(loss_res: dict) -> dict:
+def column_comparisons(loss_res: LossRecord) -> dict:
   """The table's further paired columns: every student against the placebo student ('vs_placebo': what the
   privileged information adds beyond distillation), the LightGBM rows against the PFD student ('vs_pfd') and
   every row against LambdaMART, the practitioner's incumbent ('vs_lambdamart', paired by (fold, seed index)).
@@ -68,10 +69,10 @@ def column_comparisons(loss_res: dict) -> dict:
   return out
 
 
-def aggregate(loss_res: dict, split: str = "test") -> dict:
+def aggregate(loss_res: LossRecord, split: str = "test") -> dict:
   """{row: [folds * seeds, len(ks)]} best-epoch metrics pooled over folds and seeds."""
   rows = {}
-  for fold in loss_res["folds"].values():
-    for name, r in fold["rows"].items():
-      rows.setdefault(name, []).append(np.asarray(r["best"][split]))
+  for fold in loss_res.folds.values():
+    for name, r in fold.rows.items():
+      rows.setdefault(name, []).append(np.asarray(r.best[split]))
   return {name: np.concatenate(v, 0) for name, v in rows.items()}

@@ -16,12 +16,14 @@ from pfd_jax import training as T
 from pfd_jax.config import ConfigError
 from pfd_jax.data import preprocess
 from pfd_jax.methods import debias, distill
+from pfd_jax.methods import rows as rows_lib
 
 
 def num_rows(randomized: bool, lightgbm: bool) -> int:
-  """How many models :func:`position_rows` trains: the position-aware pair, the PFD(position) teacher and its two
-  students, IPS by regression-EM (and from the randomised lists), LightGBM's position-bias model."""
-  return 5 + bool(randomized) + bool(lightgbm)
+  """How many models :func:`position_rows` trains: the registry's debiasing rows, less IPS from randomised lists
+  without --randomized and LightGBM's position-bias model without LightGBM."""
+  skip = ({"ips_randomized"} if not randomized else set()) | ({"lambdamart_position"} if not lightgbm else set())
+  return len(set(rows_lib.of_family("debias")) - skip)
 
 
 class PositionSetup(NamedTuple):

@@ -1,0 +1,85 @@
+"""Typed records of what a Table 2 run found, between the training and the pages: a row's result in one fold
+(:class:`RowRecord`), a fold's (:class:`FoldRecord`) and a loss's (:class:`LossRecord`). results.json holds them as
+plain JSON, exactly as before they were typed (:meth:`to_json`; an optional part that is absent stays absent), and
+the pages read them back with :meth:`from_json`, which keeps every value as the file holds it (the paired
+comparisons compute on the same numbers whether they read a run in memory or its file)."""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Dict, Optional
+
+
+def _json(record, order: tuple, optional: tuple = ()) -> dict:
+  """A record's fields as a dict in `order`, leaving out the optional parts it does not have."""
+  return {k: getattr(record, k) for k in order if not (k in optional and getattr(record, k) is None)}
+
+
+@dataclasses.dataclass
+class RowRecord:
+  """One trained row of one fold."""
+  best: Dict[str, Any]    # {split: [S, len(ks)]} best-epoch metrics of every seed
+  best_epoch: Any = None  # [S] (a LightGBM row: its boosting rounds)
+  curves: Dict[str, Any] = dataclasses.field(default_factory=dict)  # {split: [S, E, len(ks)]} ({} for LightGBM)
+  loss: Any = None        # [S, E] per-epoch total loss
+  seconds: float = 0.0
+  test_lists: Any = None  # [Q] each test list's NDCG@ks[0], the mean over seeds
+
+  @classmethod
+  def of(cls, result, test_lists) -> "RowRecord":
+    """The record of a trained row (a TrainResult or a LightGBM row's Result) and its per-list NDCG."""
+    return cls(best=result.best, best_epoch=result.best_epoch, curves=result.curves, loss=result.loss,
+               seconds=result.seconds, test_lists=test_lists)
+
+  def to_json(self) -> dict:
+    return _json(self, ("best", "best_epoch", "curves", "loss", "seconds", "test_lists"))
+
+  @classmethod
+  def from_json(cls, d: dict) -> "RowRecord":
+    return cls(**d)
+
+
+@dataclasses.dataclass
+class FoldRecord:
+  """One fold of one loss: its data recipe, its rows, and the optional parts of a practitioner's run."""
+  rows: Dict[str, RowRecord]
+  data: Dict[str, Any] = dataclasses.field(default_factory=dict)  # the dataset's recipe (Dataset.config)
+  train_groups: int = 0
+  positive_train_groups: int = 0
+  seconds: float = 0.0
+  test_lists_valid: Any = None   # [Q] the test lists with a positive (the per-list NDCG's mask)
+  ensembles: Optional[Dict[str, Any]] = None  # {row: {ndcg, test_lists, vali_ndcg}} (--ensembles)
+  latency: Optional[Dict[str, Any]] = None    # {row: {single, ensemble}} serving latency (the first fold)
+  debias: Optional[Dict[str, Any]] = None     # the --position rows' notes
+
+  def to_json(self) -> dict:  # the order results.json always had
+    return _json(self, ("data", "train_groups", "positive_train_groups", "seconds", "rows", "test_lists_valid",
+                        "ensembles", "latency", "debias"), ("ensembles", "latency", "debias"))
+
+  @classmethod
+  def from_json(cls, d: dict) -> "FoldRecord":
+    return cls(**dict(d, rows={k: RowRecord.from_json(r) for k, r in d["rows"].items()}))
+
+
+@dataclasses.dataclass
+class LossRecord:
+  """Every fold of one loss, the paired comparisons of its rows and the model to deploy."""
+  folds: Dict[str, FoldRecord]           # {"fold<k>": ...}
+  train_config: Dict[str, Any] = dataclasses.field(default_factory=dict)
+  comparisons: Optional[Dict[str, Any]] = None  # experiments.framework.pairs.comparisons
+  deploy: Optional[Dict[str, Any]] = None       # experiments.framework.deploy.choose (a run with ensembles)
+
+  def to_json(self) -> dict:  # the order results.json always had
+    return _json(self, ("train_config", "folds", "comparisons", "deploy"), ("comparisons", "deploy"))
+
+  @classmethod
+  def from_json(cls, d: dict) -> "LossRecord":
+    return cls(**dict(d, folds={k: FoldRecord.from_json(f) for k, f in d["folds"].items()}))
+
+  @property
+  def first_fold(self) -> FoldRecord:
+    return next(iter(self.folds.values()))
+
+  @property
+  def first_fold_number(self) -> str:
+    """The first fold's number ("1" of "fold1")."""
+    return next(iter(self.folds)).removeprefix("fold")
