@@ -161,6 +161,9 @@ def config_from_flags(driver: Driver, flag_values=FLAGS) -> Config:
       cfg = own_data_defaults(cfg, {n for n in flag_values if flag_values[n].present}, driver.loss_names())
     if cfg.output.out_dir is None:
       cfg = cfg.replace(output=dict(out_dir=os.path.join(RESULTS, driver.name)))
+    if "train" in driver.groups:
+      for loss in cfg.losses:
+        cfg.train_config(loss)  # --loss_params names hyper-parameters of the loss (each loss of --loss=both)
     needs = driver.needs_privileged(cfg) if callable(driver.needs_privileged) else driver.needs_privileged
     if "data" in driver.groups and D.spec(cfg.data.dataset).own_data and needs and not cfg.data.privileged:
       raise C.ConfigError("privileged", f"dataset={cfg.data.dataset} reads your own folder, so say which features are "

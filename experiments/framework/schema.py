@@ -93,7 +93,8 @@ class Config:
   def train_config(self, loss: Optional[str] = None, **overrides) -> TrainConfig:
     """The TrainConfig of a row: training settings, `loss` (default: the run's), --teaching, overrides."""
     loss = loss or self.losses[0]
-    return dataclasses.replace(self.train, loss=loss, **distill.TEACHING.get(self.run.teaching, {}), **overrides)
+    return dataclasses.replace(self.train, loss=loss, **distill.TEACHING.get(self.run.teaching, {}),
+                               **overrides).check_loss()
 
   def replace(self, **groups) -> "Config":
     """A copy with fields of groups replaced: cfg.replace(data=dict(tau=4.0), run=dict(seeds=2))."""

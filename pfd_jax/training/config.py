@@ -145,14 +145,20 @@ class TrainConfig:
     config.check(self)
     object.__setattr__(self, "mesh", tuple(tuple(p) for p in self.mesh))
     object.__setattr__(self, "loss_params", tuple(sorted((str(n), float(v)) for n, v in self.loss_params)))
+
+  def check_loss(self) -> "TrainConfig":
+    """Itself, once its loss_params are checked against its loss's hyper-parameters (ConfigError naming
+    loss_params otherwise). Not done on construction: the flags build a TrainConfig before the loss is chosen."""
     try:
       self.make_loss()
     except ValueError as e:
       raise config.ConfigError("loss_params", str(e)) from None
+    return self
 
   def make_loss(self, name: Optional[str] = None) -> Callable:
     """The registered loss `name` (default: this config's loss), called as (scores, labels, mask, *, reduce_fn[,
-    key]), with its hyper-parameters (:attr:`loss_params`, on the data loss only) and configuration fields bound."""
+    key]), with its hyper-parameters (:attr:`loss_params`, on the data loss only) and configuration fields bound
+    (a ValueError names a hyper-parameter the loss does not have)."""
     spec = losses_lib.REGISTRY[name or self.loss]
     params = dict(self.loss_params) if spec.name == self.loss else {}
     return spec.bind(params, **{f: getattr(self, f) for f in spec.fields.values()})
