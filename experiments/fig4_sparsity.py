@@ -16,21 +16,19 @@ import numpy as np
 from experiments.framework import lifecycle, monitor, plots, rowstore, rundir, schema, setup, tabulate
 from experiments.framework.claims import Preset, runs_per_fold, sweep
 from pfd_jax.methods import distill
+from pfd_jax.methods import rows as rows_lib
 from pfd_jax.config import option
 
 TAUS = (4.8, 4.4, 3.6, 2.4)
 METHODS = ("self_distill", "pfd", "placebo")
-ORDER = ("no_distill", "self_distill", "gend_teacher", "gend", "pfd_teacher", "pfd", "placebo_teacher", "placebo")
-NAMES = {"no_distill": "no-distillation", "self_distill": "self-distillation", "gend_teacher": "GenD teacher*",
-         "gend": "GenD student", "pfd_teacher": "PFD teacher*", "pfd": "PFD student",
-         "placebo_teacher": "placebo teacher", "placebo": "placebo student"}
 
 
 @dataclasses.dataclass(frozen=True)
 class Options:
   taus: Tuple[float, ...] = option(TAUS, "Values of tau_target.")
   methods: Tuple[str, ...] = option(METHODS, "Methods at each tau (placebo: the PFD teacher and student on "
-                                    "permuted privileged features, --placebo_within).", choices=distill.METHODS[1:])
+                                    "permuted privileged features, --placebo_within; any MLP row registered in "
+                                    "pfd_jax.methods.rows).", choices=lambda: rows_lib.methods("mlp")[1:])
 
 
 def run(cfg: schema.Config) -> dict:
@@ -62,8 +60,8 @@ def run(cfg: schema.Config) -> dict:
 def to_markdown(res: dict) -> str:
   cfg = res["config"]
   first = next(iter(res["taus"].values()))
-  names = [k for k in ORDER if k in first["rows"]]
-  students = [k for k in names if k != "no_distill" and not k.endswith("teacher")]
+  names = rows_lib.table_order(first["rows"])
+  students = [k for k in names if k != "no_distill" and not rows_lib.is_teacher(k)]
   placebo = "pfd_vs_placebo" in first
   rows = []
   for tau, r in res["taus"].items():
@@ -84,10 +82,15 @@ def to_markdown(res: dict) -> str:
           ("PFD vs placebo: the PFD student against the placebo student of the same tau (privileged rows permuted), "
            "paired by run: the privileged information's gain beyond distillation.\n" if placebo else "") +
           "\n" + tabulate.markdown_table(
-              ["tau_target", "positive train groups"] + [NAMES[k] for k in names] +
-              [f"{NAMES[k]} vs no-distillation (runs)" for k in students if k != "pfd"] +
+              ["tau_target", "positive train groups"] + [_label(k) for k in names] +
+              [f"{_label(k)} vs no-distillation (runs)" for k in students if k != "pfd"] +
               (["PFD vs no-distillation (runs)", "PFD: " + tabulate.change_header("", 8)[1]] if "pfd" in students
                else []) + (["PFD vs placebo (runs)"] if placebo else []), rows))
+
+
+def _label(name: str) -> str:
+  """A row's name in a sentence (the row registry's)."""
+  return rows_lib.REGISTRY[name].label if name in rows_lib.REGISTRY else name
 
 
 def plot(res: dict, path: str) -> None:
@@ -95,10 +98,9 @@ def plot(res: dict, path: str) -> None:
   taus = res["taus"].values()
   x = np.array([r["positive_groups_pct"] for r in taus])
   fig, ax = plt.subplots(figsize=(6, 4))
-  for k, lab in (("self_distill", "self-distillation"), ("gend", "GenD"), ("pfd", "PFD"), ("placebo", "placebo")):
-    if k not in next(iter(taus))["relative"]:
-      continue
-    ax.plot(x, [np.nan if r["relative"][k] is None else r["relative"][k] for r in taus], "o-", label=lab)
+  for k in rows_lib.table_order(next(iter(taus))["relative"]):
+    if k != "no_distill" and not rows_lib.is_teacher(k):
+      ax.plot(x, [np.nan if r["relative"][k] is None else r["relative"][k] for r in taus], "o-", label=_label(k))
   ax.axhline(1.0, color="gray", ls="--", label="no-distillation")
   plots.finish_plot(fig, ax, res, path, "% positive training query groups", "test NDCG@8 / no-distillation")
 

@@ -105,7 +105,7 @@ def run_fold(cfg: schema.Config, loss: str, fold: int, methods: tuple, shared: d
   no loss changes; first: the run's first fold (it measures the serving latency)."""
   t0 = time.time()
   ds, dd, tc, keys = setup.fold_setup(cfg, loss, fold)
-  ps = position.position_setup(cfg, ds, tc) if cfg.options.position else None
+  pos = position.position_setup(cfg, ds, tc) if cfg.options.position else None
   store = rowstore.Rows(cfg, ds, fold, loss)
   log = monitor.progress(f"[{loss} fold{fold}]")
   placebo = setup.placebo_data(cfg, ds, tc, fold)
@@ -117,8 +117,8 @@ def run_fold(cfg: schema.Config, loss: str, fold: int, methods: tuple, shared: d
   # every row's scoring view and training config (the registry's; the --position rows' as they were trained)
   views = {k: rows_lib.REGISTRY[k].view for k in rows}
   configs = {k: rows_lib.REGISTRY[k].config(tc) for k in rows}
-  for k, r in (position.position_rows(cfg, ps, ds, dd, tc, keys=keys, store=store, log=log,
-                                      lightgbm="lambdamart" in methods) if ps else {}).items():
+  for k, r in (position.position_rows(cfg, pos, ds, dd, tc, keys=keys, store=store, log=log,
+                                      lightgbm="lambdamart" in methods) if pos else {}).items():
     rows[k], views[k], configs[k] = r
   # Per test list NDCG@8 of each row's best-epoch models, averaged over seeds: the query-level comparison
   # (a row that reads the permuted z is scored on the placebo data).
@@ -128,7 +128,7 @@ def run_fold(cfg: schema.Config, loss: str, fold: int, methods: tuple, shared: d
   record = FoldRecord(data=ds.config, train_groups=dd.num_train_groups, positive_train_groups=dd.num_positive_groups,
                       seconds=time.time() - t0,
                       rows={name: RowRecord.of(r, lists[name][0].mean(0)) for name, r in rows.items()},
-                      test_lists_valid=lists["no_distill"][1], debias=ps.notes if ps else None)
+                      test_lists_valid=lists["no_distill"][1], debias=pos.notes if pos else None)
   if cfg.run.ensembles:
     record.ensembles = ensembles(tc, rows, ds, dd, views, configs)
     if first:
@@ -161,35 +161,35 @@ def to_markdown(res: dict) -> str:
            f"{tr['epochs']} epochs; teacher term: {rn.get('teaching') or 'the data loss on sigmoid(t) (paper)'}. "
            f"Rows marked * use privileged features. "
            f"Wall time {res['seconds']:.0f} s on {res['env']['backend']} ({res['env']['cpus']} CPUs).\n"]
-  records = {loss: LossRecord.from_json(lr) for loss, lr in res["losses"].items()}
+  records = {loss: LossRecord.from_json(record) for loss, record in res["losses"].items()}
   d = next(iter(records.values())).first_fold.data
   parts.append(f"Labels: {_labels_text(d)}. Privileged feature ids ({d['privileged_choice']}): "
                f"{tabulate.ids_text(d['privileged_ids'])}; regular: {tabulate.ids_text(d['regular_ids'])}.\n")
-  for loss, lr in records.items():
-    tc = lr.train_config
-    pooled = aggregate(lr)
-    ks = tc["ks"]
+  for loss, record in records.items():
+    train = record.train_config
+    pooled = aggregate(record)
+    ks = train["ks"]
     base = pooled["no_distill"].mean(0)
-    fold0 = lr.first_fold
+    fold0 = record.first_fold
     d = fold0.data
     tau = f"tau_target={d['tau']}, " if d.get("tau") is not None else ""
-    parts.append(f"\n## Loss: {loss} (batch {tc['batch_size']}, lr {tc['lr']}); {tau}"
+    parts.append(f"\n## Loss: {loss} (batch {train['batch_size']}, lr {train['lr']}); {tau}"
                  f"{fold0.positive_train_groups}/{fold0.train_groups} positive train groups (fold "
-                 f"{lr.first_fold_number})\n\n")
+                 f"{record.first_fold_number})\n\n")
     table = []
-    cmp = lr.comparisons or comparisons(lr)
-    folds = len(lr.folds)
-    cmp = dict(column_comparisons(lr), **cmp)  # a results file from before a column: computed from its rows
-    vs_placebo, vs_pfd, vs_gbdt = cmp.get("vs_placebo"), cmp.get("vs_pfd"), cmp.get("vs_lambdamart")
+    compared = record.comparisons or comparisons(record)
+    folds = len(record.folds)
+    compared = dict(column_comparisons(record), **compared)  # a file from before a column: computed from its rows
+    vs_placebo, vs_pfd, vs_gbdt = compared.get("vs_placebo"), compared.get("vs_pfd"), compared.get("vs_lambdamart")
     for name in rows_lib.table_order(pooled):
       v = pooled[name]
       cells = [f"{tabulate.fmt_pm(m, s)} ({tabulate.fmt_change(m, b)})" for m, s, b in zip(v.mean(0), v.std(0), base)]
-      runs = tabulate.change_cells(cmp["runs"].get(name), folds)
-      table.append([_title(name)] + cells + runs[:1] + [tabulate.change_cell(cmp["queries"].get(name))] + runs[1:] +
+      runs = tabulate.change_cells(compared["runs"].get(name), folds)
+      table.append([_title(name)] + cells + runs[:1] + [tabulate.change_cell(compared["queries"].get(name))] + runs[1:] +
                    ([tabulate.change_cell(vs_placebo.get(name))] if vs_placebo else []) +
                    ([tabulate.change_cell(vs_pfd.get(name))] if vs_pfd else []) +
                    ([tabulate.change_cell(vs_gbdt.get(name))] if vs_gbdt else []))
-    n_q = next(iter(cmp["queries"].values()), {}).get("n", 0)
+    n_q = next(iter(compared["queries"].values()), {}).get("n", 0)
     parts.append(tabulate.stats_note("no-distillation", len(pooled["no_distill"]), folds, ks[0]) +
                  f"Per query: the same over the {n_q} test queries with a positive (pooled over folds), each "
                  "query's NDCG@8 averaged over seeds.\n\n")
@@ -199,12 +199,12 @@ def to_markdown(res: dict) -> str:
                    f"{_PLACEBO_TEXT[cfg['run'].get('placebo_within', 'query')]} (every value kept, the link to the label "
                    "broken); 'vs placebo student' pairs runs by (fold, seed): the PFD student's column is the "
                    "gain of the privileged information beyond distillation as regularisation.\n\n")
-    parts.append(position.table2_note(fold0.debias, cfg["options"].get("position"), f"fold{lr.first_fold_number}"))
+    parts.append(position.table2_note(fold0.debias, cfg["options"].get("position"), f"fold{record.first_fold_number}"))
     if vs_gbdt:
       parts.append(f"LightGBM rows (`pfd_jax.methods.gbdt`): early-stopped on NDCG@{ks[0]} of {tr['select_on']}. 'vs PFD "
                    "student' and 'vs LambdaMART' pair runs by fold and seed index (a LightGBM seed shares no random "
                    "numbers with an MLP seed, so across model families the pairing is by fold only).\n\n")
-    parts.append(_deploy_text(lr, cmp, ks) + _ensemble_table(lr, cmp, ks))
+    parts.append(_deploy_text(record, compared, ks) + _ensemble_table(record, compared, ks))
     parts.append(tabulate.markdown_table(["Training method"] + [f"NDCG@{k}" for k in ks] +
                                        [runs_head, f"NDCG@{ks[0]} vs no-distillation (queries)", seeds_head] +
                                        ([f"NDCG@{ks[0]} vs placebo student (runs)"] if vs_placebo else []) +
@@ -213,22 +213,22 @@ def to_markdown(res: dict) -> str:
   return "".join(parts)
 
 
-def _deploy_text(lr: LossRecord, cmp: dict, ks) -> str:
+def _deploy_text(record: LossRecord, compared: dict, ks) -> str:
   """Which model to deploy (chosen on validation), its test NDCG and interval against LambdaMART, and the measured
   serving latency of every candidate ('' for a run without the choice)."""
-  d = lr.deploy
+  d = record.deploy
   if not d:
     return ""
   row, kind = d["row"], d["kind"]
   if kind == "ensemble":
-    test = np.mean([np.asarray(f.ensembles[row]["ndcg"], np.float64).reshape(-1)[0] for f in lr.folds.values()])
-    vs = (cmp.get("ensembles") or {}).get(row, {}).get("vs_lambdamart")
+    test = np.mean([np.asarray(f.ensembles[row]["ndcg"], np.float64).reshape(-1)[0] for f in record.folds.values()])
+    vs = (compared.get("ensembles") or {}).get(row, {}).get("vs_lambdamart")
     unit = "LambdaMART's seed ensemble, over test queries"
   else:
-    test = float(np.mean(aggregate(lr)[row][:, 0]))
-    vs = (cmp.get("vs_lambdamart") or {}).get(row)
+    test = float(np.mean(aggregate(record)[row][:, 0]))
+    vs = (compared.get("vs_lambdamart") or {}).get(row)
     unit = "LambdaMART, over runs"
-  lat = lr.first_fold.latency or {}
+  lat = record.first_fold.latency or {}
   lat_rows = [[_title(n), f"{v['single']['p50_ms']:.2f} / {v['single']['p99_ms']:.2f}",
                f"{v['ensemble']['p50_ms']:.2f} / {v['ensemble']['p99_ms']:.2f}"] for n, v in lat.items()]
   vs_text = f"; vs {unit}: {tabulate.change_cell(vs)}" if vs and row != "lambdamart" else ""
@@ -238,16 +238,16 @@ def _deploy_text(lr: LossRecord, cmp: dict, ks) -> str:
           f"`--save_models` writes every row under the run folder's models/ (`python -m experiments.predict`, "
           f"`python -m experiments.export`).\n\n" +
           (f"Serving latency in process of one {deploy.QUERY_DOCS}-document query (this machine, fold "
-           f"{lr.first_fold_number}, ms p50 / p99 of {deploy.REPEATS}):\n\n" +
+           f"{record.first_fold_number}, ms p50 / p99 of {deploy.REPEATS}):\n\n" +
            tabulate.markdown_table(["Row", "single model", "seed ensemble"], lat_rows) + "\n" if lat_rows else ""))
 
 
-def _ensemble_table(lr: LossRecord, cmp: dict, ks) -> str:
+def _ensemble_table(record: LossRecord, compared: dict, ks) -> str:
   """The seed-ensemble rows ('' for a run without them), placed before the main table."""
-  ens = cmp.get("ensembles")
+  ens = compared.get("ensembles")
   if not ens:
     return ""
-  folds = [f.ensembles for f in lr.folds.values()]
+  folds = [f.ensembles for f in record.folds.values()]
   table = []
   for name in rows_lib.table_order(ens):
     means = np.mean([np.asarray(f[name]["ndcg"], np.float64).reshape(-1) for f in folds], 0)
@@ -277,10 +277,10 @@ def plot_curves(res: dict, path: str) -> list:
   plt = plots.pyplot()
   paths = []
   for loss, d in res["losses"].items():
-    lr = LossRecord.from_json(d)
+    record = LossRecord.from_json(d)
     fig, ax = plt.subplots(figsize=(6, 4))
-    for name in rows_lib.table_order({n for f in lr.folds.values() for n in f.rows}):
-      curves = [np.asarray(f.rows[name].curves["test"])[:, :, 0] for f in lr.folds.values()
+    for name in rows_lib.table_order({n for f in record.folds.values() for n in f.rows}):
+      curves = [np.asarray(f.rows[name].curves["test"])[:, :, 0] for f in record.folds.values()
                 if name in f.rows and f.rows[name].curves]  # LightGBM rows have no epochs
       if not curves:
         continue
@@ -305,9 +305,9 @@ def claims(res: dict) -> list:
   query."""
   out = []
   for loss, d in res["losses"].items():
-    lr = LossRecord.from_json(d)
-    rows, folds, p = aggregate(lr), len(lr.folds), f"[{loss}] "
-    queries = query_lists(lr)
+    record = LossRecord.from_json(d)
+    rows, folds, p = aggregate(record), len(record.folds), f"[{loss}] "
+    queries = query_lists(record)
     out += [beats(p + text, rows, row.name, versus, folds, queries=queries)
             for row in rows_lib.REGISTRY.values() for versus, text in row.claims]
   return out

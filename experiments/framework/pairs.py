@@ -3,6 +3,8 @@
 :mod:`experiments.framework.tabulate`)."""
 from __future__ import annotations
 
+from typing import Dict
+
 import numpy as np
 
 from experiments.framework import tabulate
@@ -32,7 +34,7 @@ def ensemble_comparisons(loss_res: LossRecord) -> dict:
   return out
 
 
-def query_lists(loss_res: LossRecord) -> dict:
+def query_lists(loss_res: LossRecord) -> Dict[str, np.ndarray]:
   """{row: [Q]} each test query's NDCG@8 averaged over seeds, pooled over folds (the queries with a positive)."""
   valid = np.concatenate([np.asarray(f.test_lists_valid, bool) for f in loss_res.folds.values()])
   per_query = {}
@@ -69,7 +71,7 @@ def column_comparisons(loss_res: LossRecord) -> dict:
   return out
 
 
-def aggregate(loss_res: LossRecord, split: str = "test") -> dict:
+def aggregate(loss_res: LossRecord, split: str = "test") -> Dict[str, np.ndarray]:
   """{row: [folds * seeds, len(ks)]} best-epoch metrics pooled over folds and seeds."""
   rows = {}
   for fold in loss_res.folds.values():

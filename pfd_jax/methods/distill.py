@@ -179,19 +179,19 @@ def run_methods(keys, cfg: TrainConfig, dd: DeviceData, methods: Sequence[str] =
   if any(r.placebo for r in plan) and placebo is None:
     raise ValueError("the placebo rows need their data: run_methods(..., placebo=lambda: to_device(...)) of "
                      "pfd_jax.data.with_placebo_privileged(ds)")
-  cb = hooks or (lambda row: Hooks())
+  row_hooks = hooks or (lambda row: Hooks())
   fit = fit or (lambda row, config, train: train())
   out = {}
   for row in plan:
     config = row.config(cfg)
     data = placebo if row.placebo else (lambda: dd)  # the placebo's teacher and student see its z
     if row.teacher is None:
-      train = lambda row=row, config=config, data=data: train_on_data(keys, config, data(), row.view, cb(row.name))
+      train = lambda row=row, config=config, data=data: train_on_data(keys, config, data(), row.view, row_hooks(row.name))
     else:
       teacher = rows_lib.REGISTRY[row.teacher]
       taught = [(out[teacher.name], teacher.view, teacher.config(cfg))]
       train = lambda row=row, config=config, data=data, taught=taught: train_student(
-          keys, config, data(), teacher_targets(config, taught, data()), cb(row.name))
+          keys, config, data(), teacher_targets(config, taught, data()), row_hooks(row.name))
     out[row.name] = fit(row, config, train)
   return out
 
@@ -208,7 +208,7 @@ def run_gbdt_methods(keys, cfg: TrainConfig, gc: gbdt.GBDTConfig, ds: Dataset, d
   cache: a dict kept across calls on the same data and GBDT settings with another loss: what no loss changes
   (the LambdaMART rows, the out-of-fold teacher scores) is computed once."""
   rows_lib.plan(methods, "gbdt")  # checks the names
-  cb = hooks or (lambda row: Hooks())
+  row_hooks = hooks or (lambda row: Hooks())
   fit_row = fit or (lambda row, config, train_fn: train_fn())
   fit = lambda name, train_fn: fit_row(rows_lib.REGISTRY[name], cfg, train_fn)
   cache = {} if cache is None else cache
@@ -221,20 +221,20 @@ def run_gbdt_methods(keys, cfg: TrainConfig, gc: gbdt.GBDTConfig, ds: Dataset, d
   rows = {}
   if "lambdamart" in methods:
     rows["lambdamart"] = fit("lambdamart", lambda: once("lambdamart", lambda: gbdt.train(
-        gc, cfg, ds, "x", query_index=data_groups, hooks=cb("lambdamart"), **kw)))
+        gc, cfg, ds, "x", query_index=data_groups, hooks=row_hooks("lambdamart"), **kw)))
   if "pfd_from_lambdamart" in methods:
     rows["lambdamart_teacher"] = fit("lambdamart_teacher", lambda: once("lambdamart_teacher", lambda: gbdt.train(
-        gc, cfg, ds, "xz", query_index=data_groups, hooks=cb("lambdamart_teacher"), **kw)))
+        gc, cfg, ds, "xz", query_index=data_groups, hooks=row_hooks("lambdamart_teacher"), **kw)))
 
     def student():
       t = once("oof", lambda: gbdt.teacher_scores_oof(gc, cfg, ds, "xz", num_seeds, seed=seed, query_index=data_groups,
-                                                          max_buckets=max_buckets, hooks=cb("lambdamart_teacher_oof")))
+                                                          max_buckets=max_buckets, hooks=row_hooks("lambdamart_teacher_oof")))
       targets = gbdt.to_buckets(t, bucketize(tr, max_buckets), tr.offsets)
-      return train_student(keys, cfg, dd, targets, cb("pfd_from_lambdamart"))
+      return train_student(keys, cfg, dd, targets, row_hooks("pfd_from_lambdamart"))
     rows["pfd_from_lambdamart"] = fit("pfd_from_lambdamart", student)
   if "gbdt_from_pfd" in methods:
     teacher = (mlp_rows or {}).get("pfd_teacher") or rows.setdefault("pfd_teacher", fit(
-        "pfd_teacher", lambda: train_on_data(keys, cfg, dd, "xz", cb("pfd_teacher"))))
+        "pfd_teacher", lambda: train_on_data(keys, cfg, dd, "xz", row_hooks("pfd_teacher"))))
     logits = []  # the PFD teacher's logits on every training document, computed once for both students
     in_data = np.ones(tr.num_docs, bool) if data_groups is None else np.isin(tr.group_index, data_groups)
 
@@ -245,9 +245,9 @@ def run_gbdt_methods(keys, cfg: TrainConfig, gc: gbdt.GBDTConfig, ds: Dataset, d
       return (gbdt.grades(q), None) if as_grades else (q, w)
     rows["gbdt_xent_from_pfd"] = fit("gbdt_xent_from_pfd", lambda: gbdt.train(
         gc, cfg, ds, "x", objective="cross_entropy", targets=lambda s: targets(s, False),
-        hooks=cb("gbdt_xent_from_pfd"), **kw))
+        hooks=row_hooks("gbdt_xent_from_pfd"), **kw))
     rows["lambdamart_from_pfd"] = fit("lambdamart_from_pfd", lambda: gbdt.train(
-        gc, cfg, ds, "x", targets=lambda s: targets(s, True), hooks=cb("lambdamart_from_pfd"), **kw))
+        gc, cfg, ds, "x", targets=lambda s: targets(s, True), hooks=row_hooks("lambdamart_from_pfd"), **kw))
   return rows
 
 

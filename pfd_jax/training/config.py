@@ -166,8 +166,7 @@ class TrainConfig:
   @property
   def arch(self) -> Arch:
     """The scorer's architecture (:class:`pfd_jax.ops.models.Arch`)."""
-    return Arch(hidden=self.hidden, layers=self.layers, norm=self.norm, dropout=self.dropout, noise=self.noise,
-                clip=self.clip, tower=self.tower)
+    return Arch(**{name: getattr(self, name) for name in Arch._fields})  # each option a field of both
 
   @property
   def effective_batch_size(self) -> int:
