@@ -1,6 +1,7 @@
 """The shape of the code, measured with the standard library only: the import graph of `pfd_jax/` (its depth,
 its longest chain, any circle, imports written inside functions), file lengths, the longest functions and
-public functions with many positional parameters, for `pfd_jax/` and `experiments/`.
+public functions with many positional parameters, for `pfd_jax/` and `experiments/`, and whether a driver imports
+another driver.
 
   python -m experiments.layers            # the report
   python -m experiments.layers --check    # exit 1 when a limit below is broken (tests/test_layers.py runs it)
@@ -175,6 +176,30 @@ def file_lines(packages=PACKAGES, root: str = ROOT) -> dict:
           for p in modules(package, root).values()}
 
 
+# A driver imports no other driver (library code belongs in pfd_jax or experiments.framework), but for this one:
+# alpha_robustness is fig3_alpha's driver re-run with the appendix's alpha list over re-drawn data.
+DRIVER_IMPORTS_ALLOWED = {("experiments.alpha_robustness", "experiments.fig3_alpha")}
+
+
+def drivers(root: str = ROOT) -> set:
+  """The experiments modules that define a module-level DRIVER."""
+  found = set()
+  for name, path in modules("experiments", root).items():
+    with open(path) as f:
+      tree = ast.parse(f.read())
+    if any(isinstance(n, ast.Assign) and any(getattr(t, "id", None) == "DRIVER" for t in n.targets) for n in tree.body):
+      found.add(name)
+  return found
+
+
+def driver_imports(root: str = ROOT) -> list:
+  """(driver, driver it imports) pairs other than :data:`DRIVER_IMPORTS_ALLOWED`."""
+  graph, _ = import_graph("experiments", root)
+  names = drivers(root)
+  return sorted((a, b) for a in names for b in graph.get(a, ()) if b in names and b != a and
+                (a, b) not in DRIVER_IMPORTS_ALLOWED)
+
+
 def problems(root: str = ROOT) -> list:
   """Every broken limit, as a line of text."""
   graph, local = import_graph("pfd_jax", root)
@@ -187,6 +212,8 @@ def problems(root: str = ROOT) -> list:
       out.append(f"{f.where} {f.name}: {f.lines} code lines > {MAX_FUNCTION_LINES}")
     if f.positional > MAX_POSITIONAL and f.public:
       out.append(f"{f.where} {f.name}: {f.positional} positional parameters > {MAX_POSITIONAL}")
+  out += [f"driver {a} imports driver {b}: move what it uses into pfd_jax or experiments.framework"
+          for a, b in driver_imports(root)]
   return out
 
 

@@ -11,6 +11,19 @@ def test_limits_are_kept():
   assert layers.problems() == []
 
 
+def test_no_driver_imports_another_driver(tmp_path):
+  """The check finds a driver importing another (a planted pair), and the repository has none but the allowed one."""
+  assert layers.driver_imports() == [] and ("experiments.alpha_robustness", "experiments.fig3_alpha") in {
+      (a, b) for a in layers.drivers() for b in layers.import_graph("experiments")[0].get(a, ())}
+  pkg = tmp_path / "experiments"
+  pkg.mkdir()
+  (pkg / "__init__.py").write_text("")
+  (pkg / "one.py").write_text("DRIVER = 1\n")
+  (pkg / "two.py").write_text("from experiments import one\nDRIVER = 2\n")
+  (pkg / "helper.py").write_text("from experiments import one\n")  # not a driver: may import one
+  assert layers.driver_imports(str(tmp_path)) == [("experiments.two", "experiments.one")]
+
+
 def test_the_graph_measures_what_python_runs(tmp_path):
   # a -> b -> c, and d <-> e: depth 3, one circle; an import inside a function is an edge and is listed
   pkg = tmp_path / "pkg"

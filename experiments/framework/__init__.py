@@ -6,6 +6,10 @@
 * :mod:`~experiments.framework.setup`: a fold's data (folds on disk, the dataset of a recipe, device data);
 * :mod:`~experiments.framework.ablation`: the baseline and PFD teacher the ablation drivers build on;
 * :mod:`~experiments.framework.rowstore`: the resume store of trained rows;
+* :mod:`~experiments.framework.records`: the typed records of a Table 2 run (a row's, a fold's, a loss's results);
+* :mod:`~experiments.framework.pairs`: the paired comparisons of a Table 2 run's rows;
+* :mod:`~experiments.framework.position`: the --position debiasing rows of a run on the team's own logs;
+* :mod:`~experiments.framework.deploy`: which model to deploy, chosen on validation, and its serving latency;
 * :mod:`~experiments.framework.rundir`: run folders, provenance, the environment a run records;
 * :mod:`~experiments.framework.monitor`: progress lines and TensorBoard, as metric writers;
 * :mod:`~experiments.framework.outputs`: results.json, table.md and the plot of a run;
@@ -15,5 +19,6 @@
 * :mod:`~experiments.framework.published`: what RESULTS.md publishes of a run, and ``--check`` against it;
 * :mod:`~experiments.framework.staleness`: when a published run is still the code's result (canaries).
 
-Printing and files live here and in the drivers, never in pfd_jax.
+Printing and files live here and in the drivers, never in pfd_jax. No driver imports another driver, with one
+deliberate exception: experiments.alpha_robustness re-runs experiments.fig3_alpha's driver over re-drawn data.
 """

@@ -83,8 +83,7 @@ def position_rows(cfg: schema.Config, ps: PositionSetup, ds, dd, tc: T.TrainConf
   common = dict(position=ps.column, positions=ps.positions, clip=cfg.options.ips_clip, fit=store.fit(), hooks=log,
                 device_data=lambda d: setup.device_data(cfg, d, tc), top=ps.top, gbdt_config=cfg.options.gbdt,
                 seed=cfg.run.seed)
-  methods = ["position_feature", "two_tower", "pfd_position", "pfd_position_top"] + (
-      ["lambdamart_position"] if lightgbm else [])
+  methods = [m for m in rows_lib.methods("debias") if m != "ips" and (lightgbm or m != "lambdamart_position")]
   rows = distill.run_debias_methods(keys, tc, ds, dd, methods, propensities={}, **common)
   rows.update(distill.run_debias_methods(keys, ps.ips_config, ds, dd, ["ips"], propensities=ps.propensities, **common))
   return rows

@@ -203,7 +203,8 @@ def run_gbdt_methods(keys, cfg: TrainConfig, gc: gbdt.GBDTConfig, ds: Dataset, d
   """The GBDT rows of `methods` (:data:`GBDT_METHODS`) beside the MLP rows of :func:`run_methods`:
   {row: gbdt.Result or TrainResult}. dd: the MLP rows' device data; mlp_rows: the MLP rows already trained (the
   GBDT students' teacher is their 'pfd_teacher', trained here when absent); fit(row, config, train) returns a
-  row's result (as :func:`run_methods`'s) (default: train; a driver loads the rows an interrupted run saved). seed: LightGBM's base seed.
+  row's result, as :func:`run_methods`'s (default: train; a driver loads the rows an interrupted run saved).
+  seed: LightGBM's base seed. Each row's title, view and teacher are its registry entry's (family 'gbdt').
   The lists are bucketed as the MLP rows' (dd.max_buckets), so GBDT and MLP rows pair list by list.
   cache: a dict kept across calls on the same data and GBDT settings with another loss: what no loss changes
   (the LambdaMART rows, the out-of-fold teacher scores) is computed once."""

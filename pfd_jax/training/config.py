@@ -157,8 +157,9 @@ class TrainConfig:
 
   def make_loss(self, name: Optional[str] = None) -> Callable:
     """The registered loss `name` (default: this config's loss), called as (scores, labels, mask, *, reduce_fn[,
-    key]), with its hyper-parameters (:attr:`loss_params`, on the data loss only) and configuration fields bound
-    (a ValueError names a hyper-parameter the loss does not have)."""
+    key]), with its configuration fields bound and :attr:`loss_params` (the hyper-parameters of this config's loss:
+    of the data term, and of the teacher term where it is the same loss); a ValueError names a hyper-parameter the
+    loss does not have."""
     spec = losses_lib.REGISTRY[name or self.loss]
     params = dict(self.loss_params) if spec.name == self.loss else {}
     return spec.bind(params, **{f: getattr(self, f) for f in spec.fields.values()})
