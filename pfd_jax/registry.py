@@ -5,6 +5,7 @@ A new loss, row or dataset is one ``register(...)`` call, from this package or f
 
   from pfd_jax.ops import losses
   losses.REGISTRY.register(losses.Loss("my_loss", my_loss_fn, params={"scale": 1.0}))
+  # a driver run from the same script sees it: lifecycle.main(table2.DRIVER) -> --loss=my_loss --loss_params=scale=2
 
 A configuration field whose choices are a registry's (``option(..., choices=REGISTRY.names)``) accepts what is
 registered when it is checked, so entries registered after the configuration classes were defined are flags and

@@ -11,7 +11,8 @@ overrides; for example a PFD student with more weight on its teacher::
   rows.REGISTRY.register(rows.Row("pfd_alpha02", "PFD student, alpha 0.2", teacher="pfd_teacher",
                                   overrides=(("alpha", 0.2),),
                                   claims=(("pfd", "PFD student at alpha 0.2 beats PFD at alpha 0.5"),)))
-  # python -m experiments.table2 --methods=pfd,pfd_alpha02
+  # then, in the same script: from experiments import table2; from experiments.framework import lifecycle
+  # lifecycle.main(table2.DRIVER)     ->  python my_rows.py --methods=pfd,pfd_alpha02
 
 Rows of another family (``gbdt``: LightGBM, :func:`pfd_jax.methods.distill.run_gbdt_methods`; ``debias``: the
 position rows, :func:`pfd_jax.methods.distill.run_debias_methods`) are trained by their family's function; their
