@@ -82,15 +82,10 @@ def to_markdown(res: dict) -> str:
           ("PFD vs placebo: the PFD student against the placebo student of the same tau (privileged rows permuted), "
            "paired by run: the privileged information's gain beyond distillation.\n" if placebo else "") +
           "\n" + tabulate.markdown_table(
-              ["tau_target", "positive train groups"] + [_label(k) for k in names] +
-              [f"{_label(k)} vs no-distillation (runs)" for k in students if k != "pfd"] +
+              ["tau_target", "positive train groups"] + [rows_lib.title(k, short=True) for k in names] +
+              [f"{rows_lib.title(k, short=True)} vs no-distillation (runs)" for k in students if k != "pfd"] +
               (["PFD vs no-distillation (runs)", "PFD: " + tabulate.change_header("", 8)[1]] if "pfd" in students
                else []) + (["PFD vs placebo (runs)"] if placebo else []), rows))
-
-
-def _label(name: str) -> str:
-  """A row's name in a sentence (the row registry's)."""
-  return rows_lib.REGISTRY[name].label if name in rows_lib.REGISTRY else name
 
 
 def plot(res: dict, path: str) -> None:
@@ -100,7 +95,7 @@ def plot(res: dict, path: str) -> None:
   fig, ax = plt.subplots(figsize=(6, 4))
   for k in rows_lib.table_order(next(iter(taus))["relative"]):
     if k != "no_distill" and not rows_lib.is_teacher(k):
-      ax.plot(x, [np.nan if r["relative"][k] is None else r["relative"][k] for r in taus], "o-", label=_label(k))
+      ax.plot(x, [np.nan if r["relative"][k] is None else r["relative"][k] for r in taus], "o-", label=rows_lib.title(k, short=True))
   ax.axhline(1.0, color="gray", ls="--", label="no-distillation")
   plots.finish_plot(fig, ax, res, path, "% positive training query groups", "test NDCG@8 / no-distillation")
 

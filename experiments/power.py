@@ -272,7 +272,7 @@ def to_markdown(res: dict) -> str:
                    f"{p['seconds']['wall']:.0f} ({p['seconds']['cpu']:.0f})"] + cells)
     parts.append(f"\n## {loss}: measured points\n\nPer comparison: spread (seeds) at the pilot's test set; the same "
                  f"predicted at Web30k's {WEB30K_TEST:,} test queries.\n\n" + tabulate.markdown_table(
-                     head + [f"PFD vs {rows_lib.REGISTRY[b].label}" for b in COMPARED], body))
+                     head + [f"PFD vs {rows_lib.title(b, short=True)}" for b in COMPARED], body))
   rows = [[f"{g['train_queries']:,}" + (" (projected)" if g["projected"] else ""), f"{g['test_queries']:,}",
            f"{g['seconds_per_seed']:.0f}",
            " / ".join(f"{_pct(g['sd'][f'{loss}/{b}'])}" for loss in losses for b in COMPARED),
@@ -281,7 +281,7 @@ def to_markdown(res: dict) -> str:
            f"{(g['seconds_per_seed'] * g['seeds_needed'] + g['overhead']) / 60:.0f}"]
           for g in a["grid"]]
   parts.append(f"\n## The grid: every comparison's spread and the seeds that decide all of them\n\nSpreads in the "
-               f"order {', '.join(f'{loss}/{rows_lib.REGISTRY[b].label}' for loss in losses for b in COMPARED)}; seconds per seed "
+               f"order {', '.join(f'{loss}/{rows_lib.title(b, short=True)}' for loss in losses for b in COMPARED)}; seconds per seed "
                f"(both losses) and minutes for the seeds needed, projected on this machine.\n\n" +
                tabulate.markdown_table(["training queries", "test queries", "s per seed", "spreads",
                                         "seeds for 80% power (all)", "minutes"], rows))
@@ -313,7 +313,7 @@ def plot(res: dict, path: str) -> None:
       ax.plot(x, [100 * projected_spread(f, {}, v / DEFAULT_QUERIES[0], web_q) for v in x], "--", color=f"C{i}")
       ax.plot([p[loss]["train_groups"] for p in res["points"].values()],
               [100 * spread(c[b], web_q) for c in a["components"][loss].values()], "o", color=f"C{i}",
-              label=f"PFD vs {rows_lib.REGISTRY[b].label}")
+              label=f"PFD vs {rows_lib.title(b, short=True)}")
     for n in (5, 10, 20):
       ax.axhline(100 * threshold(n, res["config"]["options"]["change"]), color="gray", lw=0.6, ls=":")
       ax.text(x[0], 100 * threshold(n, res["config"]["options"]["change"]), f"{n} seeds", fontsize=7, va="bottom")

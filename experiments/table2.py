@@ -185,7 +185,7 @@ def to_markdown(res: dict) -> str:
       v = pooled[name]
       cells = [f"{tabulate.fmt_pm(m, s)} ({tabulate.fmt_change(m, b)})" for m, s, b in zip(v.mean(0), v.std(0), base)]
       runs = tabulate.change_cells(compared["runs"].get(name), folds)
-      table.append([_title(name)] + cells + runs[:1] + [tabulate.change_cell(compared["queries"].get(name))] + runs[1:] +
+      table.append([rows_lib.title(name)] + cells + runs[:1] + [tabulate.change_cell(compared["queries"].get(name))] + runs[1:] +
                    ([tabulate.change_cell(vs_placebo.get(name))] if vs_placebo else []) +
                    ([tabulate.change_cell(vs_pfd.get(name))] if vs_pfd else []) +
                    ([tabulate.change_cell(vs_gbdt.get(name))] if vs_gbdt else []))
@@ -229,11 +229,11 @@ def _deploy_text(record: LossRecord, compared: dict, ks) -> str:
     vs = (compared.get("vs_lambdamart") or {}).get(row)
     unit = "LambdaMART, over runs"
   lat = record.first_fold.latency or {}
-  lat_rows = [[_title(n), f"{v['single']['p50_ms']:.2f} / {v['single']['p99_ms']:.2f}",
+  lat_rows = [[rows_lib.title(n), f"{v['single']['p50_ms']:.2f} / {v['single']['p99_ms']:.2f}",
                f"{v['ensemble']['p50_ms']:.2f} / {v['ensemble']['p99_ms']:.2f}"] for n, v in lat.items()]
   vs_text = f"; vs {unit}: {tabulate.change_cell(vs)}" if vs and row != "lambdamart" else ""
   return (f"**Which to deploy** (chosen on validation NDCG@{ks[0]} among the rows a service can run, single models "
-          f"and seed ensembles; test never read): **{_title(row)}{', seed ensemble' if kind == 'ensemble' else ''}"
+          f"and seed ensembles; test never read): **{rows_lib.title(row)}{', seed ensemble' if kind == 'ensemble' else ''}"
           f"**, validation {d['vali']:.3f}, test NDCG@{ks[0]} {test:.3f}{vs_text}. Saved models: "
           f"`--save_models` writes every row under the run folder's models/ (`python -m experiments.predict`, "
           f"`python -m experiments.export`).\n\n" +
@@ -251,7 +251,7 @@ def _ensemble_table(record: LossRecord, compared: dict, ks) -> str:
   table = []
   for name in rows_lib.table_order(ens):
     means = np.mean([np.asarray(f[name]["ndcg"], np.float64).reshape(-1) for f in folds], 0)
-    table.append([_title(name) + ", seed ensemble"] + [f"{m:.3f}" for m in means] +
+    table.append([rows_lib.title(name) + ", seed ensemble"] + [f"{m:.3f}" for m in means] +
                  [tabulate.change_cell(ens[name].get("vs_lambdamart")), tabulate.change_cell(ens[name]["vs_single"])])
   n_q = next(iter(ens.values()))["vs_single"]["n"]
   return (f"Seed ensembles: every document scored by the mean over the seeds' best models (MLP logits, LightGBM raw "
@@ -286,7 +286,7 @@ def plot_curves(res: dict, path: str) -> list:
         continue
       c = np.concatenate(curves, 0)  # [folds * seeds, E]
       x = np.arange(1, c.shape[1] + 1)
-      ax.plot(x, c.mean(0), label=_title(name), ls="--" if rows_lib.is_teacher(name) else "-")
+      ax.plot(x, c.mean(0), label=rows_lib.title(name), ls="--" if rows_lib.is_teacher(name) else "-")
       ax.fill_between(x, c.mean(0) - c.std(0), c.mean(0) + c.std(0), alpha=0.15)
     ax.set_xlabel("epoch")
     ax.set_ylabel("test NDCG@8")
@@ -311,11 +311,6 @@ def claims(res: dict) -> list:
     out += [beats(p + text, rows, row.name, versus, folds, queries=queries)
             for row in rows_lib.REGISTRY.values() for versus, text in row.claims]
   return out
-
-
-def _title(name: str) -> str:
-  """A row's name in the table (its registry title)."""
-  return rows_lib.REGISTRY[name].title if name in rows_lib.REGISTRY else name
 
 
 # The runs of RESULTS.md this driver makes (python -m experiments.table2 --preset=<name>).

@@ -13,7 +13,7 @@ values like any other.
 """
 from __future__ import annotations
 
-from typing import Callable, Dict, Generic, Iterator, Mapping, Tuple, TypeVar
+from typing import Dict, Generic, Iterator, Mapping, Tuple, TypeVar
 
 T = TypeVar("T")
 
@@ -41,10 +41,6 @@ class Registry(Mapping[str, T], Generic[T]):
   def names(self) -> Tuple[str, ...]:
     """The registered names, in order (a configuration field's ``choices``)."""
     return tuple(self._entries)
-
-  def where(self, test: Callable[[T], bool]) -> Tuple[T, ...]:
-    """The entries for which `test` holds, in order."""
-    return tuple(e for e in self._entries.values() if test(e))
 
   def __getitem__(self, name: str) -> T:
     try:

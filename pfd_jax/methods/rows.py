@@ -32,8 +32,8 @@ class Row:
 
   name: its key (results.json, the resume store, saved models' folders); title: its name in tables and plots;
   short: its name inside a sentence (default: the title); view: its model input
-  (:func:`pfd_jax.ops.scoring.features`; a debiasing row's may hold ``{position}``, ``{click}``, ``{top}``, filled
-  from the run's columns); teacher: the row whose model teaches it (None: trained on data alone); overrides:
+  (:func:`pfd_jax.ops.scoring.features`; a debiasing row's ``{position}`` is the run's position column, which
+  its family's function fills in); teacher: the row whose model teaches it (None: trained on data alone); overrides:
   TrainConfig fields this row sets ((field, value) pairs; its saved model records them); method: the --methods
   choice that trains it ('' = its name; None = a teacher, trained when a student needs it); family: 'mlp' (trained
   from this entry), 'gbdt' or 'debias' (trained by their family's function); placebo: it reads the placebo copy of
@@ -73,10 +73,6 @@ class Row:
   def config(self, cfg):
     """The row's training configuration: `cfg` (a TrainConfig) with the row's overrides."""
     return dataclasses.replace(cfg, **dict(self.overrides)) if self.overrides else cfg
-
-  def view_for(self, **columns) -> str:
-    """The view with the run's columns filled in (a debiasing row's ``xz:{position}``)."""
-    return self.view.format(**columns) if "{" in self.view else self.view
 
 
 REGISTRY: Registry[Row] = Registry("row")
@@ -163,6 +159,11 @@ def uses_privileged(name: str) -> bool:
   """Whether a row reads the privileged features: its own view, or its teacher's (at any depth)."""
   row = REGISTRY[name]
   return row.view != "x" or (row.teacher is not None and uses_privileged(row.teacher))
+
+
+def title(name: str, short: bool = False) -> str:
+  """The row `name`'s title (short: its name inside a sentence); a name not registered as it is."""
+  return (REGISTRY[name].label if short else REGISTRY[name].title) if name in REGISTRY else name
 
 
 def is_teacher(name: str) -> bool:
