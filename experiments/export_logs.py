@@ -7,7 +7,7 @@ shown position), 22 = click, 23 = add-to-cart: the privileged features, known in
 with --random_share, 24 = randomised session)
 and ``<out>/serve.txt``: the test sessions as a serving system sees them, without ids 21-23 (labels kept,
 so that experiments.predict can report NDCG). qids: training sessions 0.., validation 100000..,
-test 200000... Then (README, "PFD on your own data"):
+test 200000... Then (docs/own-data.md):
 
   python -m experiments.table2 --dataset=letor --data_dir=logs_letor --privileged=21,22,23 --save_models
   python -m experiments.predict --model=results/table2/letor-logs_letor/latest/models/pfd --data=logs_letor/serve.txt \

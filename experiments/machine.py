@@ -1,8 +1,8 @@
 """What a run's numbers depend on besides its code, configuration and data: the machine and the packages.
 
 JAX's CPU backend compiles for the host, and its contractions (the MLP's weight gradients, whose inner dimension
-is every document of a batch) are split by CPU type and by the number of threads it may use. Measured (README,
-"Reproducing RESULTS.md"): the same commit, packages and data give the same bits on the same CPU model with the
+is every document of a batch) are split by CPU type and by the number of threads it may use. Measured
+(docs/reproducing.md): the same commit, packages and data give the same bits on the same CPU model with the
 same schedulable CPUs, and other bits when any of these differ:
   * the thread count (a 5-epoch main job under ``taskset -c 0`` on the 2-core machine that made RESULTS.md);
   * the CPU type (products and gradients of the MLP's shapes under QEMU's EPYC-Milan model: no AVX-512, other

@@ -174,7 +174,7 @@ def _section(e: Entry, run: dict, claims: list, why: Optional[str], other: Optio
     parts.append(f"\n**Stale**: {why}. Re-run `{e.command}`.\n")
   if other:
     parts.append(f"\n**Other configuration** than the reference run ({ref_title}): {other}. Its bits "
-                 f"are its configuration's (README, \"Reproducing RESULTS.md\").\n")
+                 f"are its configuration's (docs/reproducing.md).\n")
   if claims:
     second = any(c.queries for c in claims)  # the per-query verdicts: a second column, never the first
     head = ["Claim", "Verdict (runs: the claim's unit)" if second else "Verdict", "Evidence"] + (

@@ -52,7 +52,7 @@ def format_params(params: tuple) -> str:
 # The modern ranker of a run on the team's own data (experiments' --dataset=letor default; each flag overrides its
 # field): DASALC's recipe (Qin et al., ICLR 2021: batch norm on the input and every hidden layer, Gaussian input
 # noise, dropout, a wider net), each choice made on the validation split of the simulated logs, one at a time from
-# (batch norm, 256 x 3 hidden, dropout 0.1, noise 0.1, RankBCE) (README, "A student that beats LambdaMART"):
+# (batch norm, 256 x 3 hidden, dropout 0.1, noise 0.1, RankBCE) (docs/modern-ranker.md):
 # batch norm (vali NDCG@8 0.661) over layer norm (0.449) and none (0.621), width 256 x 3 over the paper's 100 x 4
 # (0.634), dropout 0.3 + noise 0.2 (0.672) over 0.1 + 0.1 (0.661) and none (0.636), lr 1e-3 over 3e-4 (0.651).
 MODERN = dict(norm="batch", hidden=256, layers=4, dropout=0.3, noise=0.2)
