@@ -29,7 +29,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from experiments.framework import lifecycle, plots, rundir, schema, setup, tabulate
-from experiments.framework.claims import Claim, Preset, equivalence
+from experiments.framework.claims import MARGIN, Preset, claim, estimate_of
 from pfd_jax import data as D
 from pfd_jax.ops import metrics
 from pfd_jax.methods import perceptron as P
@@ -243,7 +243,8 @@ def plot(res: dict, path: str) -> None:
 def claims(res: dict) -> list:
   """The claims of a run of this driver, with their verdicts (:mod:`experiments.framework.claims`)."""
   cmp = res["comparisons"]
-  return [Claim(f"The {k} is comparable to RankSVM, NDCG@10 paired by fold (Committee Perceptron)", *equivalence(cmp[k]))
+  return [claim(f"The {k} is within ±{100 * MARGIN:.0f}% of RankSVM, NDCG@10 paired by fold (Committee Perceptron)",
+                estimate_of(cmp[k]), form="equivalence", margin=MARGIN, source="Committee Perceptron", run=cmp[k])
           for k in ("committee (avg), K chosen", "committee (vote), K chosen") if k in cmp]
 
 

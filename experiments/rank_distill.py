@@ -137,7 +137,7 @@ def claims(res: dict) -> list:
   f = runs_per_fold(len(rows["student"]), res)
   schemes = [k for k in rows if k not in ("teacher", "student")]
   return [sweep("Ranking distillation beats the student trained alone, NDCG@10 (Ranking Distillation)",
-                {k: tabulate.compare({k: rows[k], "student": rows["student"]}, "student")[k] for k in schemes}, f)]
+                {k: tabulate.compare({k: rows[k], "student": rows["student"]}, "student")[k] for k in schemes}, f, source="Ranking Distillation")]
 
 
 DRIVER = schema.Driver("rank_distill", run, to_markdown, plot, "rank_distill.png", options=Options,

@@ -166,9 +166,9 @@ def claims(res: dict) -> list:
   f = runs_per_fold(len(next(iter(rows.values()))), res)
   col = SHOW.index(5)
   return [beats("The listwise self-distilled student beats its teacher (SDR)", rows, "listwise -> listwise",
-                "listwise teacher", f, col),
+                "listwise teacher", f, col, source="SDR"),
           beats("The pointwise-teacher, listwise-student pair beats its teacher (SDR)", rows, "pointwise -> listwise",
-                "pointwise teacher", f, col)]
+                "pointwise teacher", f, col, source="SDR")]
 
 
 DRIVER = schema.Driver("sdr", run, to_markdown, plot, "sdr.png", options=Options, needs_privileged=False,

@@ -20,7 +20,7 @@ import dataclasses
 import numpy as np
 
 from experiments.framework import lifecycle, monitor, plots, rowstore, rundir, schema, setup, tabulate
-from experiments.framework.claims import Preset, beats, sweep
+from experiments.framework.claims import PFD, Preset, beats, sweep
 from pfd_jax.methods import distill
 from pfd_jax import training as T
 from pfd_jax.config import option
@@ -155,11 +155,11 @@ def claims(res: dict) -> list:
   rows = res["rows"]
   single = ("position", "click", "add")
   vs = lambda a, b: tabulate.compare({a: np.asarray(rows[a]), b: np.asarray(rows[b])}, b)[a]
-  return [beats("Multi-teacher PFD beats the baseline (paper, Table 3)", rows, "multi", "no_distill"),
+  return [beats("Multi-teacher PFD beats the baseline (paper, Table 3)", rows, "multi", "no_distill", source=PFD),
           sweep("Each single-feature PFD student beats the baseline (paper, Table 3)",
-                {k: vs(k, "no_distill") for k in single if k in rows}),
+                {k: vs(k, "no_distill") for k in single if k in rows}, source=PFD),
           sweep("Multi-teacher PFD beats pre-training + fine-tuning (paper, Table 3)",
-                {k: vs("multi", k) for k in ("pre_click_ft", "pre_add_ft") if k in rows}),
+                {k: vs("multi", k) for k in ("pre_click_ft", "pre_add_ft") if k in rows}, source=PFD),
           beats("Multi-teacher PFD beats its placebo: the gain is the privileged information (control)", rows,
                 "multi", "multi_placebo"),
           sweep("Each single-feature PFD student beats its placebo (control)",

@@ -11,7 +11,7 @@ import time
 
 
 from experiments.framework import ablation, lifecycle, schema, tabulate
-from experiments.framework.claims import beats, runs_per_fold
+from experiments.framework.claims import PFD, beats, runs_per_fold
 from pfd_jax.methods import distill
 
 ROWS = {"no_distill": "No-distillation", "pfd_positive": "PFD, data loss on positive query groups",
@@ -38,7 +38,7 @@ def claims(res: dict) -> list:
   """The claims of a run of this driver, with their verdicts (:mod:`experiments.framework.claims`)."""
   rows = res["rows"]
   f = runs_per_fold(len(rows["no_distill"]), res)
-  return [beats("Data loss on positive groups beats all groups (paper, Table 5)", rows, "pfd_positive", "pfd_all", f),
+  return [beats("Data loss on positive groups beats all groups (paper, Table 5)", rows, "pfd_positive", "pfd_all", f, source=PFD),
           beats("PFD (positive groups) beats no-distillation", rows, "pfd_positive", "no_distill", f)]
 
 

@@ -11,7 +11,7 @@ import time
 import jax.numpy as jnp
 
 from experiments.framework import ablation, lifecycle, schema, tabulate
-from experiments.framework.claims import beats, runs_per_fold
+from experiments.framework.claims import PFD, beats, runs_per_fold
 from pfd_jax import training as T
 
 ROWS = {"zero": "Zero imputation", "mean": "Mean imputation", "teacher": "PFD teacher with true z*",
@@ -36,9 +36,9 @@ def claims(res: dict) -> list:
   rows = res["rows"]
   f = runs_per_fold(len(rows["no_distill"]), res)
   return [beats("No-distillation beats the PFD teacher served with mean-imputed z (paper, Table 6)", rows,
-                "no_distill", "mean", f),
+                "no_distill", "mean", f, source=PFD),
           beats("No-distillation beats the PFD teacher served with zero-imputed z (paper, Table 6)", rows,
-                "no_distill", "zero", f)]
+                "no_distill", "zero", f, source=PFD)]
 
 
 def to_markdown(res: dict) -> str:

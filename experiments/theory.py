@@ -12,7 +12,7 @@ import jax
 import numpy as np
 
 from experiments.framework import lifecycle, plots, rundir, schema, tabulate
-from experiments.framework.claims import Preset, check
+from experiments.framework.claims import PFD, Preset, check
 from pfd_jax.config import option
 
 
@@ -159,15 +159,15 @@ def claims(res: dict) -> list:
   dz = [r["d_z"] for r in fig6]
   best = dz[int(np.argmin([r["pfd_mc"] for r in fig6]))]
   out = [check("Theorem 1 (exact) matches Monte-Carlo in every grid cell (within 3 SE + 0.5%)", all(exact),
-               f"{sum(exact)}/{len(exact)} cells"),
+               f"{sum(exact)}/{len(exact)} cells", PFD),
          check("Theorem 2 matches Monte-Carlo within 2% once n >= 100 (its dropped O(1/(nm)) term)",
                all(abs(x) < 0.02 for x in gaps), ", ".join(f"n={g['n']}, d_z={g['d_z']}: {100 * x:+.1f}%"
-                                                         for g, x in zip(large, gaps))),
+                                                         for g, x in zip(large, gaps)), PFD),
          check("Figure 6: PFD's error is smallest strictly inside 0 < d_z < 10", 0 < best < max(dz),
-               f"minimum at d_z = {best}"),
+               f"minimum at d_z = {best}", PFD),
          check("Example 1: PFD beats regression for every d_z >= 1",
                all(r["pfd_mc"] + 3 * r["pfd_se"] < r["regression_mc"] for r in fig6 if r["d_z"] > 0),
-               "Monte-Carlo, 3 SE")]
+               "Monte-Carlo, 3 SE", PFD)]
   if "placebo_mc" in fig6[0]:
     worse = [r for r in fig6 if r["d_z"] > 0 and r["placebo_mc"] - 3 * r["placebo_se"] > r["regression_mc"]]
     out.append(check("Placebo (noise for z) is worse than regression for every d_z >= 1 (linear theory, control)",

@@ -54,4 +54,5 @@ def test_a_main_job_made_on_another_cpu_passes_the_check(tmp_path):
   entry = next(e for e in report.EXPECTED if e.key == "table2/synthetic")
   ok, lines = report.check_reproduction(str(tmp_path), os.path.join(ROOT, "RESULTS.md"), [entry], required=True)
   assert ok and "another configuration" in lines[0] and "of 78 cells differ" in lines[0], lines
-  assert len(lines) > 1 and all(line.endswith("(fragile: within the machine spread)") for line in lines[1:]), lines
+  # a verdict that differs from the page's (if any: the page's were judged by the rules of its commit) is fragile
+  assert all(line.endswith("(fragile: within the machine spread)") for line in lines[1:]), lines

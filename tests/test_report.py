@@ -23,21 +23,23 @@ def _record(diff, sd, n=10, ref=0.5):
 
 
 def test_verdicts_follow_the_interval():
+  """The diagnostic superiority verdict of a comparison record: symmetric (an interval below +2% but above 0
+  is no refutation), with the seeds a test would need when undecided."""
   assert claims.verdict(_record(0.05, 0.01))[0] == "holds"
   v, detail = claims.verdict(_record(-0.05, 0.01))
   assert v == "does not reproduce" and "reversed" in detail
-  v, detail = claims.verdict(_record(0.001, 0.002))  # interval ~[-0.3%, +0.5%]: a 2% gain is ruled out
-  assert v == "does not reproduce" and "ruled out" in detail
+  v, detail = claims.verdict(_record(0.001, 0.002))  # interval ~[-0.3%, +0.5%]: undecided, a 2% gain ruled out
+  assert v == "undecided at 10 runs" and "ruled out" in detail
   c = _record(0.01, 0.05)  # +2% observed, wide interval
   v, detail = claims.verdict(c, folds=2)
   need = stats.runs_for_power(max(c["diff"], 0.02 * c["reference"]), c["sd"])
   assert v == "undecided at 10 runs" and f"~{-(-need // 2):,} seeds per fold" in detail
-  assert claims.equivalence(_record(0.001, 0.002))[0] == "holds"
-  assert claims.equivalence(_record(0.05, 0.01))[0] == "does not reproduce"
-  assert claims.equivalence(_record(0.0, 0.05))[0] == "undecided at 10 runs"
+  e = claims.estimate_of(_record(0.001, 0.002))
+  assert claims.judge(e, "equivalence", 0.02)[0] == "holds"
+  assert claims.judge(claims.estimate_of(_record(0.05, 0.01)), "equivalence", 0.02)[0] == "does not reproduce"
+  assert claims.judge(claims.estimate_of(_record(0.0, 0.05)), "equivalence", 0.02)[0] == "undecided at 10 runs"
   s = claims.sweep("x", {"a": _record(0.05, 0.01), "b": _record(0.01, 0.05)})
-  assert s.verdict == "mixed" and "holds at a" in s.detail and "undecided at b" in s.detail
-  assert claims.sweep("x", {"a": _record(0.01, 0.05), "b": _record(0.01, 0.05)}).verdict == "undecided"
+  assert s.verdict == "undecided at 1 of 2 points" and "holds at a" in s.detail and "undecided at b" in s.detail
 
 
 def _git(root, *args):
@@ -210,12 +212,14 @@ def test_a_verdict_near_its_bound_is_fragile(monkeypatch):
   the lower bound, +2% of the reference for the upper); lambda = 0.5 * 1.96 for measured ratios all 0.25."""
   monkeypatch.setattr(published, "spread", lambda: dict(ratios=dict(differences=[0.25, 0.25])))
   half, move = sps.t.ppf(0.975, 4) / 5 ** 0.5, 1.959964 * 0.5 * 0.4 ** 0.5  # in units of sd = 0.01
-  for lower, fragile in ((0.3, True), (-0.3, True), (1.0, False), (-3.0, False)):
+  # symmetric: both bounds are read at 0 (the upper decides "does not reproduce"); half-width 1.24 sd
+  for lower, fragile in ((0.3, True), (-0.3, True), (1.0, False), (-3.0, True), (-4.0, False)):
     c = _record((half + lower) * 0.01, 0.01, n=5, ref=0.5)
     assert c["t_ci"][0] == pytest.approx(lower * 0.01) and bool(claims.fragility(c)) is fragile
-  c = _record(0.01 - half * 0.01 + 0.5 * move * 0.01, 0.01, n=5, ref=0.5)  # upper bound 0.3 sd above the 2% margin
+  c = _record(0.01 - half * 0.01 + 0.5 * move * 0.01, 0.01, n=5, ref=0.5)  # upper bound near an equivalence margin
   assert c["t_ci"][1] - 0.01 == pytest.approx(0.5 * move * 0.01) and "fragile: another machine moves this change " \
-      f"by up to ±{100 * move * 0.01 / 0.5:.1f}% (95%)" in claims.fragility(c)
+      f"by up to ±{100 * move * 0.01 / 0.5:.1f}% (95%)" in claims.fragility(c, thresholds=(-0.02, 0.02))
+  assert not claims.fragility(c)  # superiority reads the bound at 0 only
   rows = dict(a=0.5 + (half + 0.3) * 0.01 + np.zeros(5), b=np.full(5, 0.5))
   rows["a"] = rows["a"] + (np.arange(5) - 2) * 0.01 / np.std(np.arange(5) - 2, ddof=1)
   claim = claims.beats("a beats b", {k: v[:, None] for k, v in rows.items()}, "a", "b")

@@ -1,23 +1,38 @@
-"""Claims and their verdicts, derived from paired comparisons (:func:`experiments.framework.tabulate.compare`).
+"""Claims and their verdicts: each claim tested in the form its source states it, declared by the driver next to its
+rows before any run (``claims(results) -> [Claim]``); :mod:`experiments.report` renders them and controls the
+page's error rate.
 
-Each driver declares its claims next to its rows (``claims(results) -> [Claim]``) and its reproduced runs as
-named :class:`Preset` s; :mod:`experiments.report` only renders them.
+**Forms** (the relative change = the mean paired difference / the reference mean; one-sided tests at ALPHA = 2.5%,
+so a claim holds exactly when its 95% interval lies inside the region it claims):
 
-Verdicts (directional claims "A beats B", paired by run, 95% paired-t interval of the relative change):
-* **holds**: the interval lies above 0;
-* **does not reproduce**: the interval lies below +MARGIN (a gain of MARGIN or more is ruled out; "reversed"
-  when it lies below 0);
-* **undecided at n runs**: otherwise, with the seeds (per fold) a paired t-test would need for 80% power at the
-  measured spread, for the observed change or MARGIN, whichever is larger.
-"Comparable" claims hold when the interval lies within +-MARGIN and do not reproduce when it excludes 0.
+* **superiority** (margin m >= 0): the row beats the reference by more than m; claimed region (m, +inf);
+* **non-inferiority** (margin m > 0): the row is no worse than the reference by m or more; region (-m, +inf)
+  ("better than or as good as");
+* **equivalence** (margin m > 0): within +-m (two one-sided tests, TOST); region (-m, +m) ("not sensitive to");
+* **trend**: the per-run least-squares slope of a gain over a sweep has the claimed sign;
+* **shape** (an inverted U): the per-run quadratic's slopes at the sweep's two ends are > 0 and < 0 (the
+  Lind-Mehlum test of an interior maximum);
+* a claim over every point of a sweep is the intersection of the points' claims (it holds when every point holds,
+  does not reproduce when one does not; its p is the largest);
+* **check**: a computed property (the linear theory's), holds or not.
 
-The run is the unit of the papers' claims (a training procedure beats another: new seeds, new models). IR practice
-also tests over topics: a claim may carry a **second verdict per test query** (:attr:`Claim.queries`, the same
-rules over the test queries with a positive, each query's NDCG averaged over the seeds). It speaks about these
-trained models on these queries, not about the procedure, and never replaces the run verdict.
+**Verdicts, symmetric**: **holds** when the interval lies inside the claimed region, **does not reproduce** when it
+lies outside it (it excludes every effect the claim makes), **undecided at n <unit>** otherwise, with the units a
+test would need for 80% power at a 2% change. A claim's p is the one-sided p of its test (holds iff p < ALPHA).
+
+**Units**: every claim reads one interval for its unit (:func:`estimate_of`): over the runs' data draws when the
+runs re-draw their data (``--draws``: each run its own data, labels and test set); over seeds and test queries
+crossed when the data are fixed and the run kept each seed's per-query NDCG (:func:`pfd_jax.ops.stats.crossed`);
+else over the runs. The run-level and per-test-query intervals stay in the evidence as diagnostics.
+
+**Sources**: a claim of a paper (``source``: "PFD" for the main paper, or the related paper's name) is
+*confirmatory*: the report adjusts the page's confirmatory p-values by Holm's step-down method and shows the raw
+and the adjusted verdict side by side. A claim with no source is ours (controls, the incumbent, debiasing):
+*exploratory*, shown raw.
 """
 from __future__ import annotations
 
+import math
 from typing import NamedTuple, Optional
 
 import numpy as np
@@ -26,14 +41,31 @@ from experiments.framework import published, tabulate
 from pfd_jax.ops import stats
 
 MARGIN = tabulate.POWER_CHANGE  # the relative change the tables' power columns are about (2%)
+ALPHA = (1 - stats.LEVEL) / 2   # one-sided level of every claim's test (its 95% interval's bound)
+FORMS = ("superiority", "non-inferiority", "equivalence", "trend", "shape", "check")
+PFD = "PFD"  # the main paper (Yang et al., NeurIPS 2022) as a claim's source
 
 
 class Claim(NamedTuple):
   text: str
-  verdict: str   # holds / does not reproduce / undecided at n runs / mixed
+  verdict: str   # holds / does not reproduce / undecided at n <unit>
   detail: str
-  queries: str = ""  # the second verdict, by test query: "<verdict>: <detail>" ('' where the run has none)
-  fragile: bool = False  # another machine's rounding could flip the run verdict (:func:`fragility`)
+  queries: str = ""  # the per-test-query diagnostic verdict: "<verdict>: <detail>" ('' where the run has none)
+  fragile: bool = False  # another machine's rounding could flip the verdict (:func:`fragility`)
+  form: str = "superiority"
+  margin: float = 0.0  # relative (0.01 = 1%)
+  source: str = ""     # the paper that makes the claim ('' = ours, exploratory)
+  p: float = math.nan  # one-sided p of the claim's test (holds iff p < ALPHA)
+  unit: str = "runs"   # what its interval generalises over
+
+  @property
+  def confirmatory(self) -> bool:
+    return bool(self.source)
+
+  @property
+  def form_text(self) -> str:
+    return self.form + (f" ±{100 * self.margin:g}%" if self.form == "equivalence" else
+                        f", margin {100 * self.margin:g}%" if self.margin else "")
 
 
 class Preset(NamedTuple):
@@ -53,86 +85,181 @@ def runs_per_fold(n_runs: int, res: dict) -> int:
   return max(1, n_runs // res["config"]["run"]["seeds"])
 
 
-def verdict(c: dict, folds: int = 1, margin: float = MARGIN) -> tuple:
-  """(verdict, detail) of the claim "row beats reference" from its comparison record (tabulate.comparison_record;
-  its unit, runs or queries, names what an undecided verdict counts)."""
-  cell = tabulate.change_cell(c)
-  lo, hi = c["rel_ci"]
+def estimate_of(c: dict) -> stats.Estimate:
+  """The run-level (or per-query) estimate of a comparison record (tabulate.comparison_record)."""
+  n = int(c["n"])
+  se = c["sd"] / math.sqrt(n) if n > 1 and np.isfinite(c["sd"]) else math.nan
+  return stats.Estimate(float(c["diff"]), float(c["reference"]), float(se), float(n - 1), c.get("unit", "runs"), n)
+
+
+def _cell(e: stats.Estimate, p: float) -> str:
+  lo, hi = e.interval()
+  ref = e.reference or math.nan
+  ptxt = "n/a" if not np.isfinite(p) else ("p<1e-4" if p < 1e-4 else f"p={p:.2g}" if p < 0.01 else f"p={p:.2f}")
+  return f"{100 * e.diff / ref:+.1f}% [{100 * lo / ref:+.1f}%, {100 * hi / ref:+.1f}%] {ptxt}"
+
+
+def _need(e: stats.Estimate, folds: int = 1) -> str:
+  """How many units would give 80% power at a MARGIN change (or the observed one, if larger)."""
+  if e.unit == "seeds x queries" or not np.isfinite(e.se):
+    return ""
+  sd = e.se * math.sqrt(e.n)
+  effect = max(abs(e.diff), MARGIN * abs(e.reference))
+  need = stats.runs_for_power(effect, sd)
+  size = "the observed change" if abs(e.diff) > MARGIN * abs(e.reference) else f"a {100 * MARGIN:.0f}% change"
+  what = {"queries": "test queries", "draws": "draws"}.get(e.unit, "seeds")
+  count = "more than 100,000" if need is None else f"~{-(-need // folds):,}"
+  return f"; {count} {what}{' per fold' if folds > 1 and what == 'seeds' else ''} would detect {size} with 80% power"
+
+
+def judge(e: stats.Estimate, form: str = "superiority", margin: float = 0.0) -> tuple:
+  """(verdict, one-sided p) of a superiority, non-inferiority or equivalence claim on the estimate `e`."""
+  m = margin * e.reference
+  lo, hi = e.interval()
   if not (np.isfinite(lo) and np.isfinite(hi)):
-    return "undecided", f"{cell} (no interval)"
-  if lo > 0:
-    return "holds", cell
-  if hi < margin:
-    return "does not reproduce", cell + (" (reversed)" if hi < 0 else f" (a gain of {100 * margin:.0f}% or more is "
-                                                                        "ruled out)")
-  effect = max(c["diff"], margin * c["reference"])
-  need = stats.runs_for_power(effect, c["sd"])
-  size = "the observed change" if c["diff"] > margin * c["reference"] else f"a {100 * margin:.0f}% change"
-  unit = c.get("unit", "runs")
-  if unit == "queries":
-    seeds = "more than 100,000 test queries" if need is None else f"~{need:,} test queries"
+    return "undecided", math.nan
+  if form == "superiority":
+    region, p = (m, math.inf), e.p_above(m)
+  elif form == "non-inferiority":
+    region, p = (-m, math.inf), e.p_above(-m)
+  elif form == "equivalence":
+    region, p = (-m, m), max(e.p_above(-m), e.p_below(m))
   else:
-    seeds = "more than 100,000 runs" if need is None else (f"~{-(-need // folds):,} seeds" +
-                                                            (" per fold" if folds > 1 else ""))
-  return f"undecided at {c['n']} {unit}", f"{cell}; {seeds} would detect {size} with 80% power"
+    raise ValueError(f"judge: form {form!r} is not one of superiority, non-inferiority, equivalence")
+  if region[0] < lo and hi < region[1]:
+    return "holds", p
+  if hi <= region[0] or lo >= region[1]:
+    return "does not reproduce", p
+  return f"undecided at {e.n} {e.unit}", p
 
 
-def fragility(c: dict, margin: float = MARGIN) -> str:
-  """'' or why a run verdict is fragile: a bound of its interval lies within the 95% spread by which another
-  configuration moves the mean paired difference (lambda * sqrt(2 / n) * sd, lambda from the measured ratios of
-  paired differences, experiments/crossmachine.json) of a threshold the verdict reads (0 for the lower bound, the
-  margin for the upper). Such a verdict can differ on another CPU with the same code."""
+def verdict(c: dict, folds: int = 1, margin: float = MARGIN) -> tuple:
+  """(verdict, detail) of the diagnostic superiority claim on a comparison record (the per-query second verdict
+  and the tables' cells); `margin` names the gain the detail says is ruled out."""
+  e = estimate_of(c)
+  word, p = judge(e)
+  detail = tabulate.change_cell(c)
+  if word.startswith("undecided"):
+    detail += ((f" (a gain of {100 * margin:.0f}% or more is ruled out)" if e.interval()[1] < margin * e.reference
+                else "") + _need(e, folds))
+  elif word == "does not reproduce":
+    detail += " (reversed)"
+  return word, detail
+
+
+def fragility(c: dict, bounds: Optional[tuple] = None, thresholds: tuple = (0.0,)) -> str:
+  """'' or why a verdict is fragile: a bound of its interval (`bounds`, default the run-level interval of the
+  comparison record c) lies within the 95% spread by which another configuration moves the mean paired difference
+  (lambda * sqrt(2 / n) * sd of c's runs, lambda from the measured ratios of paired differences,
+  experiments/crossmachine.json) of a threshold the verdict reads (relative, times the reference). Such a verdict
+  can differ on another CPU with the same code."""
   if c.get("unit", "runs") != "runs" or not (np.isfinite(c["sd"]) and np.isfinite(c["rel"])):
     return ""
   move = published.spread_quantile(1 - stats.LEVEL, "differences") * (2 / c["n"]) ** 0.5 * c["sd"]
-  lo, hi = c["t_ci"]
-  if abs(lo) >= move and abs(hi - margin * c["reference"]) >= move:
+  lo, hi = c["t_ci"] if bounds is None else bounds
+  if all(abs(b - t * c["reference"]) >= move for b in (lo, hi) for t in thresholds):
     return ""
   return (f"fragile: another machine moves this change by up to ±{100 * move / c['reference']:.1f}% (95%), across "
           f"a bound the verdict reads")
 
 
-def equivalence(c: dict, margin: float = MARGIN) -> tuple:
-  """(verdict, detail) of the claim "row is comparable to reference" (within +-margin)."""
-  cell = tabulate.change_cell(c)
-  lo, hi = c["rel_ci"]
-  if -margin < lo and hi < margin:
-    return "holds", f"{cell} (within ±{100 * margin:.0f}%)"
-  if lo > 0 or hi < 0:
-    return "does not reproduce", f"{cell} (they differ)"
-  need = stats.runs_for_power(margin * c["reference"], c["sd"])
-  return (f"undecided at {c['n']} runs", f"{cell}; " + ("more than 100,000 runs" if need is None else f"~{need:,} runs")
-          + f" would detect a {100 * margin:.0f}% difference with 80% power")
+def claim(text: str, e: stats.Estimate, *, form: str = "superiority", margin: float = 0.0, source: str = "",
+          run: Optional[dict] = None, queries: str = "", folds: int = 1) -> Claim:
+  """The claim `text` in `form` on the estimate `e` (its unit's interval); run: the run-level comparison record,
+  shown as a diagnostic when `e` is another unit, and the basis of the fragility mark."""
+  word, p = judge(e, form, margin)
+  detail = _cell(e, p) + f" ({e.unit})"
+  if word.startswith("undecided"):
+    detail += _need(e, folds)
+  if run is not None and e.unit != run.get("unit", "runs"):
+    detail += f"; runs: {tabulate.change_cell(run)}"
+  thresholds = {"superiority": (margin,), "non-inferiority": (-margin,), "equivalence": (-margin, margin)}[form]
+  why = fragility(run, e.interval() if e.unit in ("runs", "draws") else None, thresholds) if run else ""
+  return Claim(text, word, detail + (f"; {why}" if why else ""), queries=queries, fragile=bool(why), form=form,
+               margin=margin, source=source, p=p, unit=e.unit)
 
 
-def beats(text: str, rows: dict, a: str, b: str, folds: int = 1, col: int = 0, *,
-          queries: Optional[dict] = None) -> Optional[Claim]:
-  """The claim "rows[a] beats rows[b]" (paired by run), or None when either row is absent. queries: {row: [Q]
-  per test query values, averaged over seeds} (the queries to count only): adds the per-query verdict."""
+def beats(text: str, rows: dict, a: str, b: str, folds: int = 1, col: int = 0, *, queries: Optional[dict] = None,
+          form: str = "superiority", margin: float = 0.0, source: str = "",
+          estimate: Optional[stats.Estimate] = None) -> Optional[Claim]:
+  """The claim of `text` about rows[a] against rows[b] (paired by run) in `form`, or None when either row is
+  absent. estimate: the claim's own unit's estimate (default: the runs'); queries: {row: [Q] per test query
+  values, averaged over seeds}: adds the per-query diagnostic verdict."""
   if a not in rows or b not in rows:
     return None
   c = tabulate.compare({a: np.asarray(rows[a]), b: np.asarray(rows[b])}, b, col=col)[a]
   second = ""
   if queries and a in queries and b in queries:
     second = ": ".join(verdict(tabulate.comparison_record(stats.paired(queries[a], queries[b], unit="queries"))))
-  word, detail = verdict(c, folds)
-  why = fragility(c)
-  return Claim(text, word, detail + (f"; {why}" if why else ""), queries=second, fragile=bool(why))
+  return claim(text, estimate or estimate_of(c), form=form, margin=margin, source=source, run=c, queries=second,
+               folds=folds)
 
 
-def sweep(text: str, records: dict, folds: int = 1) -> Optional[Claim]:
-  """One claim over a sweep ({point: comparison record}): where it holds, is undecided, does not reproduce."""
-  if not records:
+def every(text: str, claims: dict, *, source: str = "") -> Optional[Claim]:
+  """The claim that holds at every point of a sweep ({point: Claim}): the intersection-union test (holds when every
+  point holds, does not reproduce when one does not; p = the largest)."""
+  if not claims:
     return None
   found = {}
-  for point, c in records.items():
-    found.setdefault(verdict(c, folds)[0].split(" at ")[0], []).append(str(point))
-  word = next(iter(found)) if len(found) == 1 else "mixed"
-  fragile = [str(point) for point, c in records.items() if fragility(c)]
+  for point, c in claims.items():
+    found.setdefault(c.verdict.split(" at ")[0], []).append(str(point))
+  first = next(iter(claims.values()))
+  word = ("does not reproduce" if "does not reproduce" in found else "holds" if set(found) == {"holds"} else
+          f"undecided at {len(found.get('undecided', []))} of {len(claims)} points")
+  fragile = [str(k) for k, c in claims.items() if c.fragile]
   return Claim(text, word, "; ".join(f"{k} at {', '.join(v)}" for k, v in found.items()) +
                (f"; fragile at {', '.join(fragile)} (another machine's rounding could move those points' verdicts)"
-                if fragile else ""), fragile=bool(fragile))
+                if fragile else ""), fragile=bool(fragile), form=first.form, margin=first.margin, source=source,
+               p=max(c.p for c in claims.values()), unit=first.unit)
 
 
-def check(text: str, ok: bool, detail: str) -> Claim:
-  return Claim(text, "holds" if ok else "does not reproduce", detail)
+def sweep(text: str, records: dict, folds: int = 1, *, form: str = "superiority", margin: float = 0.0,
+          source: str = "") -> Optional[Claim]:
+  """The claim of `text` at every point of a sweep ({point: run-level comparison record}), in `form`."""
+  return every(text, {p: claim(str(p), estimate_of(c), form=form, margin=margin, run=c, folds=folds)
+                      for p, c in records.items()}, source=source)
+
+
+def trend(text: str, x, gains, *, decreasing: bool = False, source: str = "") -> Claim:
+  """The claim that a gain grows with x (decreasing: shrinks): gains [points, runs] (relative, paired by run across
+  the points), x [points]; the per-run least-squares slopes' t interval, per unit of x."""
+  slopes = stats.per_run_slopes(x, gains) * (-1 if decreasing else 1)
+  e = stats.runs_estimate(slopes, 1.0)
+  word, p = judge(e)
+  lo, hi = e.interval()
+  sign = -1 if decreasing else 1
+  detail = (f"slope {sign * e.diff:+.3g} [{min(sign * lo, sign * hi):+.3g}, {max(sign * lo, sign * hi):+.3g}] per "
+            f"unit over {len(x)} points, {e.n} runs, p={p:.2g}")
+  return Claim(text, word, detail, form="trend", source=source, p=p, unit=e.unit)
+
+
+def shape(text: str, x, gains, *, source: str = "") -> Claim:
+  """The claim that a gain has an interior maximum over x (an inverted U): gains [points, runs] (paired by run),
+  x [points]; the per-run quadratic's slopes at min(x) (> 0) and at max(x) (< 0), each with its t interval
+  (Lind and Mehlum 2010; the intersection of the two one-sided tests)."""
+  left, right = stats.end_slopes(x, gains)
+  el, er = stats.runs_estimate(left, 1.0), stats.runs_estimate(-right, 1.0)
+  (wl, pl), (wr, pr) = judge(el), judge(er)
+  word = ("does not reproduce" if "does not reproduce" in (wl, wr) else "holds" if wl == wr == "holds" else
+          f"undecided at {el.n} runs")
+  (l0, l1), (r0, r1) = el.interval(), er.interval()
+  detail = (f"slope at x = {np.min(x):.3g}: {el.diff:+.3g} [{l0:+.3g}, {l1:+.3g}] p={pl:.2g}; at x = "
+            f"{np.max(x):.3g}: {-er.diff:+.3g} [{-r1:+.3g}, {-r0:+.3g}] p={pr:.2g} (quadratic per run)")
+  return Claim(text, word, detail, form="shape", source=source, p=max(pl, pr), unit=el.unit)
+
+
+def check(text: str, ok: bool, detail: str, source: str = "") -> Claim:
+  return Claim(text, "holds" if ok else "does not reproduce", detail, form="check", source=source)
+
+
+def adjust(claims: list) -> list:
+  """[(adjusted p, adjusted verdict)] of each claim: Holm's step-down adjustment over the confirmatory claims
+  with a p-value (the page's family); a raw 'holds' whose adjusted p reaches ALPHA becomes 'undecided after
+  Holm'. Exploratory claims and checks keep their raw verdict (adjusted p nan)."""
+  family = [i for i, c in enumerate(claims) if c.confirmatory and np.isfinite(c.p)]
+  adj = stats.holm([claims[i].p for i in family]) if family else []
+  out = [(math.nan, c.verdict) for c in claims]
+  for i, p in zip(family, adj):
+    c = claims[i]
+    out[i] = (float(p), c.verdict if c.verdict != "holds" or p < ALPHA else "undecided after Holm")
+  return out

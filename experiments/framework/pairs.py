@@ -3,7 +3,7 @@
 :mod:`experiments.framework.tabulate`)."""
 from __future__ import annotations
 
-from typing import Dict
+from typing import Dict, Optional
 
 import numpy as np
 
@@ -69,6 +69,41 @@ def column_comparisons(loss_res: LossRecord) -> dict:
   if "lambdamart" in pooled:
     out["vs_lambdamart"] = tabulate.compare(pooled, "lambdamart")
   return out
+
+
+def primary(loss_res: LossRecord, a: str, b: str) -> Optional[stats.Estimate]:
+  """The interval of a claim about row a against row b for the claim's unit (experiments.framework.claims): over
+  the data draws when the run re-drew its data per fold (--draws; each draw's mean over its seeds); over seeds and
+  test queries crossed when its data are fixed and it kept each seed's per-query NDCG (>= 2 seeds); None when
+  neither (a file from before: the run-level interval serves)."""
+  folds = list(loss_res.folds.values())
+  if not folds or any(a not in f.rows or b not in f.rows for f in folds):
+    return None
+  ref = float(aggregate(loss_res)[b][:, 0].mean())
+  if len(folds) > 1 and all(f.data.get("draw") for f in folds):
+    d = [np.mean(np.asarray(f.rows[a].best["test"])[:, 0] - np.asarray(f.rows[b].best["test"])[:, 0])
+         for f in folds]
+    return stats.runs_estimate(d, ref, "draws")
+  blocks = []
+  for f in folds:
+    la, lb = f.rows[a].seed_lists, f.rows[b].seed_lists
+    if la is None or lb is None or np.asarray(la).shape[0] < 2:
+      return None
+    valid = np.asarray(f.test_lists_valid, bool)
+    blocks.append(np.asarray(la, np.float64)[:, valid] - np.asarray(lb, np.float64)[:, valid])
+  return stats.crossed(blocks, ref)
+
+
+def test_selected(loss_res: LossRecord) -> Dict[str, np.ndarray]:
+  """{row: [runs]} test NDCG@ks[0] at each run's best epoch *on test* (the paper's protocol), from the per-epoch
+  test curves of a run that selected on validation: beside aggregate(), the optimism of choosing on the split one
+  reports. Rows without curves (LightGBM) are left out."""
+  out = {}
+  for fold in loss_res.folds.values():
+    for name, r in fold.rows.items():
+      if r.curves and "test" in r.curves:
+        out.setdefault(name, []).append(np.asarray(r.curves["test"], np.float64)[:, :, 0].max(1))
+  return {k: np.concatenate(v) for k, v in out.items()}
 
 
 def aggregate(loss_res: LossRecord, split: str = "test") -> Dict[str, np.ndarray]:

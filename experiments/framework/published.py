@@ -49,7 +49,11 @@ from pfd_jax.ops import stats
 # Fields of results.json that say how, where and how long a run ran, not what it found (out of the fingerprint).
 CIRCUMSTANCES = frozenset({"seconds", "wall_seconds", "env", "provenance", "command", "output", "data_dir",
                            "cache_dir", "shard_dir", "scan_seconds", "seconds_per_pass", "ms_per_1000_docs",
-                           "latency"})
+                           "latency"}) | frozenset({
+    # Values fixed by what the fingerprint already holds, kept out so that recording them left every run's
+    # fingerprint as it was: the data's digest (its recipe is in the config) and each seed's per-list NDCG of the
+    # best models (whose bits `best` and `curves` fix).
+    "data_fingerprint", "seed_lists"})
 # The measured cross-machine spread (python -m experiments.crossmachine), from which the tolerance is derived.
 SPREAD_FILE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "crossmachine.json")
 # The chance that a faithful run on another configuration fails the check, over one whole table (Sidak).
@@ -153,7 +157,7 @@ def _read(path: str) -> str:
     return f.read()
 
 
-VERDICT_ROW = re.compile(r"^\| (.+?) \| \*\*(.+?)\*\* \|", re.M)
+VERDICT_ROW = re.compile(r"^\| (.+?) \|(?: [^|*]+? \|)? \*\*(.+?)\*\* \|", re.M)  # a claim, [its form,] its verdict
 
 
 def _page_record(page: str, anchor: str) -> Optional[dict]:

@@ -8,6 +8,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Dict, Optional
 
+import numpy as np
+
 
 def _json(record, order: tuple, optional: tuple = ()) -> dict:
   """A record's fields as a dict in `order`, leaving out the optional parts it does not have."""
@@ -23,15 +25,18 @@ class RowRecord:
   loss: Any = None        # [S, E] per-epoch total loss
   seconds: float = 0.0
   test_lists: Any = None  # [Q] each test list's NDCG@ks[0], the mean over seeds
+  seed_lists: Any = None  # [S, Q] each seed's per-list NDCG@ks[0] (the crossed seeds x queries interval)
 
   @classmethod
-  def of(cls, result, test_lists) -> "RowRecord":
-    """The record of a trained row (a TrainResult or a LightGBM row's Result) and its per-list NDCG."""
+  def of(cls, result, seed_lists) -> "RowRecord":
+    """The record of a trained row (a TrainResult or a LightGBM row's Result) and its per-list NDCG [S, Q]."""
+    seed_lists = np.asarray(seed_lists)
     return cls(best=result.best, best_epoch=result.best_epoch, curves=result.curves, loss=result.loss,
-               seconds=result.seconds, test_lists=test_lists)
+               seconds=result.seconds, test_lists=seed_lists.mean(0), seed_lists=seed_lists)
 
   def to_json(self) -> dict:
-    return _json(self, ("best", "best_epoch", "curves", "loss", "seconds", "test_lists"))
+    return _json(self, ("best", "best_epoch", "curves", "loss", "seconds", "test_lists", "seed_lists"),
+                 ("seed_lists",))
 
   @classmethod
   def from_json(cls, d: dict) -> "RowRecord":

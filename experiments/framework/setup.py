@@ -2,6 +2,7 @@
 placebo's copy."""
 from __future__ import annotations
 
+import dataclasses
 import functools
 from typing import Callable, Optional
 
@@ -18,7 +19,8 @@ from experiments.framework.schema import Config
 
 
 def folds_of(d: DataConfig) -> list:
-  have = D.available_folds(d.dataset, d.data_dir)
+  """The folds a run visits: --folds, else every fold on disk (with --draws: the draws 1..N)."""
+  have = list(range(1, d.draws + 1)) if d.draws else D.available_folds(d.dataset, d.data_dir)
   folds = list(d.folds) or have
   bad = [f for f in folds if f not in have]
   if bad:
@@ -27,8 +29,8 @@ def folds_of(d: DataConfig) -> list:
 
 
 def load_dataset(d: DataConfig, fold: int = 1) -> D.Dataset:
-  """Loads and preprocesses one fold as the data recipe `d` says."""
-  name = d.dataset
+  """Loads and preprocesses one fold (with --draws: one draw) as the data recipe `d` says."""
+  name, d = d.dataset, d.draw(fold)
   comm = distributed.comm()  # several processes: each loads and keeps only its share of the groups
   raw = D.load_raw(name, d.data_dir, fold=fold, cache_dir=d.cache_dir or None,
                    synthetic_kwargs=d.synthetic_kwargs() if name == "synthetic" else None, comm=comm)
@@ -40,6 +42,8 @@ def load_dataset(d: DataConfig, fold: int = 1) -> D.Dataset:
       raise C.ConfigError("privileged", f"feature ids {bad} are out of range; dataset {name!r} has features "
                           f"1..{width}")
   ds = D.prepare(d, raw, comm=comm)
+  if d.draws:
+    ds.config.update(draw=fold)
   if comm.count > 1:  # what this process holds, of the whole
     held = {s: (g.num_queries, int(comm.sum(g.num_queries)), g.num_docs, int(comm.sum(g.num_docs)))
             for s, g in ds.splits.items()}
@@ -50,9 +54,12 @@ def load_dataset(d: DataConfig, fold: int = 1) -> D.Dataset:
 
 def fold_setup(cfg: Config, loss: Optional[str] = None, fold: int = 1, ds: Optional[D.Dataset] = None,
                **overrides):
-  """(dataset, device data, TrainConfig, seed keys) of one fold, checked for the splits training needs."""
+  """(dataset, device data, TrainConfig, seed keys) of one fold, checked for the splits training needs. With
+  --draws, draw k's seeds and step order come from streams of their own (keys folded with k, order_stream k)."""
   ds = load_dataset(cfg.data, fold) if ds is None else ds
   tc = cfg.train_config(loss, **overrides)
+  if cfg.data.draws:
+    tc = dataclasses.replace(tc, order_stream=fold)
   need = {"train", "test", tc.select_on}
   if not need <= set(ds.splits):
     raise D.DataError(f"dataset {cfg.data.dataset!r} fold {fold} needs the splits {sorted(need)}; it has "
@@ -70,7 +77,8 @@ def fold_setup(cfg: Config, loss: Optional[str] = None, fold: int = 1, ds: Optio
                         "one (lower --tau, or --positive_grade, or check the file)")
   if dd.num_positive_groups == 0:
     raise D.DataError(f"dataset {ds.name!r} fold {fold}: no training query group has a positive label ({how})")
-  keys = jax.random.split(jax.random.PRNGKey(cfg.run.seed), cfg.run.seeds)
+  root = jax.random.PRNGKey(cfg.run.seed)
+  keys = jax.random.split(jax.random.fold_in(root, fold) if cfg.data.draws else root, cfg.run.seeds)
   return ds, dd, tc, keys
 
 

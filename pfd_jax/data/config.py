@@ -5,6 +5,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Optional, Tuple
 
+import numpy as np
+
 from pfd_jax.config import ConfigError, check, option
 from pfd_jax.data import synthetic
 from pfd_jax.data.specs import REGISTRY
@@ -21,8 +23,17 @@ def _check_labels(cfg: "DataConfig") -> None:
   if cfg.positive_grade is not None and cfg.label_mode != "file":
     raise ConfigError("positive_grade", "applies to labels=file only")
   ids = cfg.privileged_ids  # parses
+  if cfg.draws and not REGISTRY[cfg.dataset].in_memory:
+    raise ConfigError("draws", f"dataset={cfg.dataset} is read from files, whose folds are the draws: --draws applies "
+                      "to generated data (dataset=synthetic)")
   if ids is not None and cfg.num_privileged is not None:
     raise ConfigError("num_privileged", "applies to privileged=auto only (privileged names the ids)")
+
+
+def draw_seed(label_seed: int, k: int) -> int:
+  """The seed of draw k (1, 2, ...) of the data and its labels: a 31-bit word of SeedSequence([label_seed, k]),
+  so draws of different label seeds never share a stream."""
+  return int(np.random.SeedSequence([label_seed, k]).generate_state(1)[0] >> 1)
 
 
 def parse_ids(text: str) -> Optional[tuple]:
@@ -64,6 +75,12 @@ class DataConfig:
   query_norm: bool = option(False, "LETOR QueryLevelNorm (per-query min-max) before log1p.")
   log1p: bool = option(True, "sign(x) log(1 + |x|) feature transform (appendix A.1).")
   label_seed: int = option(0, "Seed of the Gumbel label draws (fixed across training seeds).")
+  draws: int = option(0, "Generated data only: the runs' population. 0 = one fixed draw of the data and of the Gumbel "
+                      "labels (generator seed 0, --label_seed), shared by every run: the tables' default and the "
+                      "regression check. N = N independent draws, each a fold of its own: draw k generates its data "
+                      "and labels from (label_seed, k) and orders its training steps by its own stream, so with "
+                      "--seeds=1 every run sees data of its own (the population the paper's runs sample).", lo=0,
+                      omit_default=True)
   synthetic_scale: float = option(1.0, "Synthetic data: multiply query counts.", lo=0, lo_open=True)
   synthetic_web30k: bool = option(False, "Synthetic data at MSLR-WEB30K size (overrides synthetic_scale).")
   synthetic_queries: Tuple[int, ...] = option((), "Synthetic data: train,vali,test query counts (default: the "
@@ -97,9 +114,17 @@ class DataConfig:
     """The 1-based privileged ids given, or None for the automatic choice."""
     return parse_ids(self.privileged)
 
+  def draw(self, fold: int) -> "DataConfig":
+    """The recipe of fold `fold`: itself for fixed data (draws = 0); for draw k of --draws, its label seed
+    :func:`draw_seed` (label_seed, k), which seeds its generator too."""
+    return dataclasses.replace(self, label_seed=draw_seed(self.label_seed, fold)) if self.draws else self
+
   def synthetic_kwargs(self) -> dict:
-    """Arguments of :func:`pfd_jax.data.synthetic.generate` for dataset=synthetic."""
+    """Arguments of :func:`pfd_jax.data.synthetic.generate` for dataset=synthetic (a draw's: from its recipe,
+    :meth:`draw`)."""
     kw = synthetic.web30k_scale() if self.synthetic_web30k else dict(scale=self.synthetic_scale)
+    if self.draws:
+      kw["seed"] = self.label_seed
     if self.synthetic_queries:
       kw["num_queries"] = tuple(self.synthetic_queries)
     if self.synthetic_mean_docs is not None:

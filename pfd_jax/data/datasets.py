@@ -22,6 +22,7 @@ then in ``../shared/data/<sub>`` beside the repository (``DatasetSpec.subdir``).
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import os
 import zlib
 from typing import Optional, Sequence
@@ -263,8 +264,21 @@ def _prepare(name: str, raw: dict, *, t, tau, num_privileged, min_docs, require_
                 num_privileged=int(priv.size), privileged_choice="auto" if given is None else "given",
                 privileged_ids=[int(i) + 1 for i in priv], regular_ids=[int(i) + 1 for i in regular],
                 num_features=int(num_features), min_docs=min_docs, require_positive=require_positive,
-                log1p=log1p, query_norm=query_norm, seed=seed, reference_split=ref)
+                log1p=log1p, query_norm=query_norm, seed=seed, reference_split=ref,
+                data_fingerprint=fingerprint(out))
   return Dataset(name=name, splits=out, privileged=priv, config=config)
+
+
+def fingerprint(splits: dict) -> str:
+  """SHA-256 (16 hex digits) of prepared splits' bits (features, labels, grades, list boundaries, in split order):
+  two runs saw the same data iff their fingerprints agree (in a multi-process run: this process's share)."""
+  h = hashlib.sha256()
+  for split, g in splits.items():
+    h.update(split.encode())
+    for a in (g.x, g.z, g.y, g.rel, g.offsets):
+      if a is not None:
+        h.update(np.ascontiguousarray(a).tobytes())
+  return h.hexdigest()[:16]
 
 
 def with_graded_labels(ds: Dataset) -> Dataset:

@@ -160,12 +160,15 @@ def runs_for_power(effect: float, sd: float, target: float = 0.8, alpha: float =
   return hi
 
 
-def variance_components(d) -> tuple:
+def variance_components(d, clip: bool = True) -> tuple:
   """(seed variance, query variance) of paired per-list differences d [S, Q] (seed s of both rows on test query
   q), by the ANOVA (method of moments) estimators of the two-way model d_sq = mu + a_s + b_q + e_sq. Over a fixed
   test set of Q' such queries the run-level difference (mean over the queries) varies from seed to seed with
   variance ``seed + query / Q'``: the query term shrinks with the test set, the seed term only with what each
-  model learns (training size). The seed estimate is clipped at 0; at Q' = Q the sum is the measured variance."""
+  model learns (training size). clip: the seed estimate clipped at 0 (a variance); unclipped it is unbiased (its
+  mean over repeated studies is the true component, which a power calculation needs: clipping biases it up when
+  the truth is small, and dropping the clipped points biases it down). At Q' = Q the sum is the measured
+  variance."""
   d = np.asarray(d, np.float64)
   s, q = d.shape
   if s < 2 or q < 2:
@@ -173,7 +176,118 @@ def variance_components(d) -> tuple:
   seed_means, query_means, grand = d.mean(1), d.mean(0), d.mean()
   ms_seed = q * float(((seed_means - grand) ** 2).sum()) / (s - 1)
   ms_res = float(((d - seed_means[:, None] - query_means[None, :] + grand) ** 2).sum()) / ((s - 1) * (q - 1))
-  return max((ms_seed - ms_res) / q, 0.0), ms_res
+  seed = (ms_seed - ms_res) / q
+  return (max(seed, 0.0) if clip else seed), ms_res
+
+
+def _mean_squares(d: np.ndarray) -> tuple:
+  """(MS seeds, MS queries, MS residual) of the two-way layout d [S, Q] without replication."""
+  s, q = d.shape
+  rm, cm, g = d.mean(1), d.mean(0), d.mean()
+  return (q * float(((rm - g) ** 2).sum()) / (s - 1), s * float(((cm - g) ** 2).sum()) / (q - 1),
+          float(((d - rm[:, None] - cm[None, :] + g) ** 2).sum()) / ((s - 1) * (q - 1)))
+
+
+@dataclasses.dataclass(frozen=True)
+class Estimate:
+  """A mean paired difference with its standard error and degrees of freedom (t reference): what every claim
+  form reads (:mod:`experiments.framework.claims`)."""
+  diff: float       # the estimate (row - reference)
+  reference: float  # the reference row's mean (relative changes divide by it)
+  se: float
+  df: float
+  unit: str         # what it generalises over: "runs", "draws", "seeds x queries", "queries"
+  n: int            # independent units (runs, draws, queries) or seeds x queries cells
+
+  def interval(self, level: float = LEVEL) -> tuple:
+    if self.se == 0:
+      return (self.diff, self.diff)
+    if not (self.se > 0 and self.df > 0):
+      return (math.nan, math.nan)
+    q = sps.t.ppf(0.5 + level / 2, self.df)
+    return (self.diff - q * self.se, self.diff + q * self.se)
+
+  def p_above(self, threshold: float) -> float:
+    """One-sided p of H0: true difference <= threshold (small: the difference lies above it)."""
+    if self.se == 0:
+      return 0.0 if self.diff > threshold else 1.0
+    return float(sps.t.sf((self.diff - threshold) / self.se, self.df)) if self.se > 0 else math.nan
+
+  def p_below(self, threshold: float) -> float:
+    """One-sided p of H0: true difference >= threshold (small: the difference lies below it)."""
+    if self.se == 0:
+      return 0.0 if self.diff < threshold else 1.0
+    return float(sps.t.cdf((self.diff - threshold) / self.se, self.df)) if self.se > 0 else math.nan
+
+
+def runs_estimate(d, reference: float, unit: str = "runs") -> Estimate:
+  """The paired t estimate over independent units d [n] (runs, draws of the data, queries)."""
+  d = np.asarray(d, np.float64).ravel()
+  se = float(d.std(ddof=1) / math.sqrt(d.size)) if d.size > 1 else math.nan
+  return Estimate(float(d.mean()) if d.size else math.nan, float(reference), se, float(d.size - 1), unit,
+                  int(d.size))
+
+
+def crossed(blocks, reference: float) -> Estimate:
+  r"""The mean paired difference over seeds and test queries *crossed*: it generalises to new seeds and new queries.
+
+  blocks: one d [S, Q_f] per fold (seed s of both rows on test query q of fold f; the folds fixed, their seeds and
+  queries random). Within a fold, d_sq = mu + a_s + b_q + e_sq (seed, query and residual effects), and the fold's
+  grand mean varies with Var = s_a^2 / S + s_b^2 / Q + s_e^2 / (S Q), estimated without bias by
+  (MS_seed + MS_query - MS_res) / (S Q) (the two-way ANOVA mean squares: E[MS_seed] = s_e^2 + Q s_a^2,
+  E[MS_query] = s_e^2 + S s_b^2, E[MS_res] = s_e^2). The estimate is the mean of the folds' means, its variance
+  the sum of theirs / F^2, with Satterthwaite's degrees of freedom. A fold's estimate below its residual term
+  alone (possible by chance) is raised to that term, MS_res / (S Q). The run-level interval leaves out the query
+  term, the per-query one the seed term; this one has both."""
+  blocks = [np.asarray(b, np.float64) for b in blocks]
+  if not blocks or any(b.ndim != 2 or min(b.shape) < 2 for b in blocks):
+    raise ValueError(f"crossed needs [seeds, queries] blocks of at least 2 x 2, got {[b.shape for b in blocks]}")
+  w = 1.0 / len(blocks) ** 2
+  var, terms = 0.0, []
+  for b in blocks:
+    s, q = b.shape
+    ms_s, ms_q, ms_e = _mean_squares(b)
+    c = w / (s * q)
+    parts = [(c * ms_s, s - 1), (c * ms_q, q - 1), (-c * ms_e, (s - 1) * (q - 1))]
+    if ms_s + ms_q - ms_e < ms_e:
+      parts = [(c * ms_e, (s - 1) * (q - 1))]
+    var += sum(v for v, _ in parts)
+    terms += parts
+  denom = sum(v * v / k for v, k in terms)
+  df = var ** 2 / denom if denom > 0 else math.inf  # identical rows: no spread, the difference is exact
+  return Estimate(float(np.mean([b.mean() for b in blocks])), float(reference), math.sqrt(var), float(df),
+                  "seeds x queries", int(sum(b.size for b in blocks)))
+
+
+def holm(p) -> np.ndarray:
+  """Holm's step-down adjusted p-values of a family (the family-wise error rate controlled at any level; the
+  values of statsmodels' multipletests(method='holm')). NaN p-values are no member of the family and stay NaN."""
+  p = np.asarray(p, np.float64)
+  out = np.full(p.shape, np.nan)
+  ok = np.flatnonzero(np.isfinite(p))
+  running = 0.0
+  for i, j in enumerate(ok[np.argsort(p[ok], kind="stable")]):
+    running = max(running, min(1.0, (ok.size - i) * p[j]))
+    out[j] = running
+  return out
+
+
+def per_run_slopes(x, y) -> np.ndarray:
+  """The least-squares slope of y [points, runs] on x [points], one per run (column)."""
+  x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
+  xc = x - x.mean()
+  return (xc[:, None] * (y - y.mean(0))).sum(0) / (xc ** 2).sum()
+
+
+def end_slopes(x, y) -> tuple:
+  """Per run (column of y [points, runs]): the slopes at min(x) and at max(x) of the least-squares quadratic in x,
+  the two quantities of the Lind-Mehlum test of an interior extremum (an inverted U: the first > 0, the second
+  < 0)."""
+  x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
+  if np.unique(x).size < 3:
+    raise ValueError(f"a quadratic needs at least 3 distinct points, got {np.unique(x).size}")
+  c2, c1, _ = np.polyfit(x, y, 2)  # each [runs]
+  return c1 + 2 * c2 * x.min(), c1 + 2 * c2 * x.max()
 
 
 def perturbation_ratios(a, b, var) -> np.ndarray:

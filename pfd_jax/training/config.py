@@ -114,6 +114,10 @@ class TrainConfig:
   tower: int = config.option(0, "The last columns of the model input that feed an additive shallow tower (the "
                              "two-tower position-bias model; set by experiments.debias).", lo=0, flag=False,
                              omit_default=True)
+  order_stream: int = config.option(0, "The stream of the epochs' step order (the buckets' interleaving, shared by "
+                                    "the seeds run side by side): 0 = PRNGKey(epoch) (the paper's runs here); k > 0 = "
+                                    "PRNGKey(epoch) folded with k (set per draw by --draws).", lo=0, flag=False,
+                                    omit_default=True)
   alpha: float = config.option(0.5, "Eq. 1 weight of the data loss (1 - alpha: the teacher term).", lo=0, hi=1)
   ks: Tuple[int, ...] = config.option((8, 16, 32), "NDCG cut-offs; the first selects the best epoch.", lo=1, flag=False)
   select_on: str = config.option("test", "Best epoch by NDCG@ks[0] on this split (the paper: test).",

@@ -99,7 +99,7 @@ class Resident:
 
   def steps(self, state: State, epoch: int) -> tuple:
     """The epoch's plan as the program takes it: (bucket, idx, valid, step number) per step."""
-    ids, idx, valid = program.plan(state.order_keys, jnp.int32(epoch), self.sizes, self.batch)
+    ids, idx, valid = program.plan(state.order_keys, jnp.int32(epoch), self.sizes, self.batch, self.cfg.order_stream)
     return ids, idx, valid, jnp.arange(ids.shape[0], dtype=jnp.int32)
 
   def chunks(self, steps: tuple):
@@ -159,7 +159,8 @@ class Sharded(Resident):
     offset = self.comm.gather(self.start + self.cuts[:-1]).reshape(-1, len(buckets))  # [D, buckets]
     count = self.comm.gather(np.diff(self.cuts, axis=0)).reshape(-1, len(buckets))
     width, window = program.plan_stats(split_keys(keys)[2], self.cfg.epochs, self.sizes, self.batch,
-                                             offset, chunk=self.chunk if self.streamed else 0)
+                                             offset, chunk=self.chunk if self.streamed else 0,
+                                             stream=self.cfg.order_stream)
     self.shards = program.Shards(self.mesh, self.seed_axis, width)
     self.length = window if self.streamed else tuple(int(n) for n in count.max(0))
     if not self.streamed:

@@ -32,10 +32,10 @@ from jax.sharding import Mesh, PartitionSpec as P
 from pfd_jax.training.structures import Batch, Bucket, Clock
 
 
-def epoch_plan(order_keys, epoch, sizes: Sequence[int], batch: int):
+def epoch_plan(order_keys, epoch, sizes: Sequence[int], batch: int, stream: int = 0):
   """The batch plan of one epoch: bucket of each step [J], group indices [J, S, Bmax] (bucket b's batches
   in the first min(batch, Q_b) columns; the last batch of a bucket padded with index 0) and their validity
-  [J, Bmax], in the epoch's shuffled interleaving."""
+  [J, Bmax], in the epoch's shuffled interleaving (key PRNGKey(epoch), folded with `stream` when > 0)."""
   ep_keys = jax.vmap(lambda k: jax.random.split(jax.random.fold_in(k, epoch), len(sizes)))(order_keys)
   width = max(min(batch, q) for q in sizes)
   ids, idx, valid = [], [], []
@@ -47,12 +47,14 @@ def epoch_plan(order_keys, epoch, sizes: Sequence[int], batch: int):
     idx.append(jnp.pad(perm.reshape(-1, nb, bb), ((0, 0), (0, 0), (0, width - bb))))
     valid.append(jnp.pad((jnp.arange(nb * bb) < q).astype(jnp.float32).reshape(nb, bb), ((0, 0), (0, width - bb))))
     ids.append(jnp.full((nb,), b, jnp.int32))
-  order = jax.random.permutation(jax.random.PRNGKey(epoch), steps_per_epoch(sizes, batch))
+  order_key = jax.random.PRNGKey(epoch)
+  order = jax.random.permutation(jax.random.fold_in(order_key, stream) if stream else order_key,
+                                 steps_per_epoch(sizes, batch))
   return (jnp.concatenate(ids)[order], jnp.concatenate(idx, 1)[:, order].transpose(1, 0, 2),
           jnp.concatenate(valid)[order])
 
 
-plan = jax.jit(epoch_plan, static_argnums=(2, 3))
+plan = jax.jit(epoch_plan, static_argnums=(2, 3, 4))
 
 
 def steps_per_epoch(sizes: Sequence[int], batch: int) -> int:
@@ -122,7 +124,7 @@ def program(vstep, batch: int, teacher_ndim: int, sizes: tuple, shards: Optional
 
 
 def plan_stats(order_keys, epochs: int, sizes: Sequence[int], batch: int, offset: np.ndarray, *,
-               chunk: int = 0) -> tuple:
+               chunk: int = 0, stream: int = 0) -> tuple:
   """Over every step of `epochs` epochs (the plans are recomputed: cheap next to training), for device
   blocks whose first global groups are offset[d, b] (block d holds groups up to the next block's first): (the
   most groups of one batch any block owns, the most distinct groups any block owns among a chunk of `chunk`
@@ -130,7 +132,7 @@ def plan_stats(order_keys, epochs: int, sizes: Sequence[int], batch: int, offset
   streamed window."""
   width, window = np.ones(len(sizes), np.int64), np.ones(len(sizes), np.int64)
   for epoch in range(epochs):
-    ids, idx, valid = jax.device_get(plan(order_keys, jnp.int32(epoch), tuple(sizes), batch))
+    ids, idx, valid = jax.device_get(plan(order_keys, jnp.int32(epoch), tuple(sizes), batch, stream))
     for b, q in enumerate(sizes):
       w = min(batch, q)
       i, v = idx[ids == b][:, :, :w], valid[ids == b][:, None, :w] > 0

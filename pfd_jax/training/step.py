@@ -82,7 +82,7 @@ def step_key(cfg: TrainConfig) -> TrainConfig:
   return dataclasses.replace(cfg, alpha=0.0, epochs=1, select_on="test", empty_rule="exclude",
                              teacher_loss=cfg.teacher_loss or cfg.loss, teacher_transform="sigmoid", transform_a=1.0,
                              transform_b=0.0, temperature=1.0, topk=dataclasses.replace(cfg.topk, warmup=0),
-                             mesh=())
+                             mesh=(), order_stream=0)
 
 
 @functools.lru_cache(maxsize=None)

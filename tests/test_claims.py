@@ -1,0 +1,177 @@
+"""Verdicts in the form each claim is stated (experiments.framework.claims): runs that re-draw their data, the
+crossed seeds x queries interval, the claim forms on cases with a known answer, Holm's adjustment and TOST against
+statsmodels."""
+import math
+
+import jax
+import numpy as np
+import pytest
+
+from experiments.framework import claims, setup
+from pfd_jax.data.config import DataConfig
+from pfd_jax.ops import stats
+from pfd_jax.training import program
+from pfd_jax.config import ConfigError
+
+SMALL = dict(synthetic_queries=(60, 30, 40))
+
+
+# --- runs that sample the population ---------------------------------------------------------------------------
+
+def test_each_draw_sees_its_own_data_and_fixed_data_stays_fixed():
+  drawn = DataConfig(draws=2, **SMALL)
+  assert setup.folds_of(drawn) == [1, 2]
+  a, b = (setup.load_dataset(drawn, k) for k in (1, 2))
+  assert a.config["data_fingerprint"] != b.config["data_fingerprint"]
+  assert a.config["draw"] == 1 and b.config["draw"] == 2 and a.config["seed"] != b.config["seed"]
+  assert a["train"].x.shape != b["train"].x.shape or not np.array_equal(a["train"].x, b["train"].x)
+  again = setup.load_dataset(drawn, 1)  # a draw is a function of (label_seed, k): the same bits again
+  assert again.config["data_fingerprint"] == a.config["data_fingerprint"]
+  np.testing.assert_array_equal(again["train"].y, a["train"].y)
+  fixed = DataConfig(**SMALL)  # the fixed population: one draw, whatever the fold or run
+  f1, f2 = setup.load_dataset(fixed, 1), setup.load_dataset(fixed, 1)
+  assert f1.config["data_fingerprint"] == f2.config["data_fingerprint"] and "draw" not in f1.config
+  assert f1.config["data_fingerprint"] not in (a.config["data_fingerprint"], b.config["data_fingerprint"])
+  with pytest.raises(ConfigError, match="draws"):
+    DataConfig(dataset="letor", data_dir="x", privileged="1", draws=2)
+
+
+def test_order_stream_zero_is_the_old_order_and_a_stream_reorders():
+  keys = jax.random.split(jax.random.PRNGKey(0), 2)
+  sizes, batch = (7, 5, 3), 2
+  ids0 = np.asarray(program.plan(keys, 3, sizes, batch)[0])
+  steps = program.steps_per_epoch(sizes, batch)
+  old = np.concatenate([np.full(-(-q // min(batch, q)), b) for b, q in enumerate(sizes)])
+  np.testing.assert_array_equal(ids0, old[np.asarray(jax.random.permutation(jax.random.PRNGKey(3), steps))])
+  assert not np.array_equal(ids0, np.asarray(program.plan(keys, 3, sizes, batch, 4)[0]))
+
+
+# --- the crossed interval --------------------------------------------------------------------------------------
+
+def test_crossed_interval_equals_a_float64_anova_reference():
+  """Var(grand mean) = (MS_seed + MS_query - MS_res) / (S Q) with statsmodels' two-way ANOVA mean squares, and
+  Satterthwaite's df; two folds: their means averaged, variances summed / 4."""
+  sm = pytest.importorskip("statsmodels.formula.api")
+  anova_lm = pytest.importorskip("statsmodels.stats.anova").anova_lm
+  import pandas as pd
+  rng = np.random.default_rng(3)
+  blocks = [rng.normal(0.02, 0.05, (s, 1)) + rng.normal(0, 0.2, (1, q)) + rng.normal(0, 0.1, (s, q))
+            for s, q in ((4, 30), (5, 20))]
+  var, terms = 0.0, []
+  for d in blocks:
+    s, q = d.shape
+    frame = pd.DataFrame(dict(y=d.ravel(), seed=np.repeat(np.arange(s), q).astype(str),
+                              query=np.tile(np.arange(q), s).astype(str)))
+    table = anova_lm(sm.ols("y ~ C(seed) + C(query)", frame).fit())
+    ms = table["mean_sq"]
+    parts = [(ms["C(seed)"] / (s * q * 4), s - 1), (ms["C(query)"] / (s * q * 4), q - 1),
+             (-ms["Residual"] / (s * q * 4), (s - 1) * (q - 1))]
+    var += sum(v for v, _ in parts)
+    terms += parts
+  e = stats.crossed(blocks, reference=0.5)
+  np.testing.assert_allclose(e.diff, np.mean([d.mean() for d in blocks]), rtol=1e-12)
+  np.testing.assert_allclose(e.se, math.sqrt(var), rtol=1e-10)
+  np.testing.assert_allclose(e.df, var ** 2 / sum(v * v / k for v, k in terms), rtol=1e-10)
+  assert e.unit == "seeds x queries"
+  with pytest.raises(ValueError, match="2 x 2"):
+    stats.crossed([np.zeros((1, 5))], 1.0)
+
+
+def test_crossed_interval_covers_at_its_level_where_the_run_interval_does_not():
+  """Monte-Carlo: new seeds and new test queries each replication (sigma_seed 0.03, sigma_query 0.2, residual
+  0.1; 5 seeds, 60 queries): the crossed 95% interval covers the true mean about 95% of the time; the run-level
+  interval, blind to the test set's draw, far less."""
+  rng = np.random.default_rng(11)
+  s, q, mu, n = 5, 60, 0.01, 1500
+  cover = np.zeros(2)
+  for _ in range(n):
+    d = mu + rng.normal(0, 0.03, (s, 1)) + rng.normal(0, 0.2, (1, q)) + rng.normal(0, 0.1, (s, q))
+    for i, e in enumerate((stats.crossed([d], 1.0), stats.runs_estimate(d.mean(1), 1.0))):
+      lo, hi = e.interval()
+      cover[i] += lo < mu < hi
+  cover /= n
+  assert 0.93 < cover[0] < 0.97, cover  # 3.5 Monte-Carlo standard errors (0.0056) around 0.95
+  assert cover[1] < 0.8, cover
+
+
+def test_unclipped_seed_component_is_unbiased_where_clipping_is_not():
+  """True seed variance 0: the clipped estimate's mean is biased up, the unclipped one's is 0 (within 4 SE)."""
+  rng = np.random.default_rng(2)
+  est = np.array([[stats.variance_components(rng.normal(0, 0.2, (1, 40)) + rng.normal(0, 0.1, (5, 40)), clip=c)[0]
+                   for c in (True, False)] for _ in range(2000)])
+  clipped, unclipped = est[:, 0], est[:, 1]
+  assert abs(unclipped.mean()) < 4 * unclipped.std() / math.sqrt(len(unclipped))
+  assert clipped.mean() > 4 * clipped.std() / math.sqrt(len(clipped)) and (unclipped < 0).any()
+
+
+# --- the claim forms -------------------------------------------------------------------------------------------
+
+def _est(rel, half, n=30, ref=0.5):
+  """An estimate with relative change `rel` and a 95% interval of half-width `half` (relative)."""
+  se = half * ref / stats.sps.t.ppf(0.975, n - 1)
+  return stats.Estimate(rel * ref, ref, se, n - 1, "runs", n)
+
+
+@pytest.mark.parametrize("form,margin,rel,half,expect", [
+    ("superiority", 0.0, 0.05, 0.02, "holds"),
+    ("superiority", 0.0, -0.05, 0.02, "does not reproduce"),   # the interval excludes every gain
+    ("superiority", 0.0, 0.005, 0.01, "undecided"),            # symmetric: a narrow interval around +0.5% is no refutation
+    ("superiority", 0.0, 0.01, 0.005, "holds"),                # a true +1% holds once the interval is narrow
+    ("non-inferiority", 0.01, -0.005, 0.004, "holds"),         # [-0.9%, -0.1%]: no worse by 1%
+    ("non-inferiority", 0.01, -0.03, 0.01, "does not reproduce"),
+    ("equivalence", 0.02, 0.003, 0.01, "holds"),               # inside +-2%
+    ("equivalence", 0.02, 0.05, 0.01, "does not reproduce"),   # outside: [+4%, +6%]
+    ("equivalence", 0.02, 0.015, 0.01, "undecided"),           # straddles the margin
+])
+def test_forms_on_known_cases(form, margin, rel, half, expect):
+  word, p = claims.judge(_est(rel, half), form, margin)
+  assert word.split(" at ")[0] == expect
+  assert (p < claims.ALPHA) == (expect == "holds")  # the one-sided p agrees with the interval
+
+
+def test_equivalence_p_is_statsmodels_tost():
+  weightstats = pytest.importorskip("statsmodels.stats.weightstats")
+  rng = np.random.default_rng(4)
+  a, b = 0.5 + rng.normal(0.002, 0.01, 25), np.full(25, 0.5)
+  e = stats.runs_estimate(a - b, 0.5)
+  _, p = claims.judge(e, "equivalence", 0.02)
+  ref = weightstats.ttost_paired(a, b, -0.01, 0.01)[0]  # margin 2% of the reference 0.5
+  np.testing.assert_allclose(p, ref, rtol=1e-8)
+
+
+def test_trend_and_shape_on_constructed_sweeps():
+  rng = np.random.default_rng(8)
+  x = np.array([5.0, 10.0, 20.0, 40.0, 60.0])
+  runs = 12
+  falling = 0.08 - 0.001 * x[:, None] + rng.normal(0, 0.005, (5, runs))
+  assert claims.trend("t", x, falling, decreasing=True).verdict == "holds"
+  assert claims.trend("t", x, falling).verdict == "does not reproduce"
+  flat = rng.normal(0, 0.005, (5, runs))
+  assert claims.trend("t", x, flat, decreasing=True).verdict.startswith("undecided")
+  u = 0.05 - 0.0001 * (x[:, None] - 30) ** 2 + rng.normal(0, 0.003, (5, runs))  # inverted U, peak inside
+  assert claims.shape("s", x, u).verdict == "holds"
+  rising = 0.001 * x[:, None] + rng.normal(0, 0.003, (5, runs))  # monotone: its slope at the top end is > 0
+  assert claims.shape("s", x, rising).verdict == "does not reproduce"
+
+
+def test_every_point_is_an_intersection():
+  hold, und = claims.claim("a", _est(0.05, 0.02)), claims.claim("b", _est(0.005, 0.01))
+  bad = claims.claim("c", _est(-0.05, 0.02))
+  assert claims.every("x", {"a": hold, "b": hold}).verdict == "holds"
+  c = claims.every("x", {"a": hold, "b": und})
+  assert c.verdict == "undecided at 1 of 2 points" and "holds at a" in c.detail and c.p == und.p
+  assert claims.every("x", {"a": hold, "b": und, "c": bad}).verdict == "does not reproduce"
+
+
+def test_holm_equals_statsmodels_and_adjusts_only_the_papers_claims():
+  multitest = pytest.importorskip("statsmodels.stats.multitest")
+  p = np.array([0.01, 0.04, 0.03, 0.005, 0.2, 0.0001, 0.03])
+  np.testing.assert_allclose(stats.holm(p), multitest.multipletests(p, method="holm")[1], rtol=1e-12)
+  assert np.isnan(stats.holm([0.01, np.nan])[1]) and stats.holm([0.01, np.nan])[0] == 0.01
+  cs = [claims.Claim("a", "holds", "", source="PFD", p=0.001), claims.Claim("b", "holds", "", source="PFD", p=0.015),
+        claims.Claim("e", "undecided at 5 runs", "", source="SDR", p=0.5),
+        claims.Claim("c", "holds", "", p=0.001), claims.Claim("d", "holds", "", form="check", source="PFD")]
+  (pa, va), (pb, vb), (pe, ve), (pc, vc), (pd, vd) = claims.adjust(cs)  # a family of three: a, b, e
+  np.testing.assert_allclose([pa, pb, pe], [0.003, 0.03, 0.5])
+  assert (va, vb, ve) == ("holds", "undecided after Holm", "undecided at 5 runs")
+  assert math.isnan(pc) and vc == "holds" and math.isnan(pd) and vd == "holds"  # ours and checks: raw
