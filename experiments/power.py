@@ -8,15 +8,17 @@ At each training scale (multiples of the synthetic default's 400 training querie
 --test_queries test set) the Table 2 MLP rows are trained for both losses with the *pilot* seeds (--seed=1000, so
 never the seeds of a preset it sizes) and every row's per-query NDCG@8 of every seed is kept. For each comparison
 (PFD student - no-distillation / self-distillation / GenD student / placebo student) the per-list differences
-d[seed, query] are split into a seed and a query variance (:func:`pfd_jax.ops.stats.variance_components`): the
+d[seed, query] are split into a seed and a query variance (:func:`pfd_jax.ops.stats.variance_components`,
+unclipped, so unbiased): the
 run-level difference over a test set of Q queries with a positive varies from seed to seed with variance
 seed + query / Q, so one pilot test set predicts every test size. Across the measured scales each relative
-component is fitted by a power law in the training size (log-log least squares) and projected to larger sets,
-marked as projected. Times: each row's wall seconds split into training and per-epoch evaluation (one evaluation
+component is fitted as a + b / (training size) by least squares over every point (negative estimates too) and
+projected to larger sets, marked as projected. Times: each row's wall seconds split into training and per-epoch evaluation (one evaluation
 pass on the test set, timed), linear in the training groups, the test queries and the seeds (vmapped seeds cost
 linearly on a CPU). The choice: the cheapest (scale, test queries, seeds) whose projected time fits --budget_minutes
 and gives every comparison of both losses 80% power to detect a --change relative change (paired t, two-sided
-5%); when none does, the one that fits with the highest smallest power. It is the table2 preset 'decisive'.
+5%); when none does, the one that fits with the highest smallest power. It was the table2 preset 'decisive_fixed'
+(fixed data; the re-drawn population sizes itself: table2's "Power on the re-drawn population").
 """
 import dataclasses
 import json
@@ -116,29 +118,28 @@ def components(p: dict) -> dict:
   out = {}
   for b in COMPARED:
     ref = float(np.asarray(p["lists"][b], np.float64).mean())
-    seed, query = stats.variance_components(np.asarray(p["lists"]["pfd"]) - np.asarray(p["lists"][b]))
+    seed, query = stats.variance_components(np.asarray(p["lists"]["pfd"]) - np.asarray(p["lists"][b]), clip=False)
     out[b] = (seed / ref ** 2, query / ref ** 2)
   return out
 
 
 def spread(component: tuple, q: int) -> float:
-  """The relative spread of the run-level difference over q test queries with a positive: sqrt(seed + query / q)."""
-  return float(np.sqrt(component[0] + component[1] / q))
+  """The relative spread of the run-level difference over q test queries with a positive: sqrt(seed + query / q),
+  never below the query term alone (an unbiased seed estimate can be negative; the spread is floored, the
+  components and their fits are not)."""
+  return float(np.sqrt(max(component[0], 0.0) + component[1] / q))
 
 
-def fit_log(x, y) -> tuple:
-  """(intercept, slope) of log y = a + b log x over the positive y (the largest, held constant, when fewer than
-  2 are: an estimate clipped at 0 is left out, which keeps projections on the high side). A slope above 0, a
-  variance growing with the training set (what the noise of a few seeds' estimates can give), is taken as 0:
-  the projection then holds the measured level (the mean of log y)."""
-  x, y = np.log(np.asarray(x, np.float64)), np.asarray(y, np.float64)
-  keep = y > 0
-  if keep.sum() < 2:
-    return (float(np.log(max(y.max(), 1e-12))), 0.0)
-  b, a = np.polyfit(x[keep], np.log(y[keep]), 1)
-  if b > 0:
-    return float(np.log(y[keep]).mean()), 0.0
-  return float(a), float(b)
+def fit_inverse(x, y) -> tuple:
+  """(a, b) of y = a + b / x by least squares over every measured point, the unclipped estimates' negatives too
+  (their mean is the truth's: dropping or clipping them, as this study once did, biases the fit); one point: y
+  held constant. A b < 0, a variance growing with the training set (what the noise of a few seeds' estimates can
+  give), is taken as 0: the projection then holds the measured mean level."""
+  x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
+  if x.size < 2:
+    return float(y.mean()), 0.0
+  b, a = np.polyfit(1.0 / x, y, 1)
+  return (float(y.mean()), 0.0) if b < 0 else (float(a), float(b))
 
 
 def analyse(points: dict, o: Options, epochs: int) -> dict:
@@ -146,8 +147,8 @@ def analyse(points: dict, o: Options, epochs: int) -> dict:
   scales = [float(s) for s in points]
   losses = list(next(iter(points.values())))
   comps = {loss: {s: components(points[s][loss]) for s in points} for loss in losses}
-  fits = {loss: {b: dict(seed=fit_log(scales, [comps[loss][s][b][0] for s in points]),
-                         query=fit_log(scales, [comps[loss][s][b][1] for s in points])) for b in COMPARED}
+  fits = {loss: {b: dict(seed=fit_inverse(scales, [comps[loss][s][b][0] for s in points]),
+                         query=fit_inverse(scales, [comps[loss][s][b][1] for s in points])) for b in COMPARED}
           for loss in losses}
   share = float(np.mean([p[loss]["test_positive"] / p[loss]["test_queries"] for p in points.values()
                          for loss in losses]))
@@ -178,7 +179,7 @@ def projected_spread(fit: dict, measured: dict, scale: float, q: int) -> float:
   if str(scale) in measured:
     return spread(measured[str(scale)], q)
   (a1, b1), (a2, b2) = fit["seed"], fit["query"]
-  return spread((np.exp(a1 + b1 * np.log(scale)), np.exp(a2 + b2 * np.log(scale))), q)
+  return spread((a1 + b1 / scale, a2 + b2 / scale), q)
 
 
 def time_model(points: dict, loss: str, epochs: int) -> dict:

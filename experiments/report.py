@@ -160,16 +160,18 @@ def paper_claims(rows: list) -> str:
   """'The paper's claims': one row per confirmatory claim of the page, with its form, population, selection, raw
   and adjusted verdicts. rows: [(entry, run, claim, adjusted)]."""
   table = [[f"[{e.title}](#{e.anchor})", c.text, c.source, c.form_text, _population(run["res"]),
-            _selection(run["res"]), f"**{c.verdict}**", _adjusted(c, a)] for e, run, c, a in rows if c.confirmatory]
+            _selection(run["res"]), f"**{c.verdict}**", _adjusted(c, a),
+            "-" if not np.isfinite(c.power) else f"{c.power:.2f}"] for e, run, c, a in rows if c.confirmatory]
   return ("## The paper's claims\n\nEvery claim of the papers on this page, tested in the form its paper states "
           f"it (one-sided tests at {100 * claims_lib.ALPHA:g}%: a claim holds when its 95% interval lies inside the "
           "region it claims, does not reproduce when the interval lies outside it); the page's family of these "
           "claims is adjusted by Holm's step-down method (the family-wise error rate at "
           f"{100 * claims_lib.ALPHA:g}%). Population: whether the runs re-drew the data and labels (each run its own "
           "draw) or shared one fixed draw, whose verdicts speak of that draw only. Selection: the split of the best "
-          "epoch (test: the paper's protocol, optimistic).\n\n" +
+          f"epoch (test: the paper's protocol, optimistic). Power: the achieved power of the claim's test to find a "
+          f"true {100 * MARGIN:.0f}% gain at its measured spread (the smallest over a sweep's points).\n\n" +
           tabulate.markdown_table(["Run", "Claim", "Source", "Form", "Population", "Selection", "Verdict (raw)",
-                                   "After Holm"], table) + "\n")
+                                   "After Holm", "Power"], table) + "\n")
 
 
 def update_readme(path: str, block: str) -> None:

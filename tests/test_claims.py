@@ -175,3 +175,47 @@ def test_holm_equals_statsmodels_and_adjusts_only_the_papers_claims():
   np.testing.assert_allclose([pa, pb, pe], [0.003, 0.03, 0.5])
   assert (va, vb, ve) == ("holds", "undecided after Holm", "undecided at 5 runs")
   assert math.isnan(pc) and vc == "holds" and math.isnan(pd) and vd == "holds"  # ours and checks: raw
+
+
+def test_redrawn_components_unbiased_and_power_matches_simulation():
+  """Runs of their own data: run variance 0.0004, query variance 0.04, 40-80 queries each; the estimators' means
+  over 3,000 studies match (4 SE); the one-sided test's power at the measured se matches its Monte-Carlo rate."""
+  rng = np.random.default_rng(6)
+  est = []
+  for _ in range(3000):
+    lists = [rng.normal(0, 0.02) + rng.normal(0, 0.2, rng.integers(40, 81)) for _ in range(8)]
+    est.append(stats.redrawn_components(lists))
+  est = np.array(est)
+  for i, truth in enumerate((0.0004, 0.04)):
+    assert abs(est[:, i].mean() - truth) < 4 * est[:, i].std() / math.sqrt(len(est)), (i, est[:, i].mean())
+  assert (est[:, 0] < 0).any()  # unclipped
+  n, sd, effect = 12, 0.03, 0.02
+  e = stats.Estimate(0.0, 1.0, sd / math.sqrt(n), n - 1, "runs", n)
+  hits = [stats.runs_estimate(rng.normal(effect, sd, n), 1.0).interval()[0] > 0 for _ in range(4000)]
+  assert abs(np.mean(hits) - e.power(effect)) < 4 * math.sqrt(e.power(effect) * (1 - e.power(effect)) / 4000)
+
+
+def test_a_claims_unit_follows_the_population():
+  """pairs.primary: draws when every fold is a draw of its own; seeds x queries crossed with per-seed lists on fixed
+  data (its mean the rows' difference); None (the runs' interval) for a file without them."""
+  from experiments.framework.pairs import primary
+  from experiments.framework.records import FoldRecord, LossRecord, RowRecord
+  rng = np.random.default_rng(1)
+
+  def fold(draw, lists=True):
+    rows = {}
+    for name, shift in (("pfd", 0.02), ("no_distill", 0.0)):
+      v = 0.4 + shift + rng.normal(0, 0.1, (3, 20))
+      rows[name] = RowRecord(best={"test": v.mean(1)[:, None]}, test_lists=v.mean(0), seed_lists=v if lists else None)
+    return FoldRecord(rows=rows, data=dict(draw=draw) if draw else {}, test_lists_valid=np.ones(20, bool))
+
+  drawn = LossRecord(folds={f"fold{k}": fold(k) for k in (1, 2, 3)})
+  e = primary(drawn, "pfd", "no_distill")
+  assert e.unit == "draws" and e.n == 3
+  fixed = LossRecord(folds={"fold1": fold(0)})
+  e = primary(fixed, "pfd", "no_distill")
+  f = fixed.folds["fold1"].rows
+  assert e.unit == "seeds x queries"
+  np.testing.assert_allclose(e.diff, f["pfd"].best["test"].mean() - f["no_distill"].best["test"].mean(), rtol=1e-12)
+  assert primary(LossRecord(folds={"fold1": fold(0, lists=False)}), "pfd", "no_distill") is None
+  assert primary(fixed, "pfd", "gend") is None

@@ -57,6 +57,7 @@ class Claim(NamedTuple):
   source: str = ""     # the paper that makes the claim ('' = ours, exploratory)
   p: float = math.nan  # one-sided p of the claim's test (holds iff p < ALPHA)
   unit: str = "runs"   # what its interval generalises over
+  power: float = math.nan  # achieved: its test's power at a true MARGIN gain (non-inferiority: at no difference)
 
   @property
   def confirmatory(self) -> bool:
@@ -176,7 +177,14 @@ def claim(text: str, e: stats.Estimate, *, form: str = "superiority", margin: fl
   thresholds = {"superiority": (margin,), "non-inferiority": (-margin,), "equivalence": (-margin, margin)}[form]
   why = fragility(run, e.interval() if e.unit in ("runs", "draws") else None, thresholds) if run else ""
   return Claim(text, word, detail + (f"; {why}" if why else ""), queries=queries, fragile=bool(why), form=form,
-               margin=margin, source=source, p=p, unit=e.unit)
+               margin=margin, source=source, p=p, unit=e.unit, power=achieved_power(e, form, margin))
+
+
+def achieved_power(e: stats.Estimate, form: str, margin: float) -> float:
+  """The power the claim's test had at this standard error: to find a true MARGIN gain above a superiority margin,
+  or no difference above a non-inferiority margin (nan for equivalence)."""
+  gap = {"superiority": MARGIN - margin, "non-inferiority": margin}.get(form)
+  return math.nan if gap is None or gap <= 0 else e.power(gap * e.reference, ALPHA)
 
 
 def beats(text: str, rows: dict, a: str, b: str, folds: int = 1, col: int = 0, *, queries: Optional[dict] = None,
@@ -210,7 +218,7 @@ def every(text: str, claims: dict, *, source: str = "") -> Optional[Claim]:
   return Claim(text, word, "; ".join(f"{k} at {', '.join(v)}" for k, v in found.items()) +
                (f"; fragile at {', '.join(fragile)} (another machine's rounding could move those points' verdicts)"
                 if fragile else ""), fragile=bool(fragile), form=first.form, margin=first.margin, source=source,
-               p=max(c.p for c in claims.values()), unit=first.unit)
+               p=max(c.p for c in claims.values()), unit=first.unit, power=min(c.power for c in claims.values()))
 
 
 def sweep(text: str, records: dict, folds: int = 1, *, form: str = "superiority", margin: float = 0.0,

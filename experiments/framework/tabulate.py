@@ -17,8 +17,12 @@ def markdown_table(header: list, rows: list) -> str:
 
 
 def title(cfg: dict) -> str:
-  """'<dataset>, <loss>' of a results.json config (table and plot titles)."""
-  return f"{cfg['data']['dataset']}, {cfg['run']['loss']}"
+  """'<dataset>, <loss>[, <population>]' of a results.json config (table and plot titles): generated data say
+  whether every run shared one fixed draw or re-drew its own (--draws)."""
+  data = cfg["data"]
+  pop = (f", {data['draws']} re-drawn draws" if data.get("draws") else
+         ", one fixed draw" if data["dataset"] == "synthetic" else "")
+  return f"{data['dataset']}, {cfg['run']['loss']}{pop}"
 
 
 def ratio(value: float, base: float) -> Optional[float]:

@@ -207,6 +207,13 @@ class Estimate:
     q = sps.t.ppf(0.5 + level / 2, self.df)
     return (self.diff - q * self.se, self.diff + q * self.se)
 
+  def power(self, effect: float, alpha: float = (1 - LEVEL) / 2) -> float:
+    """Power of the one-sided test at `alpha` (the claims': the 95% interval's bound) to find a true difference
+    `effect` > 0 above 0, at this standard error and degrees of freedom (noncentral t)."""
+    if not (self.se > 0 and self.df > 0):
+      return math.nan
+    return float(sps.nct.sf(sps.t.ppf(1 - alpha, self.df), self.df, effect / self.se))
+
   def p_above(self, threshold: float) -> float:
     """One-sided p of H0: true difference <= threshold (small: the difference lies above it)."""
     if self.se == 0:
@@ -226,6 +233,20 @@ def runs_estimate(d, reference: float, unit: str = "runs") -> Estimate:
   se = float(d.std(ddof=1) / math.sqrt(d.size)) if d.size > 1 else math.nan
   return Estimate(float(d.mean()) if d.size else math.nan, float(reference), se, float(d.size - 1), unit,
                   int(d.size))
+
+
+def redrawn_components(lists) -> tuple:
+  """(run variance, query variance) of paired per-query differences when every run has data of its own: lists, one
+  [Q_k] per run k (its test queries with a positive). The run-level difference (mean over its Q queries) varies
+  with variance run + query / Q: query = the mean of the runs' within-run variances over queries, run = the
+  variance of the runs' means less the mean of query_k / Q_k. Both unbiased; the run component is not clipped at
+  0 (a power calculation needs its mean, not a variance's floor)."""
+  lists = [np.asarray(d, np.float64) for d in lists]
+  if len(lists) < 2 or any(d.size < 2 for d in lists):
+    raise ValueError(f"redrawn_components needs >= 2 runs of >= 2 queries, got {[d.size for d in lists]}")
+  within = np.array([d.var(ddof=1) for d in lists])
+  means = np.array([d.mean() for d in lists])
+  return float(means.var(ddof=1) - np.mean(within / [d.size for d in lists])), float(within.mean())
 
 
 def crossed(blocks, reference: float) -> Estimate:
