@@ -16,15 +16,15 @@ from typing import Tuple
 import numpy as np
 from absl import logging
 
-from experiments.framework import deploy, lifecycle, monitor, plots, position, rowstore, rundir, schema, setup, tabulate
-from experiments.framework.pairs import (aggregate, column_comparisons, comparisons, primary, query_lists,
-                                         test_selected)
+from experiments.framework import (deploy, lifecycle, monitor, plots, position, protocol, rowstore, rundir, schema,
+                                   setup, tabulate)
+from experiments.framework.pairs import aggregate, column_comparisons, comparisons, primary, query_lists
 from experiments.framework.records import FoldRecord, LossRecord, RowRecord
 from experiments.framework.claims import Preset, beats
 from pfd_jax.methods import distill
 from pfd_jax import distributed
 from pfd_jax.methods import gbdt
-from pfd_jax.ops import metrics, stats
+from pfd_jax.ops import metrics
 from pfd_jax.ops import losses as losses_lib
 from pfd_jax.methods import rows as rows_lib
 from pfd_jax import training as T
@@ -165,16 +165,15 @@ def to_markdown(res: dict) -> str:
   records = {loss: LossRecord.from_json(record) for loss, record in res["losses"].items()}
   d = next(iter(records.values())).first_fold.data
   parts.append(f"Labels: {_labels_text(d)}. Privileged feature ids ({d['privileged_choice']}): "
-               f"{tabulate.ids_text(d['privileged_ids'])}; regular: {tabulate.ids_text(d['regular_ids'])}.\n")
-  parts.append(_population_text(cfg, next(iter(records.values()))))
+               f"{tabulate.ids_text(d['privileged_ids'])}; regular: {tabulate.ids_text(d['regular_ids'])}.\n" +
+               protocol.population_text(cfg, next(iter(records.values()))))
   for loss, record in records.items():
     train = record.train_config
     pooled = aggregate(record)
     ks = train["ks"]
     base = pooled["no_distill"].mean(0)
     fold0 = record.first_fold
-    d = fold0.data
-    tau = f"tau_target={d['tau']}, " if d.get("tau") is not None else ""
+    tau = f"tau_target={fold0.data['tau']}, " if fold0.data.get("tau") is not None else ""
     parts.append(f"\n## Loss: {loss} (batch {train['batch_size']}, lr {train['lr']}); {tau}"
                  f"{fold0.positive_train_groups}/{fold0.train_groups} positive train groups (fold "
                  f"{record.first_fold_number})\n\n")
@@ -206,99 +205,14 @@ def to_markdown(res: dict) -> str:
       parts.append(f"LightGBM rows (`pfd_jax.methods.gbdt`): early-stopped on NDCG@{ks[0]} of {tr['select_on']}. 'vs PFD "
                    "student' and 'vs LambdaMART' pair runs by fold and seed index (a LightGBM seed shares no random "
                    "numbers with an MLP seed, so across model families the pairing is by fold only).\n\n")
-    parts.append(_optimism_text(record, tr["select_on"]))
-    parts.append(_deploy_text(record, compared, ks) + _ensemble_table(record, compared, ks))
+    parts.append(protocol.optimism_text(record, tr["select_on"]) + _deploy_text(record, compared, ks) +
+                 _ensemble_table(record, compared, ks))
     parts.append(tabulate.markdown_table(["Training method"] + [f"NDCG@{k}" for k in ks] +
                                        [runs_head, f"NDCG@{ks[0]} vs no-distillation (queries)", seeds_head] +
                                        ([f"NDCG@{ks[0]} vs placebo student (runs)"] if vs_placebo else []) +
                                        ([f"NDCG@{ks[0]} vs PFD student (runs)"] if vs_pfd else []) +
                                        ([f"NDCG@{ks[0]} vs LambdaMART (runs)"] if vs_gbdt else []), table))
-  return "".join(parts) + _power_text(cfg, records)
-
-
-def _population_text(cfg: dict, record: LossRecord) -> str:
-  """Which data the runs saw: re-drawn per fold (--draws) or one fixed draw, with the data's fingerprints."""
-  prints = [f.data.get("data_fingerprint") for f in record.folds.values()]
-  prints = ", ".join(p for p in prints if p) or "not recorded"
-  if cfg["data"].get("draws"):
-    return (f"\n**Population: re-drawn.** {cfg['data']['draws']} draws of the data and its labels (each a fold: its own "
-            f"training, validation and test sets, seeds and step order; {cfg['run']['seeds']} seed(s) each); the "
-            f"claims' unit is the draw. Data fingerprints: {prints}.\n")
-  return (f"\n**Population: fixed data.** Every run trains and is tested on the same data (per fold); seeds vary the "
-          f"initialisation and batches only, so a verdict speaks of this draw. Data fingerprints: {prints}.\n")
-
-
-POWER_COMPARED = ("no_distill", "self_distill", "gend", "placebo")  # each against the PFD student
-BUDGET_MINUTES = 90.0  # what a confirmatory re-run may take on the developers' 2-core machine
-
-
-def redrawn_power(records: dict) -> dict:
-  """The power study of a run that re-drew its data (--draws), per loss and PFD comparison: the run and query
-  variance components (relative to the compared row's mean; stats.redrawn_components, unclipped), the spread of a
-  draw's difference at this test size, the power this run had for a tabulate.POWER_CHANGE change and the draws a
-  test needs for 80%; and the run's mean seconds per draw (all losses)."""
-  out, seconds = {}, 0.0
-  for loss, record in records.items():
-    folds = list(record.folds.values())
-    seconds += float(np.mean([f.seconds for f in folds]))
-    for b in POWER_COMPARED:
-      if not all("pfd" in f.rows and b in f.rows for f in folds):
-        continue
-      lists = [np.asarray(f.rows["pfd"].test_lists)[np.asarray(f.test_lists_valid, bool)] -
-               np.asarray(f.rows[b].test_lists)[np.asarray(f.test_lists_valid, bool)] for f in folds]
-      ref = float(aggregate(record)[b][:, 0].mean())
-      run, query = stats.redrawn_components(lists)
-      q = float(np.mean([d.size for d in lists]))
-      sd = float(np.std([d.mean() for d in lists], ddof=1))  # = sqrt(run + mean query / Q_k), measured directly
-      e = stats.Estimate(0.0, 1.0, sd / np.sqrt(len(folds)), len(folds) - 1, "draws", len(folds))
-      out[f"{loss}/{b}"] = dict(run=run / ref ** 2, query=query / ref ** 2, queries=q, sd=sd / ref,
-                                power=e.power(tabulate.POWER_CHANGE * ref),
-                                need=stats.runs_for_power(tabulate.POWER_CHANGE, sd / ref))
-  return dict(comparisons=out, seconds_per_draw=seconds, draws=len(next(iter(records.values())).folds))
-
-
-def _power_text(cfg: dict, records: dict) -> str:
-  """The re-drawn population's power study and the size of a confirmatory run ('' for fixed data)."""
-  if not cfg["data"].get("draws") or len(next(iter(records.values())).folds) < 2:
-    return ""
-  p = redrawn_power(records)
-  change = 100 * tabulate.POWER_CHANGE
-  rows = [[k.replace("/", ": PFD vs "), f"{v['run']:.2e}", f"{v['query']:.2e}", f"{100 * v['sd']:.1f}%",
-           f"{v['power']:.2f}", "n/a" if v["need"] is None else f"{v['need']:,}"] for k, v in p["comparisons"].items()]
-  need = max((v["need"] or 10 ** 9) for v in p["comparisons"].values())
-  fit = int(BUDGET_MINUTES * 60 // p["seconds_per_draw"])
-  low = min(stats.Estimate(0.0, 1.0, v["sd"] / np.sqrt(max(fit, 2)), max(fit, 2) - 1, "draws", fit).power(
-      tabulate.POWER_CHANGE) for v in p["comparisons"].values())
-  return (f"\n## Power on the re-drawn population\n\nPer draw, the paired relative difference of NDCG@8 varies with "
-          f"variance run + query / Q (`pfd_jax.ops.stats.redrawn_components`, unbiased, the run component not "
-          f"clipped): run = what re-drawing the training data, labels and initialisation moves, query / Q = the test "
-          f"set's draw. Power: this run's, for a true {change:.0f}% gain (one-sided 2.5%); draws: those a test needs "
-          f"for 80%.\n\n" +
-          tabulate.markdown_table(["Comparison", "run (relative variance)", "query (relative variance)",
-                                   "sd of a draw", f"power for {change:.0f}% here", "draws for 80%"], rows) +
-          f"\nEvery comparison at 80% power for a {change:.0f}% change needs "
-          f"{'more than 1,000,000' if need >= 10 ** 9 else f'{need:,}'} draws at this size; at this run's "
-          f"{p['seconds_per_draw']:.0f} s per draw, {BUDGET_MINUTES:.0f} minutes hold {fit} draws, whose smallest "
-          f"power is {low:.2f}.\n")
-
-
-def _optimism_text(record: LossRecord, select_on: str) -> str:
-  """With validation selection: the paper's test selection on the same runs, and its optimism."""
-  if select_on != "vali":
-    return ("Selection: the best epoch on **test**, scored on the same test set (the paper's protocol; optimistic: a "
-            "run with --select_on=vali measures by how much).\n\n")
-  chosen, on_test = aggregate(record), test_selected(record)
-  rows = [[rows_lib.title(k), f"{chosen[k][:, 0].mean():.4f}", f"{v.mean():.4f}",
-           f"{100 * (v.mean() / chosen[k][:, 0].mean() - 1):+.1f}%"] for k, v in on_test.items() if k in chosen]
-  gain = lambda a, b: 100 * (a["pfd"].mean() / a[b].mean() - 1) if {"pfd", b} <= set(a) else None
-  vals = {k: v[:, 0] for k, v in chosen.items()}
-  lines = "; ".join(f"PFD vs {rows_lib.title(b, short=True)} {gain(on_test, b):+.1f}% (test-selected) against "
-                    f"{gain(vals, b):+.1f}% (validation-selected)" for b in ("no_distill", "self_distill", "gend")
-                    if gain(on_test, b) is not None)
-  return ("Selection: the best epoch on **validation** (confirmatory). The paper's protocol on the same runs, the best "
-          "epoch on test scored on test, reads higher by its optimism" + (f" ({lines})" if lines else "") + ":\n\n" +
-          tabulate.markdown_table(["Row", "test NDCG@8, validation-selected", "test-selected", "optimism"], rows) +
-          "\n")
+  return "".join(parts) + protocol.power_text(cfg, records)
 
 
 def _deploy_text(record: LossRecord, compared: dict, ks) -> str:

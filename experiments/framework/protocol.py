@@ -1,0 +1,97 @@
+"""What a Table 2 run's protocol says beside its table: the population its runs sampled (one fixed draw, or data
+re-drawn per run with --draws, with the data's fingerprints), the selection of the best epoch (and, on validation,
+the paper's test selection on the same runs with its optimism), and the power study of a re-drawn population."""
+from __future__ import annotations
+
+import numpy as np
+
+from experiments.framework import tabulate
+from experiments.framework.pairs import aggregate, test_selected
+from experiments.framework.records import LossRecord
+from pfd_jax.methods import rows as rows_lib
+from pfd_jax.ops import stats
+
+
+def population_text(cfg: dict, record: LossRecord) -> str:
+  """Which data the runs saw: re-drawn per fold (--draws) or one fixed draw, with the data's fingerprints."""
+  prints = [f.data.get("data_fingerprint") for f in record.folds.values()]
+  prints = ", ".join(p for p in prints if p) or "not recorded"
+  if cfg["data"].get("draws"):
+    return (f"\n**Population: re-drawn.** {cfg['data']['draws']} draws of the data and its labels (each a fold: its own "
+            f"training, validation and test sets, seeds and step order; {cfg['run']['seeds']} seed(s) each); the "
+            f"claims' unit is the draw. Data fingerprints: {prints}.\n")
+  return (f"\n**Population: fixed data.** Every run trains and is tested on the same data (per fold); seeds vary the "
+          f"initialisation and batches only, so a verdict speaks of this draw. Data fingerprints: {prints}.\n")
+
+
+POWER_COMPARED = ("no_distill", "self_distill", "gend", "placebo")  # each against the PFD student
+BUDGET_MINUTES = 90.0  # what a confirmatory re-run may take on the developers' 2-core machine
+
+
+def redrawn_power(records: dict) -> dict:
+  """The power study of a run that re-drew its data (--draws), per loss and PFD comparison: the run and query
+  variance components (relative to the compared row's mean; stats.redrawn_components, unclipped), the spread of a
+  draw's difference at this test size, the power this run had for a tabulate.POWER_CHANGE change and the draws a
+  test needs for 80%; and the run's mean seconds per draw (all losses)."""
+  out, seconds = {}, 0.0
+  for loss, record in records.items():
+    folds = list(record.folds.values())
+    seconds += float(np.mean([f.seconds for f in folds]))
+    for b in POWER_COMPARED:
+      if not all("pfd" in f.rows and b in f.rows for f in folds):
+        continue
+      lists = [np.asarray(f.rows["pfd"].test_lists)[np.asarray(f.test_lists_valid, bool)] -
+               np.asarray(f.rows[b].test_lists)[np.asarray(f.test_lists_valid, bool)] for f in folds]
+      ref = float(aggregate(record)[b][:, 0].mean())
+      run, query = stats.redrawn_components(lists)
+      q = float(np.mean([d.size for d in lists]))
+      sd = float(np.std([d.mean() for d in lists], ddof=1))  # = sqrt(run + mean query / Q_k), measured directly
+      e = stats.Estimate(0.0, 1.0, sd / np.sqrt(len(folds)), len(folds) - 1, "draws", len(folds))
+      out[f"{loss}/{b}"] = dict(run=run / ref ** 2, query=query / ref ** 2, queries=q, sd=sd / ref,
+                                power=e.power(tabulate.POWER_CHANGE * ref),
+                                need=stats.runs_for_power(tabulate.POWER_CHANGE, sd / ref))
+  return dict(comparisons=out, seconds_per_draw=seconds, draws=len(next(iter(records.values())).folds))
+
+
+def power_text(cfg: dict, records: dict) -> str:
+  """The re-drawn population's power study and the size of a confirmatory run ('' for fixed data)."""
+  if not cfg["data"].get("draws") or len(next(iter(records.values())).folds) < 2:
+    return ""
+  p = redrawn_power(records)
+  change = 100 * tabulate.POWER_CHANGE
+  rows = [[k.replace("/", ": PFD vs "), f"{v['run']:.2e}", f"{v['query']:.2e}", f"{100 * v['sd']:.1f}%",
+           f"{v['power']:.2f}", "n/a" if v["need"] is None else f"{v['need']:,}"] for k, v in p["comparisons"].items()]
+  need = max((v["need"] or 10 ** 9) for v in p["comparisons"].values())
+  fit = int(BUDGET_MINUTES * 60 // p["seconds_per_draw"])
+  low = min(stats.Estimate(0.0, 1.0, v["sd"] / np.sqrt(max(fit, 2)), max(fit, 2) - 1, "draws", fit).power(
+      tabulate.POWER_CHANGE) for v in p["comparisons"].values())
+  return (f"\n## Power on the re-drawn population\n\nPer draw, the paired relative difference of NDCG@8 varies with "
+          f"variance run + query / Q (`pfd_jax.ops.stats.redrawn_components`, unbiased, the run component not "
+          f"clipped): run = what re-drawing the training data, labels and initialisation moves, query / Q = the test "
+          f"set's draw. Power: this run's, for a true {change:.0f}% gain (one-sided 2.5%); draws: those a test needs "
+          f"for 80%.\n\n" +
+          tabulate.markdown_table(["Comparison", "run (relative variance)", "query (relative variance)",
+                                   "sd of a draw", f"power for {change:.0f}% here", "draws for 80%"], rows) +
+          f"\nEvery comparison at 80% power for a {change:.0f}% change needs "
+          f"{'more than 1,000,000' if need >= 10 ** 9 else f'{need:,}'} draws at this size; at this run's "
+          f"{p['seconds_per_draw']:.0f} s per draw, {BUDGET_MINUTES:.0f} minutes hold {fit} draws, whose smallest "
+          f"power is {low:.2f}.\n")
+
+
+def optimism_text(record: LossRecord, select_on: str) -> str:
+  """With validation selection: the paper's test selection on the same runs, and its optimism."""
+  if select_on != "vali":
+    return ("Selection: the best epoch on **test**, scored on the same test set (the paper's protocol; optimistic: a "
+            "run with --select_on=vali measures by how much).\n\n")
+  chosen, on_test = aggregate(record), test_selected(record)
+  rows = [[rows_lib.title(k), f"{chosen[k][:, 0].mean():.4f}", f"{v.mean():.4f}",
+           f"{100 * (v.mean() / chosen[k][:, 0].mean() - 1):+.1f}%"] for k, v in on_test.items() if k in chosen]
+  gain = lambda a, b: 100 * (a["pfd"].mean() / a[b].mean() - 1) if {"pfd", b} <= set(a) else None
+  vals = {k: v[:, 0] for k, v in chosen.items()}
+  lines = "; ".join(f"PFD vs {rows_lib.title(b, short=True)} {gain(on_test, b):+.1f}% (test-selected) against "
+                    f"{gain(vals, b):+.1f}% (validation-selected)" for b in ("no_distill", "self_distill", "gend")
+                    if gain(on_test, b) is not None)
+  return ("Selection: the best epoch on **validation** (confirmatory). The paper's protocol on the same runs, the best "
+          "epoch on test scored on test, reads higher by its optimism" + (f" ({lines})" if lines else "") + ":\n\n" +
+          tabulate.markdown_table(["Row", "test NDCG@8, validation-selected", "test-selected", "optimism"], rows) +
+          "\n")
