@@ -7,7 +7,8 @@
 * :mod:`~experiments.framework.ablation`: the baseline and PFD teacher the ablation drivers build on;
 * :mod:`~experiments.framework.rowstore`: the resume store of trained rows;
 * :mod:`~experiments.framework.records`: the typed records of a Table 2 run (a row's, a fold's, a loss's results);
-* :mod:`~experiments.framework.pairs`: the paired comparisons of a Table 2 run's rows;
+* :mod:`~experiments.framework.pairs`: the paired comparisons of a Table 2 run's rows, and each claim's unit;
+* :mod:`~experiments.framework.protocol`: a Table 2 run's population, selection and its optimism, re-drawn power;
 * :mod:`~experiments.framework.position`: the --position debiasing rows of a run on the team's own logs;
 * :mod:`~experiments.framework.deploy`: which model to deploy, chosen on validation, and its serving latency;
 * :mod:`~experiments.framework.rundir`: run folders, provenance, the environment a run records;
@@ -15,7 +16,8 @@
 * :mod:`~experiments.framework.outputs`: results.json, table.md and the plot of a run;
 * :mod:`~experiments.framework.tabulate`: Markdown tables and their statistics cells;
 * :mod:`~experiments.framework.plots`: PNG plots (matplotlib, imported on first use);
-* :mod:`~experiments.framework.claims`: claims, their verdicts, and the presets a driver declares;
+* :mod:`~experiments.framework.claims`: claims in their forms, their verdicts, Holm's adjustment, and the presets a
+  driver declares;
 * :mod:`~experiments.framework.published`: what RESULTS.md publishes of a run, and ``--check`` against it;
 * :mod:`~experiments.framework.staleness`: when a published run is still the code's result (canaries).
 

@@ -56,6 +56,10 @@ def fold_setup(cfg: Config, loss: Optional[str] = None, fold: int = 1, ds: Optio
                **overrides):
   """(dataset, device data, TrainConfig, seed keys) of one fold, checked for the splits training needs. With
   --draws, draw k's seeds and step order come from streams of their own (keys folded with k, order_stream k)."""
+  if cfg.data.draws:
+    # A draw's shapes are its own: no program compiled for an earlier draw runs again, and each holds executable
+    # memory maps (a process has 65,530 on Linux; a 12-draw run once died of "LLVM: Cannot allocate memory").
+    jax.clear_caches()
   ds = load_dataset(cfg.data, fold) if ds is None else ds
   tc = cfg.train_config(loss, **overrides)
   if cfg.data.draws:
