@@ -21,10 +21,12 @@ def test_power_driver_end_to_end(tmp_path):
   a = power.analysis(js)
   grid = {(g["scale"], g["test_queries"]): g for g in a["grid"]}
   assert set(grid) == {(s, t) for s in (0.2, 0.4, 0.8) for t in (60, 600)} and grid[(0.8, 60)]["projected"]
-  # at a measured point the spread is the measured one: seed + query / Q of the components
+  # at a measured point the spread is the measured one: seed + query / Q of the (unclipped) components, the seed
+  # term floored at 0 in the spread only
   seed, query = a["components"]["rankbce"]["0.4"]["no_distill"]
   q = grid[(0.4, 60)]["test_positive"]
-  np.testing.assert_allclose(grid[(0.4, 60)]["sd"]["rankbce/no_distill"], np.sqrt(seed + query / q))
+  np.testing.assert_allclose(grid[(0.4, 60)]["sd"]["rankbce/no_distill"], np.sqrt(max(seed, 0.0) + query / q))
+  np.testing.assert_allclose(power.fit_inverse([1.0, 2.0, 4.0], [3.0, 2.0, 1.5]), (1.0, 2.0), atol=1e-12)  # a + b/x
   c = a["choice"]
   assert c["seeds"] >= 2 and c["seconds"] <= 60 * cfg.options.budget_minutes
   assert "The decisive preset" in (tmp_path / "out" / "table.md").read_text()
