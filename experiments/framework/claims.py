@@ -170,9 +170,9 @@ def claim(text: str, e: stats.Estimate, *, form: str = "superiority", margin: fl
   shown as a diagnostic when `e` is another unit, and the basis of the fragility mark."""
   word, p = judge(e, form, margin)
   detail = _cell(e, p) + f" ({e.unit})"
-  if word.startswith("undecided"):
+  if word.startswith("undecided") and form == "superiority":
     detail += _need(e, folds)
-  if run is not None and e.unit != run.get("unit", "runs"):
+  if run is not None and (e.unit not in ("runs", "draws") or e.n != run["n"]):  # another interval: a diagnostic
     detail += f"; runs: {tabulate.change_cell(run)}"
   thresholds = {"superiority": (margin,), "non-inferiority": (-margin,), "equivalence": (-margin, margin)}[form]
   why = fragility(run, e.interval() if e.unit in ("runs", "draws") else None, thresholds) if run else ""
