@@ -115,6 +115,11 @@ def test_report_builds_marks_stale_and_fails_on_a_missing_run(tmp_path):
   assert md.count("**Stale**") == 1 and "| current |" in md
   found = {t: v for _, t, v in s["claims"]}
   assert found["No-distillation beats the PFD teacher served with mean-imputed z (paper, Table 6)"] == "holds"
+  # the paper's claims first, each with its form, population, selection and Holm-adjusted verdict (a family of
+  # the page's paper claims: here Table 5's first and Table 6's two); ours marked exploratory
+  top = md[md.index("## The paper's claims"):md.index("## The runs")]
+  assert top.count("| PFD | superiority | fixed (one draw) | test |") == 3 and "exploratory" not in top
+  assert "| exploratory |" in md and "After Holm" in md
   assert found["No-distillation beats the PFD teacher served with zero-imputed z (paper, Table 6)"] != "holds"
   # each run's own table, command, commit and figure
   assert "### Table 6: PFD teacher with imputed privileged features" in md
