@@ -1,13 +1,16 @@
 r"""RESULTS.md from the results files: every driver's latest run of each of its presets, its table and figures,
 the command, commit, machine and wall time, and one verdict per claim.
 
-  python -m experiments.report                          # reads results/, writes RESULTS.md and figures/
+  python -m experiments.report                          # reads results/, writes RESULTS.md, RESULTS.json, published/
   python -m experiments.report --results=runs --out=mine/RESULTS.md
   python -m experiments.report --check                  # do my runs in results/ reproduce RESULTS.md?
   python -m experiments.report --list                   # the runs of the page and the commands that make them
 
-Nothing in RESULTS.md is typed by hand: each section is the run's own table.md, its PNGs (copied beside the page,
-under figures/), and what its results.json and provenance.json say. The runs are the drivers' presets
+Nothing in RESULTS.md is typed by hand: each section is the run's own table.md, its PNGs, and what its results.json
+and provenance.json say. Those files are copied beside the page, into published/<anchor>/ (tracked), which the
+page links to and a later build reads for a run that its results tree lacks: the results tree (models,
+checkpoints, caches) stays on the machine that ran it, so without the copy a fresh clone could not rebuild the page
+(each run of the page takes minutes to an hour; together some four hours on two cores). The runs are the drivers' presets
 (:class:`experiments.framework.claims.Preset`) and their verdicts the drivers' own claims; this module only
 renders them. A run whose code has changed its bits since (:mod:`experiments.framework.staleness`) is marked
 **stale**; a missing run is an error (exit 1) naming every missing one and the command that makes it, never a
@@ -17,9 +20,7 @@ silent gap. A run on another machine configuration than the reference run's is m
 from __future__ import annotations
 
 import importlib
-import json
 import os
-import shutil
 import sys
 import time
 from typing import Callable, NamedTuple, Optional
@@ -29,7 +30,7 @@ from absl import app, flags
 
 from experiments import machine
 from experiments.framework import claims as claims_lib
-from experiments.framework import outputs, published, tabulate
+from experiments.framework import outputs, pagefiles, published, tabulate
 from experiments.framework.claims import MARGIN
 from experiments.framework.staleness import ROOT, git, staleness
 
@@ -82,21 +83,6 @@ class Missing(Exception):
   """Runs the page needs are absent (the message names each and its command)."""
 
 
-def load_run(results: str, e: Entry) -> Optional[dict]:
-  folder = os.path.join(results, e.driver, e.label, "latest")
-  path = os.path.join(folder, "results.json")
-  if not os.path.exists(path):
-    return None
-  with open(path) as f:
-    res = json.load(f)
-  prov = res.get("provenance")
-  if prov is None and os.path.exists(os.path.join(folder, "provenance.json")):
-    with open(os.path.join(folder, "provenance.json")) as f:
-      prov = json.load(f)
-  shown = os.path.join(os.path.dirname(folder), os.readlink(folder)) if os.path.islink(folder) else folder
-  return dict(res=res, prov=prov or {}, folder=os.path.realpath(folder), shown=shown)
-
-
 def _demote(md: str) -> str:
   return "\n".join("##" + line if line.startswith("#") else line for line in md.strip().splitlines())
 
@@ -113,7 +99,7 @@ def _machine(env: dict) -> str:
 
 def check_reproduction(results: str, page: str, expected: list = EXPECTED, required: bool = False) -> tuple:
   """:func:`experiments.framework.published.check_reproduction` of the runs under `results`."""
-  return published.check_reproduction(results, page, expected, load_run, required)
+  return published.check_reproduction(results, page, expected, pagefiles.load_run, required)
 
 
 def _wall(res: dict) -> str:
@@ -156,9 +142,10 @@ def _selection(res: dict) -> str:
   return res.get("config", {}).get("train", {}).get("select_on", "-")
 
 
-def paper_claims(rows: list) -> str:
+def paper_claims(rows: list, carried: tuple = ()) -> str:
   """'The paper's claims': one row per confirmatory claim of the page, with its form, population, selection, raw
-  and adjusted verdicts. rows: [(entry, run, claim, adjusted)]."""
+  and adjusted verdicts. rows: [(entry, run, claim, adjusted)]; carried: the entries whose sections were carried
+  from an earlier page (their claims are not in the family; said under the table)."""
   table = [[f"[{e.title}](#{e.anchor})", c.text, c.source, c.form_text, _population(run["res"]),
             _selection(run["res"]), f"**{c.verdict}**", _adjusted(c, a),
             "-" if not np.isfinite(c.power) else f"{c.power:.2f}"] for e, run, c, a in rows if c.confirmatory]
@@ -171,7 +158,10 @@ def paper_claims(rows: list) -> str:
           f"epoch (test: the paper's protocol, optimistic). Power: the achieved power of the claim's test to find a "
           f"true {100 * MARGIN:.0f}% gain at its measured spread (the smallest over a sweep's points).\n\n" +
           tabulate.markdown_table(["Run", "Claim", "Source", "Form", "Population", "Selection", "Verdict (raw)",
-                                   "After Holm", "Power"], table) + "\n")
+                                   "After Holm", "Power"], table) + "\n" + (
+              "\nNot in this family: the runs carried from an earlier page (" +
+              ", ".join(f"[{e.title}](#{e.anchor})" for e in carried) + "), whose results files were not at hand "
+              "when the page was rebuilt; their verdicts are that page's, in its rules.\n" if carried else ""))
 
 
 def update_readme(path: str, block: str) -> None:
@@ -184,9 +174,18 @@ def update_readme(path: str, block: str) -> None:
     f.write(text[:start] + block + text[stop:])
 
 
-def _missing_section(e: Entry, results: str) -> str:
-  return (f'<a id="{e.anchor}"></a>\n\n## {e.title}\n\n**Missing**: no run in '
-          f"`{os.path.join(results, e.driver, e.label, 'latest')}`; run `{e.command}`.\n")
+def _without_files(e: Entry, carried: dict, results: str) -> tuple:
+  """(summary row, section, RESULTS.json record or None) of a run the page has no files of: one for an accelerator
+  not run yet, one carried from the page being replaced, or a missing one."""
+  if e.anchor in carried:
+    return carried[e.anchor]
+  if e.accelerator:
+    return ([f"[{e.title}](#{e.anchor})", "-", "not run: needs an accelerator", "-", "-", "-"],
+            f'<a id="{e.anchor}"></a>\n\n## {e.title}\n\n**Not run yet**: it needs an accelerator '
+            f"({e.accelerator}). Run `{e.command}` on one; this section then shows it.\n", None)
+  return ([f"[{e.title}](#{e.anchor})", "-", "**missing**", "-", "-", "-"],
+          f'<a id="{e.anchor}"></a>\n\n## {e.title}\n\n**Missing**: no run in '
+          f"`{os.path.join(results, e.driver, e.label, 'latest')}`; run `{e.command}`.\n", None)
 
 
 def _counts(claims: list) -> str:
@@ -196,15 +195,10 @@ def _counts(claims: list) -> str:
   return "; ".join(f"{v} {k}" for k, v in counts.items()) or "-"
 
 
-def _figures(e: Entry, run: dict, fig_root: str, out_dir: str) -> list:
-  """The run's PNGs copied under fig_root/<anchor>/, as Markdown image lines."""
-  out = []
-  for png in sorted(p for p in os.listdir(run["folder"]) if p.endswith(".png")):
-    dest = os.path.join(fig_root, e.anchor, png)
-    os.makedirs(os.path.dirname(dest), exist_ok=True)
-    shutil.copyfile(os.path.join(run["folder"], png), dest)
-    out.append(f"\n![{e.title}: {png}]({os.path.relpath(dest, out_dir)})\n")
-  return out
+def _figures(e: Entry, folder: str, out_dir: str) -> list:
+  """The run's PNGs (in its archived folder beside the page) as Markdown image lines."""
+  return [f"\n![{e.title}: {png}]({os.path.relpath(os.path.join(folder, png), out_dir)})\n"
+          for png in sorted(p for p in os.listdir(folder) if p.endswith(".png"))]
 
 
 def _section(e: Entry, run: dict, claims: list, why: Optional[str], other: Optional[str], ref_title: str,
@@ -256,36 +250,35 @@ def _preamble(results: str, head: str, ref: Optional[Entry], ref_env: dict) -> s
           "--check`.\n\n")
 
 
-def build(results: str, out: str, root: str = ROOT, expected: list = EXPECTED, readme: Optional[str] = None,
-          mark_missing: bool = False) -> dict:
-  """Writes `out` (Markdown) and its figures beside it (<dir of out>/figures/), and the headline claims into
-  `readme`'s summary block when given; returns a summary {"entries": [...], "stale": [...], "claims": [...]}.
-  Raises Missing (writing nothing) if a run is absent, unless mark_missing: then the page lists it as
-  **missing** with its command, in the summary and in its own section."""
-  runs = [(e, load_run(results, e)) for e in expected]
-  missing = [e for e, r in runs if r is None and not e.accelerator]
+def build(results: str, out: str, root: str = ROOT, expected: list = EXPECTED, readme: Optional[str] = None, *,
+          mark_missing: bool = False, carry: bool = False) -> dict:
+  """Writes `out` (Markdown) and, beside it, RESULTS.json and published/<anchor>/ (each run's results, table and
+  figures, which the page links to and a later build reads when <results> lacks the run), and the headline claims
+  into `readme`'s summary block when given; returns a summary {"entries", "stale", "carried", "claims"}.
+  Raises Missing (writing nothing) if a run is absent from both, unless `carry` keeps its section from the page
+  being replaced (:func:`experiments.framework.pagefiles.carried`) or `mark_missing` lists it as **missing** with its command."""
+  out_dir = os.path.dirname(os.path.abspath(out))
+  archive = os.path.join(out_dir, pagefiles.ARCHIVE)
+  runs = [(e, pagefiles.load_run(results, e, archive)) for e in expected]
+  absent = [e for e, r in runs if r is None and not e.accelerator]
+  # the reference configuration: the first run's (the main job's) that recorded its numerics
+  ref, ref_env = next(((e, r["res"]["env"]) for e, r in runs if r and r["res"].get("env", {}).get("numerics")),
+                      (None, {}))
+  carried = pagefiles.carried(out, absent, root, ref_env.get("numerics")) if carry and absent else {}
+  missing = [e for e in absent if e.anchor not in carried]
   if missing and not mark_missing:
     raise Missing("no results for " + "; ".join(
         f"{e.key} ({os.path.join(results, e.driver, e.label, 'latest')} is absent; run: {e.command})"
         for e in missing))
-  out_dir = os.path.dirname(os.path.abspath(out))
-  fig_root = os.path.join(out_dir, "figures")
   head = git(root, "rev-parse", "HEAD").stdout.strip() or "unknown"
   summary, sections, all_claims, stale, records = [], [], [], [], {}
-  # the reference configuration: the first run's (the main job's) that recorded its numerics
-  ref, ref_env = next(((e, r["res"]["env"]) for e, r in runs if r and r["res"].get("env", {}).get("numerics")),
-                      (None, {}))
-  shutil.rmtree(fig_root, ignore_errors=True)
   for e, run in runs:
-    if run is None and e.accelerator:
-      summary.append([f"[{e.title}](#{e.anchor})", "-", "not run: needs an accelerator", "-", "-", "-"])
-      sections.append(f'<a id="{e.anchor}"></a>\n\n## {e.title}\n\n**Not run yet**: it needs an accelerator '
-                      f"({e.accelerator}). Run `{e.command}` on one; this section then shows it.\n")
-      continue
     if run is None:
-      summary.append([f"[{e.title}](#{e.anchor})", "-", "**missing**", "-", "-", "-"])
-      sections.append(_missing_section(e, results))
-      stale.append((e, "missing"))
+      row, section, record = _without_files(e, carried, results)
+      summary.append(row)
+      sections.append(section)
+      records.update({e.key: record} if record else {})
+      stale += [(e, "missing")] if row[2] == "**missing**" else []
       continue
     res, code = run["res"], run["prov"].get("code", {})
     why, claims = staleness(code, e.driver, root), e.claims_of(res)
@@ -299,13 +292,19 @@ def build(results: str, out: str, root: str = ROOT, expected: list = EXPECTED, r
     summary.append([f"[{e.title}](#{e.anchor})", _counts(claims), "**stale**" if why else "current",
                     "**other**" if other else "reference", (code.get("git_commit") or "?")[:10], _wall(res)])
     sections.append((e, run, claims, why, other))
+  for e, run in runs:
+    if run is not None:
+      pagefiles.archive_run(run, os.path.join(archive, e.anchor))
+  pagefiles.prune(archive, {e.anchor for e, run in runs if run is not None} | set(carried))
   adjusted = claims_lib.adjust([c for _, _, c in all_claims])
   of = {id(c): a for (_, _, c), a in zip(all_claims, adjusted)}
   sections = [s if isinstance(s, str) else "".join(
       _section(s[0], s[1], s[2], s[3], s[4], ref.title if ref else "", [of[id(c)] for c in s[2]]) +
-      _figures(s[0], s[1], fig_root, out_dir)) for s in sections]
+      _figures(s[0], os.path.join(archive, s[0].anchor), out_dir)) for s in sections]
   page = [_preamble(results, head, ref, ref_env),
-          paper_claims([(e, run, c, of[id(c)]) for e, run, c in all_claims]), "\n## The runs\n\n",
+          paper_claims([(e, run, c, of[id(c)]) for e, run, c in all_claims],
+                       [e for e in expected if e.anchor in carried]),
+          "\n## The runs\n\n",
           tabulate.markdown_table(["Run", "Claims", "Code", "Configuration", "Commit", "Wall time"], summary), "\n"]
   page += [s + "\n" for s in sections]
   if readme:
@@ -314,12 +313,16 @@ def build(results: str, out: str, root: str = ROOT, expected: list = EXPECTED, r
     f.write("".join(page).rstrip() + "\n")
   outputs.write_json(os.path.splitext(out)[0] + ".json", records)
   return dict(entries=[e.key for e in expected], stale=[e.key for e, _ in stale],
+              carried=[e.key for e in expected if e.anchor in carried],
               claims=[(e.key, c.text, c.verdict) for e, _, c in all_claims])
 
 
 flags.DEFINE_string("results", "results", "The results root the drivers wrote (<results>/<driver>/<label>/latest).")
 flags.DEFINE_string("out", "RESULTS.md", "The page to write (its figures go to figures/ beside it).")
 flags.DEFINE_bool("mark_missing", False, "List runs that are absent as missing on the page instead of failing.")
+flags.DEFINE_bool("carry", False, "Keep, verbatim and marked carried, the section of the page being replaced for a run "
+                  "absent from --results and from the page's published/ copy (a machine without that run's files); "
+                  "its verdicts stay that page's, outside this page's Holm family.")
 flags.DEFINE_string("readme", "README.md", "A file whose results summary block gets the headline claims ('' = none).")
 flags.DEFINE_bool("check", False, "Write nothing: compare each run under --results with the published page --out "
                   "(and its .json): bit-identical on the same configuration, within the tolerance on another. "
@@ -344,7 +347,7 @@ def main(argv):
     sys.exit(0 if ok else 1)
   try:
     s = build(flags.FLAGS.results, flags.FLAGS.out, readme=flags.FLAGS.readme or None,
-              mark_missing=flags.FLAGS.mark_missing)
+              mark_missing=flags.FLAGS.mark_missing, carry=flags.FLAGS.carry)
   except Missing as e:
     print(f"error: {e}", file=sys.stderr, flush=True)
     sys.exit(1)
@@ -352,7 +355,8 @@ def main(argv):
   for _, _, v in s["claims"]:
     verdicts[v.split(" at ")[0]] = verdicts.get(v.split(" at ")[0], 0) + 1
   print(f"wrote {flags.FLAGS.out}: {len(s['entries'])} runs, {len(s['claims'])} claims "
-        f"({', '.join(f'{n} {k}' for k, n in verdicts.items())}); stale: {', '.join(s['stale']) or 'none'}")
+        f"({', '.join(f'{n} {k}' for k, n in verdicts.items())}); stale: {', '.join(s['stale']) or 'none'}; "
+        f"carried: {', '.join(s['carried']) or 'none'}")
 
 
 if __name__ == "__main__":

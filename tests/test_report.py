@@ -124,8 +124,18 @@ def test_report_builds_marks_stale_and_fails_on_a_missing_run(tmp_path):
   # each run's own table, command, commit and figure
   assert "### Table 6: PFD teacher with imputed privileged features" in md
   assert "Command: `python -m experiments.table6_imputation`" in md and f"Commit: `{head[:10]}`" in md
-  assert (out.parent / "figures" / "table6_imputation-synthetic" / "table6.png").stat().st_size > 1000
-  assert "](figures/table6_imputation-synthetic/table6.png)" in md
+  assert (out.parent / "published" / "table6_imputation-synthetic" / "table6.png").stat().st_size > 1000
+  assert "](published/table6_imputation-synthetic/table6.png)" in md
+
+  # the page's own copy of its runs: a clone without the results tree rebuilds the same page from it
+  archived = sorted(p.name for p in (out.parent / "published" / "table6_imputation-synthetic").iterdir())
+  assert archived == ["origin.txt", "provenance.json", "results.json.gz", "table.md", "table6.png"]
+  json_before = (out.parent / "RESULTS.json").read_text()
+  shutil.move(str(results), str(tmp_path / "elsewhere"))
+  again = report.build(str(results), str(out), root=str(repo), expected=headline, readme=str(readme))
+  assert out.read_text() == md and (out.parent / "RESULTS.json").read_text() == json_before
+  assert again["claims"] == s["claims"] and again["stale"] == s["stale"]
+  shutil.move(str(tmp_path / "elsewhere"), str(results))
 
   # a driver without results: an error naming it and its command, and the page is left as it was
   expected.append(next(e for e in report.EXPECTED if e.driver == "table3_logs"))
@@ -141,6 +151,51 @@ def test_report_builds_marks_stale_and_fails_on_a_missing_run(tmp_path):
   s = report.build(str(results), str(out), root=str(repo), expected=expected[:-1] + [web])
   assert web.key not in s["stale"] and "not run: needs an accelerator" in out.read_text()
   assert f"**Not run yet**: it needs an accelerator ({web.accelerator})" in out.read_text()
+
+
+def test_a_run_without_files_is_carried_from_the_page_it_replaces(tmp_path):
+  """--carry: a run absent from the results tree and the page's copy keeps the earlier page's section verbatim,
+  marked carried, with its RESULTS.json record and figures; its claims leave the Holm family; a second rebuild
+  carries it unchanged; without --carry it is missing."""
+  t5, t6 = (next(e for e in report.EXPECTED if e.driver == d) for d in ("table5_positive_groups", "table6_imputation"))
+  results, page = tmp_path / "results", tmp_path / "page" / "RESULTS.md"
+  page.parent.mkdir()
+  _git(tmp_path, "init", "-q")
+  (tmp_path / "f").write_text("x")
+  _git(tmp_path, "add", "-A")
+  _git(tmp_path, "commit", "-qm", "one")
+  commit = _git(tmp_path, "rev-parse", "HEAD")
+  _write_run(results, "table5_positive_groups", "synthetic", table5_positive_groups.run(tiny()), commit)
+  rng = np.random.default_rng(1)
+  base = 0.3 + 0.01 * rng.normal(size=(10, 3))
+  rows = dict(no_distill=base, mean=base / 1.05, zero=base, teacher=base + 0.3)
+  _write_run(results, "table6_imputation", "synthetic", dict(
+      config=tiny(), env=rundir.environment(), rows=rows, comparisons=tabulate.compare(rows, "no_distill"),
+      seconds=1.0), commit)
+  report.build(str(results), str(page), root=str(tmp_path), expected=[t5, t6])
+  first = page.read_text()
+  section = first[first.index(f'<a id="{t6.anchor}"></a>'):]
+  # an earlier page's layout: its figures under figures/<anchor>/, which the carried section moves beside the page
+  shutil.move(str(page.parent / "published" / t6.anchor), str(tmp_path / "old6"))
+  (page.parent / "figures" / t6.anchor).mkdir(parents=True)
+  shutil.copy(str(tmp_path / "old6" / "table6.png"), str(page.parent / "figures" / t6.anchor))
+  page.write_text(first.replace(f"](published/{t6.anchor}/", f"](figures/{t6.anchor}/"))
+  shutil.rmtree(results / "table6_imputation")
+  with pytest.raises(report.Missing, match="table6_imputation/synthetic"):
+    report.build(str(results), str(page), root=str(tmp_path), expected=[t5, t6])
+  s = report.build(str(results), str(page), root=str(tmp_path), expected=[t5, t6], carry=True)
+  md = page.read_text()
+  assert s["carried"] == [t6.key] and t6.key not in s["stale"]
+  assert {k for k, _, _ in s["claims"]} == {t5.key}  # the carried run's claims are not re-judged nor adjusted
+  carried = md[md.index(f'<a id="{t6.anchor}"></a>'):]
+  assert carried.count("**Carried** from the page of commit") == 1 and f"commit `{commit[:10]}`" in carried
+  note = carried[carried.index("**Carried**"):carried.index("\n\n", carried.index("**Carried**")) + 2]
+  assert carried.replace(note, "") == section  # verbatim, figure links included
+  assert (page.parent / "published" / t6.anchor / "table6.png").exists()
+  assert f"| current, **carried** |" in md and "Not in this family: the runs carried" in md
+  assert json.loads((page.parent / "RESULTS.json").read_text())[t6.key]["verdicts"]
+  report.build(str(results), str(page), root=str(tmp_path), expected=[t5, t6], carry=True)
+  assert page.read_text() == md
 
 
 def test_every_entry_has_a_driver_and_claims_for_each_paper_result():

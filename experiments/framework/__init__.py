@@ -19,6 +19,7 @@
 * :mod:`~experiments.framework.claims`: claims in their forms, their verdicts, Holm's adjustment, and the presets a
   driver declares;
 * :mod:`~experiments.framework.published`: what RESULTS.md publishes of a run, and ``--check`` against it;
+* :mod:`~experiments.framework.pagefiles`: the page's copy of its runs (published/), from which any clone rebuilds it;
 * :mod:`~experiments.framework.staleness`: when a published run is still the code's result (canaries).
 
 Printing and files live here and in the drivers, never in pfd_jax. No driver imports another driver, with one

@@ -1,0 +1,111 @@
+"""The page's copy of its runs: what RESULTS.md is built from, kept beside it so that any clone rebuilds it.
+
+``python -m experiments.report`` reads each run from ``<results>/<driver>/<label>/latest`` (the results tree, which
+holds models, checkpoints and caches and stays on the machine that made it) and copies what the page reads of it
+into ``published/<anchor>/`` beside the page (tracked): results.json (gzipped), provenance.json, table.md, the
+PNGs the page links to, and the results folder's name. A later build reads a run that the results tree lacks from
+there. A run with neither (one lost before this copy existed) can be **carried**: the page being replaced keeps
+its section verbatim, marked, its verdicts in that page's rules.
+"""
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import re
+import shutil
+from typing import Optional
+
+from experiments.framework import published
+from experiments.framework.staleness import staleness
+
+ARCHIVE = "published"  # beside the page
+ARCHIVED = "results.json.gz"
+ORIGIN = "origin.txt"  # the results folder the run was made in, as the page names it
+KEPT = ("provenance.json", "table.md", ORIGIN)
+CARRIED = "**Carried**"
+
+
+def load_run(results: str, e, archive: Optional[str] = None) -> Optional[dict]:
+  """The run of `e` under <results>/<driver>/<label>/latest; else, given `archive` (the page's own copy of its runs'
+  files, :func:`archive_run`), from <archive>/<anchor>/; None when neither has it."""
+  folder = os.path.join(results, e.driver, e.label, "latest")
+  path = os.path.join(folder, "results.json")
+  if not os.path.exists(path) and archive:
+    folder = os.path.join(archive, e.anchor)
+    path = os.path.join(folder, ARCHIVED)
+  if not os.path.exists(path):
+    return None
+  with (gzip.open(path, "rt") if path.endswith(".gz") else open(path)) as f:
+    res = json.load(f)
+  prov = res.get("provenance")
+  if prov is None and os.path.exists(os.path.join(folder, "provenance.json")):
+    with open(os.path.join(folder, "provenance.json")) as f:
+      prov = json.load(f)
+  shown = os.path.join(os.path.dirname(folder), os.readlink(folder)) if os.path.islink(folder) else folder
+  if os.path.exists(os.path.join(folder, ORIGIN)):
+    with open(os.path.join(folder, ORIGIN)) as f:
+      shown = f.read().strip()
+  return dict(res=res, prov=prov or {}, folder=os.path.realpath(folder), shown=shown)
+
+
+def archive_run(run: dict, folder: str) -> None:
+  """Copies the files the page reads of `run` into `folder` (tracked beside the page, so that a fresh clone rebuilds
+  the page without the results tree, which holds models and checkpoints and stays on the machine that ran it)."""
+  if os.path.realpath(folder) == run["folder"]:
+    return
+  shutil.rmtree(folder, ignore_errors=True)
+  os.makedirs(folder)
+  src = os.path.join(run["folder"], "results.json")
+  # mtime 0: the same results give the same bytes (git sees no change when a page is rebuilt from the same runs)
+  with open(src, "rb") as f, open(os.path.join(folder, ARCHIVED), "wb") as raw:
+    with gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as out:
+      shutil.copyfileobj(f, out)
+  for name in sorted(os.listdir(run["folder"])):
+    if name in KEPT or name.endswith(".png"):
+      shutil.copyfile(os.path.join(run["folder"], name), os.path.join(folder, name))
+  with open(os.path.join(folder, ORIGIN), "w") as f:
+    f.write(run["shown"] + "\n")
+
+
+def carried(page: str, entries: list, root: str, ref_numerics: Optional[dict]) -> dict:
+  """The sections of `entries` on the published `page` (and their RESULTS.json records), for runs whose results
+  files this machine does not have: {anchor: (summary row, section, record)}. Each is the earlier page's text
+  verbatim under a note that says so; its figures move beside the page (<dir>/published/<anchor>/)."""
+  text = published._read(page)
+  records = json.loads(published._read(os.path.splitext(page)[0] + ".json") or "{}")
+  at = re.search(r"at commit `([0-9a-f]+)`", text)
+  out = {}
+  for e in entries:
+    start = text.find(f'<a id="{e.anchor}"></a>')
+    row = next((line for line in text.splitlines() if f"](#{e.anchor}) |" in line), None)
+    if start < 0 or row is None:
+      continue
+    stop = text.find('<a id="', start + 1)
+    section = text[start:stop if stop > 0 else len(text)].rstrip() + "\n"
+    old_figures = os.path.join(os.path.dirname(os.path.abspath(page)), "figures", e.anchor)
+    if os.path.isdir(old_figures):  # a page from before the published/ folder
+      shutil.copytree(old_figures, os.path.join(os.path.dirname(os.path.abspath(page)), ARCHIVE, e.anchor),
+                      dirs_exist_ok=True, ignore=lambda _, names: [n for n in names if not n.endswith(".png")])
+      section = section.replace(f"](figures/{e.anchor}/", f"]({ARCHIVE}/{e.anchor}/")
+    record = records.get(e.key)
+    if CARRIED not in section:
+      head = f"## {e.title}\n\n" if f"## {e.title}\n\n" in section else section.split("\n\n")[1] + "\n\n"
+      section = section.replace(head, head + f"{CARRIED} from the page of commit `{at.group(1) if at else '?'}`: no "
+                                f"results files of this run were at hand when the page was rebuilt, so this section is "
+                                f"that page's, verbatim, and its verdicts are in that page's rules, outside this page's "
+                                f"Holm family. `{e.command}` brings it under this page's rules.\n\n", 1)
+    cells = [c.strip() for c in row.strip().strip("|").split(" | ")]
+    why = staleness(dict(git_commit=record["commit"]), e.driver, root) if record and record.get("commit") else None
+    cells[2] = ("**stale**, " if why else "current, ") + "**carried**"
+    if ref_numerics and record and record.get("numerics"):  # against this page's reference run
+      cells[3] = "reference" if record["numerics"] == ref_numerics else "**other**"
+    out[e.anchor] = (cells, section, record)
+  return out
+
+
+def prune(archive: str, kept: set) -> None:
+  """Removes the copies of runs no longer on the page (anchors not in `kept`)."""
+  for name in os.listdir(archive) if os.path.isdir(archive) else []:
+    if name not in kept:
+      shutil.rmtree(os.path.join(archive, name))
