@@ -123,9 +123,8 @@ def run_fold(cfg: schema.Config, loss: str, fold: int, methods: tuple, shared: d
     rows[k], views[k], configs[k] = r
   # Per test list NDCG@8 of each row's best-epoch models, averaged over seeds: the query-level comparison
   # (a row that reads the permuted z is scored on the placebo data).
-  lists = {name: gbdt.per_list_ndcg(tc, r, ds["test"], max_buckets=dd.max_buckets) if isinstance(r, gbdt.Result)
-           else T.per_list_ndcg(configs[name], r.params, (placebo() if rows_lib.REGISTRY[name].permuted else dd)
-                                .eval_sets["test"], views[name]) for name, r in rows.items()}
+  lists = {name: _lists(tc, configs[name], r, ds["test"], (placebo() if rows_lib.REGISTRY[name].permuted else dd)
+                        .eval_sets["test"], views[name], dd.max_buckets) for name, r in rows.items()}
   record = FoldRecord(data=ds.config, train_groups=dd.num_train_groups, positive_train_groups=dd.num_positive_groups,
                       seconds=time.time() - t0,
                       rows={name: RowRecord.of(r, lists[name][0]) for name, r in rows.items()},
@@ -137,9 +136,19 @@ def run_fold(cfg: schema.Config, loss: str, fold: int, methods: tuple, shared: d
   return record
 
 
+def _lists(tc: T.TrainConfig, config: T.TrainConfig, result, groups, es, view: str, max_buckets: int) -> tuple:
+  """(NDCG@ks[0] of every list [S, Q], has-a-positive [Q]) of a row's S models on one split (groups: its lists,
+  es: the same on the device), lists in bucket order."""
+  if isinstance(result, gbdt.Result):
+    return gbdt.per_list_ndcg(tc, result, groups, max_buckets=max_buckets)
+  return T.per_list_ndcg(config, result.params, es, view)
+
+
 def ensembles(tc: T.TrainConfig, rows: dict, ds, dd, views: dict, configs: dict) -> dict:
   """{row: NDCG@ks over the test lists and per test list NDCG@ks[0]} of every row's seed ensemble (a row that reads
-  the permuted z, in no file: none); views / configs: each row's scoring view and config."""
+  the permuted z, in no file: none), and on validation the same per list of the ensemble and of the single models
+  (their seeds' mean), which the deploy choice pairs (deploy.choose); views / configs: each row's scoring view and
+  config."""
   out = {}
   for name, r in rows.items():
     if rows_lib.REGISTRY[name].permuted:
@@ -149,7 +158,11 @@ def ensembles(tc: T.TrainConfig, rows: dict, ds, dd, views: dict, configs: dict)
       v, valid = distill.ensemble_lists(configs[name], r, ds[split], views[name], max_buckets=dd.max_buckets)
       mean = metrics.list_mean(np.where(valid, v, 0.0).sum(-1), int(valid.sum()), ds[split].num_queries,
                                tc.empty_rule)
-      out[name].update(dict(ndcg=mean, test_lists=v[0]) if split == "test" else dict(vali_ndcg=mean))
+      if split == "test":
+        out[name].update(ndcg=mean, test_lists=v[0])
+      else:
+        single = _lists(tc, configs[name], r, ds[split], dd.eval_sets[split], views[name], dd.max_buckets)[0]
+        out[name].update(vali_ndcg=mean, vali_lists=v[0], vali_valid=valid, vali_single_lists=single.mean(0))
   return out
 
 
@@ -234,9 +247,18 @@ def _deploy_text(record: LossRecord, compared: dict, ks) -> str:
   lat_rows = [[rows_lib.title(n), f"{v['single']['p50_ms']:.2f} / {v['single']['p99_ms']:.2f}",
                f"{v['ensemble']['p50_ms']:.2f} / {v['ensemble']['p99_ms']:.2f}"] for n, v in lat.items()]
   vs_text = f"; vs {unit}: {tabulate.change_cell(vs)}" if vs and row != "lambdamart" else ""
+  name = lambda c: rows_lib.title(c.split("/")[0]) + (", seed ensemble" if c.endswith("/ensemble") else "")
+  rule = ("" if "best" not in d else  # a run from before the one-standard-error rule
+          f" The simplest candidate that validation cannot tell from the best ({name(d['best'])}, "
+          f"{d['vali_all'][d['best']]:.3f}): not worse by a one-sided paired t-test over {d['lists']} validation lists "
+          f"at 5%, Bonferroni over the {len(d['vali_all'])} candidates ({len(d['within'])} tied), so that the winner of "
+          f"many noisy validation scores is not deployed for its noise: {100 * d['gap'][0]:.1f} points below the best "
+          f"({d['gap'][0] / d['gap'][1] if d['gap'][1] else 0:.1f} SE; a gap of {d['threshold']:.1f} SE would count)" +
+          (f"; against no-distillation on validation {tabulate.change_cell(d['vs_no_distill'])}" if "vs_no_distill" in d
+           and row != "no_distill" else "") + ".")
   return (f"**Which to deploy** (chosen on validation NDCG@{ks[0]} among the rows a service can run, single models "
           f"and seed ensembles; test never read): **{rows_lib.title(row)}{', seed ensemble' if kind == 'ensemble' else ''}"
-          f"**, validation {d['vali']:.3f}, test NDCG@{ks[0]} {test:.3f}{vs_text}. Saved models: "
+          f"**, validation {d['vali']:.3f}, test NDCG@{ks[0]} {test:.3f}{vs_text}.{rule} Saved models: "
           f"`--save_models` writes every row under the run folder's models/ (`python -m experiments.predict`, "
           f"`python -m experiments.export`).\n\n" +
           (f"Serving latency in process of one {deploy.QUERY_DOCS}-document query (this machine, fold "
