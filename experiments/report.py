@@ -160,7 +160,7 @@ def paper_claims(rows: list, carried: tuple = ()) -> str:
           tabulate.markdown_table(["Run", "Claim", "Source", "Form", "Population", "Selection", "Verdict (raw)",
                                    "After Holm", "Power"], table) + "\n" + (
               "\nNot in this family: the runs carried from an earlier page (" +
-              ", ".join(f"[{e.title}](#{e.anchor})" for e in carried) + "), whose results files were not at hand "
+              ", ".join(f"[{e.key}](#{e.anchor})" for e in carried) + "), whose results files were not at hand "
               "when the page was rebuilt; their verdicts are that page's, in its rules.\n" if carried else ""))
 
 

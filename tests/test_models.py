@@ -154,7 +154,7 @@ def test_table2_on_own_data_adds_ensemble_rows(tmp_path):
   assert set(fold["ensembles"]) == {"no_distill", "lambdamart"} and set(fold["latency"]) == {"no_distill", "lambdamart"}
   assert "vs_lambdamart" in lr["comparisons"]["ensembles"]["no_distill"]
   # the deploy choice reads validation only: each candidate's validation NDCG is the row's own (its seeds' mean, the
-  # ensemble's), from the per-list values it pairs; the chosen one is the best or tied with it (deploy.tied_with_best)
+  # ensemble's), from the per-list values it pairs; the chosen one is the best or tied with it (stats.tied_with_best)
   vali = {f"{n}/single": float(np.mean(np.asarray(fold["rows"][n]["best"]["vali"])[:, 0])) for n in fold["rows"]}
   vali.update({f"{n}/ensemble": fold["ensembles"][n]["vali_ndcg"][0] for n in fold["ensembles"]})
   d = lr["deploy"]

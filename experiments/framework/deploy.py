@@ -12,7 +12,6 @@ import time
 import jax
 import jax.numpy as jnp
 import numpy as np
-from scipy import stats as sps
 
 from experiments.framework import tabulate
 from pfd_jax.methods import gbdt
@@ -74,33 +73,9 @@ def simplicity(candidate: tuple) -> tuple:
   return (rows_lib.REGISTRY[row].teacher is not None, kind == "ensemble", names.index(row))
 
 
-def tied_with_best(lists: dict, alpha: float = 0.05) -> dict:
-  """The simplest candidate that validation cannot tell from the best one.
-
-  lists: {candidate: f[Q]} each candidate's NDCG on the same Q validation lists (a single model's: the mean over
-  its seeds). The candidate with the highest mean is the winner of m noisy scores, and with many candidates and
-  few lists the winner is mostly its noise (the winner's curse). So a candidate counts as tied with the best unless
-  a one-sided paired t-test over the lists (the per-list difference: the lists' shared difficulty cancels) finds it
-  worse at level alpha, Bonferroni-adjusted over the m - 1 candidates the best was compared with (the best is
-  itself the maximum of m); the simplest of the tied (:func:`simplicity`) is chosen. Twelve candidates equal in
-  truth, on 42 lists (tests/test_deploy.py): the plain maximum was no-distillation in 18 of 200 draws of the
-  noise, this rule chose it in 196. Returns {chosen, best, means, within: [tied candidates, simplest first],
-  gap: (best - chosen mean, its paired SE), threshold: the t quantile a gap must exceed, in SEs}."""
-  means = {c: float(np.mean(v)) for c, v in lists.items()}
-  best = max(means, key=means.get)
-  n = len(lists[best])
-  threshold = float(sps.t.ppf(1 - alpha / max(len(lists) - 1, 1), max(n - 1, 1)))
-  gaps = {}
-  for c, v in lists.items():
-    d = np.asarray(lists[best], np.float64) - np.asarray(v, np.float64)
-    gaps[c] = (float(d.mean()), float(d.std(ddof=1) / np.sqrt(d.size)) if d.size > 1 else 0.0)
-  within = sorted((c for c, (g, se) in gaps.items() if g <= threshold * se), key=simplicity)
-  return dict(chosen=within[0], best=best, means=means, within=within, gap=gaps[within[0]], threshold=threshold)
-
-
 def choose(fold_results: list, ensembles: bool) -> dict:
-  """The model to deploy: :func:`tied_with_best` over the candidates (rows a service can run, as single models and seed
-  ensembles), on every fold's validation lists with a positive, from table2's
+  """The model to deploy: :func:`pfd_jax.ops.stats.tied_with_best` over the candidates (rows a service can run,
+  as single models and seed ensembles), on every fold's validation lists with a positive, from table2's
   :class:`experiments.framework.records.FoldRecord` s (their ensembles' per-list validation NDCG). With it, the
   chosen candidate against no-distillation on the same lists (the paired difference's 95% interval). {} when
   the run has no validation split."""
@@ -117,7 +92,7 @@ def choose(fold_results: list, ensembles: bool) -> dict:
   if not lists:
     return {}
   lists = {c: np.concatenate(v) for c, v in lists.items()}
-  pick = tied_with_best(lists)
+  pick = stats.tied_with_best(lists, simplicity)
   (row, kind), key = pick["chosen"], lambda c: f"{c[0]}/{c[1]}"
   out = dict(row=row, kind=kind, vali=pick["means"][pick["chosen"]], best=key(pick["best"]),
              within=[key(c) for c in pick["within"]], gap=list(pick["gap"]), threshold=pick["threshold"],

@@ -308,10 +308,11 @@ def transform_identity(t, mask=None):
   return t
 
 
-def transform_sigmoid(t, mask=None):
-  """sigma(t): teacher logits -> probabilities in [0, 1] (the paper's soft labels for RankBCE/RankNet)."""
+def transform_sigmoid(t, mask=None, *, temperature: float = 1.0):
+  """sigma(t / T): teacher logits -> probabilities in [0, 1] (the paper's soft labels for RankBCE/RankNet at
+  T = 1; T > 1 softens a confident teacher's targets towards 1/2, the PFD search's softening)."""
   del mask
-  return jax.nn.sigmoid(t)
+  return jax.nn.sigmoid(t / temperature if temperature != 1.0 else t)
 
 
 def transform_affine(t, mask=None, *, a: float = 1.0, b: float = 0.0):
@@ -335,10 +336,12 @@ def get_transform(name: str, *, a: float = 1.0, b: float = 0.0, temperature: flo
     if a <= 0:
       raise ValueError(f"affine transform needs slope a > 0 (SDR Eq. 10), got {a}")
     return functools.partial(transform_affine, a=a, b=b)
+  if name in ("softmax", "sigmoid") and temperature <= 0:
+    raise ValueError(f"{name} transform needs temperature > 0, got {temperature}")
   if name == "softmax":
-    if temperature <= 0:
-      raise ValueError(f"softmax transform needs temperature > 0, got {temperature}")
     return functools.partial(transform_softmax, temperature=temperature)
+  if name == "sigmoid" and temperature != 1.0:
+    return functools.partial(transform_sigmoid, temperature=temperature)
   if name not in TRANSFORMS:
     raise ValueError(f"unknown teacher transform {name!r}; known: {', '.join(TRANSFORMS)}")
   return {"sigmoid": transform_sigmoid, "identity": transform_identity}[name]

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Optional
+from typing import Callable, Optional
 
 import numpy as np
 from scipy import stats as sps
@@ -278,6 +278,30 @@ def crossed(blocks, reference: float) -> Estimate:
   df = var ** 2 / denom if denom > 0 else math.inf  # identical rows: no spread, the difference is exact
   return Estimate(float(np.mean([b.mean() for b in blocks])), float(reference), math.sqrt(var), float(df),
                   "seeds x queries", int(sum(b.size for b in blocks)))
+
+
+def tied_with_best(lists: dict, simplicity: Callable, alpha: float = 0.05) -> dict:
+  """The simplest candidate that validation cannot tell from the best one.
+
+  lists: {candidate: f[Q]} each candidate's NDCG on the same Q validation lists (a single model's: the mean over
+  its seeds). The candidate with the highest mean is the winner of m noisy scores, and with many candidates and
+  few lists the winner is mostly its noise (the winner's curse). So a candidate counts as tied with the best unless
+  a one-sided paired t-test over the lists (the per-list difference: the lists' shared difficulty cancels) finds it
+  worse at level alpha, Bonferroni-adjusted over the m - 1 candidates the best was compared with (the best is
+  itself the maximum of m); the simplest of the tied (the smallest `simplicity(candidate)`) is chosen. Twelve candidates equal in
+  truth, on 42 lists (tests/test_deploy.py, with experiments.framework.deploy.simplicity): the plain maximum was no-distillation in 18 of 200 draws of the
+  noise, this rule chose it in 196. Returns {chosen, best, means, within: [tied candidates, simplest first],
+  gap: (best - chosen mean, its paired SE), threshold: the t quantile a gap must exceed, in SEs}."""
+  means = {c: float(np.mean(v)) for c, v in lists.items()}
+  best = max(means, key=means.get)
+  n = len(lists[best])
+  threshold = float(sps.t.ppf(1 - alpha / max(len(lists) - 1, 1), max(n - 1, 1)))
+  gaps = {}
+  for c, v in lists.items():
+    d = np.asarray(lists[best], np.float64) - np.asarray(v, np.float64)
+    gaps[c] = (float(d.mean()), float(d.std(ddof=1) / np.sqrt(d.size)) if d.size > 1 else 0.0)
+  within = sorted((c for c, (g, se) in gaps.items() if g <= threshold * se), key=simplicity)
+  return dict(chosen=within[0], best=best, means=means, within=within, gap=gaps[within[0]], threshold=threshold)
 
 
 def holm(p) -> np.ndarray:

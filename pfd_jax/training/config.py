@@ -134,8 +134,8 @@ class TrainConfig:
   transform_a: float = config.option(1.0, "SDR Eq. 10 affine teacher transform slope a (teaching=listwise).",
                                      lo=0, lo_open=True)
   transform_b: float = config.option(0.0, "SDR Eq. 10 affine teacher transform intercept b (teaching=listwise).")
-  temperature: float = config.option(1.0, "Softmax teacher transform temperature T (SDR section 5.6).", lo=0,
-                                     lo_open=True, flag=False)
+  temperature: float = config.option(1.0, "Teacher transform temperature T (softmax: SDR section 5.6; sigmoid: "
+                                     "sigmoid(t / T)).", lo=0, lo_open=True, flag=False)
   topk: TopK = config.option(TopK(), "Ranking Distillation's top-K teacher loss.")
   seed_batching: str = config.option("vmap", "How the seeds' gradients are computed: vmap (batched; the reproduced "
                              "tables) or loop (one after another: RankNet's 5 seeds 10% faster on CPU, other "

@@ -1,0 +1,137 @@
+"""PFD searched on validation: which privileged columns the teacher reads, and how hard its student follows it.
+
+The paper's Figure 5 finds PFD's gain non-monotone in how predictive the privileged features are, and a teacher
+that reads a near-copy of the label teaches targets that a student on x alone cannot follow (HA-PFD removes the
+most predictive privileged features for that reason). So on a team's own data the privileged columns are a
+choice, and so is the strength of the distillation. :func:`search` makes the choice on the validation lists alone:
+
+* **subsets** of the privileged columns (:func:`subsets`): all; each column alone; and backward elimination from
+  the most predictive column (all but the first, all but the first two, ...), the columns ordered by their
+  correlation with the label on the training split (:func:`column_strength`). A subset is an input mask of one
+  shape (the other columns set to 0), so every teacher is one compiled program.
+* **how hard**: alpha (Eq. 1's weight of the data term) and the teacher's temperature (sigmoid(t / T) for the
+  pointwise and pairwise teachers, softmax(t / T) for the listwise one), the grid of every subset's students
+  trained side by side in one program (:func:`pfd_jax.training.train`'s ``variants``).
+* **no distillation** itself is a candidate, the simplest.
+
+The choice is :func:`pfd_jax.ops.stats.tied_with_best` over every candidate's per-list validation NDCG: the
+simplest candidate that a paired test over the validation lists cannot tell from the best (no distillation before
+any teacher; fewer columns; a larger alpha; T = 1), so the search is never worse than no distillation by more
+than validation can see and says when nothing beats it. The test split is never read here.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING, Callable, NamedTuple, Optional, Sequence, Tuple
+
+import numpy as np
+
+from pfd_jax.data.datasets import Dataset
+from pfd_jax.methods import distill
+from pfd_jax.ops import stats
+from pfd_jax.training.evaluation import per_list_ndcg
+
+if TYPE_CHECKING:
+  from pfd_jax.training.config import TrainConfig
+
+ALPHAS = (0.2, 0.5, 0.8)
+TEMPERATURES = (1.0, 3.0)
+
+
+class Candidate(NamedTuple):
+  """A searched configuration: the privileged columns its teacher reads (indices into z; () = no distillation),
+  alpha and the teacher's temperature."""
+  columns: Tuple[int, ...] = ()
+  alpha: float = 1.0
+  temperature: float = 1.0
+
+  @property
+  def label(self) -> str:
+    if not self.columns:
+      return "no distillation"
+    return f"z[{','.join(map(str, self.columns))}], alpha {self.alpha:g}, T {self.temperature:g}"
+
+  def simplicity(self) -> tuple:
+    """Smallest first: no distillation; fewer columns; a larger alpha (less weight on the teacher); T = 1."""
+    return (bool(self.columns), len(self.columns), -self.alpha, abs(np.log(self.temperature)), self.columns)
+
+
+def column_strength(ds: Dataset, split: str = "train") -> np.ndarray:
+  """|corr(z_j, y)| of every privileged column with the training label over the split's documents (0 for a
+  constant column)."""
+  g = ds[split]
+  z, y = np.asarray(g.z, np.float64), np.asarray(g.y, np.float64)
+  zc, yc = z - z.mean(0), y - y.mean()
+  den = np.sqrt((zc ** 2).sum(0) * (yc ** 2).sum())
+  return np.abs(np.divide(zc.T @ yc, den, out=np.zeros(z.shape[1]), where=den > 0))
+
+
+def subsets(order: Sequence[int]) -> Tuple[Tuple[int, ...], ...]:
+  """The searched column subsets, given the columns from the most predictive down: all; each alone; backward
+  elimination from the most predictive (all but order[:1], all but order[:2], ...). Each once, sorted indices."""
+  order = list(order)
+  out = [tuple(sorted(order))] + [(c,) for c in order]
+  out += [tuple(sorted(order[k:])) for k in range(1, len(order))]
+  return tuple(dict.fromkeys(out))
+
+
+def masked(ds: Dataset, columns: Sequence[int]) -> Dataset:
+  """`ds` with every privileged column outside `columns` set to 0 in every split (the same shapes)."""
+  keep = np.zeros(ds[next(iter(ds.splits))].z.shape[1], bool)
+  keep[list(columns)] = True
+  splits = {s: dataclasses.replace(g, z=np.where(keep, g.z, 0).astype(g.z.dtype)) for s, g in ds.splits.items()}
+  return Dataset(name=ds.name, splits=splits, privileged=ds.privileged,
+                 config=dict(ds.config, privileged_mask=[int(c) for c in columns]))
+
+
+@dataclasses.dataclass
+class Search:
+  """What :func:`search` found: every candidate's validation NDCG per list (seeds' mean) and mean, the choice
+  (:func:`pfd_jax.ops.stats.tied_with_best`'s dict), the columns' strengths, each subset teacher's validation NDCG,
+  and the chosen candidate's and no-distillation's trained models (TrainResult)."""
+  lists: dict
+  choice: dict
+  strength: np.ndarray
+  teachers: dict
+  chosen: object
+  baseline: object
+  valid: np.ndarray
+
+  @property
+  def candidate(self) -> Candidate:
+    return self.choice["chosen"]
+
+
+def search(keys, cfg: TrainConfig, ds: Dataset, to_device: Callable[[Dataset], object], *,
+           alphas: Sequence[float] = ALPHAS, temperatures: Sequence[float] = TEMPERATURES,
+           subset_list: Optional[Sequence[Tuple[int, ...]]] = None, hooks: Optional[Callable] = None,
+           level: float = 0.05) -> Search:
+  """Searches the PFD configurations of the module docstring on `ds`'s validation split and returns the
+  :class:`Search`. to_device(dataset) returns its :class:`pfd_jax.methods.distill.DeviceData` (with a 'vali'
+  evaluation set); cfg.select_on should be 'vali' (nothing about test may select anything). hooks(name) gives
+  each model's :class:`pfd_jax.training.Hooks`."""
+  if cfg.select_on != "vali":
+    raise ValueError(f"the PFD search selects on validation: select_on='vali', got {cfg.select_on!r}")
+  hooks = hooks or (lambda name: distill.Hooks())
+  strength = column_strength(ds)
+  subset_list = subset_list or subsets([int(c) for c in np.argsort(-strength, kind="stable")])
+  dd = to_device(ds)
+  baseline = distill.train_on_data(keys, cfg, dd, "x", hooks("no_distill"))
+  vali = lambda result, dev: per_list_ndcg(cfg, result.params, dev.eval_sets["vali"], "x")
+  base_lists, valid = vali(baseline, dd)
+  lists, models = {Candidate(): base_lists.mean(0)[valid]}, {Candidate(): baseline}
+  grid = [dict(alpha=a, temperature=t) for a in alphas for t in temperatures]
+  teachers = {}
+  for cols in subset_list:
+    dev = to_device(masked(ds, cols))
+    name = "+".join(map(str, cols))
+    teacher = distill.train_on_data(keys, cfg, dev, "xz", hooks(f"teacher z[{name}]"))
+    teachers[tuple(int(i) for i in cols)] = per_list_ndcg(cfg, teacher.params, dev.eval_sets["vali"], "xz")[0].mean(0)[valid]
+    targets = distill.teacher_targets(cfg, [(teacher, "xz")], dev)
+    students = distill.train_student(keys, cfg, dev, targets, hooks(f"students z[{name}]"), variants=grid)
+    for v, student in zip(grid, students):
+      c = Candidate(tuple(int(i) for i in cols), v["alpha"], v["temperature"])
+      lists[c], models[c] = vali(student, dev)[0].mean(0)[valid], student
+  choice = stats.tied_with_best(lists, Candidate.simplicity, level)
+  return Search(lists=lists, choice=choice, strength=strength, teachers=teachers,
+                chosen=models[choice["chosen"]], baseline=baseline, valid=valid)
