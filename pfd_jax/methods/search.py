@@ -26,12 +26,12 @@ from typing import TYPE_CHECKING, Callable, NamedTuple, Optional, Sequence, Tupl
 
 import numpy as np
 
-from pfd_jax.data.datasets import Dataset
-from pfd_jax.methods import distill
 from pfd_jax.ops import stats
-from pfd_jax.training.evaluation import per_list_ndcg
+from pfd_jax.training.evaluation import per_list_ndcg, predict
+from pfd_jax.training.loop import Hooks, train
 
 if TYPE_CHECKING:
+  from pfd_jax.data.datasets import Dataset
   from pfd_jax.training.config import TrainConfig
 
 ALPHAS = (0.2, 0.5, 0.8)
@@ -80,8 +80,7 @@ def masked(ds: Dataset, columns: Sequence[int]) -> Dataset:
   keep = np.zeros(ds[next(iter(ds.splits))].z.shape[1], bool)
   keep[list(columns)] = True
   splits = {s: dataclasses.replace(g, z=np.where(keep, g.z, 0).astype(g.z.dtype)) for s, g in ds.splits.items()}
-  return Dataset(name=ds.name, splits=splits, privileged=ds.privileged,
-                 config=dict(ds.config, privileged_mask=[int(c) for c in columns]))
+  return dataclasses.replace(ds, splits=splits, config=dict(ds.config, privileged_mask=[int(c) for c in columns]))
 
 
 @dataclasses.dataclass
@@ -112,11 +111,12 @@ def search(keys, cfg: TrainConfig, ds: Dataset, to_device: Callable[[Dataset], o
   each model's :class:`pfd_jax.training.Hooks`."""
   if cfg.select_on != "vali":
     raise ValueError(f"the PFD search selects on validation: select_on='vali', got {cfg.select_on!r}")
-  hooks = hooks or (lambda name: distill.Hooks())
+  hooks = hooks or (lambda name: Hooks())
   strength = column_strength(ds)
   subset_list = subset_list or subsets([int(c) for c in np.argsort(-strength, kind="stable")])
   dd = to_device(ds)
-  baseline = distill.train_on_data(keys, cfg, dd, "x", hooks("no_distill"))
+  # as pfd_jax.methods.distill trains them: data-only models on the positive groups, students on every group
+  baseline = train(keys, cfg, dd.train_pos, "x", dd.eval_sets, hooks=hooks("no_distill"))
   vali = lambda result, dev: per_list_ndcg(cfg, result.params, dev.eval_sets["vali"], "x")
   base_lists, valid = vali(baseline, dd)
   lists, models = {Candidate(): base_lists.mean(0)[valid]}, {Candidate(): baseline}
@@ -125,10 +125,11 @@ def search(keys, cfg: TrainConfig, ds: Dataset, to_device: Callable[[Dataset], o
   for cols in subset_list:
     dev = to_device(masked(ds, cols))
     name = "+".join(map(str, cols))
-    teacher = distill.train_on_data(keys, cfg, dev, "xz", hooks(f"teacher z[{name}]"))
+    teacher = train(keys, cfg, dev.train_pos, "xz", dev.eval_sets, hooks=hooks(f"teacher z[{name}]"))
     teachers[tuple(int(i) for i in cols)] = per_list_ndcg(cfg, teacher.params, dev.eval_sets["vali"], "xz")[0].mean(0)[valid]
-    targets = distill.teacher_targets(cfg, [(teacher, "xz")], dev)
-    students = distill.train_student(keys, cfg, dev, targets, hooks(f"students z[{name}]"), variants=grid)
+    targets = predict(cfg, teacher.params, dev.train_all, "xz")
+    students = train(keys, cfg, dev.train_all, "x", dev.eval_sets, teacher=targets, hooks=hooks(f"students z[{name}]"),
+                     variants=grid)
     for v, student in zip(grid, students):
       c = Candidate(tuple(int(i) for i in cols), v["alpha"], v["temperature"])
       lists[c], models[c] = vali(student, dev)[0].mean(0)[valid], student
