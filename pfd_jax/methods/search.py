@@ -124,14 +124,14 @@ def search(keys, cfg: TrainConfig, ds: Dataset, to_device: Callable[[Dataset], o
   teachers = {}
   for cols in subset_list:
     dev = to_device(masked(ds, cols))
-    name = "+".join(map(str, cols))
+    cols, name = tuple(int(i) for i in cols), "+".join(map(str, cols))
     teacher = train(keys, cfg, dev.train_pos, "xz", dev.eval_sets, hooks=hooks(f"teacher z[{name}]"))
-    teachers[tuple(int(i) for i in cols)] = per_list_ndcg(cfg, teacher.params, dev.eval_sets["vali"], "xz")[0].mean(0)[valid]
+    teachers[cols] = per_list_ndcg(cfg, teacher.params, dev.eval_sets["vali"], "xz")[0].mean(0)[valid]
     targets = predict(cfg, teacher.params, dev.train_all, "xz")
-    students = train(keys, cfg, dev.train_all, "x", dev.eval_sets, teacher=targets, hooks=hooks(f"students z[{name}]"),
-                     variants=grid)
+    students = train(keys, cfg, dev.train_all, "x", dev.eval_sets, teacher=targets,
+                     hooks=hooks(f"students z[{name}]"), variants=grid)
     for v, student in zip(grid, students):
-      c = Candidate(tuple(int(i) for i in cols), v["alpha"], v["temperature"])
+      c = Candidate(cols, v["alpha"], v["temperature"])
       lists[c], models[c] = vali(student, dev)[0].mean(0)[valid], student
   choice = stats.tied_with_best(lists, Candidate.simplicity, level)
   return Search(lists=lists, choice=choice, strength=strength, teachers=teachers,

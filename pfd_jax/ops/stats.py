@@ -288,9 +288,9 @@ def tied_with_best(lists: dict, simplicity: Callable, alpha: float = 0.05) -> di
   few lists the winner is mostly its noise (the winner's curse). So a candidate counts as tied with the best unless
   a one-sided paired t-test over the lists (the per-list difference: the lists' shared difficulty cancels) finds it
   worse at level alpha, Bonferroni-adjusted over the m - 1 candidates the best was compared with (the best is
-  itself the maximum of m); the simplest of the tied (the smallest `simplicity(candidate)`) is chosen. Twelve candidates equal in
-  truth, on 42 lists (tests/test_deploy.py, with experiments.framework.deploy.simplicity): the plain maximum was no-distillation in 18 of 200 draws of the
-  noise, this rule chose it in 196. Returns {chosen, best, means, within: [tied candidates, simplest first],
+  itself the maximum of m); the simplest of the tied (the smallest `simplicity(candidate)`) is chosen. Twelve
+  candidates equal in truth, on 42 lists (tests/test_deploy.py, with experiments.framework.deploy.simplicity):
+  the plain maximum was no-distillation in 18 of 200 draws of the noise, this rule chose it in 196. Returns {chosen, best, means, within: [tied candidates, simplest first],
   gap: (best - chosen mean, its paired SE), threshold: the t quantile a gap must exceed, in SEs}."""
   means = {c: float(np.mean(v)) for c, v in lists.items()}
   best = max(means, key=means.get)
