@@ -16,12 +16,12 @@ from typing import Tuple
 import numpy as np
 from absl import logging
 
-from experiments.framework import (deploy, lifecycle, monitor, plots, position, protocol, rowstore, rundir, schema,
-                                   setup, tabulate)
+from experiments.framework import (deploy, lifecycle, monitor, plots, position, practice, protocol, rowstore, rundir,
+                                   schema, setup, tabulate)
 from experiments.framework.pairs import aggregate, column_comparisons, comparisons, primary, query_lists
 from experiments.framework.records import FoldRecord, LossRecord, RowRecord
 from experiments.framework.claims import Preset, beats
-from pfd_jax.methods import distill
+from pfd_jax.methods import distill, search
 from pfd_jax import distributed
 from pfd_jax.methods import gbdt
 from pfd_jax.ops import metrics
@@ -53,6 +53,12 @@ class Options:
                            " IPS from their click rates too.", lo=0, omit_default=True)
   ips_clip: float = option(0.05, "IPS rows: propensities are clipped from below at this value.", lo=0, hi=1,
                            lo_open=True, omit_default=True)
+  search: bool = option(False, "Adds the row 'PFD, searched on validation' (pfd_jax.methods.search): teachers on "
+                        "subsets of the privileged columns, students over alpha x teacher temperature, no "
+                        "distillation a candidate, the simplest candidate validation cannot tell from the best "
+                        "chosen; needs --select_on=vali (on by default for your own data).", omit_default=True)
+  search_columns: int = option(4, "--search: the most predictive privileged columns tried one by one (alone, and "
+                               "removed in turn from all of them).", lo=1, omit_default=True)
 
   def __post_init__(self):
     if self.randomized and not self.position:
@@ -75,13 +81,16 @@ def num_rows(cfg: schema.Config) -> int:
   methods = cfg.options.methods_for(cfg.output.num_processes)
   per_fold = (distill.num_rows([m for m in methods if m in rows_lib.methods("mlp")]) +
               distill.num_gbdt_rows([m for m in methods if m in rows_lib.methods("gbdt")]) +
-              (position.num_rows(cfg.options.randomized, "lambdamart" in methods) if cfg.options.position else 0))
+              (position.num_rows(cfg.options.randomized, "lambdamart" in methods) if cfg.options.position else 0) +
+              (3 + 4 * cfg.options.search_columns if cfg.options.search else 0))  # at most: 1 + 2 (1 + 2 k)
   return len(cfg.losses) * len(setup.folds_of(cfg.data)) * per_fold
 
 
 def run(cfg: schema.Config) -> dict:
   """Runs every (loss, fold) of `cfg` and returns the results written to results.json (per loss a
   :class:`~experiments.framework.records.LossRecord`)."""
+  if cfg.options.search and cfg.train.select_on != "vali":
+    raise ConfigError("search", "the PFD search chooses on validation: add --select_on=vali (a folder with vali.txt)")
   out = {"config": cfg, "env": rundir.environment(), "losses": {}}
   t_all = time.time()
   methods = cfg.options.methods_for(distributed.comm().count)
@@ -118,6 +127,13 @@ def run_fold(cfg: schema.Config, loss: str, fold: int, methods: tuple, shared: d
   # every row's scoring view and training config (the registry's; the --position rows' as they were trained)
   views = {k: rows_lib.REGISTRY[k].view for k in rows}
   configs = {k: rows_lib.REGISTRY[k].config(tc) for k in rows}
+  found = None
+  if cfg.options.search:
+    found = search.search(keys, tc, ds, lambda d: setup.device_data(cfg, d, tc, fold), hooks=log,
+                          top=cfg.options.search_columns)
+    rows["pfd_searched"], views["pfd_searched"] = found.chosen, "x"
+    configs["pfd_searched"] = dataclasses.replace(tc, alpha=found.candidate.alpha,
+                                                  temperature=found.candidate.temperature)
   for k, r in (position.position_rows(cfg, pos, ds, dd, tc, keys=keys, store=store, log=log,
                                       lightgbm="lambdamart" in methods) if pos else {}).items():
     rows[k], views[k], configs[k] = r
@@ -128,7 +144,8 @@ def run_fold(cfg: schema.Config, loss: str, fold: int, methods: tuple, shared: d
   record = FoldRecord(data=ds.config, train_groups=dd.num_train_groups, positive_train_groups=dd.num_positive_groups,
                       seconds=time.time() - t0,
                       rows={name: RowRecord.of(r, lists[name][0]) for name, r in rows.items()},
-                      test_lists_valid=lists["no_distill"][1], debias=pos.notes if pos else None)
+                      test_lists_valid=lists["no_distill"][1], debias=pos.notes if pos else None,
+                      search=practice.search_record(found, ds) if found else None)
   if cfg.run.ensembles:
     record.ensembles = ensembles(tc, rows, ds, dd, views, configs)
     if first:
@@ -218,52 +235,14 @@ def to_markdown(res: dict) -> str:
       parts.append(f"LightGBM rows (`pfd_jax.methods.gbdt`): early-stopped on NDCG@{ks[0]} of {tr['select_on']}. 'vs PFD "
                    "student' and 'vs LambdaMART' pair runs by fold and seed index (a LightGBM seed shares no random "
                    "numbers with an MLP seed, so across model families the pairing is by fold only).\n\n")
-    parts.append(protocol.optimism_text(record, tr["select_on"]) + _deploy_text(record, compared, ks) +
-                 _ensemble_table(record, compared, ks))
+    parts.append(protocol.optimism_text(record, tr["select_on"]) + practice.deploy_text(record, compared, ks) +
+                 practice.search_text(record) + _ensemble_table(record, compared, ks))
     parts.append(tabulate.markdown_table(["Training method"] + [f"NDCG@{k}" for k in ks] +
                                        [runs_head, f"NDCG@{ks[0]} vs no-distillation (queries)", seeds_head] +
                                        ([f"NDCG@{ks[0]} vs placebo student (runs)"] if vs_placebo else []) +
                                        ([f"NDCG@{ks[0]} vs PFD student (runs)"] if vs_pfd else []) +
                                        ([f"NDCG@{ks[0]} vs LambdaMART (runs)"] if vs_gbdt else []), table))
   return "".join(parts) + protocol.power_text(cfg, records)
-
-
-def _deploy_text(record: LossRecord, compared: dict, ks) -> str:
-  """Which model to deploy (chosen on validation), its test NDCG and interval against LambdaMART, and the measured
-  serving latency of every candidate ('' for a run without the choice)."""
-  d = record.deploy
-  if not d:
-    return ""
-  row, kind = d["row"], d["kind"]
-  if kind == "ensemble":
-    test = np.mean([np.asarray(f.ensembles[row]["ndcg"], np.float64).reshape(-1)[0] for f in record.folds.values()])
-    vs = (compared.get("ensembles") or {}).get(row, {}).get("vs_lambdamart")
-    unit = "LambdaMART's seed ensemble, over test queries"
-  else:
-    test = float(np.mean(aggregate(record)[row][:, 0]))
-    vs = (compared.get("vs_lambdamart") or {}).get(row)
-    unit = "LambdaMART, over runs"
-  lat = record.first_fold.latency or {}
-  lat_rows = [[rows_lib.title(n), f"{v['single']['p50_ms']:.2f} / {v['single']['p99_ms']:.2f}",
-               f"{v['ensemble']['p50_ms']:.2f} / {v['ensemble']['p99_ms']:.2f}"] for n, v in lat.items()]
-  vs_text = f"; vs {unit}: {tabulate.change_cell(vs)}" if vs and row != "lambdamart" else ""
-  name = lambda c: rows_lib.title(c.split("/")[0]) + (", seed ensemble" if c.endswith("/ensemble") else "")
-  rule = ("" if "best" not in d else  # a run from before the one-standard-error rule
-          f" The simplest candidate that validation cannot tell from the best ({name(d['best'])}, "
-          f"{d['vali_all'][d['best']]:.3f}): not worse by a one-sided paired t-test over {d['lists']} validation lists "
-          f"at 5%, Bonferroni over the {len(d['vali_all'])} candidates ({len(d['within'])} tied), so that the winner of "
-          f"many noisy validation scores is not deployed for its noise: {100 * d['gap'][0]:.1f} points below the best "
-          f"({d['gap'][0] / d['gap'][1] if d['gap'][1] else 0:.1f} SE; a gap of {d['threshold']:.1f} SE would count)" +
-          (f"; against no-distillation on validation {tabulate.change_cell(d['vs_no_distill'])}" if "vs_no_distill" in d
-           and row != "no_distill" else "") + ".")
-  return (f"**Which to deploy** (chosen on validation NDCG@{ks[0]} among the rows a service can run, single models "
-          f"and seed ensembles; test never read): **{rows_lib.title(row)}{', seed ensemble' if kind == 'ensemble' else ''}"
-          f"**, validation {d['vali']:.3f}, test NDCG@{ks[0]} {test:.3f}{vs_text}.{rule} Saved models: "
-          f"`--save_models` writes every row under the run folder's models/ (`python -m experiments.predict`, "
-          f"`python -m experiments.export`).\n\n" +
-          (f"Serving latency in process of one {deploy.QUERY_DOCS}-document query (this machine, fold "
-           f"{record.first_fold_number}, ms p50 / p99 of {deploy.REPEATS}):\n\n" +
-           tabulate.markdown_table(["Row", "single model", "seed ensemble"], lat_rows) + "\n" if lat_rows else ""))
 
 
 def _ensemble_table(record: LossRecord, compared: dict, ks) -> str:

@@ -12,6 +12,7 @@ from pfd_jax.methods import distill
 from pfd_jax.ops import models
 from pfd_jax.ops.models import Arch
 from pfd_jax import training as T
+from pfd_jax.config import ConfigError
 
 from conftest import TINY, assert_close_at_scale
 
@@ -146,13 +147,21 @@ def test_table2_on_own_data_adds_ensemble_rows(tmp_path):
   from conftest import SMALL_GBDT, tiny
   from experiments import table2
   from experiments.framework import outputs
-  cfg = tiny(table2.Options(methods=("no_distill", "lambdamart"), gbdt=SMALL_GBDT), run=dict(ensembles=True),
-             train=dict(select_on="vali"))
+  cfg = tiny(table2.Options(methods=("no_distill", "lambdamart"), gbdt=SMALL_GBDT, search=True, search_columns=1),
+             run=dict(ensembles=True), train=dict(select_on="vali"))
   res = outputs.as_json(table2.run(cfg))
   lr = res["losses"]["rankbce"]
   fold = lr["folds"]["fold1"]
-  assert set(fold["ensembles"]) == {"no_distill", "lambdamart"} and set(fold["latency"]) == {"no_distill", "lambdamart"}
+  rows = {"no_distill", "lambdamart", "pfd_searched"}
+  assert set(fold["ensembles"]) == rows and set(fold["latency"]) == rows
   assert "vs_lambdamart" in lr["comparisons"]["ensembles"]["no_distill"]
+  # the searched row is the search's chosen candidate: its validation NDCG is the candidate's, over the same lists
+  s = fold["search"]
+  # 3 subsets (all; the strongest alone; all but it) x 3 alphas x 2 temperatures, and no distillation
+  assert len(s["candidates"]) == 1 + 3 * 3 * 2 and s["chosen"] in s["candidates"]
+  single = np.asarray(fold["ensembles"]["pfd_searched"]["vali_single_lists"])
+  assert single[np.asarray(fold["ensembles"]["pfd_searched"]["vali_valid"], bool)].mean() == pytest.approx(
+      s["candidates"][s["chosen"]], rel=1e-6)
   # the deploy choice reads validation only: each candidate's validation NDCG is the row's own (its seeds' mean, the
   # ensemble's), from the per-list values it pairs; the chosen one is the best or tied with it (stats.tied_with_best)
   vali = {f"{n}/single": float(np.mean(np.asarray(fold["rows"][n]["best"]["vali"])[:, 0])) for n in fold["rows"]}
@@ -163,3 +172,6 @@ def test_table2_on_own_data_adds_ensemble_rows(tmp_path):
   md = table2.to_markdown(res)
   assert "No-distillation, seed ensemble" in md and "vs LambdaMART ensemble (queries)" in md
   assert "**Which to deploy**" in md and "p50 / p99" in md
+  assert "**PFD searched on validation**" in md and "| PFD, searched on validation" in md
+  with pytest.raises(ConfigError, match="select_on=vali"):
+    table2.run(cfg.replace(train=dict(select_on="test")))

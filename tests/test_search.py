@@ -28,6 +28,7 @@ def _dataset():
 def test_subsets_strengths_and_masks():
   assert search.subsets([2, 0, 1]) == ((0, 1, 2), (2,), (0,), (1,), (0, 1))  # all; each alone; minus the strongest
   assert search.subsets([1, 0]) == ((0, 1), (1,), (0,))  # all but the strongest is the other alone: once
+  assert search.subsets([3, 0, 2, 1], top=1) == ((0, 1, 2, 3), (3,), (0, 1, 2))
   ds = _dataset()
   g = ds["train"]
   want = [abs(np.corrcoef(g.z[:, j].astype(np.float64), g.y.astype(np.float64))[0, 1]) for j in range(2)]

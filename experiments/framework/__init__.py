@@ -11,6 +11,7 @@
 * :mod:`~experiments.framework.protocol`: a Table 2 run's population, selection and its optimism, re-drawn power;
 * :mod:`~experiments.framework.position`: the --position debiasing rows of a run on the team's own logs;
 * :mod:`~experiments.framework.deploy`: which model to deploy, chosen on validation, and its serving latency;
+* :mod:`~experiments.framework.practice`: what a practitioner's run says beside its table (deploy, PFD search);
 * :mod:`~experiments.framework.rundir`: run folders, provenance, the environment a run records;
 * :mod:`~experiments.framework.monitor`: progress lines and TensorBoard, as metric writers;
 * :mod:`~experiments.framework.outputs`: results.json, table.md and the plot of a run;

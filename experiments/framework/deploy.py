@@ -67,10 +67,11 @@ def latency(tc, result, groups, view: str) -> dict:
 
 def simplicity(candidate: tuple) -> tuple:
   """How complex a candidate (row, kind) is to train and serve, smallest first: no teacher before a student of
-  one, a single model before a seed ensemble, then the row registry's order (no-distillation first)."""
+  one (the searched PFD's teachers are its own), a single model before a seed ensemble, then the row registry's
+  order (no-distillation first)."""
   row, kind = candidate
-  names = rows_lib.REGISTRY.names()
-  return (rows_lib.REGISTRY[row].teacher is not None, kind == "ensemble", names.index(row))
+  r, names = rows_lib.REGISTRY[row], rows_lib.REGISTRY.names()
+  return (r.teacher is not None or r.family == "search", kind == "ensemble", names.index(row))
 
 
 def choose(fold_results: list, ensembles: bool) -> dict:

@@ -55,10 +55,11 @@ class FoldRecord:
   ensembles: Optional[Dict[str, Any]] = None  # {row: {ndcg, test_lists, vali_ndcg}} (--ensembles)
   latency: Optional[Dict[str, Any]] = None    # {row: {single, ensemble}} serving latency (the first fold)
   debias: Optional[Dict[str, Any]] = None     # the --position rows' notes
+  search: Optional[Dict[str, Any]] = None     # what the PFD search found (--search; table2.search_record)
 
   def to_json(self) -> dict:  # the order results.json always had
     return _json(self, ("data", "train_groups", "positive_train_groups", "seconds", "rows", "test_lists_valid",
-                        "ensembles", "latency", "debias"), ("ensembles", "latency", "debias"))
+                        "ensembles", "latency", "debias", "search"), ("ensembles", "latency", "debias", "search"))
 
   @classmethod
   def from_json(cls, d: dict) -> "FoldRecord":

@@ -15,8 +15,9 @@ overrides; for example a PFD student with more weight on its teacher::
   # lifecycle.main(table2.DRIVER)     ->  python my_rows.py --methods=pfd,pfd_alpha02
 
 Rows of another family (``gbdt``: LightGBM, :func:`pfd_jax.methods.distill.run_gbdt_methods`; ``debias``: the
-position rows, :func:`pfd_jax.methods.distill.run_debias_methods`) are trained by their family's function; their
-entries give their titles, views and roles.
+position rows, :func:`pfd_jax.methods.distill.run_debias_methods`; ``search``: PFD searched on validation,
+:func:`pfd_jax.methods.search.search`) are trained by their family's function; their entries give their titles,
+views and roles.
 """
 from __future__ import annotations
 
@@ -114,6 +115,12 @@ for _row in (
     Row("placebo_teacher", "Placebo teacher (z permuted)", "placebo teacher", view="xz", method=None, placebo=True,
         servable=False),
     Row("placebo", "Placebo student", "placebo student", teacher="placebo_teacher", placebo=True),
+    # PFD searched on validation (pfd_jax.methods.search; table2 --search): its own teachers, one per subset
+    Row("pfd_searched", "PFD, searched on validation", "the searched PFD student", family="search", claims=(
+        RowClaim("no_distill", "PFD searched on validation is no worse than no-distillation (within 1%)",
+                 "non-inferiority", 0.01),
+        ("pfd", "PFD searched on validation beats plain PFD"),
+        ("lambdamart", "PFD searched on validation beats LambdaMART, the incumbent"))),
     # LightGBM (pfd_jax.methods.gbdt) and distillation across model families
     Row("lambdamart", "LambdaMART", family="gbdt"),
     Row("lambdamart_teacher", "LambdaMART teacher*", view="xz", method=None, family="gbdt"),
@@ -174,9 +181,10 @@ def of_family(family: str) -> Tuple[str, ...]:
 
 
 def uses_privileged(name: str) -> bool:
-  """Whether a row reads the privileged features: its own view, or its teacher's (at any depth)."""
+  """Whether a row reads the privileged features: its own view, or its teacher's (at any depth; the searched PFD's
+  teachers are its own)."""
   row = REGISTRY[name]
-  return row.view != "x" or (row.teacher is not None and uses_privileged(row.teacher))
+  return row.view != "x" or row.family == "search" or (row.teacher is not None and uses_privileged(row.teacher))
 
 
 def title(name: str, short: bool = False) -> str:

@@ -22,6 +22,7 @@ than validation can see and says when nothing beats it. The test split is never 
 from __future__ import annotations
 
 import dataclasses
+import time
 from typing import TYPE_CHECKING, Callable, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
@@ -66,12 +67,14 @@ def column_strength(ds: Dataset, split: str = "train") -> np.ndarray:
   return np.abs(np.divide(zc.T @ yc, den, out=np.zeros(z.shape[1]), where=den > 0))
 
 
-def subsets(order: Sequence[int]) -> Tuple[Tuple[int, ...], ...]:
-  """The searched column subsets, given the columns from the most predictive down: all; each alone; backward
-  elimination from the most predictive (all but order[:1], all but order[:2], ...). Each once, sorted indices."""
+def subsets(order: Sequence[int], top: Optional[int] = None) -> Tuple[Tuple[int, ...], ...]:
+  """The searched column subsets, given the columns from the most predictive down: all; each of the `top` most
+  predictive alone; backward elimination from the most predictive (all but order[:1], ..., all but order[:top]).
+  Each once, sorted indices (top None: every column; a team's few named columns, 1 + 2 (P - 1) subsets)."""
   order = list(order)
-  out = [tuple(sorted(order))] + [(c,) for c in order]
-  out += [tuple(sorted(order[k:])) for k in range(1, len(order))]
+  top = len(order) if top is None else min(top, len(order))
+  out = [tuple(sorted(order))] + [(c,) for c in order[:top]]
+  out += [tuple(sorted(order[k:])) for k in range(1, min(top + 1, len(order)))]
   return tuple(dict.fromkeys(out))
 
 
@@ -87,7 +90,7 @@ def masked(ds: Dataset, columns: Sequence[int]) -> Dataset:
 class Search:
   """What :func:`search` found: every candidate's validation NDCG per list (seeds' mean) and mean, the choice
   (:func:`pfd_jax.ops.stats.tied_with_best`'s dict), the columns' strengths, each subset teacher's validation NDCG,
-  and the chosen candidate's and no-distillation's trained models (TrainResult)."""
+  the chosen candidate's and no-distillation's trained models (TrainResult), and the search's wall time."""
   lists: dict
   choice: dict
   strength: np.ndarray
@@ -95,6 +98,7 @@ class Search:
   chosen: object
   baseline: object
   valid: np.ndarray
+  seconds: float = 0.0
 
   @property
   def candidate(self) -> Candidate:
@@ -103,17 +107,18 @@ class Search:
 
 def search(keys, cfg: TrainConfig, ds: Dataset, to_device: Callable[[Dataset], object], *,
            alphas: Sequence[float] = ALPHAS, temperatures: Sequence[float] = TEMPERATURES,
-           subset_list: Optional[Sequence[Tuple[int, ...]]] = None, hooks: Optional[Callable] = None,
-           level: float = 0.05) -> Search:
+           top: Optional[int] = None, subset_list: Optional[Sequence[Tuple[int, ...]]] = None,
+           hooks: Optional[Callable] = None, level: float = 0.05) -> Search:
   """Searches the PFD configurations of the module docstring on `ds`'s validation split and returns the
   :class:`Search`. to_device(dataset) returns its :class:`pfd_jax.methods.distill.DeviceData` (with a 'vali'
   evaluation set); cfg.select_on should be 'vali' (nothing about test may select anything). hooks(name) gives
-  each model's :class:`pfd_jax.training.Hooks`."""
+  each model's :class:`pfd_jax.training.Hooks`; top: the most predictive columns searched one by one
+  (:func:`subsets`); subset_list: the subsets themselves instead."""
   if cfg.select_on != "vali":
     raise ValueError(f"the PFD search selects on validation: select_on='vali', got {cfg.select_on!r}")
-  hooks = hooks or (lambda name: Hooks())
+  hooks, t0 = hooks or (lambda name: Hooks()), time.time()
   strength = column_strength(ds)
-  subset_list = subset_list or subsets([int(c) for c in np.argsort(-strength, kind="stable")])
+  subset_list = subset_list or subsets([int(c) for c in np.argsort(-strength, kind="stable")], top)
   dd = to_device(ds)
   # as pfd_jax.methods.distill trains them: data-only models on the positive groups, students on every group
   baseline = train(keys, cfg, dd.train_pos, "x", dd.eval_sets, hooks=hooks("no_distill"))
@@ -135,4 +140,4 @@ def search(keys, cfg: TrainConfig, ds: Dataset, to_device: Callable[[Dataset], o
       lists[c], models[c] = vali(student, dev)[0].mean(0)[valid], student
   choice = stats.tied_with_best(lists, Candidate.simplicity, level)
   return Search(lists=lists, choice=choice, strength=strength, teachers=teachers,
-                chosen=models[choice["chosen"]], baseline=baseline, valid=valid)
+                chosen=models[choice["chosen"]], baseline=baseline, valid=valid, seconds=time.time() - t0)
