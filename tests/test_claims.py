@@ -219,3 +219,15 @@ def test_a_claims_unit_follows_the_population():
   np.testing.assert_allclose(e.diff, f["pfd"].best["test"].mean() - f["no_distill"].best["test"].mean(), rtol=1e-12)
   assert primary(LossRecord(folds={"fold1": fold(0, lists=False)}), "pfd", "no_distill") is None
   assert primary(fixed, "pfd", "gend") is None
+
+
+def test_the_units_a_test_needs_are_counted_in_the_claims_unit():
+  """An undecided superiority claim says how many units would give 80% power: draws and test queries counted
+  whole (a run's 16 draws are 16 folds, not 16 x seeds), seeds per fold for runs."""
+  from experiments.framework import claims as cl
+  need = stats.runs_for_power(0.0164, 0.038)  # +9% of 0.182 observed, sd of a draw's difference 0.038
+  e = stats.Estimate(0.0164, 0.182, 0.038 / 4, 15, "draws", 16)
+  c = cl.claim("x", e, folds=16)
+  assert c.verdict == "undecided at 16 draws" and f"~{need} draws would detect the observed change" in c.detail
+  e = stats.Estimate(0.0164, 0.182, 0.038 / 4, 15, "runs", 16)
+  assert f"~{-(-need // 4)} seeds per fold" in cl.claim("x", e, folds=4).detail

@@ -109,7 +109,8 @@ def _need(e: stats.Estimate, folds: int = 1) -> str:
   need = stats.runs_for_power(effect, sd)
   size = "the observed change" if abs(e.diff) > MARGIN * abs(e.reference) else f"a {100 * MARGIN:.0f}% change"
   what = {"queries": "test queries", "draws": "draws"}.get(e.unit, "seeds")
-  count = "more than 100,000" if need is None else f"~{-(-need // folds):,}"
+  per = folds if what == "seeds" else 1  # runs are folds x seeds; draws and queries are counted whole
+  count = "more than 100,000" if need is None else f"~{-(-need // per):,}"
   return f"; {count} {what}{' per fold' if folds > 1 and what == 'seeds' else ''} would detect {size} with 80% power"
 
 
