@@ -160,16 +160,20 @@ def test_own_data_gets_validation_selection_the_modern_ranker_and_ensembles(tmp_
   for split in ("train", "vali", "test"):
     (tmp_path / f"{split}.txt").write_text("1 qid:1 1:0.5 2:1\n0 qid:1 1:0.1 2:0\n")
   own = cli.config_from_flags(driver, _parsed(driver, "--dataset=letor", f"--data_dir={tmp_path}", "--privileged=2"))
-  assert own.train.select_on == "vali" and own.run.ensembles and own.run.loss == "approxndcg"
+  assert own.train.select_on == "vali" and own.run.ensembles and own.run.loss == "approxndcg" and own.options.search
   assert {k: getattr(own.train, k) for k in MODERN} == MODERN
   mine = cli.config_from_flags(driver, _parsed(driver, "--dataset=letor", f"--data_dir={tmp_path}", "--privileged=2",
                                                "--select_on=test", "--norm=layer", "--noensembles"))
   assert (mine.train.select_on, mine.train.norm, mine.run.ensembles, mine.train.hidden) == ("test", "layer", False,
                                                                                             MODERN["hidden"])
+  assert not mine.options.search  # the search selects on validation: not with --select_on=test
+  assert not cli.config_from_flags(driver, _parsed(driver, "--dataset=letor", f"--data_dir={tmp_path}",
+                                                   "--privileged=2", "--nosearch")).options.search
   (tmp_path / "vali.txt").unlink()
-  assert cli.config_from_flags(driver, _parsed(driver, "--dataset=letor", f"--data_dir={tmp_path}",
-                                               "--privileged=2")).train.select_on == "test"
+  novali = cli.config_from_flags(driver, _parsed(driver, "--dataset=letor", f"--data_dir={tmp_path}", "--privileged=2"))
+  assert novali.train.select_on == "test" and not novali.options.search
   paper = cli.config_from_flags(driver, _parsed(driver))
+  assert not paper.options.search  # the paper's tables and the main job: no search
   assert (paper.train.select_on, paper.train.norm, paper.train.hidden, paper.run.ensembles) == ("test", "none", 100,
                                                                                                 False)
 

@@ -78,7 +78,7 @@ def test_a_row_a_loss_and_a_dataset_are_one_entry_each(registered, tmp_path):
   fv(["prog", "--dataset=csvrank", f"--data_dir={folder}", "--privileged=6", "--loss=scaled_bce",
       "--loss_params=scale=2", "--methods=pfd,pfd_alpha02", "--save_models", f"--out_dir={tmp_path / 'out'}",
       "--epochs=2", "--hidden=16", "--layers=3", "--seeds=2", "--min_docs=5", "--cache_dir=", "--max_buckets=2",
-      "--notensorboard", "--noensembles", "--norm=none", "--dropout=0", "--noise=0"])
+      "--notensorboard", "--noensembles", "--nosearch", "--norm=none", "--dropout=0", "--noise=0"])
   cfg = cli.config_from_flags(table2.DRIVER, fv)
   assert cfg.train.select_on == "vali"  # the spec's own_data: the practitioner's defaults (less the flags given)
   assert table2.DRIVER.rows(cfg) == 4  # no_distill, pfd_teacher, pfd, pfd_alpha02
