@@ -192,7 +192,7 @@ def test_a_run_without_files_is_carried_from_the_page_it_replaces(tmp_path):
   note = carried[carried.index("**Carried**"):carried.index("\n\n", carried.index("**Carried**")) + 2]
   assert carried.replace(note, "") == section  # verbatim, figure links included
   assert (page.parent / "published" / t6.anchor / "table6.png").exists()
-  assert f"| current, **carried** |" in md and "Not in this family: the runs carried" in md
+  assert "| current, **carried** |" in md and "Not in this family: the runs carried" in md
   assert json.loads((page.parent / "RESULTS.json").read_text())[t6.key]["verdicts"]
   report.build(str(results), str(page), root=str(tmp_path), expected=[t5, t6], carry=True)
   assert page.read_text() == md
