@@ -46,7 +46,7 @@ def deploy_text(record: LossRecord, compared: dict, ks) -> str:
                f"{v['ensemble']['p50_ms']:.2f} / {v['ensemble']['p99_ms']:.2f}"] for n, v in lat.items()]
   vs_text = f"; vs {unit}: {tabulate.change_cell(vs)}" if vs and row != "lambdamart" else ""
   name = lambda c: rows_lib.title(c.split("/")[0]) + (", seed ensemble" if c.endswith("/ensemble") else "")
-  rule = ("" if "best" not in d else  # a run from before the one-standard-error rule
+  rule = ("" if "best" not in d else  # a run from before this rule chose the plain maximum
           f" The simplest candidate that validation cannot tell from the best ({name(d['best'])}, "
           f"{d['vali_all'][d['best']]:.3f}): not worse by a one-sided paired t-test over {d['lists']} validation lists "
           f"at 5%, Bonferroni over the {len(d['vali_all'])} candidates ({len(d['within'])} tied), so that the winner of "
