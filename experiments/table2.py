@@ -82,7 +82,7 @@ def num_rows(cfg: schema.Config) -> int:
   per_fold = (distill.num_rows([m for m in methods if m in rows_lib.methods("mlp")]) +
               distill.num_gbdt_rows([m for m in methods if m in rows_lib.methods("gbdt")]) +
               (position.num_rows(cfg.options.randomized, "lambdamart" in methods) if cfg.options.position else 0) +
-              (3 + 4 * cfg.options.search_columns if cfg.options.search else 0))  # at most: 1 + 2 (1 + 2 k)
+              (2 + 4 * cfg.options.search_columns if cfg.options.search else 0))  # at most 2 (1 + 2 k)
   return len(cfg.losses) * len(setup.folds_of(cfg.data)) * per_fold
 
 
@@ -130,7 +130,7 @@ def run_fold(cfg: schema.Config, loss: str, fold: int, methods: tuple, shared: d
   found = None
   if cfg.options.search:
     found = search.search(keys, tc, ds, lambda d: setup.device_data(cfg, d, tc, fold), hooks=log,
-                          top=cfg.options.search_columns)
+                          top=cfg.options.search_columns, baseline=rows["no_distill"])
     rows["pfd_searched"], views["pfd_searched"] = found.chosen, "x"
     configs["pfd_searched"] = dataclasses.replace(tc, alpha=found.candidate.alpha,
                                                   temperature=found.candidate.temperature)

@@ -108,12 +108,13 @@ class Search:
 def search(keys, cfg: TrainConfig, ds: Dataset, to_device: Callable[[Dataset], object], *,
            alphas: Sequence[float] = ALPHAS, temperatures: Sequence[float] = TEMPERATURES,
            top: Optional[int] = None, subset_list: Optional[Sequence[Tuple[int, ...]]] = None,
-           hooks: Optional[Callable] = None, level: float = 0.05) -> Search:
+           hooks: Optional[Callable] = None, level: float = 0.05, baseline=None) -> Search:
   """Searches the PFD configurations of the module docstring on `ds`'s validation split and returns the
   :class:`Search`. to_device(dataset) returns its :class:`pfd_jax.methods.distill.DeviceData` (with a 'vali'
   evaluation set); cfg.select_on should be 'vali' (nothing about test may select anything). hooks(name) gives
   each model's :class:`pfd_jax.training.Hooks`; top: the most predictive columns searched one by one
-  (:func:`subsets`); subset_list: the subsets themselves instead."""
+  (:func:`subsets`); subset_list: the subsets themselves instead; baseline: the no-distillation run with these keys
+  and cfg when the caller has trained it already (not trained again)."""
   if cfg.select_on != "vali":
     raise ValueError(f"the PFD search selects on validation: select_on='vali', got {cfg.select_on!r}")
   hooks, t0 = hooks or (lambda name: Hooks()), time.time()
@@ -121,7 +122,8 @@ def search(keys, cfg: TrainConfig, ds: Dataset, to_device: Callable[[Dataset], o
   subset_list = subset_list or subsets([int(c) for c in np.argsort(-strength, kind="stable")], top)
   dd = to_device(ds)
   # as pfd_jax.methods.distill trains them: data-only models on the positive groups, students on every group
-  baseline = train(keys, cfg, dd.train_pos, "x", dd.eval_sets, hooks=hooks("no_distill"))
+  if baseline is None:
+    baseline = train(keys, cfg, dd.train_pos, "x", dd.eval_sets, hooks=hooks("no_distill"))
   vali = lambda result, dev: per_list_ndcg(cfg, result.params, dev.eval_sets["vali"], "x")
   base_lists, valid = vali(baseline, dd)
   lists, models = {Candidate(): base_lists.mean(0)[valid]}, {Candidate(): baseline}
