@@ -5,9 +5,13 @@ reference comes from the docstrings by autodoc. -W makes every warning an error:
 heading, a reference autodoc cannot resolve, a page outside every table of contents.
 """
 import os
+import re
 import sys
 
-sys.path.insert(0, os.path.abspath(".."))
+from sphinx.util import logging
+
+ROOT = os.path.abspath("..")
+sys.path.insert(0, ROOT)
 
 project = "pfd_jax"
 copyright = "2026, the pfd_jax authors"
@@ -27,5 +31,32 @@ def _verbatim(app, what, name, obj, options, lines):
     lines[:] = ["::", ""] + ["   " + line for line in lines] + [""]
 
 
+# [text](../FILE#anchor): a link from a page to a repository file outside docs/ (RESULTS.md above all), which the
+# site does not build. GitHub follows it as it is; Sphinx cannot, so it is checked here (the file exists, and so
+# does the anchor: an <a id=...> of a generated page or a heading's GitHub slug) and written as a plain HTML link.
+_OUTSIDE = re.compile(r"\[([^\]]+)\]\(\.\./([^)#\s]+)(?:#([^)\s]+))?\)")
+_LOG = logging.getLogger(__name__)
+
+
+def _slug(heading: str) -> str:
+  return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def _outside_links(app, docname, source):
+  def check(m):
+    text, path, anchor = m.groups()
+    full = os.path.join(ROOT, path)
+    if not os.path.exists(full):
+      _LOG.warning(f"link to a missing repository file ../{path}", location=docname)
+    elif anchor and os.path.isfile(full):
+      page = open(full, encoding="utf-8").read()
+      slugs = {_slug(h) for h in re.findall(r"^#+ (.*)$", page, re.M)}
+      if f'id="{anchor}"' not in page and anchor not in slugs:
+        _LOG.warning(f"link to a missing anchor ../{path}#{anchor}", location=docname)
+    return f'<a href="../{path}{"#" + anchor if anchor else ""}">{text}</a>'
+  source[0] = _OUTSIDE.sub(check, source[0])
+
+
 def setup(app):
   app.connect("autodoc-process-docstring", _verbatim)
+  app.connect("source-read", _outside_links)
