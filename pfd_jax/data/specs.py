@@ -25,7 +25,7 @@ from pfd_jax.data import synthetic
 from pfd_jax.data.letor import load_letor, load_letor_shard, read_serving
 from pfd_jax.registry import Registry
 
-SYNTHETIC_TAU = 4.4  # see README: tau 4.8 leaves ~16 positive training groups in the small default
+SYNTHETIC_TAU = 4.4  # see third_party/DATASETS.md: tau 4.8 leaves ~16 positive training groups in the small default
 SPLITS = ("train", "vali", "test")
 ALIASES = {"train": ("train", "training", "trainingset", "set1.train"),
            "vali": ("vali", "valid", "validation", "validationset", "set1.valid"),
