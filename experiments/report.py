@@ -30,7 +30,7 @@ from absl import app, flags
 
 from experiments import machine
 from experiments.framework import claims as claims_lib
-from experiments.framework import outputs, pagefiles, published, tabulate
+from experiments.framework import outputs, pagefiles, pagelayout, published, tabulate
 from experiments.framework.claims import MARGIN
 from experiments.framework.staleness import ROOT, git, staleness
 
@@ -224,7 +224,7 @@ def _section(e: Entry, run: dict, claims: list, why: Optional[str], other: Optio
   table = os.path.join(run["folder"], "table.md")
   if os.path.exists(table):
     with open(table) as f:
-      parts.append("\n" + _demote(f.read()) + "\n")
+      parts.append("\n" + _demote(pagelayout.shorten(f.read())) + "\n")
   return parts
 
 
@@ -301,16 +301,17 @@ def build(results: str, out: str, root: str = ROOT, expected: list = EXPECTED, r
   sections = [s if isinstance(s, str) else "".join(
       _section(s[0], s[1], s[2], s[3], s[4], ref.title if ref else "", [of[id(c)] for c in s[2]]) +
       _figures(s[0], os.path.join(archive, s[0].anchor), out_dir)) for s in sections]
-  page = [_preamble(results, head, ref, ref_env),
+  rows, parts = pagelayout.arrange([pagelayout.question(e.driver, e.label) for e in expected], summary, sections)
+  page = [_preamble(results, head, ref, ref_env), pagelayout.LEGEND,
           paper_claims([(e, run, c, of[id(c)]) for e, run, c in all_claims],
                        [e for e in expected if e.anchor in carried]),
           "\n## The runs\n\n",
-          tabulate.markdown_table(["Run", "Claims", "Code", "Configuration", "Commit", "Wall time"], summary), "\n"]
-  page += [s + "\n" for s in sections]
+          tabulate.markdown_table(["Question", "Run", "Claims", "Code", "Configuration", "Commit", "Wall time"], rows),
+          "\n"] + parts
   if readme:
     update_readme(readme, readme_summary(head, [(e, c, of[id(c)]) for e, _, c in all_claims if e.headline]))
   with open(out, "w") as f:
-    f.write("".join(page).rstrip() + "\n")
+    f.write(pagelayout.wrap("".join(page).rstrip()) + "\n")
   outputs.write_json(os.path.splitext(out)[0] + ".json", records)
   return dict(entries=[e.key for e in expected], stale=[e.key for e, _ in stale],
               carried=[e.key for e in expected if e.anchor in carried],

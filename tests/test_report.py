@@ -150,7 +150,8 @@ def test_report_builds_marks_stale_and_fails_on_a_missing_run(tmp_path):
   web = next(e for e in report.EXPECTED if e.accelerator)
   s = report.build(str(results), str(out), root=str(repo), expected=expected[:-1] + [web])
   assert web.key not in s["stale"] and "not run: needs an accelerator" in out.read_text()
-  assert f"**Not run yet**: it needs an accelerator ({web.accelerator})" in out.read_text()
+  flat = " ".join(out.read_text().split())  # prose is wrapped on the page (pagelayout.wrap)
+  assert f"**Not run yet**: it needs an accelerator ({web.accelerator})" in flat
 
 
 def test_a_run_without_files_is_carried_from_the_page_it_replaces(tmp_path):
@@ -364,3 +365,28 @@ def test_per_query_second_verdict_on_a_constructed_case():
     assert claim.verdict == "undecided at 5 runs"
     assert claim.queries.startswith(want + ": ")
     assert f"{100 * delta / base[:, valid].mean():+.1f}%" in claim.queries
+
+
+def test_page_layout_groups_the_runs_keeps_the_legend_once_and_wraps_prose():
+  """RESULTS.md's reading order (issue 50): runs grouped by question, the tables' shared legend replaced by a
+  pointer to the one at the top (each table.md keeps its own), every prose line within 200 characters while
+  tables, headings and commands in code spans stay whole."""
+  from experiments.framework import pagelayout, tabulate
+  keys = [pagelayout.question(d, l) for d, l in [("table2", "synthetic"), ("debias", "logs"), ("theory", "fig6"),
+                                                   ("table2", "letor-logs_letor"), ("fig3_alpha", "synthetic")]]
+  assert keys == ["paper", "debiasing", "theory", "practice", "paper"]
+  assert pagelayout.order(keys) == [0, 4, 2, 3, 1]
+  note = tabulate.stats_note("no-distillation", 10, 2, 8)
+  short = pagelayout.shorten("x\n" + note + "y\n")
+  assert short == ("x\nChange vs no-distillation: NDCG@8 over the 10 runs (folds x seeds) "
+                   "([how to read the tables](#how-to-read-the-tables)).\ny\n")
+  assert pagelayout.shorten("Change vs X: something else.\n") == "Change vs X: something else.\n"
+  line = "Run `python -m experiments.table2 --preset=decisive --draws=16`, " + "then read the page, " * 12
+  table = "| " + " | ".join(["cell"] * 60) + " |"
+  wrapped = pagelayout.wrap("\n".join(["# " + "h" * 250, line, table, "* " + line + "  "]))
+  out = wrapped.split("\n")
+  assert out[0] == "# " + "h" * 250 and table in out
+  assert all(len(l) <= pagelayout.WIDTH for l in out if l not in (out[0], table))
+  assert "`python -m experiments.table2 --preset=decisive --draws=16`," in wrapped  # a code span stays whole
+  assert " ".join(wrapped.split()) == " ".join(("# " + "h" * 250 + " " + line + " " + table + " * " + line).split())
+  assert out[-1].endswith("  ") and all(l.startswith("  ") for l in out[out.index(table) + 2:])

@@ -16,7 +16,7 @@ import re
 import shutil
 from typing import Optional
 
-from experiments.framework import published
+from experiments.framework import pagelayout, published
 from experiments.framework.staleness import staleness
 
 ARCHIVE = "published"  # beside the page
@@ -68,6 +68,11 @@ def archive_run(run: dict, folder: str) -> None:
     f.write(run["shown"] + "\n")
 
 
+# A carried section is the earlier page's text but for the tables' shared legend, which the page now shows once
+# at its top (experiments.framework.pagelayout.shorten replaces each copy by a pointer to it).
+_VERBATIM, _VERBATIM_NOW = "that page's, verbatim,", "that page's, verbatim but for the tables' shared legend (at the top),"
+
+
 def carried(page: str, entries: list, root: str, ref_numerics: Optional[dict]) -> dict:
   """The sections of `entries` on the published `page` (and their RESULTS.json records), for runs whose results
   files this machine does not have: {anchor: (summary row, section, record)}. Each is the earlier page's text
@@ -81,21 +86,26 @@ def carried(page: str, entries: list, root: str, ref_numerics: Optional[dict]) -
     row = next((line for line in text.splitlines() if f"](#{e.anchor}) |" in line), None)
     if start < 0 or row is None:
       continue
-    stop = text.find('<a id="', start + 1)
-    section = text[start:stop if stop > 0 else len(text)].rstrip() + "\n"
+    # it ends at the next section's anchor or the next question's heading (experiments.framework.pagelayout)
+    stops = [i for i in (text.find('<a id="', start + 1), text.find("\n# ", start)) if i > 0]
+    section = text[start:min(stops, default=len(text))].rstrip() + "\n"
+    if "**Missing**: no run in" in section:
+      continue  # absent from that page too: nothing to carry
     old_figures = os.path.join(os.path.dirname(os.path.abspath(page)), "figures", e.anchor)
     if os.path.isdir(old_figures):  # a page from before the published/ folder
       shutil.copytree(old_figures, os.path.join(os.path.dirname(os.path.abspath(page)), ARCHIVE, e.anchor),
                       dirs_exist_ok=True, ignore=lambda _, names: [n for n in names if not n.endswith(".png")])
       section = section.replace(f"](figures/{e.anchor}/", f"]({ARCHIVE}/{e.anchor}/")
     record = records.get(e.key)
+    section = pagelayout.shorten(section).replace(_VERBATIM, _VERBATIM_NOW, 1)
     if CARRIED not in section:
       head = f"## {e.title}\n\n" if f"## {e.title}\n\n" in section else section.split("\n\n")[1] + "\n\n"
       section = section.replace(head, head + f"{CARRIED} from the page of commit `{at.group(1) if at else '?'}`: no "
                                 f"results files of this run were at hand when the page was rebuilt, so this section is "
-                                f"that page's, verbatim, and its verdicts are in that page's rules, outside this page's "
+                                f"{_VERBATIM_NOW} and its verdicts are in that page's rules, outside this page's "
                                 f"Holm family. `{e.command}` brings it under this page's rules.\n\n", 1)
     cells = [c.strip() for c in row.strip().strip("|").split(" | ")]
+    cells = cells[next(i for i, c in enumerate(cells) if f"](#{e.anchor})" in c):]  # less a Question column
     why = staleness(dict(git_commit=record["commit"]), e.driver, root) if record and record.get("commit") else None
     cells[2] = ("**stale**, " if why else "current, ") + "**carried**"
     if ref_numerics and record and record.get("numerics"):  # against this page's reference run
