@@ -113,3 +113,13 @@ def test_the_figure_check_catches_a_planted_hand_copied_figure():
   assert [f for _, f in hand_figures(planted)] == ["+11.8%", "+5.2%", "+18.4%", "0.634", "6 min 35 s",
                                                     "18,567 documents/s", "7.4x slower"]
   assert hand_figures("weight decay 0.005; holds iff p < 0.025; Adam, lr 1e-3") == []
+
+
+def test_the_readme_is_a_landing_page():
+  """At most 200 lines, opening with the two set-up commands CI runs; its results summary at most 15 rows."""
+  readme = open(os.path.join(ROOT, "README.md")).read()
+  assert len(readme.splitlines()) <= 200
+  commands = readme[readme.index("```bash\n") + 8:readme.index("\n```", readme.index("```bash\n"))].splitlines()
+  assert len(commands) == 2 and commands[0].endswith("python -m experiments.table2")
+  assert commands[1].endswith("python -m pytest -q")
+  assert GENERATED.search(readme).group(0).count("\n| [") <= 15
