@@ -320,7 +320,7 @@ def build(results: str, out: str, root: str = ROOT, expected: list = EXPECTED, r
 
 
 flags.DEFINE_string("results", "results", "The results root the drivers wrote (<results>/<driver>/<label>/latest).")
-flags.DEFINE_string("out", "RESULTS.md", "The page to write (its figures go to figures/ beside it).")
+flags.DEFINE_string("out", "RESULTS.md", "The page to write (RESULTS.json and published/, its runs' copies and figures, go beside it).")
 flags.DEFINE_bool("mark_missing", False, "List runs that are absent as missing on the page instead of failing.")
 flags.DEFINE_bool("carry", False, "Keep, verbatim and marked carried, the section of the page being replaced for a run "
                   "absent from --results and from the page's published/ copy (a machine without that run's files); "

@@ -70,7 +70,8 @@ def archive_run(run: dict, folder: str) -> None:
 
 # A carried section is the earlier page's text but for the tables' shared legend, which the page now shows once
 # at its top (experiments.framework.pagelayout.shorten replaces each copy by a pointer to it).
-_VERBATIM, _VERBATIM_NOW = "that page's, verbatim,", "that page's, verbatim but for the tables' shared legend (at the top),"
+_VERBATIM = "that page's, verbatim,"
+_VERBATIM_NOW = "that page's, verbatim but for the tables' shared legend (at the top),"
 
 
 def carried(page: str, entries: list, root: str, ref_numerics: Optional[dict]) -> dict:
