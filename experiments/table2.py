@@ -59,6 +59,13 @@ class Options:
                         "chosen; needs --select_on=vali (on by default for your own data).", omit_default=True)
   search_columns: int = option(4, "--search: the most predictive privileged columns tried one by one (alone, and "
                                "removed in turn from all of them).", lo=1, omit_default=True)
+  search_seeds: int = option(2, "--search: the seeds each candidate is screened with (the chosen one is then "
+                             "trained with every seed, as a PFD row; 0 = every seed).", lo=0, omit_default=True)
+  search_patience: int = option(10, "--search: screened teachers and students stop once no model has improved on "
+                                "validation for this many epochs (0 = every epoch).", lo=0, omit_default=True)
+  search_refine: int = option(1, "--search: the alpha x temperature grid is tried for this many subsets, the best "
+                              "on validation at the plain PFD setting (0 = the grid for every subset).", lo=0,
+                              omit_default=True)
 
   def __post_init__(self):
     if self.randomized and not self.position:
@@ -82,8 +89,15 @@ def num_rows(cfg: schema.Config) -> int:
   per_fold = (distill.num_rows([m for m in methods if m in rows_lib.methods("mlp")]) +
               distill.num_gbdt_rows([m for m in methods if m in rows_lib.methods("gbdt")]) +
               (position.num_rows(cfg.options.randomized, "lambdamart" in methods) if cfg.options.position else 0) +
-              (2 + 4 * cfg.options.search_columns if cfg.options.search else 0))  # at most 2 (1 + 2 k)
+              (_search_rows(cfg.options) if cfg.options.search else 0))
   return len(cfg.losses) * len(setup.folds_of(cfg.data)) * per_fold
+
+
+def _search_rows(o: Options) -> int:
+  """The progress count of a search: at most 1 + 2 k subsets (k = --search_columns), a teacher and a student
+  program each, the refined subsets' grids, and the chosen candidate's teacher and student."""
+  subsets = 1 + 2 * o.search_columns
+  return 2 * subsets + (o.search_refine if o.search_refine else 0) + 2
 
 
 def run(cfg: schema.Config) -> dict:
@@ -129,8 +143,10 @@ def run_fold(cfg: schema.Config, loss: str, fold: int, methods: tuple, shared: d
   configs = {k: rows_lib.REGISTRY[k].config(tc) for k in rows}
   found = None
   if cfg.options.search:
+    o = cfg.options
     found = search.search(keys, tc, ds, lambda d: setup.device_data(cfg, d, tc, fold), hooks=log,
-                          top=cfg.options.search_columns, baseline=rows["no_distill"])
+                          top=o.search_columns, baseline=rows["no_distill"], plain_pfd=rows.get("pfd"),
+                          seeds=o.search_seeds or None, patience=o.search_patience, refine=o.search_refine or None)
     rows["pfd_searched"], views["pfd_searched"] = found.chosen, "x"
     configs["pfd_searched"] = dataclasses.replace(tc, alpha=found.candidate.alpha,
                                                   temperature=found.candidate.temperature)

@@ -10,12 +10,14 @@ from experiments.framework.pairs import aggregate
 from experiments.framework.records import LossRecord
 from pfd_jax.methods import rows as rows_lib
 from pfd_jax.methods import search
+from pfd_jax.ops import stats
 
 
 def search_record(found: search.Search, ds) -> dict:
   """What results.json keeps of a fold's PFD search: each privileged column's strength (|corr| with the label
   on train), each subset teacher's and each candidate's validation NDCG, the choice and the search's time."""
   key = lambda c: "+".join(map(str, c))
+  base = found.lists[search.Candidate()]
   return dict(feature_ids=[int(i) + 1 for i in ds.privileged] if ds.privileged is not None else None,
               strength=found.strength, teachers={key(c): float(v.mean()) for c, v in found.teachers.items()},
               candidates={c.label: float(v.mean()) for c, v in found.lists.items()},
@@ -23,7 +25,8 @@ def search_record(found: search.Search, ds) -> dict:
                       for c in found.lists if len(c.columns) == 1},
               chosen=found.candidate.label, best=found.choice["best"].label, tied=len(found.choice["within"]),
               gap=list(found.choice["gap"]), threshold=found.choice["threshold"], lists=int(found.valid.sum()),
-              seconds=found.seconds)
+              seconds=found.seconds, seeds=found.seeds, patience=found.patience,
+              vs_no_distill=tabulate.comparison_record(stats.per_query(found.lists[found.candidate][None], base[None])))
 
 
 def deploy_text(record: LossRecord, compared: dict, ks) -> str:
@@ -77,8 +80,13 @@ def search_text(record: LossRecord) -> str:
     why = ("no candidate beats no-distillation by more than validation noise" if s["chosen"] == "no distillation"
            else f"the simplest of the {s['tied']} candidates validation cannot tell from the best ({s['best']})")
     pfd = sum(f.rows[n].seconds for n in ("pfd_teacher", "pfd") if n in f.rows)
+    vs = (f"; against no-distillation on these lists {tabulate.change_cell(s['vs_no_distill'])}"
+          if s.get("vs_no_distill") and s["chosen"] != "no distillation" else "")
+    screened = (f", screened with {s['seeds']} seed{'s' * (s['seeds'] > 1)}" if s.get("seeds") else "") + (
+        f", patience {s['patience']} epochs" if s.get("patience") else "")
     lines.append(f"- {k}: **{s['chosen']}** (validation {s['candidates'][s['chosen']]:.4f}, no-distillation "
-                 f"{base:.4f}, {s['lists']} lists): {why}; {len(s['candidates'])} candidates in {s['seconds']:.0f} s" +
+                 f"{base:.4f}, {s['lists']} lists{vs}): {why}; {len(s['candidates'])} candidates{screened}, in "
+                 f"{s['seconds']:.0f} s with the chosen one's training on every seed" +
                  (f" ({s['seconds'] / pfd:.1f}x one PFD teacher and student)" if pfd else "") + ".")
   first = next(iter(folds.values())).search
   ids = first["feature_ids"] or list(range(len(first["strength"])))
@@ -89,9 +97,10 @@ def search_text(record: LossRecord) -> str:
           for j in range(len(ids)) if str(j) in first["teachers"]]
   return ("**PFD searched on validation** (pfd_jax.methods.search; test never read): teachers on subsets of the "
           "privileged columns (all, each alone, backward elimination from the most predictive), students over "
-          "alpha x teacher temperature, no distillation a candidate; chosen: the simplest candidate that a "
-          "one-sided paired test over the validation lists (Bonferroni over the candidates) cannot tell from the "
-          "best.\n\n" + "\n".join(lines) + "\n\n" +
+          "alpha x teacher temperature (for the subsets best at the plain PFD setting), no distillation a "
+          "candidate; chosen: the simplest candidate that a one-sided paired test over the validation lists "
+          "(Bonferroni over the candidates) cannot tell from the best, then trained with every seed as a PFD row "
+          "is (the row 'PFD, searched on validation').\n\n" + "\n".join(lines) + "\n\n" +
           tabulate.markdown_table(["Privileged column", "abs corr with the label (train)",
                                    "its teacher alone vs no-distillation (vali NDCG)",
                                    "its best student vs no-distillation (vali NDCG)"], rows) + "\n")

@@ -14,6 +14,11 @@ choice, and so is the strength of the distillation. :func:`search` makes the cho
   trained side by side in one program (:func:`pfd_jax.training.train`'s ``variants``).
 * **no distillation** itself is a candidate, the simplest.
 
+A team's run searches cheaply (experiments.table2's defaults for its own data; :func:`search`'s arguments): the
+candidates are screened with two seeds and stop early on validation, and in two stages (every subset at the plain
+PFD setting, then alpha x temperature for the best subset only); the chosen candidate is then trained as a PFD row
+is, every seed and every epoch, and that model is the row "PFD, searched".
+
 The choice is :func:`pfd_jax.ops.stats.tied_with_best` over every candidate's per-list validation NDCG: the
 simplest candidate that a paired test over the validation lists cannot tell from the best (no distillation before
 any teacher; fewer columns; a larger alpha; T = 1), so the search is never worse than no distillation by more
@@ -88,9 +93,10 @@ def masked(ds: Dataset, columns: Sequence[int]) -> Dataset:
 
 @dataclasses.dataclass
 class Search:
-  """What :func:`search` found: every candidate's validation NDCG per list (seeds' mean) and mean, the choice
-  (:func:`pfd_jax.ops.stats.tied_with_best`'s dict), the columns' strengths, each subset teacher's validation NDCG,
-  the chosen candidate's and no-distillation's trained models (TrainResult), and the search's wall time."""
+  """What :func:`search` found: every candidate's validation NDCG per list (the screening seeds' mean) and mean,
+  the choice (:func:`pfd_jax.ops.stats.tied_with_best`'s dict), the columns' strengths, each subset teacher's
+  validation NDCG, the chosen candidate's and no-distillation's trained models with every seed (TrainResult), the
+  validation lists they were compared on, the screening's seeds and patience, and the search's wall time."""
   lists: dict
   choice: dict
   strength: np.ndarray
@@ -99,6 +105,8 @@ class Search:
   baseline: object
   valid: np.ndarray
   seconds: float = 0.0
+  seeds: int = 0
+  patience: int = 0
 
   @property
   def candidate(self) -> Candidate:
@@ -108,16 +116,32 @@ class Search:
 def search(keys, cfg: TrainConfig, ds: Dataset, to_device: Callable[[Dataset], object], *,
            alphas: Sequence[float] = ALPHAS, temperatures: Sequence[float] = TEMPERATURES,
            top: Optional[int] = None, subset_list: Optional[Sequence[Tuple[int, ...]]] = None,
-           hooks: Optional[Callable] = None, level: float = 0.05, baseline=None) -> Search:
+           hooks: Optional[Callable] = None, level: float = 0.05, baseline=None, seeds: Optional[int] = None,
+           patience: int = 0, refine: Optional[int] = None, plain_pfd=None) -> Search:
   """Searches the PFD configurations of the module docstring on `ds`'s validation split and returns the
   :class:`Search`. to_device(dataset) returns its :class:`pfd_jax.methods.distill.DeviceData` (with a 'vali'
   evaluation set); cfg.select_on should be 'vali' (nothing about test may select anything). hooks(name) gives
   each model's :class:`pfd_jax.training.Hooks`; top: the most predictive columns searched one by one
   (:func:`subsets`); subset_list: the subsets themselves instead; baseline: the no-distillation run with these keys
-  and cfg when the caller has trained it already (not trained again)."""
+  and cfg when the caller has trained it already (not trained again); plain_pfd: likewise the PFD student of every
+  privileged column at cfg.alpha and T = 1 (the PFD row), kept when the search chooses that configuration.
+
+  What makes it cheap (each off by default: the full grid, every seed, every epoch):
+
+  * seeds: the candidates are screened with the first `seeds` keys only (their teachers too), and the chosen one
+    is then trained again with every key, teacher and student, as a PFD row is; no-distillation's screening
+    lists are its first `seeds` models' (a seed's model does not depend on the seeds beside it).
+  * patience: the screened teachers and students stop early on validation (:func:`pfd_jax.training.train`); the
+    baseline keeps its every epoch, so a screened candidate is compared at a slight disadvantage, the side that
+    keeps no distillation when in doubt.
+  * refine: two stages instead of the whole grid. First every subset's student at the plain PFD setting
+    (cfg.alpha, T = 1); then the alpha x temperature grid for the `refine` subsets best on validation only.
+    The choice is made over every candidate of both stages. None: the whole grid for every subset.
+  """
   if cfg.select_on != "vali":
     raise ValueError(f"the PFD search selects on validation: select_on='vali', got {cfg.select_on!r}")
   hooks, t0 = hooks or (lambda name: Hooks()), time.time()
+  n = min(seeds or keys.shape[0], keys.shape[0])
   strength = column_strength(ds)
   subset_list = subset_list or subsets([int(c) for c in np.argsort(-strength, kind="stable")], top)
   dd = to_device(ds)
@@ -126,20 +150,44 @@ def search(keys, cfg: TrainConfig, ds: Dataset, to_device: Callable[[Dataset], o
     baseline = train(keys, cfg, dd.train_pos, "x", dd.eval_sets, hooks=hooks("no_distill"))
   vali = lambda result, dev: per_list_ndcg(cfg, result.params, dev.eval_sets["vali"], "x")
   base_lists, valid = vali(baseline, dd)
-  lists, models = {Candidate(): base_lists.mean(0)[valid]}, {Candidate(): baseline}
-  grid = [dict(alpha=a, temperature=t) for a in alphas for t in temperatures]
-  teachers = {}
-  for cols in subset_list:
-    dev = to_device(masked(ds, cols))
-    cols, name = tuple(int(i) for i in cols), "+".join(map(str, cols))
-    teacher = train(keys, cfg, dev.train_pos, "xz", dev.eval_sets, hooks=hooks(f"teacher z[{name}]"))
-    teachers[cols] = per_list_ndcg(cfg, teacher.params, dev.eval_sets["vali"], "xz")[0].mean(0)[valid]
-    targets = predict(cfg, teacher.params, dev.train_all, "xz")
+  lists, models = {Candidate(): base_lists[:n].mean(0)[valid]}, {Candidate(): baseline}
+  full = [dict(alpha=a, temperature=t) for a in alphas for t in temperatures]
+  plain = dict(alpha=cfg.alpha, temperature=1.0)
+  teachers, fit = {}, dict(patience=patience)
+
+  def pfd(cols, grid, keys, fit, tag="", targets=None):
+    """The students of `grid` of subset `cols` on `keys`, with the teacher's targets (trained here when None):
+    (the students, the masked device data, the targets)."""
+    dev, name = to_device(masked(ds, cols)), "+".join(map(str, cols))
+    if targets is None:
+      teacher = train(keys, cfg, dev.train_pos, "xz", dev.eval_sets, hooks=hooks(f"teacher z[{name}]{tag}"), **fit)
+      targets = predict(cfg, teacher.params, dev.train_all, "xz")
+      if not tag:
+        teachers[cols] = per_list_ndcg(cfg, teacher.params, dev.eval_sets["vali"], "xz")[0].mean(0)[valid]
     students = train(keys, cfg, dev.train_all, "x", dev.eval_sets, teacher=targets,
-                     hooks=hooks(f"students z[{name}]"), variants=grid)
+                     hooks=hooks(f"students z[{name}]{tag}"), variants=grid, **fit)
+    return students, dev, targets
+
+  def screen(cols, grid, targets=None):
+    students, dev, targets = pfd(cols, grid, keys[:n], fit, targets=targets)
     for v, student in zip(grid, students):
       c = Candidate(cols, v["alpha"], v["temperature"])
       lists[c], models[c] = vali(student, dev)[0].mean(0)[valid], student
+    return targets
+
+  subset_list = [tuple(int(i) for i in cols) for cols in subset_list]
+  targets = {cols: screen(cols, full if refine is None else [plain]) for cols in subset_list}
+  if refine is not None:  # the second stage: the grid for the best subsets, their teachers' targets kept
+    stage1 = {c.columns: float(v.mean()) for c, v in lists.items() if c.columns}
+    for cols in sorted(stage1, key=stage1.get, reverse=True)[:refine]:
+      screen(cols, [v for v in full if v != plain], targets[cols])
   choice = stats.tied_with_best(lists, Candidate.simplicity, level)
-  return Search(lists=lists, choice=choice, strength=strength, teachers=teachers,
-                chosen=models[choice["chosen"]], baseline=baseline, valid=valid, seconds=time.time() - t0)
+  c = choice["chosen"]
+  if plain_pfd is not None and c == Candidate(tuple(range(len(strength))), cfg.alpha, 1.0):
+    chosen = plain_pfd
+  elif c.columns and (n < keys.shape[0] or patience):  # the chosen PFD as its row: every seed, every epoch
+    chosen = pfd(c.columns, [dict(alpha=c.alpha, temperature=c.temperature)], keys, {}, " (chosen)")[0][0]
+  else:
+    chosen = models[c]
+  return Search(lists=lists, choice=choice, strength=strength, teachers=teachers, chosen=chosen,
+                baseline=baseline, valid=valid, seconds=time.time() - t0, seeds=n, patience=patience)

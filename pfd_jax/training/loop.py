@@ -56,7 +56,7 @@ class TrainResult:
 def train(key, cfg: TrainConfig, train_buckets: list, view: str, eval_sets: dict, *,
           teacher: Optional[list] = None, num_seeds: Optional[int] = None,
           hooks: Hooks = Hooks(), init_params=None, variants: Optional[Sequence[dict]] = None,
-          chunk_steps: int = 0):
+          chunk_steps: int = 0, patience: int = 0):
   """Trains `S` models (one per seed) and keeps each one's best epoch. Returns a :class:`TrainResult`
   (a list of them with `variants`).
 
@@ -80,6 +80,10 @@ def train(key, cfg: TrainConfig, train_buckets: list, view: str, eval_sets: dict
       returned, each equal to the run with ``dataclasses.replace(cfg, **variants[v])``. Alpha is a traced
       per-model argument of the step and each variant's teacher targets are computed before training, so
       every variant shares one compiled program.
+    patience: early stopping on ``cfg.select_on`` (LightGBM's rule, for the models trained side by side): training
+      ends after the first epoch at which no model has improved its selection metric for `patience` epochs (0:
+      every epoch of cfg.epochs). The models are those of the epochs run (each its best of them, the same bits as
+      a full run's up to there); the curves and losses of the epochs not run are NaN.
   """
   if cfg.select_on not in eval_sets:
     raise ValueError(f"select_on={cfg.select_on!r} but eval_sets has {list(eval_sets)}")
@@ -97,6 +101,9 @@ def train(key, cfg: TrainConfig, train_buckets: list, view: str, eval_sets: dict
   curves = {name: np.zeros((models, cfg.epochs, len(cfg.ks))) for name in eval_sets}
   loss_hist = np.zeros((models, cfg.epochs, 3))
   best_epoch = np.zeros(models, np.int64)
+  if patience:
+    curves = {name: np.full_like(c, np.nan) for name, c in curves.items()}
+    loss_hist = np.full_like(loss_hist, np.nan)
   warmup = cfg.epochs // 2 if cfg.topk.warmup is None else cfg.topk.warmup
   t0 = time.time()
   for epoch in range(cfg.epochs):
@@ -117,6 +124,8 @@ def train(key, cfg: TrainConfig, train_buckets: list, view: str, eval_sets: dict
       w.write_epoch(scalars)
     if hooks.safe_point is not None:
       hooks.safe_point()
+    if patience and np.all(epoch - best_epoch >= patience):
+      break
   best = {name: c[np.arange(models), best_epoch] for name, c in curves.items()}
   res = TrainResult(params=best_params, curves=curves, loss=loss_hist, best_epoch=best_epoch, best=best,
                     seconds=time.time() - t0)
