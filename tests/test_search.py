@@ -73,6 +73,25 @@ def test_search_reads_no_test_label_and_trains_each_candidate_as_its_own_run():
   np.testing.assert_array_equal(lists.mean(0)[valid], res.lists[one])
 
 
+def test_the_cheap_search_screens_in_two_stages_on_fewer_seeds():
+  """Two stages: every subset at the plain PFD setting (cfg.alpha, T = 1), then the grid for the best subset on
+  validation only; screened on the first of two keys. No-distillation's screening lists are its first model's."""
+  ds = _dataset()
+  cfg = TrainConfig(epochs=3, hidden=16, layers=3, select_on="vali")
+  keys = jax.random.split(jax.random.PRNGKey(0), 2)
+  dev = lambda d: distill.to_device(d, 2)
+  res = search.search(keys, cfg, ds, dev, alphas=(0.2, 0.5), temperatures=(1.0, 3.0), seeds=1, patience=1, refine=1)
+  plain = {c.columns: v.mean() for c, v in res.lists.items() if c.columns and (c.alpha, c.temperature) == (0.5, 1.0)}
+  assert set(plain) == {(0, 1), (0,), (1,)}  # all; each alone; all but the strongest (the other alone, once)
+  best = max(plain, key=plain.get)
+  assert set(res.lists) == ({search.Candidate()} | {search.Candidate(c, 0.5, 1.0) for c in plain} |
+                            {search.Candidate(best, a, t) for a in (0.2, 0.5) for t in (1.0, 3.0)})
+  assert res.seeds == 1 and res.patience == 1
+  base, valid = per_list_ndcg(cfg, res.baseline.params, dev(ds).eval_sets["vali"], "x")
+  np.testing.assert_array_equal(res.lists[search.Candidate()], base[0][valid])
+  assert jax.tree_util.tree_leaves(res.chosen.params)[0].shape[0] == 2  # the row: every seed
+
+
 def test_search_drops_a_copy_of_the_label_and_keeps_the_useful_column():
   """Column 0 copies the training label (|corr| 1): its teacher's targets are the labels again, no less noisy,
   and a teacher given both columns leans on it. Column 1 is rel + N(0, 0.1^2), weaker on the label
@@ -85,7 +104,14 @@ def test_search_drops_a_copy_of_the_label_and_keeps_the_useful_column():
   assert strength[0] == pytest.approx(1.0) and strength[1] < 0.6
   cfg = TrainConfig(epochs=60, hidden=16, layers=3, select_on="vali", batch_size=8, lr=1e-2)
   keys = jax.random.split(jax.random.PRNGKey(0), 4)
-  res = search.search(keys, cfg, ds, lambda d: distill.to_device(d, 4), alphas=(0.5,), temperatures=(1.0,))
+  dev = lambda d: distill.to_device(d, 4)
+  # table2's own-data defaults: screened on 2 of the 4 seeds, patience 10, the grid for the best subset only
+  res = search.search(keys, cfg, ds, dev, alphas=(0.5,), temperatures=(1.0,), seeds=2, patience=10, refine=1)
   assert set(c.columns for c in res.lists) == {(), (0, 1), (0,), (1,)}  # all; each alone; all but the copy
   assert res.candidate == search.Candidate((1,), 0.5, 1.0)
   assert res.choice["within"] == [res.candidate]  # every other candidate is worse on validation
+  # the row is the chosen configuration trained as a PFD row is: every seed, every epoch
+  d = dev(search.masked(ds, (1,)))
+  teacher = distill.train_on_data(keys, cfg, d, "xz")
+  alone = distill.train_student(keys, cfg, d, distill.teacher_targets(cfg, [(teacher, "xz")], d))
+  np.testing.assert_array_equal(res.chosen.curves["vali"], alone.curves["vali"])

@@ -191,3 +191,27 @@ def test_seeds_looped_equal_seeds_vmapped(tiny_device):
   b = distill.train_on_data(keys, dataclasses.replace(cfg, seed_batching="loop"), tiny_device, "xz")
   np.testing.assert_allclose(b.loss, a.loss, rtol=1e-5)
   np.testing.assert_allclose(b.curves["test"], a.curves["test"], atol=1e-5)
+
+
+def test_early_stopping_ends_when_no_model_improves_and_keeps_the_full_runs_bits(tiny_device):
+  """patience = p: training ends after the first epoch at which every model's best validation epoch is p or more
+  epochs back; up to there the curves, losses and best epochs are the full run's bits, after it NaN, and the kept
+  models are the best of the epochs run (scoring exactly their best validation NDCG)."""
+  cfg = T.TrainConfig(epochs=30, batch_size=16, hidden=16, layers=3, lr=3e-2, select_on="vali")
+  keys = jax.random.split(jax.random.PRNGKey(7), 2)
+  full = T.train(keys, cfg, tiny_device.train_pos, "x", tiny_device.eval_sets)
+  vali = full.curves["vali"][:, :, 0]
+  running = np.maximum.accumulate(vali, axis=1)  # each model's best so far, its epoch: the first to reach it
+  best_so_far = np.array([[int(np.argmax(v[:e + 1])) for e in range(cfg.epochs)] for v in vali])
+  patience = 3
+  stop = next(e for e in range(cfg.epochs) if np.all(e - best_so_far[:, e] >= patience))
+  assert stop < cfg.epochs - 2  # the case tests an early end
+  early = T.train(keys, cfg, tiny_device.train_pos, "x", tiny_device.eval_sets, patience=patience)
+  ran = slice(0, stop + 1)
+  np.testing.assert_array_equal(early.curves["vali"][:, ran], full.curves["vali"][:, ran])
+  np.testing.assert_array_equal(early.loss[:, ran], full.loss[:, ran])
+  assert np.all(np.isnan(early.curves["vali"][:, stop + 1:])) and np.all(np.isnan(early.loss[:, stop + 1:]))
+  np.testing.assert_array_equal(early.best_epoch, best_so_far[:, stop])
+  np.testing.assert_array_equal(early.best["vali"][:, 0], running[:, stop])
+  np.testing.assert_allclose(T.evaluate(cfg, early.params, tiny_device.eval_sets["vali"], "x")[:, 0],
+                             running[:, stop], rtol=1e-5)

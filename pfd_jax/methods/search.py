@@ -130,7 +130,8 @@ def search(keys, cfg: TrainConfig, ds: Dataset, to_device: Callable[[Dataset], o
 
   * seeds: the candidates are screened with the first `seeds` keys only (their teachers too), and the chosen one
     is then trained again with every key, teacher and student, as a PFD row is; no-distillation's screening
-    lists are its first `seeds` models' (a seed's model does not depend on the seeds beside it).
+    lists are its first `seeds` models' (a seed's model does not depend on the seeds beside it, up to float
+    rounding).
   * patience: the screened teachers and students stop early on validation (:func:`pfd_jax.training.train`); the
     baseline keeps its every epoch, so a screened candidate is compared at a slight disadvantage, the side that
     keeps no distillation when in doubt.
@@ -179,8 +180,9 @@ def search(keys, cfg: TrainConfig, ds: Dataset, to_device: Callable[[Dataset], o
   targets = {cols: screen(cols, full if refine is None else [plain]) for cols in subset_list}
   if refine is not None:  # the second stage: the grid for the best subsets, their teachers' targets kept
     stage1 = {c.columns: float(v.mean()) for c, v in lists.items() if c.columns}
-    for cols in sorted(stage1, key=stage1.get, reverse=True)[:refine]:
-      screen(cols, [v for v in full if v != plain], targets[cols])
+    rest = [v for v in full if v != plain]
+    for cols in sorted(stage1, key=stage1.get, reverse=True)[:refine] if rest else ():
+      screen(cols, rest, targets[cols])
   choice = stats.tied_with_best(lists, Candidate.simplicity, level)
   c = choice["chosen"]
   if plain_pfd is not None and c == Candidate(tuple(range(len(strength))), cfg.alpha, 1.0):
