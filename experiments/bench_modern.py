@@ -1,6 +1,8 @@
-"""The benchmark's model cases (python -m experiments.benchmark --case=export / --case=modern): what the modern
-ranker (:data:`pfd_jax.training.config.MODERN`) costs against the paper's MLP, in training (documents per second
-of the seed-vmapped step) and in serving (p50 / p99 latency of one exported query)."""
+"""The benchmark's model cases (python -m experiments.benchmark: the headline; --case=export / --case=modern):
+what the modern ranker (:data:`pfd_jax.training.config.MODERN`) costs against the paper's MLP, in training
+(documents per second of the seed-vmapped step, along an ablation ladder from a plain MLP of the modern shape to
+the modern ranker, each step against its multiply-add floor) and in serving (p50 / p99 latency of one exported
+query)."""
 from __future__ import annotations
 
 import os
@@ -20,6 +22,23 @@ from pfd_jax.serving import export
 from pfd_jax.training.config import MODERN
 
 ARCHS = {"paper MLP": Arch(), "modern": Arch(**MODERN)}
+_WIDE = dict(hidden=MODERN["hidden"], layers=MODERN["layers"])
+# The modern ranker's options added one at a time, from the paper's MLP: what each costs.
+LADDER = {"paper MLP": Arch(), f"{_WIDE['hidden']} x {_WIDE['layers'] - 1} plain": Arch(**_WIDE),
+          "+ batch norm": Arch(**_WIDE, norm=MODERN["norm"]),
+          "+ dropout": Arch(**_WIDE, norm=MODERN["norm"], dropout=MODERN["dropout"]),
+          "+ noise (modern)": Arch(**MODERN)}
+assert LADDER["+ noise (modern)"] == ARCHS["modern"]
+
+
+def training_macs(arch: Arch, d: int) -> int:
+  """The multiply-adds per document of a training step's matrix products, the floor of its cost: the forward
+  sum(in * out) of the Dense layers, the same again for the weights' gradients and for the inputs' gradients, less
+  the first layer's input gradient where nothing before it trains (the paper's MLP; a trainable input
+  normalisation needs it)."""
+  shapes = [(d, arch.hidden)] + [(arch.hidden, arch.hidden)] * (arch.layers - 2) + [(arch.hidden, 1)]
+  forward = sum(a * b for a, b in shapes)
+  return 3 * forward - (0 if arch.norm != "none" else d * arch.hidden)
 
 
 def _ranker(arch: Arch, d: int, seeds: int) -> serving.Ranker:
@@ -39,13 +58,15 @@ def _percentiles(fn, calls: int) -> dict:
   return dict(p50_us=float(np.percentile(t, 50) * 1e6), p99_us=float(np.percentile(t, 99) * 1e6))
 
 
-def export_latency(o) -> tuple:
+def export_latency(o, sizes=None, calls=None) -> tuple:
   """Each architecture (and the modern one's 5-seed ensemble) exported to ONNX, scored by ONNX Runtime on one
   thread, one query of n documents per call, against the deserialised StableHLO export and JAX's jitted scoring of
-  the same function: p50 / p99 microseconds per query (96 regular features, log1p in the graph)."""
+  the same function: p50 / p99 microseconds per query (96 regular features, log1p in the graph), for queries of
+  `sizes` documents (default o.export_sizes), `calls` timed calls each (default o.export_calls)."""
   import onnxruntime as ort
+  sizes, calls = sizes or o.export_sizes, calls or o.export_calls
   d, rng = 96, np.random.default_rng(0)
-  res, rows = dict(env=rundir.environment(), calls=o.export_calls, models={}), []
+  res, rows = dict(env=rundir.environment(), calls=calls, models={}), []
   cases = [(name, arch, 1) for name, arch in ARCHS.items()] + [("modern, 5-seed ensemble", ARCHS["modern"], 5)]
   for name, arch, seeds in cases:
     ranker = _ranker(arch, d, seeds)
@@ -62,50 +83,71 @@ def export_latency(o) -> tuple:
     inp = sess.get_inputs()[0].name
     jitted = jax.jit(export.serving_function(ranker, ensemble=ensemble))
     out = res["models"][name] = dict(onnx_bytes=size, sizes={})
-    for n in o.export_sizes:
+    for n in sizes:
       x = np.abs(rng.normal(size=(n, d))).astype(np.float32)
       runs = {"onnxruntime": lambda: sess.run(None, {inp: x}), "stablehlo": lambda: np.asarray(call(x)),
               "jax.jit": lambda: jitted(x).block_until_ready()}
-      per = out["sizes"][n] = {label: _percentiles(fn, o.export_calls) for label, fn in runs.items()}
+      per = out["sizes"][n] = {label: _percentiles(fn, calls) for label, fn in runs.items()}
       rows += [[name, n, label, f"{v['p50_us']:.0f}", f"{v['p99_us']:.0f}"] for label, v in per.items()]
   md = (f"Exported rankers (96 features, log1p in the graph; modern = {MODERN}): one query per call, "
-        f"{o.export_calls} timed calls per size; ONNX Runtime {ort.__version__} on 1 thread, the StableHLO artifact "
+        f"{calls} timed calls per size; ONNX Runtime {ort.__version__} on 1 thread, the StableHLO artifact "
         f"deserialised and JAX's jitted function on {jax.default_backend()}.\n\n" +
         tabulate.markdown_table(["model", "documents", "runtime", "p50 us", "p99 us"], rows))
   return res, md
 
 
-def step_throughput(o) -> tuple:
-  """Training documents per second of the paper's MLP and the modern ranker (5 seeds vmapped, RankBCE, all
-  groups), the second of two epochs (the first compiles), medians of o.repeats interleaved timings."""
-  kw = D.web30k_scale()
-  kw["num_queries"] = tuple(max(1, int(q * o.scale)) for q in kw["num_queries"])
-  ds = D.prepare(DataConfig(tau=4.8), D.synthetic.generate(**kw))
-  buckets = T.device_buckets(D.bucketize(ds["train"], o.max_buckets))
+def epoch_times(archs: dict, ds, seeds: int, repeats: int, max_buckets: int) -> dict:
+  """{name: [seconds of the second of two epochs (the first compiles)] x repeats} of every architecture, RankBCE
+  on all groups with `seeds` vmapped seeds, the repeats interleaved across the architectures."""
+  buckets = T.device_buckets(D.bucketize(ds["train"], max_buckets))
   eval_set = T.eval_set(ds["test"].take(np.arange(min(200, ds["test"].num_queries))), 2)
-  docs, seeds = ds["train"].num_docs, o.seed_counts[-1]
   timings = {}
-  for _ in range(o.repeats):
-    for name, arch in ARCHS.items():
-      cfg = T.TrainConfig(epochs=2, data_groups="all", **{k: v for k, v in arch._asdict().items()})
+  for _ in range(repeats):
+    for name, arch in archs.items():
+      cfg = T.TrainConfig(epochs=2, data_groups="all", **arch._asdict())
       times = T.EpochTimes()
       T.train(jax.random.split(jax.random.PRNGKey(0), seeds), cfg, buckets, "x", {"test": eval_set},
               hooks=T.Hooks(writers=(times,)))
       timings.setdefault(name, []).append(times[1] - times[0])
-  res = dict(env=rundir.environment(), train_docs=docs, seeds=seeds, scale=o.scale, cases={})
-  rows = []
+  return timings
+
+
+def synthetic(scale: float):
+  """The Web30k-sized synthetic set at `scale` of its query counts (the paper's tau on 0-4 grades)."""
+  kw = D.web30k_scale()
+  kw["num_queries"] = tuple(max(1, int(q * scale)) for q in kw["num_queries"])
+  return D.prepare(DataConfig(tau=4.8), D.synthetic.generate(**kw))
+
+
+def ladder(o, ds=None) -> tuple:
+  """The ablation ladder (:data:`LADDER`): each architecture's training epoch (RankBCE, all groups, the last of
+  o.seed_counts vmapped seeds; medians of o.repeats interleaved timings) against the paper's MLP, beside its
+  multiply-add floor (:func:`training_macs`'s ratio): (results, markdown)."""
+  ds = synthetic(o.scale) if ds is None else ds
+  docs, seeds, d = ds["train"].num_docs, o.seed_counts[-1], int(ds["train"].x.shape[1])
+  timings = epoch_times(LADDER, ds, seeds, o.repeats, o.max_buckets)
+  base_t, base_m = float(np.median(timings["paper MLP"])), training_macs(LADDER["paper MLP"], d)
+  res = dict(train_docs=docs, seeds=seeds, features=d, scale=o.scale, cases={})
+  rows, prev = [], None
   for name, secs in timings.items():
-    med = float(np.median(secs))
-    res["cases"][name] = dict(seconds=secs, docs_per_s=docs * seeds / med)
-    rows.append([name, f"{med:.2f} [{min(secs):.2f}, {max(secs):.2f}]", f"{docs * seeds / med:,.0f}"])
-  md = (f"Training step, {docs:,} documents x {seeds} vmapped seeds per epoch (synthetic, Web30k scale x {o.scale}), "
-        f"RankBCE on all groups; modern = {MODERN}.\n\n" +
-        tabulate.markdown_table(["model", "epoch seconds, median [min, max]", "documents/s (all seeds)"], rows))
+    med, macs = float(np.median(secs)), training_macs(LADDER[name], d)
+    res["cases"][name] = dict(seconds=secs, docs_per_s=docs * seeds / med, macs_per_doc=macs,
+                              time_ratio=med / base_t, floor_ratio=macs / base_m,
+                              step_ratio=None if prev is None else med / prev)
+    rows.append([name, f"{med:.2f} [{min(secs):.2f}, {max(secs):.2f}]", f"{docs * seeds / med:,.0f}", f"{macs:,}",
+                 f"{med / base_t:.2f}x", f"{macs / base_m:.2f}x", "" if prev is None else f"{med / prev:.2f}x"])
+    prev = med
+  md = (f"Training epoch, {docs:,} documents x {seeds} vmapped seeds (synthetic, Web30k scale x {o.scale:g}, {d} "
+        f"regular features), RankBCE on all groups, median [min, max] of {o.repeats} interleaved timings; the "
+        f"modern ranker's options added one at a time (modern = {MODERN}). Floor: the step's matrix multiply-adds "
+        f"per document against the paper's MLP's.\n\n" +
+        tabulate.markdown_table(["model", "epoch seconds", "documents/s (all seeds)", "multiply-adds / document",
+                                 "time vs paper MLP", "floor vs paper MLP", "vs the step above"], rows))
   return res, md
 
 
 def modern(o) -> tuple:
-  """Both: the step's throughput and the exported query's latency."""
-  step, md1 = step_throughput(o)
+  """The ablation ladder and the exported query's latency."""
+  step, md1 = ladder(o)
   exp, md2 = export_latency(o)
-  return dict(step=step, export=exp), md1 + "\n" + md2
+  return dict(env=rundir.environment(), ladder=step, export=exp), md1 + "\n" + md2

@@ -1,10 +1,19 @@
-r"""Speed and scale at MSLR-WEB30K size on the synthetic generator, measured side by side in one run.
+r"""Speed and scale of training and serving, measured side by side in one run.
 
-  python -m experiments.benchmark                  # throughput, roofline, seeds, torch reference, evaluation
-  python -m experiments.benchmark --scale=0.25     # a quicker look
+  python -m experiments.benchmark                          # the headline, in minutes (below)
+  python -m experiments.benchmark --case=throughput        # Web30k size: every loss and seed count, torch, peers
   /usr/bin/time -v python -m experiments.benchmark --case=memory   # RankNet, 1,300-document lists, batch 300
 
-Default case, per loss (RankBCE, RankNet; the paper's model, batch size and learning rate):
+**headline** (the default; a small synthetic set, --headline_scale of Web30k's query counts): the modern ranker's
+ablation ladder (the paper's MLP; a plain MLP of the modern shape; + batch norm; + dropout; + noise = the modern
+ranker), each architecture's training epoch with 5 vmapped seeds against the paper's MLP beside its multiply-add
+floor (bench_modern.training_macs); one-seed documents/s of both models and their 5-seed / 1-seed time ratio; the
+paper's MLP's roofline (its step's useful FLOP/s against the measured rate of the same matmul chain); the p50 /
+p99 latency of one exported 100-document query (ONNX Runtime, StableHLO, jax.jit). The long cases are behind
+--case: throughput (the same at Web30k size, both losses, the torch reference, the peers), peers, memory,
+streamed, export (every query size), modern (the ladder and export at --scale).
+
+The throughput case, per loss (RankBCE, RankNet; the paper's model, batch size and learning rate):
 
 * **throughput**: one training epoch over every training group (data loss on all groups) after a warm-up
   epoch that compiles; documents/s counts real documents (padding excluded), a vmapped run each seed's;
@@ -44,10 +53,15 @@ from pfd_jax.config import option
 
 @dataclasses.dataclass(frozen=True)
 class Options:
-  case: str = option("throughput", "What to measure (peers: only the peers table; export: latency of exported "
-                     "rankers, the paper's and the modern one; modern: the modern ranker's training docs/s against "
-                     "the paper's MLP, and export).", choices=("throughput", "memory", "streamed", "peers", "export",
-                                                              "modern"))
+  case: str = option("headline", "What to measure. headline: the modern ranker's ablation ladder, one-seed "
+                     "docs/s of both models, the 5-seed ratio, the roofline and the exported latency on a small set "
+                     "(minutes). The long cases: throughput (Web30k size, both losses, seeds, torch reference, "
+                     "peers: the longest, past 25 minutes on two cores), peers (only the peers table), memory, "
+                     "streamed (1x and 4x Web30k on disk), export (latency of exported rankers at every size), "
+                     "modern (the ladder at --scale, and export).",
+                     choices=("headline", "throughput", "memory", "streamed", "peers", "export", "modern"))
+  headline_scale: float = option(0.02, "Headline case: fraction of the Web30k-size query counts.", lo=0,
+                                 lo_open=True)
   export_sizes: Tuple[int, ...] = option((10, 100, 1000), "Export case: documents per query.", lo=1)
   export_calls: int = option(2000, "Export case: timed calls per size and runtime.", lo=10)
   stream_scales: Tuple[float, ...] = option((1.0, 4.0), "Streamed case: training split sizes, in Web30k folds "
@@ -315,6 +329,35 @@ def peer_rows(o: Options) -> tuple:
   return res, md
 
 
+def headline(o: Options) -> tuple:
+  """The default case (module docstring): (results, markdown)."""
+  ds = bench_modern.synthetic(o.headline_scale)
+  docs, first, last = ds["train"].num_docs, o.seed_counts[0], o.seed_counts[-1]
+  small = dataclasses.replace(o, scale=o.headline_scale)
+  lad, md = bench_modern.ladder(small, ds)
+  one = bench_modern.epoch_times(bench_modern.ARCHS, ds, first, o.repeats, o.max_buckets)
+  rows, res = [], dict(env=rundir.environment(), ladder=lad, one_seed={})
+  for name, secs in one.items():
+    sec, many = float(np.median(secs)), float(np.median(lad["cases"]["paper MLP" if name == "paper MLP" else
+                                                                   "+ noise (modern)"]["seconds"]))
+    res["one_seed"][name] = dict(seconds=secs, docs_per_s=docs * first / sec, seeds_ratio=many / sec)
+    rows.append([name, f"{docs * first / sec:,.0f}", f"{many / sec:.2f}"])
+  md += (f"\nOne seed ({first}) against {last} vmapped seeds, the same epoch (median of {o.repeats}):\n\n" +
+         tabulate.markdown_table(["model", f"documents/s, {first} seed", f"{last} seeds / {first} seed, time"], rows))
+  host = D.bucketize(ds["train"], o.max_buckets)
+  cfg, dim = T.TrainConfig(loss="rankbce", epochs=2, data_groups="all"), int(ds["train"].x.shape[1])
+  rows_per_batch = int(np.mean([min(cfg.effective_batch_size, b.x.shape[0]) * b.x.shape[1] for b in host]))
+  peak = matmul_rate(rows_per_batch, dim, cfg.hidden, cfg.layers)
+  useful = 3 * mlp_matmul_flops(dim, cfg.hidden, cfg.layers) * res["one_seed"]["paper MLP"]["docs_per_s"]
+  res["roofline"] = dict(matmul_flops_per_s=peak, rows=rows_per_batch, useful_flops_per_s=useful,
+                         useful_fraction=useful / peak)
+  md += (f"\nRoofline (the paper's MLP, RankBCE, {first} seed): {useful / 1e9:.1f} GFLOP/s on real documents against "
+         f"{peak / 1e9:.1f} GFLOP/s measured for the same matmul chain (fwd + bwd, {rows_per_batch:,} rows): "
+         f"{100 * useful / peak:.0f}%.\n\n")
+  res["export"], md_exp = bench_modern.export_latency(o, sizes=(100,), calls=500)
+  return res, md + md_exp
+
+
 def peers_only(o: Options) -> tuple:
   res, md = peer_rows(o)
   return dict(env=rundir.environment(), peers=res), md
@@ -322,7 +365,7 @@ def peers_only(o: Options) -> tuple:
 
 def run(cfg: schema.Config) -> dict:
   o = cfg.options
-  res, md = {"throughput": throughput, "memory": bench_memory.memory, "streamed": bench_memory.streamed,
+  res, md = {"headline": headline, "throughput": throughput, "memory": bench_memory.memory, "streamed": bench_memory.streamed,
               "peers": peers_only, "export": bench_modern.export_latency, "modern": bench_modern.modern}[o.case](o)
   return dict(res, config=cfg, markdown=md)
 

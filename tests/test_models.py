@@ -179,3 +179,21 @@ def test_table2_on_own_data_adds_ensemble_rows(tmp_path):
   assert "**PFD searched on validation**" in md and "| PFD, searched on validation" in md
   with pytest.raises(ConfigError, match="select_on=vali"):
     table2.run(cfg.replace(train=dict(select_on="test")))
+
+
+def test_the_benchmarks_multiply_add_floor_counts_the_models_own_kernels():
+  """bench_modern.training_macs: forward = the Dense kernels' sizes as the initialised model has them (96 regular
+  features: 39,700 for the paper's MLP, 155,904 for the modern ranker), x 3 for training, less the first layer's
+  input gradient where nothing before it trains: a floor ratio of 4.27 between the two."""
+  from experiments import bench_modern
+  for arch, forward in ((Arch(), 39_700), (bench_modern.ARCHS["modern"], 155_904)):
+    params = arch.module().init({"params": jax.random.PRNGKey(0)}, jnp.zeros((1, 2, 96)))["params"]
+    kernels = [v["kernel"] for k, v in sorted(params.items(), key=lambda kv: int(kv[0].split("_")[1]))
+               if k.startswith("Dense")]
+    assert sum(k.size for k in kernels) == forward
+    first = 0 if arch.norm != "none" else kernels[0].size
+    assert bench_modern.training_macs(arch, 96) == 3 * forward - first
+  ratio = bench_modern.training_macs(bench_modern.ARCHS["modern"], 96) / bench_modern.training_macs(Arch(), 96)
+  assert round(ratio, 2) == 4.27
+  assert list(bench_modern.LADDER)[0] == "paper MLP" and bench_modern.LADDER["+ noise (modern)"] == \
+      bench_modern.ARCHS["modern"]
