@@ -159,14 +159,14 @@ def search(keys, cfg: TrainConfig, ds: Dataset, to_device: Callable[[Dataset], o
   def pfd(cols, grid, keys, fit, tag="", targets=None):
     """The students of `grid` of subset `cols` on `keys`, with the teacher's targets (trained here when None):
     (the students, the masked device data, the targets)."""
-    dev, name = to_device(masked(ds, cols)), "+".join(map(str, cols))
+    dev, name = to_device(masked(ds, cols)), "_".join(map(str, cols))  # a metric writer's legal name
     if targets is None:
-      teacher = train(keys, cfg, dev.train_pos, "xz", dev.eval_sets, hooks=hooks(f"teacher z[{name}]{tag}"), **fit)
+      teacher = train(keys, cfg, dev.train_pos, "xz", dev.eval_sets, hooks=hooks(f"teacher_z{name}{tag}"), **fit)
       targets = predict(cfg, teacher.params, dev.train_all, "xz")
       if not tag:
         teachers[cols] = per_list_ndcg(cfg, teacher.params, dev.eval_sets["vali"], "xz")[0].mean(0)[valid]
     students = train(keys, cfg, dev.train_all, "x", dev.eval_sets, teacher=targets,
-                     hooks=hooks(f"students z[{name}]{tag}"), variants=grid, **fit)
+                     hooks=hooks(f"students_z{name}{tag}"), variants=grid, **fit)
     return students, dev, targets
 
   def screen(cols, grid, targets=None):
@@ -188,7 +188,7 @@ def search(keys, cfg: TrainConfig, ds: Dataset, to_device: Callable[[Dataset], o
   if plain_pfd is not None and c == Candidate(tuple(range(len(strength))), cfg.alpha, 1.0):
     chosen = plain_pfd
   elif c.columns and (n < keys.shape[0] or patience):  # the chosen PFD as its row: every seed, every epoch
-    chosen = pfd(c.columns, [dict(alpha=c.alpha, temperature=c.temperature)], keys, {}, " (chosen)")[0][0]
+    chosen = pfd(c.columns, [dict(alpha=c.alpha, temperature=c.temperature)], keys, {}, "_chosen")[0][0]
   else:
     chosen = models[c]
   return Search(lists=lists, choice=choice, strength=strength, teachers=teachers, chosen=chosen,
