@@ -345,9 +345,10 @@ PRESETS = (
     Preset('ohsumed', 'ohsumed', '--dataset=ohsumed --loss=rankbce',
            'Table 2 / Table 4: OHSUMED, 5 folds', headline=True),
     Preset('ohsumed_own', 'letor-ohsumed_letor3', '--dataset=letor --data_dir=../shared/data/ohsumed_letor3 '
-           '--privileged=auto --methods=pfd,lambdamart',
-           "Your own data, a LETOR folder with folds: OHSUMED's files and graded labels, the 30% of features most "
-           'correlated with them privileged (the modern ranker, validation selection, the PFD search)'),
+           '--positive_grade=2 --privileged=auto --methods=pfd,lambdamart',
+           "Your own data, a LETOR folder with folds: OHSUMED's files, 'definitely relevant' (grade 2) the label, the "
+           '30% of features most correlated with it privileged (the modern ranker, validation selection, the PFD '
+           'search)'),
     Preset('logs_letor', 'letor-logs_letor', '--dataset=letor --data_dir=logs_letor --privileged=21,22,23 '
            '--methods=pfd,placebo,lambdamart,gbdt_from_pfd --gbdt_leaves=15 --gbdt_min_leaf=50 --save_models',
            'Your own data: simulated logs as a LETOR folder, file labels, named privileged features (the modern '
