@@ -129,6 +129,21 @@ def test_forms_on_known_cases(form, margin, rel, half, expect):
   assert (p < claims.ALPHA) == (expect == "holds")  # the one-sided p agrees with the interval
 
 
+def test_the_per_query_verdict_is_in_its_claims_form():
+  """A row that is its reference (the PFD search keeping no distillation): the claim that it is no worse by 1%
+  holds by run and per query alike; a superiority claim on it does not reproduce, and is not called reversed."""
+  rng = np.random.default_rng(3)
+  runs, q = 0.6 + rng.normal(0, 0.01, 5), 0.6 + rng.normal(0, 0.2, 40)
+  rows, queries = {"a": runs[:, None], "b": runs[:, None]}, {"a": q, "b": q}
+  c = claims.beats("a no worse", rows, "a", "b", queries=queries, form="non-inferiority", margin=0.01)
+  assert c.verdict == "holds" and c.queries.startswith("holds")
+  c = claims.beats("a beats b", rows, "a", "b", queries=queries)
+  assert c.verdict == "does not reproduce" and c.queries.startswith("does not reproduce")
+  assert "reversed" not in c.queries
+  worse = {"a": q - 0.05, "b": q}
+  assert "(reversed)" in claims.beats("a beats b", rows, "a", "b", queries=worse).queries
+
+
 def test_equivalence_p_is_statsmodels_tost():
   weightstats = pytest.importorskip("statsmodels.stats.weightstats")
   rng = np.random.default_rng(4)

@@ -135,16 +135,18 @@ def judge(e: stats.Estimate, form: str = "superiority", margin: float = 0.0) -> 
   return f"undecided at {e.n} {e.unit}", p
 
 
-def verdict(c: dict, folds: int = 1, margin: float = MARGIN) -> tuple:
-  """(verdict, detail) of the diagnostic superiority claim on a comparison record (the per-query second verdict
-  and the tables' cells); `margin` names the gain the detail says is ruled out."""
+def verdict(c: dict, folds: int = 1, margin: float = MARGIN, form: str = "superiority",
+            claim_margin: float = 0.0) -> tuple:
+  """(verdict, detail) of a diagnostic claim in `form` with `claim_margin` on a comparison record (the per-query
+  second verdict, in its claim's form); `margin` names the gain the detail says is ruled out. '(reversed)' marks
+  an interval wholly below zero (two identical rows do not reproduce a superiority claim, unreversed)."""
   e = estimate_of(c)
-  word, p = judge(e)
+  word, p = judge(e, form, claim_margin)
   detail = tabulate.change_cell(c)
   if word.startswith("undecided"):
-    detail += ((f" (a gain of {100 * margin:.0f}% or more is ruled out)" if e.interval()[1] < margin * e.reference
-                else "") + _need(e, folds))
-  elif word == "does not reproduce":
+    detail += ((f" (a gain of {100 * margin:.0f}% or more is ruled out)" if form == "superiority" and
+                e.interval()[1] < margin * e.reference else "") + (_need(e, folds) if form == "superiority" else ""))
+  elif word == "does not reproduce" and e.interval()[1] < 0:
     detail += " (reversed)"
   return word, detail
 
@@ -199,7 +201,8 @@ def beats(text: str, rows: dict, a: str, b: str, folds: int = 1, col: int = 0, *
   c = tabulate.compare({a: np.asarray(rows[a]), b: np.asarray(rows[b])}, b, col=col)[a]
   second = ""
   if queries and a in queries and b in queries:
-    second = ": ".join(verdict(tabulate.comparison_record(stats.paired(queries[a], queries[b], unit="queries"))))
+    second = ": ".join(verdict(tabulate.comparison_record(stats.paired(queries[a], queries[b], unit="queries")),
+                               form=form, claim_margin=margin))
   return claim(text, estimate or estimate_of(c), form=form, margin=margin, source=source, run=c, queries=second,
                folds=folds)
 
