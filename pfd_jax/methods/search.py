@@ -154,23 +154,25 @@ def search(keys, cfg: TrainConfig, ds: Dataset, to_device: Callable[[Dataset], o
   lists, models = {Candidate(): base_lists[:n].mean(0)[valid]}, {Candidate(): baseline}
   full = [dict(alpha=a, temperature=t) for a in alphas for t in temperatures]
   plain = dict(alpha=cfg.alpha, temperature=1.0)
-  teachers, fit = {}, dict(patience=patience)
+  teachers = {}
 
-  def pfd(cols, grid, keys, fit, tag="", targets=None):
-    """The students of `grid` of subset `cols` on `keys`, with the teacher's targets (trained here when None):
-    (the students, the masked device data, the targets)."""
+  def pfd(cols, grid, targets=None, row=False):
+    """The students of `grid` of subset `cols` with the teacher's targets (trained here when None): screened (the
+    first n keys, early stopping; the teacher's validation lists kept), or as the row (every key, every epoch).
+    Returns (the students, the masked device data, the targets)."""
     dev, name = to_device(masked(ds, cols)), "_".join(map(str, cols))  # a metric writer's legal name
+    ks, fit, tag = (keys, {}, "_chosen") if row else (keys[:n], dict(patience=patience), "")
     if targets is None:
-      teacher = train(keys, cfg, dev.train_pos, "xz", dev.eval_sets, hooks=hooks(f"teacher_z{name}{tag}"), **fit)
+      teacher = train(ks, cfg, dev.train_pos, "xz", dev.eval_sets, hooks=hooks(f"teacher_z{name}{tag}"), **fit)
       targets = predict(cfg, teacher.params, dev.train_all, "xz")
-      if not tag:
+      if not row:
         teachers[cols] = per_list_ndcg(cfg, teacher.params, dev.eval_sets["vali"], "xz")[0].mean(0)[valid]
-    students = train(keys, cfg, dev.train_all, "x", dev.eval_sets, teacher=targets,
+    students = train(ks, cfg, dev.train_all, "x", dev.eval_sets, teacher=targets,
                      hooks=hooks(f"students_z{name}{tag}"), variants=grid, **fit)
     return students, dev, targets
 
   def screen(cols, grid, targets=None):
-    students, dev, targets = pfd(cols, grid, keys[:n], fit, targets=targets)
+    students, dev, targets = pfd(cols, grid, targets)
     for v, student in zip(grid, students):
       c = Candidate(cols, v["alpha"], v["temperature"])
       lists[c], models[c] = vali(student, dev)[0].mean(0)[valid], student
@@ -188,7 +190,7 @@ def search(keys, cfg: TrainConfig, ds: Dataset, to_device: Callable[[Dataset], o
   if plain_pfd is not None and c == Candidate(tuple(range(len(strength))), cfg.alpha, 1.0):
     chosen = plain_pfd
   elif c.columns and (n < keys.shape[0] or patience):  # the chosen PFD as its row: every seed, every epoch
-    chosen = pfd(c.columns, [dict(alpha=c.alpha, temperature=c.temperature)], keys, {}, "_chosen")[0][0]
+    chosen = pfd(c.columns, [dict(alpha=c.alpha, temperature=c.temperature)], row=True)[0][0]
   else:
     chosen = models[c]
   return Search(lists=lists, choice=choice, strength=strength, teachers=teachers, chosen=chosen,

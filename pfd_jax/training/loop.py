@@ -98,12 +98,10 @@ def train(key, cfg: TrainConfig, train_buckets: list, view: str, eval_sets: dict
   models = keys.shape[0]
   best_params = jax.tree_util.tree_map(jnp.copy, feed.local(state.params))  # params' buffers are donated
   best_val = jnp.full((models,), -jnp.inf)
-  curves = {name: np.zeros((models, cfg.epochs, len(cfg.ks))) for name in eval_sets}
-  loss_hist = np.zeros((models, cfg.epochs, 3))
+  unrun = np.nan if patience else 0.0  # what an epoch that early stopping skips records
+  curves = {name: np.full((models, cfg.epochs, len(cfg.ks)), unrun) for name in eval_sets}
+  loss_hist = np.full((models, cfg.epochs, 3), unrun)
   best_epoch = np.zeros(models, np.int64)
-  if patience:
-    curves = {name: np.full_like(c, np.nan) for name, c in curves.items()}
-    loss_hist = np.full_like(loss_hist, np.nan)
   warmup = cfg.epochs // 2 if cfg.topk.warmup is None else cfg.topk.warmup
   t0 = time.time()
   for epoch in range(cfg.epochs):
