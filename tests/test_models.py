@@ -161,8 +161,9 @@ def test_table2_on_own_data_adds_ensemble_rows(tmp_path):
   assert "vs_lambdamart" in lr["comparisons"]["ensembles"]["no_distill"]
   # the searched row is the search's chosen candidate: its validation NDCG is the candidate's, over the same lists
   s = fold["search"]
-  # 3 subsets (all; the strongest alone; all but it) x 3 alphas x 2 temperatures, and no distillation
-  assert len(s["candidates"]) == 1 + 3 * 3 * 2 and s["chosen"] in s["candidates"]
+  # the own-data defaults' two stages: 3 subsets (all; the strongest alone; all but it) at alpha 0.5, T 1, then the
+  # other 3 x 2 - 1 alphas x temperatures for the best subset; and no distillation
+  assert len(s["candidates"]) == 1 + 3 + 5 and s["chosen"] in s["candidates"]
   single = np.asarray(fold["ensembles"]["pfd_searched"]["vali_single_lists"])
   assert single[np.asarray(fold["ensembles"]["pfd_searched"]["vali_valid"], bool)].mean() == pytest.approx(
       s["candidates"][s["chosen"]], rel=1e-6)
