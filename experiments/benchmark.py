@@ -60,7 +60,7 @@ class Options:
                      "streamed (1x and 4x Web30k on disk), export (latency of exported rankers at every size), "
                      "modern (the ladder at --scale, and export).",
                      choices=("headline", "throughput", "memory", "streamed", "peers", "export", "modern"))
-  headline_scale: float = option(0.02, "Headline case: fraction of the Web30k-size query counts.", lo=0,
+  headline_scale: float = option(0.01, "Headline case: fraction of the Web30k-size query counts.", lo=0,
                                  lo_open=True)
   export_sizes: Tuple[int, ...] = option((10, 100, 1000), "Export case: documents per query.", lo=1)
   export_calls: int = option(2000, "Export case: timed calls per size and runtime.", lo=10)
