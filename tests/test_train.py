@@ -215,3 +215,13 @@ def test_early_stopping_ends_when_no_model_improves_and_keeps_the_full_runs_bits
   np.testing.assert_array_equal(early.best["vali"][:, 0], running[:, stop])
   np.testing.assert_allclose(T.evaluate(cfg, early.params, tiny_device.eval_sets["vali"], "x")[:, 0],
                              running[:, stop], rtol=1e-5)
+
+
+def test_an_evaluation_set_without_lists_scores_nan_as_the_empty_rule_says():
+  """metrics.list_mean's rule: no list to average is NaN, here for a split with no list at all (a set too small to
+  have one), not a ZeroDivisionError; [seeds, cut-offs] as any evaluation."""
+  cfg = T.TrainConfig(hidden=8, layers=2)
+  params = jax.vmap(lambda k: cfg.arch.module().init(k, jax.numpy.zeros((1, 4))))(
+      jax.random.split(jax.random.PRNGKey(0), 3))
+  out = T.evaluate(cfg, params, T.EvalSet([], 0), "x")
+  assert out.shape == (3, len(cfg.ks)) and np.all(np.isnan(out))

@@ -74,8 +74,10 @@ def scorer(cfg: TrainConfig, es: EvalSet, view: str, z_override=None):
   num_lists = es.num_lists if comm.count == 1 else int(comm.sum(es.num_lists))
 
   def fn(params):
+    if triples == ():  # no list at all (a split too small to have one): NaN, as for no list with a positive
+      return np.full((jax.tree_util.tree_leaves(params)[0].shape[0], len(cfg.ks)), np.nan)
     if triples is not None:
-      tot, cnt = sums(params, triples) if triples else (0.0, 0)
+      tot, cnt = sums(params, triples)
     else:
       tot, cnt = 0.0, 0
       for triple in blocks(es.buckets, view, z_override):
