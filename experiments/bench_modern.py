@@ -31,13 +31,17 @@ LADDER = {"paper MLP": Arch(), f"{_WIDE['hidden']} x {_WIDE['layers'] - 1} plain
 assert LADDER["+ noise (modern)"] == ARCHS["modern"]
 
 
+def dense_shapes(d: int, hidden: int, layers: int) -> list:
+  """The (in, out) shapes of the MLP's Dense kernels on d input features."""
+  return [(d, hidden)] + [(hidden, hidden)] * (layers - 2) + [(hidden, 1)]
+
+
 def training_macs(arch: Arch, d: int) -> int:
   """The multiply-adds per document of a training step's matrix products, the floor of its cost: the forward
   sum(in * out) of the Dense layers, the same again for the weights' gradients and for the inputs' gradients, less
   the first layer's input gradient where nothing before it trains (the paper's MLP; a trainable input
   normalisation needs it)."""
-  shapes = [(d, arch.hidden)] + [(arch.hidden, arch.hidden)] * (arch.layers - 2) + [(arch.hidden, 1)]
-  forward = sum(a * b for a, b in shapes)
+  forward = sum(a * b for a, b in dense_shapes(d, arch.hidden, arch.layers))
   return 3 * forward - (0 if arch.norm != "none" else d * arch.hidden)
 
 

@@ -116,13 +116,12 @@ def host_overhead(repeats: int) -> dict:
 
 def mlp_matmul_flops(dim: int, hidden: int, layers: int) -> int:
   """Forward multiply-add FLOPs of the MLP's Dense layers per document: 2 * sum(in * out)."""
-  shapes = [(dim, hidden)] + [(hidden, hidden)] * (layers - 2) + [(hidden, 1)]
-  return 2 * sum(a * b for a, b in shapes)
+  return 2 * sum(a * b for a, b in bench_modern.dense_shapes(dim, hidden, layers))
 
 
 def matmul_rate(rows: int, dim: int, hidden: int, layers: int, repeats: int = 5) -> float:
   """FLOP/s of a jitted forward + backward of the model's bias-free matmul chain on `rows` documents."""
-  shapes = [(dim, hidden)] + [(hidden, hidden)] * (layers - 2) + [(hidden, 1)]
+  shapes = bench_modern.dense_shapes(dim, hidden, layers)
   keys = jax.random.split(jax.random.PRNGKey(1), len(shapes) + 1)
   ws = [jax.random.normal(k, s) * 0.05 for k, s in zip(keys[1:], shapes)]
   x = jax.random.normal(keys[0], (rows, dim))
@@ -242,12 +241,17 @@ def _cases(res: dict, o: Options, loss: str, timings: dict, host: list) -> list:
   return rows
 
 
+def roofline_peak(host: list, dim: int, cfg: T.TrainConfig) -> tuple:
+  """(rows of a mean batch, the measured FLOP/s of cfg's matmul chain on that many rows)."""
+  rows = int(np.mean([min(cfg.effective_batch_size, b.x.shape[0]) * b.x.shape[1] for b in host]))
+  return rows, matmul_rate(rows, dim, cfg.hidden, cfg.layers)
+
+
 def _roofline(res: dict, o: Options, host: list, params, full_test) -> float:
   """RankBCE's step against the measured matmul rate (into res); returns the whole test split's evaluation
   time in seconds."""
   cfg = T.TrainConfig(loss="rankbce", epochs=2, data_groups="all")
-  rows_per_batch = int(np.mean([min(cfg.effective_batch_size, b.x.shape[0]) * b.x.shape[1] for b in host]))
-  peak = matmul_rate(rows_per_batch, res["features"], cfg.hidden, cfg.layers)
+  rows_per_batch, peak = roofline_peak(host, res["features"], cfg)
   first = o.seed_counts[0]
   one = res["cases"][f"rankbce/seeds={first}"]
   res["roofline"] = dict(matmul_flops_per_s=peak, rows=rows_per_batch, seeds=first,
@@ -338,16 +342,15 @@ def headline(o: Options) -> tuple:
   one = bench_modern.epoch_times(bench_modern.ARCHS, ds, first, o.repeats, o.max_buckets)
   rows, res = [], dict(env=rundir.environment(), ladder=lad, one_seed={})
   for name, secs in one.items():
-    sec, many = float(np.median(secs)), float(np.median(lad["cases"]["paper MLP" if name == "paper MLP" else
-                                                                   "+ noise (modern)"]["seconds"]))
+    rung = next(k for k, a in bench_modern.LADDER.items() if a == bench_modern.ARCHS[name])
+    sec, many = float(np.median(secs)), float(np.median(lad["cases"][rung]["seconds"]))
     res["one_seed"][name] = dict(seconds=secs, docs_per_s=docs * first / sec, seeds_ratio=many / sec)
     rows.append([name, f"{docs * first / sec:,.0f}", f"{many / sec:.2f}"])
   md += (f"\nOne seed ({first}) against {last} vmapped seeds, the same epoch (median of {o.repeats}):\n\n" +
          tabulate.markdown_table(["model", f"documents/s, {first} seed", f"{last} seeds / {first} seed, time"], rows))
   host = D.bucketize(ds["train"], o.max_buckets)
   cfg, dim = T.TrainConfig(loss="rankbce", epochs=2, data_groups="all"), int(ds["train"].x.shape[1])
-  rows_per_batch = int(np.mean([min(cfg.effective_batch_size, b.x.shape[0]) * b.x.shape[1] for b in host]))
-  peak = matmul_rate(rows_per_batch, dim, cfg.hidden, cfg.layers)
+  rows_per_batch, peak = roofline_peak(host, dim, cfg)
   useful = 3 * mlp_matmul_flops(dim, cfg.hidden, cfg.layers) * res["one_seed"]["paper MLP"]["docs_per_s"]
   res["roofline"] = dict(matmul_flops_per_s=peak, rows=rows_per_batch, useful_flops_per_s=useful,
                          useful_fraction=useful / peak)

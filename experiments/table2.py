@@ -97,7 +97,7 @@ def _search_rows(o: Options) -> int:
   """The progress count of a search: at most 1 + 2 k subsets (k = --search_columns), a teacher and a student
   program each, the refined subsets' grids, and the chosen candidate's teacher and student."""
   subsets = 1 + 2 * o.search_columns
-  return 2 * subsets + (o.search_refine if o.search_refine else 0) + 2
+  return 2 * subsets + o.search_refine + 2
 
 
 def run(cfg: schema.Config) -> dict:

@@ -74,19 +74,19 @@ def scorer(cfg: TrainConfig, es: EvalSet, view: str, z_override=None):
   num_lists = es.num_lists if comm.count == 1 else int(comm.sum(es.num_lists))
 
   def fn(params):
-    if triples == ():  # no list at all (a split too small to have one): NaN, as for no list with a positive
-      return np.full((jax.tree_util.tree_leaves(params)[0].shape[0], len(cfg.ks)), np.nan)
+    # no list at all (a split too small to have one): 0 / 0 = NaN per seed and cut-off, list_mean's empty rule
+    seeds = jax.tree_util.tree_leaves(params)[0].shape[0]
+    empty = (np.zeros((seeds, len(cfg.ks)), np.float32), 0)
     if triples is not None:
-      tot, cnt = sums(params, triples)
+      tot, cnt = sums(params, triples) if triples else empty
     else:
-      tot, cnt = 0.0, 0
+      tot, cnt = empty
       for triple in blocks(es.buckets, view, z_override):
         t, c = sums(params, (triple,))
         tot, cnt = tot + t, cnt + c
     if comm.count == 1:
       return metrics_lib.list_mean(tot, cnt, num_lists, cfg.empty_rule)
-    s_count = jax.tree_util.tree_leaves(params)[0].shape[0]
-    both = np.zeros((s_count, len(cfg.ks) + 1))  # the sums and the count in one collective
+    both = np.zeros((seeds, len(cfg.ks) + 1))  # the sums and the count in one collective
     both[:, :-1], both[:, -1] = np.asarray(tot, np.float64), np.asarray(cnt)
     both = comm.sum(both)
     return metrics_lib.list_mean(both[:, :-1], both[:, -1:], num_lists, cfg.empty_rule)
