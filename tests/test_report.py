@@ -1,5 +1,6 @@
 """experiments.report: RESULTS.md from results folders, verdicts from the intervals, stale runs marked, a
 missing run an error."""
+import gzip
 import json
 import os
 import shutil
@@ -11,7 +12,7 @@ from scipy import stats as sps
 
 from conftest import tiny
 from experiments import report, table5_positive_groups, table6_imputation
-from experiments.framework import claims, outputs, published, rundir, staleness, tabulate
+from experiments.framework import claims, outputs, pagefiles, published, rundir, staleness, tabulate
 from pfd_jax.ops import stats
 
 
@@ -390,3 +391,22 @@ def test_page_layout_groups_the_runs_keeps_the_legend_once_and_wraps_prose():
   assert "`python -m experiments.table2 --preset=decisive --draws=16`," in wrapped  # a code span stays whole
   assert " ".join(wrapped.split()) == " ".join(("# " + "h" * 250 + " " + line + " " + table + " * " + line).split())
   assert out[-1].endswith("  ") and all(l.startswith("  ") for l in out[out.index(table) + 2:])
+
+
+def test_the_pages_copy_of_a_run_names_no_absolute_path(tmp_path):
+  # a run on real data records its files by absolute path (provenance, the results' data_dir); the tracked copy
+  # beside the page names them relative to the page's folder (CI failed on the data paths of two runs in published/)
+  run_dir, page_dir = tmp_path / "results" / "r", tmp_path / "page"
+  run_dir.mkdir(parents=True)
+  data = str(tmp_path / "shared" / "data" / "Fold1" / "train.txt")
+  prov = dict(data=dict(folder=str(tmp_path / "shared" / "data"), files={"fold1/train": dict(path=data, bytes=3)}))
+  outputs.write_json(str(run_dir / "provenance.json"), prov)
+  outputs.write_json(str(run_dir / "results.json"), dict(config=dict(data_dir=data, positive_grade=2), rows=[0.5]))
+  pagefiles.archive_run(dict(folder=str(run_dir), shown="results/r"), str(page_dir / "published" / "a"))
+  kept = json.loads((page_dir / "published" / "a" / "provenance.json").read_text())
+  assert kept["data"]["folder"] == os.path.join("..", "shared", "data")
+  assert kept["data"]["files"]["fold1/train"] == dict(path=os.path.join("..", "shared", "data", "Fold1", "train.txt"),
+                                                     bytes=3)
+  with gzip.open(page_dir / "published" / "a" / "results.json.gz", "rt") as f:
+    assert json.load(f) == dict(config=dict(data_dir=os.path.join("..", "shared", "data", "Fold1", "train.txt"),
+                                            positive_grade=2), rows=[0.5])

@@ -56,16 +56,33 @@ def archive_run(run: dict, folder: str) -> None:
     return
   shutil.rmtree(folder, ignore_errors=True)
   os.makedirs(folder)
-  src = os.path.join(run["folder"], "results.json")
+  base = os.path.dirname(os.path.dirname(os.path.abspath(folder)))  # the page's folder
   # mtime 0: the same results give the same bytes (git sees no change when a page is rebuilt from the same runs)
-  with open(src, "rb") as f, open(os.path.join(folder, ARCHIVED), "wb") as raw:
+  with open(os.path.join(folder, ARCHIVED), "wb") as raw:
     with gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as out:
-      shutil.copyfileobj(f, out)
+      out.write(_portable_json(os.path.join(run["folder"], "results.json"), base).encode())
   for name in sorted(os.listdir(run["folder"])):
-    if name in KEPT or name.endswith(".png"):
+    if name == "provenance.json":
+      with open(os.path.join(folder, name), "w") as f:
+        f.write(_portable_json(os.path.join(run["folder"], name), base))
+    elif name in KEPT or name.endswith(".png"):
       shutil.copyfile(os.path.join(run["folder"], name), os.path.join(folder, name))
   with open(os.path.join(folder, ORIGIN), "w") as f:
     f.write(run["shown"] + "\n")
+
+
+def _portable_json(path: str, base: str) -> str:
+  """The JSON file at `path` (written by outputs.write_json) with every absolute path made relative to `base`, the
+  page's folder: a tracked copy names no folder of the machine that ran it (a run's provenance records its data
+  files by absolute path; ../shared/data/... is what a clone beside that folder resolves)."""
+  def portable(v):
+    if isinstance(v, dict):
+      return {k: portable(x) for k, x in v.items()}
+    if isinstance(v, list):
+      return [portable(x) for x in v]
+    return os.path.relpath(v, base) if isinstance(v, str) and os.path.isabs(v) else v
+  with open(path) as f:
+    return json.dumps(portable(json.load(f)), indent=1)
 
 
 # A carried section is the earlier page's text but for the tables' shared legend, which the page now shows once
