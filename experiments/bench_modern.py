@@ -27,7 +27,9 @@ _WIDE = dict(hidden=MODERN["hidden"], layers=MODERN["layers"])
 LADDER = {"paper MLP": Arch(), f"{_WIDE['hidden']} x {_WIDE['layers'] - 1} plain": Arch(**_WIDE),
           "+ batch norm": Arch(**_WIDE, norm=MODERN["norm"]),
           "+ dropout": Arch(**_WIDE, norm=MODERN["norm"], dropout=MODERN["dropout"]),
-          "+ noise (modern)": Arch(**MODERN)}
+          "+ noise (modern)": Arch(**MODERN),
+          # the option validation did not keep (docs/modern-ranker.md): what it would save
+          "modern, input norm without scale/bias": Arch(**MODERN, input_affine=False)}
 assert LADDER["+ noise (modern)"] == ARCHS["modern"]
 
 
@@ -39,10 +41,11 @@ def dense_shapes(d: int, hidden: int, layers: int) -> list:
 def training_macs(arch: Arch, d: int) -> int:
   """The multiply-adds per document of a training step's matrix products, the floor of its cost: the forward
   sum(in * out) of the Dense layers, the same again for the weights' gradients and for the inputs' gradients, less
-  the first layer's input gradient where nothing before it trains (the paper's MLP; a trainable input
-  normalisation needs it)."""
+  the first layer's input gradient where nothing before it trains (the paper's MLP; an input batch norm without
+  scale and bias; a trainable input normalisation needs it)."""
   forward = sum(a * b for a, b in dense_shapes(d, arch.hidden, arch.layers))
-  return 3 * forward - (0 if arch.norm != "none" else d * arch.hidden)
+  trained = arch.norm == "layer" or (arch.norm == "batch" and arch.input_affine)
+  return 3 * forward - (0 if trained else d * arch.hidden)
 
 
 def _ranker(arch: Arch, d: int, seeds: int) -> serving.Ranker:
@@ -143,7 +146,8 @@ def ladder(o, ds=None) -> tuple:
     prev = med
   md = (f"Training epoch, {docs:,} documents x {seeds} vmapped seeds (synthetic, Web30k scale x {o.scale:g}, {d} "
         f"regular features), RankBCE on all groups, median [min, max] of {o.repeats} interleaved timings; the "
-        f"modern ranker's options added one at a time (modern = {MODERN}). Floor: the step's matrix multiply-adds "
+        f"modern ranker's options added one at a time (modern = {MODERN}), then the modern ranker with the input "
+        f"norm's scale and bias off (--noinput_affine). Floor: the step's matrix multiply-adds "
         f"per document against the paper's MLP's.\n\n" +
         tabulate.markdown_table(["model", "epoch seconds", "documents/s (all seeds)", "multiply-adds / document",
                                  "time vs paper MLP", "floor vs paper MLP", "vs the step above"], rows))

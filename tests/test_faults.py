@@ -263,6 +263,10 @@ DAMAGE = {
     "other seed count": (lambda p: _edit_recipe(p, lambda r: r.update(num_seeds=3)),
                          r"parameters do not match model.json .* 3 seeds"),
     "params missing": (lambda p: os.remove(os.path.join(p, "params.msgpack")), r"params.msgpack: missing"),
+    "a switch that is a number": (lambda p: _edit_recipe(p, lambda r: r["model"].update(input_affine=1)),
+                                  r"model.input_affine = 1 is not a valid setting"),
+    "a number that is a switch": (lambda p: _edit_recipe(p, lambda r: r["model"].update(dropout=True)),
+                                  r"model.dropout = True is not a valid setting"),
 }
 
 

@@ -20,7 +20,7 @@ pytestmark = pytest.mark.numeric
 
 OPTIONS = [Arch(hidden=8, layers=3), Arch(hidden=8, layers=3, norm="batch"), Arch(hidden=8, layers=3, norm="layer"),
            Arch(hidden=8, layers=3, norm="batch", dropout=0.3, noise=0.5, clip=1.5),
-           Arch(hidden=8, layers=3, norm="batch", tower=1)]
+           Arch(hidden=8, layers=3, norm="batch", tower=1), Arch(hidden=8, layers=3, norm="batch", input_affine=False)]
 
 
 def _lists(seed=0, q=3, n=6, d=4):
@@ -45,7 +45,7 @@ def test_the_paper_model_is_a_plain_relu_stack():
   np.testing.assert_allclose(arch.module().apply(params, jnp.asarray(x, jnp.float32)), h[:, 0], rtol=1e-5, atol=1e-6)
 
 
-@pytest.mark.parametrize("arch", OPTIONS, ids=lambda a: f"{a.norm}-{a.dropout}-{a.tower}")
+@pytest.mark.parametrize("arch", OPTIONS, ids=lambda a: f"{a.norm}-{a.dropout}-{a.tower}-{a.input_affine}")
 def test_every_option_is_padding_invariant(arch):
   """Scoring and a training forward pass give the real documents the same scores, and batch norm the same
   new statistics, whatever padding (arbitrary features) a list carries."""
@@ -198,3 +198,62 @@ def test_the_benchmarks_multiply_add_floor_counts_the_models_own_kernels():
   assert round(ratio, 2) == 4.27
   assert list(bench_modern.LADDER)[0] == "paper MLP" and bench_modern.LADDER["+ noise (modern)"] == \
       bench_modern.ARCHS["modern"]
+
+
+def _naive_normalise(x, w, eps):
+  """Batch norm's training forward pass as written (two masked moments), for autodiff."""
+  mu, v = models.masked_moments(x, w > 0)
+  return (x - mu) * jax.lax.rsqrt(v + eps), mu, v
+
+
+def test_batch_norms_closed_form_gradient_is_float64_autodiffs():
+  """models.normalise (float32, its VJP the closed form) against autodiff of the plain formula in float64, for
+  cotangents on all three outputs (the normalised x, the mean and the variance), padded entries included with
+  cotangents of their own; then the real documents' gradients do not see padding whose cotangents are zero."""
+  rng = np.random.default_rng(3)
+  x = (rng.normal(size=(2, 3, 5, 4)) * [1, 3, 0.2, 5] + [0, 4, -1, 20]).astype(np.float32)  # moments far from (0, 1)
+  w = (rng.random((2, 3, 5)) > 0.3).astype(np.float32)
+  w[0, 0, 0] = 1
+  cots = [rng.normal(size=s).astype(np.float32) for s in (x.shape, (4,), (4,))]
+  out, vjp = jax.vjp(lambda a: models.normalise(a, jnp.asarray(w), 1e-5), jnp.asarray(x))
+  with jax.enable_x64(True):
+    ref_out, ref_vjp = jax.vjp(lambda a: _naive_normalise(a, jnp.asarray(w, jnp.float64), 1e-5),
+                               jnp.asarray(x, jnp.float64))
+    (ref_dx,) = ref_vjp(tuple(jnp.asarray(c, jnp.float64) for c in cots))
+    ref_out, ref_dx = jax.tree_util.tree_map(np.asarray, (ref_out, ref_dx))
+  for got, want in zip(out, ref_out):
+    assert_close_at_scale(np.asarray(got), want, 1e-5)
+  (dx,) = vjp(tuple(jnp.asarray(c) for c in cots))
+  assert_close_at_scale(np.asarray(dx), ref_dx, 1e-5)
+  # a padded copy (5 more entries per list, zero weight and zero cotangent): the same gradient on the real ones
+  pad = lambda a, v: np.concatenate([a, np.full(a.shape[:2] + (5,) + a.shape[3:], v, np.float32)], 2)
+  _, vjp2 = jax.vjp(lambda a: models.normalise(a, jnp.asarray(pad(w, 0)), 1e-5), jnp.asarray(pad(x, 1e3)))
+  (dx2,) = vjp2((jnp.asarray(pad(cots[0], 0)), jnp.asarray(cots[1]), jnp.asarray(cots[2])))
+  assert_close_at_scale(np.asarray(dx2)[:, :, :5], np.asarray(dx), 1e-5)
+
+
+def test_dropout_draws_four_decisions_per_hash_at_its_quantised_rate():
+  """models.dropout: entry j of a row is dropped when byte j % 4 (little-endian) of the row's word j // 4 of
+  jax.random.bits is below q = round(256 rate); kept entries are scaled by 256 / (256 - q), so the mean is kept."""
+  assert [models.dropout_level(r) for r in (0.0, 0.001, 0.1, 0.3, 0.9)] == [0, 1, 26, 77, 230]
+  key, x = jax.random.PRNGKey(7), jnp.ones((2048, 6), jnp.float32)  # 6 entries: the second word half used
+  y = np.asarray(models.dropout(key, x, 0.3))
+  octets = np.asarray(jax.random.bits(key, (2048, 2), jnp.uint32)).astype("<u4").view(np.uint8).reshape(2048, 8)
+  np.testing.assert_array_equal(y, np.where(octets[:, :6] >= 77, np.float32(256 / 179), 0))
+  big = np.asarray(models.dropout(jax.random.PRNGKey(1), jnp.ones((4096, 256)), 0.3))
+  dropped = (big == 0).mean(0)  # each feature column: Binomial(4096, 77/256)
+  assert abs(dropped.mean() - 77 / 256) < 5 * np.sqrt(77 / 256 * 179 / 256 / big.size)
+  assert np.all(np.abs(dropped - 77 / 256) < 5 * np.sqrt(77 / 256 * 179 / 256 / 4096))
+  assert abs(big.mean() - 1) < 0.01
+  np.testing.assert_array_equal(np.asarray(models.dropout(key, x, 0.3)), y)  # same key, same bits
+  assert not np.array_equal(np.asarray(models.dropout(jax.random.PRNGKey(8), x, 0.3)), y)
+  assert models.dropout(key, x, 0.0) is x
+
+
+def test_the_input_norm_without_affine_has_no_parameters_and_no_input_gradient():
+  arch = Arch(hidden=8, layers=3, norm="batch", input_affine=False)
+  params = arch.module().init(jax.random.PRNGKey(0), jnp.zeros((1, 2, 4)))
+  assert "MaskedBatchNorm_0" not in params["params"] and "MaskedBatchNorm_0" in params["batch_stats"]
+  assert set(params["params"]["MaskedBatchNorm_1"]) == {"scale", "bias"}
+  from experiments import bench_modern
+  assert bench_modern.training_macs(arch, 4) == 3 * (4 * 8 + 8 * 8 + 8) - 4 * 8

@@ -219,11 +219,12 @@ _ARCH_CHECKS = dict(norm=lambda v: v in NORMS, dropout=lambda v: isinstance(v, (
                     noise=lambda v: isinstance(v, (int, float)) and v >= 0,
                     clip=lambda v: isinstance(v, (int, float)) and v >= 0,
                 tower=lambda v: isinstance(v, int) and v >= 0)
+_ARCH_SWITCHES = ("input_affine",)  # true or false; a number is not a switch (nor a bool a number)
 
 
 def _check_arch(model: dict, where: str) -> None:
-  for key, ok in _ARCH_CHECKS.items():
-    if key in model and (isinstance(model[key], bool) or not ok(model[key])):
+  for key, ok in [*_ARCH_CHECKS.items(), *((k, lambda v: True) for k in _ARCH_SWITCHES)]:
+    if key in model and (isinstance(model[key], bool) != (key in _ARCH_SWITCHES) or not ok(model[key])):
       raise ModelError(f"{where}: model.{key} = {model[key]!r} is not a valid setting")
 
 

@@ -111,6 +111,8 @@ class TrainConfig:
                                omit_default=True)
   clip: float = config.option(0.0, "Clip the inputs (sign(x) log1p|x| features) to [-clip, clip] (0 = off).", lo=0,
                               omit_default=True)
+  input_affine: bool = config.option(True, "With batch norm: a trainable scale and bias on the normalised input.",
+                                     omit_default=True)
   tower: int = config.option(0, "The last columns of the model input that feed an additive shallow tower (the "
                              "two-tower position-bias model; set by experiments.debias).", lo=0, flag=False,
                              omit_default=True)
