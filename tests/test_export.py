@@ -41,10 +41,12 @@ def student(tmp_path_factory):
   return _trained_student(tmp_path_factory.mktemp("logs_export"))
 
 
-@pytest.fixture(scope="module", params=["batch", "layer"])
+@pytest.fixture(scope="module", params=[dict(norm="batch"), dict(norm="layer"), dict(norm="batch", input_affine=False)],
+                ids=["batch", "layer", "batch-noinput_affine"])
 def modern_student(tmp_path_factory, request):
-  """The modern options on: normalisation (running statistics saved for batch norm), noise, dropout, clipping."""
-  return _trained_student(tmp_path_factory.mktemp("logs_export_modern"), norm=request.param, dropout=0.2, noise=0.1,
+  """The modern options on: normalisation (running statistics saved for batch norm; the input's without scale and
+  bias recorded in model.json), noise, dropout, clipping."""
+  return _trained_student(tmp_path_factory.mktemp("logs_export_modern"), **request.param, dropout=0.2, noise=0.1,
                           clip=3.0)
 
 
