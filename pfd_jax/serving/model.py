@@ -214,17 +214,18 @@ def check_recipe(recipe: dict, where: str = RECIPE_FILE) -> None:
     raise ModelError(f"{where}: best_seed {recipe['best_seed']} is not below num_seeds {recipe['num_seeds']}")
 
 
-# The architecture options a recipe may record beside hidden and layers (absent = off), and their checks.
-_ARCH_CHECKS = dict(norm=lambda v: v in NORMS, dropout=lambda v: isinstance(v, (int, float)) and 0 <= v < 1,
-                    noise=lambda v: isinstance(v, (int, float)) and v >= 0,
-                    clip=lambda v: isinstance(v, (int, float)) and v >= 0,
-                tower=lambda v: isinstance(v, int) and v >= 0)
-_ARCH_SWITCHES = ("input_affine",)  # true or false; a number is not a switch (nor a bool a number)
+# The architecture options a recipe may record beside hidden and layers (absent = their defaults), and their checks
+# (JSON's true is no number here, nor 1 a switch).
+_number = lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)
+_ARCH_CHECKS = dict(norm=lambda v: v in NORMS, dropout=lambda v: _number(v) and 0 <= v < 1,
+                    noise=lambda v: _number(v) and v >= 0, clip=lambda v: _number(v) and v >= 0,
+                    tower=lambda v: _number(v) and isinstance(v, int) and v >= 0,
+                    input_affine=lambda v: isinstance(v, bool))
 
 
 def _check_arch(model: dict, where: str) -> None:
-  for key, ok in [*_ARCH_CHECKS.items(), *((k, lambda v: True) for k in _ARCH_SWITCHES)]:
-    if key in model and (isinstance(model[key], bool) != (key in _ARCH_SWITCHES) or not ok(model[key])):
+  for key, ok in _ARCH_CHECKS.items():
+    if key in model and not ok(model[key]):
       raise ModelError(f"{where}: model.{key} = {model[key]!r} is not a valid setting")
 
 
