@@ -6,12 +6,12 @@ r"""Speed and scale of training and serving, measured side by side in one run.
 
 **headline** (the default; a small synthetic set, --headline_scale of Web30k's query counts): the modern ranker's
 ablation ladder (the paper's MLP; a plain MLP of the modern shape; + batch norm; + dropout; + noise = the modern
-ranker; the modern ranker without its input norm's scale and bias), each architecture's training epoch with 5 vmapped seeds against the paper's MLP beside its multiply-add
-floor (bench_modern.training_macs); one-seed documents/s of both models and their 5-seed / 1-seed time ratio; the
-paper's MLP's roofline (its step's useful FLOP/s against the measured rate of the same matmul chain); the p50 /
-p99 latency of one exported 100-document query (ONNX Runtime, StableHLO, jax.jit). The long cases are behind
---case: throughput (the same at Web30k size, both losses, the torch reference, the peers), peers, memory,
-streamed, export (every query size), modern (the ladder and export at --scale).
+ranker; the modern ranker without its input norm's scale and bias), each architecture's training epoch with 5 vmapped
+seeds against the paper's MLP beside its multiply-add floor (bench_modern.training_macs); one-seed documents/s of
+both models and their 5-seed / 1-seed time ratio; the paper's MLP's roofline (its step's useful FLOP/s against the
+measured rate of the same matmul chain); the p50 / p99 latency of one exported 100-document query (ONNX Runtime,
+StableHLO, jax.jit). The long cases are behind --case: throughput (the same at Web30k size, both losses, the torch
+reference, the peers), peers, memory, streamed, export (every query size), modern (the ladder and export at --scale).
 
 The throughput case, per loss (RankBCE, RankNet; the paper's model, batch size and learning rate):
 
