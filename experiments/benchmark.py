@@ -53,12 +53,15 @@ from pfd_jax.config import option
 
 @dataclasses.dataclass(frozen=True)
 class Options:
+  # Wall times measured on two cores (an AMD EPYC, 2026-11): headline 1-2 min, peers 92 s, export 65 s, memory 9 s.
   case: str = option("headline", "What to measure. headline: the modern ranker's ablation ladder, one-seed "
                      "docs/s of both models, the 5-seed ratio, the roofline and the exported latency on a small set "
-                     "(minutes). The long cases: throughput (Web30k size, both losses, seeds, torch reference, "
-                     "peers: the longest, past 25 minutes on two cores), peers (only the peers table), memory, "
-                     "streamed (1x and 4x Web30k on disk), export (latency of exported rankers at every size), "
-                     "modern (the ladder at --scale, and export).",
+                     "(1-2 minutes on two cores). The other cases: throughput (Web30k size, both losses, seeds, torch "
+                     "reference, peers: the longest, past 25 minutes on two cores), peers (only the peers table: "
+                     "about 1.5 minutes), memory (seconds), streamed (1x and 4x Web30k written to disk and trained: "
+                     "long, not timed on two cores), export (latency of exported rankers at every size: about a "
+                     "minute), modern (the ladder and export at --scale, Web30k size by default: long, not timed on "
+                     "two cores).",
                      choices=("headline", "throughput", "memory", "streamed", "peers", "export", "modern"))
   headline_scale: float = option(0.01, "Headline case: fraction of the Web30k-size query counts.", lo=0,
                                  lo_open=True)
