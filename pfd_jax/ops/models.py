@@ -39,8 +39,7 @@ class MaskedBatchNorm(nn.Module):
     mean = self.variable("batch_stats", "mean", jnp.zeros, (d,), jnp.float32)
     var = self.variable("batch_stats", "var", jnp.ones, (d,), jnp.float32)
     if train:
-      w = jnp.ones(x.shape[:-1], x.dtype) if mask is None else mask.astype(x.dtype)
-      y, mu, v = normalise(x, w, self.eps)
+      y, mu, v = normalise(x, _weights(x, mask), self.eps)
       if not self.is_initializing():
         mean.value = self.momentum * mean.value + (1 - self.momentum) * mu
         var.value = self.momentum * var.value + (1 - self.momentum) * v
@@ -53,8 +52,12 @@ class MaskedBatchNorm(nn.Module):
 
 def masked_moments(x, mask=None):
   """(mean [D], biased variance [D]) of ``x [..., D]`` over the entries where ``mask [...]`` is True."""
-  w = jnp.ones(x.shape[:-1], x.dtype) if mask is None else mask.astype(x.dtype)
-  return _moments(x, w[..., None])[:2]
+  return _moments(x, _weights(x, mask)[..., None])[:2]
+
+
+def _weights(x, mask):
+  """Each entry's weight in the moments of ``x [..., D]``: 1 for a real document, 0 for padding (no mask: all 1)."""
+  return jnp.ones(x.shape[:-1], x.dtype) if mask is None else mask.astype(x.dtype)
 
 
 def _moments(x, w):
