@@ -4,6 +4,7 @@ import json
 import os
 import shutil
 import tempfile
+from typing import NamedTuple
 
 import jax
 import numpy as np
@@ -60,6 +61,53 @@ def assert_close_at_scale(actual, desired, rtol: float = 1e-6, scale=None) -> No
   desired = np.asarray(desired)
   scale = float(np.max(np.abs(desired))) if scale is None else scale
   np.testing.assert_allclose(actual, desired, rtol=rtol, atol=rtol * scale)
+
+
+# The simulated logs every practitioner test reads (purchase labels; ids 1-20 regular, 21-23 privileged: position,
+# click, add-to-cart; serve.txt), and the rows trained on them once per worker (issue 57: they were rebuilt in
+# test_serving, test_export, test_faults and test_gbdt, and the table2 run twice).
+LOGS = dict(sessions=(60, 20, 40), min_items=10, max_items=20, seed=3)
+
+
+def logs_data(folder: str, **kw) -> DataConfig:
+  """The data settings of a run on the logs folder (kw: any other DataConfig field)."""
+  return DataConfig(**dict(dict(dataset="letor", data_dir=folder, privileged="21,22,23", min_docs=5, cache_dir="",
+                                max_buckets=2), **kw))
+
+
+@pytest.fixture(scope="session")
+def logs_folder(tmp_path_factory) -> str:
+  """The simulated logs as a LETOR folder (train/vali/test/serve.txt); read-only for the tests that share it."""
+  from experiments import export_logs
+  from pfd_jax.data import logs
+  out = tmp_path_factory.mktemp("logs_letor")
+  export_logs.write_folder(str(out), logs.simulate(**LOGS))
+  return str(out)
+
+
+class Practitioner(NamedTuple):
+  folder: str  # logs_folder
+  result: dict  # table2.run's result
+  models: str  # the saved models: no_distill, pfd_teacher, pfd
+
+
+@pytest.fixture(scope="session")
+def practitioner(logs_folder, tmp_path_factory) -> Practitioner:
+  """`python -m experiments.table2 --dataset=letor --data_dir=<logs> --privileged=21,22,23 --methods=pfd
+  --save_models` at TINY's size, run in this process (the command line itself is tested in test_serving)."""
+  from experiments import table2
+  out = tmp_path_factory.mktemp("practitioner")
+  cfg = TINY.replace(data=logs_data(logs_folder), run=dict(save_models=True),
+                     output=dict(out_dir=str(out)), options=table2.Options(methods=("pfd",)))
+  return Practitioner(logs_folder, table2.run(cfg), str(out / "letor" / "models"))
+
+
+@pytest.fixture(scope="session")
+def tiny_device():
+  """TINY's synthetic data on the device, scored on test and vali."""
+  from experiments.framework import setup
+  from pfd_jax.methods import distill
+  return distill.to_device(setup.load_dataset(TINY.data), max_buckets=2, eval_splits=("test", "vali"))
 
 
 def shared(sub: str) -> str:

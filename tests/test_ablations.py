@@ -12,6 +12,7 @@ from pfd_jax.data import logs
 from conftest import SMALL_GBDT, TINY, tiny, written
 
 
+@pytest.mark.slow
 def test_fig3_alpha_and_ratio(tmp_path):
   res = fig3_alpha.run(tiny(fig3_alpha.Options(alphas=(0.5, 0.99))))
   js = written(tmp_path, res, fig3_alpha.DRIVER)
@@ -22,6 +23,7 @@ def test_fig3_alpha_and_ratio(tmp_path):
   assert np.median(ratio) < np.median(js["alphas"]["0.5"]["ratio"])
 
 
+@pytest.mark.slow
 def test_fig4_sparsity(tmp_path):
   res = fig4_sparsity.run(tiny(fig4_sparsity.Options(taus=(4.0, 2.0))))
   js = written(tmp_path, res, fig4_sparsity.DRIVER)
@@ -35,6 +37,7 @@ def test_fig4_sparsity(tmp_path):
   assert "GenD student vs no-distillation" in fig4_sparsity.to_markdown(outputs.as_json(res))
 
 
+@pytest.mark.slow
 def test_fig5_correlation(tmp_path):
   res = fig5_correlation.run(tiny(fig5_correlation.Options(tau_privs=(2.0, 4.0))))
   js = written(tmp_path, res, fig5_correlation.DRIVER)
@@ -49,6 +52,7 @@ def test_synthetic_privileged_feature_is_y_at_tau_target():
   assert s["train"].x.shape[1] == ds["train"].x.shape[1] + ds["train"].z.shape[1]
 
 
+@pytest.mark.slow
 def test_table5_and_table6(tmp_path):
   res = table5_positive_groups.run(TINY)
   js = written(tmp_path, res, table5_positive_groups.DRIVER)
@@ -70,6 +74,7 @@ def test_logs_simulator_cascade_and_seed():
   assert np.sum(pos == first) == g.num_queries and sizes.min() >= 15  # one item at position 1 per session
 
 
+@pytest.mark.slow
 def test_table3_logs(tmp_path):
   res = table3_logs.run(tiny(table3_logs.Options(sessions=(60, 10, 60), sim_seed=0, gbdt=SMALL_GBDT)))
   js = written(tmp_path, res, table3_logs.DRIVER)

@@ -110,20 +110,24 @@ def _run(*args):
   return subprocess.run([sys.executable, "-m", *args], cwd=ROOT, capture_output=True, text=True, timeout=120)
 
 
-def test_bad_flags_fail_before_loading_data_in_a_real_process():
+BAD_FLAGS = [  # argv, what the one line names; the first in the default tier, the others in the slow tier
+    (["--seeds=0", "--dataset=ohsumed", "--data_dir=/nonexistent"], "--seeds=0"),
+    (["--alpha=2", "--dataset=ohsumed", "--data_dir=/nonexistent"], "--alpha=2.0"),
+    (["seeds=5", "epochs=100"], "unexpected arguments ['seeds=5', 'epochs=100']"),
+    (["--no_such_flag=1"], "Unknown command line flag 'no_such_flag'"),
+    (["--seeds=abc"], "--seeds"),
+    # a folder without --dataset=letor would silently train on the synthetic set
+    (["--data_dir=mydata", "--labels=file", "--positive_grade=3", "--privileged=9,10"],
+     "--data_dir='mydata': dataset=synthetic is generated in memory and reads no folder; to train on your own LETOR "
+     "files add --dataset=letor")]
+
+
+@pytest.mark.parametrize("argv,want", [BAD_FLAGS[0]] + [pytest.param(*c, marks=pytest.mark.slow) for c in BAD_FLAGS[1:]])
+def test_bad_flags_fail_before_loading_data_in_a_real_process(argv, want):
   """Exit code 2 with one line naming the flag, before any data is read (the data folder does not exist)."""
-  for argv, want in ((["--seeds=0", "--dataset=ohsumed", "--data_dir=/nonexistent"], "--seeds=0"),
-                     (["--alpha=2", "--dataset=ohsumed", "--data_dir=/nonexistent"], "--alpha=2.0"),
-                     (["seeds=5", "epochs=100"], "unexpected arguments ['seeds=5', 'epochs=100']"),
-                     (["--no_such_flag=1"], "Unknown command line flag 'no_such_flag'"),
-                     (["--seeds=abc"], "--seeds"),
-                     # a folder without --dataset=letor would silently train on the synthetic set
-                     (["--data_dir=mydata", "--labels=file", "--positive_grade=3", "--privileged=9,10"],
-                      "--data_dir='mydata': dataset=synthetic is generated in memory and reads no folder; to train "
-                      "on your own LETOR files add --dataset=letor")):
-    p = _run("experiments.table2", *argv)
-    assert p.returncode == 2 and want in p.stderr and "Traceback" not in p.stderr, p.stderr[-500:]
-    assert len(p.stderr.strip().splitlines()) == 2
+  p = _run("experiments.table2", *argv)
+  assert p.returncode == 2 and want in p.stderr and "Traceback" not in p.stderr, p.stderr[-500:]
+  assert len(p.stderr.strip().splitlines()) == 2
 
 
 @pytest.mark.parametrize("name", ["table2", "committee_perceptron", "predict"])

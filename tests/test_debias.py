@@ -206,6 +206,7 @@ def logs_folder(tmp_path_factory):
   return str(out)
 
 
+@pytest.mark.slow
 def test_table2_position_rows_on_a_letor_folder(logs_folder, tmp_path):
   """--position adds the debiasing rows to the practitioner's table; bad ids are refused naming the flag."""
   data = DataConfig(dataset="letor", data_dir=logs_folder, privileged="21,22,23,24", min_docs=5, cache_dir="",

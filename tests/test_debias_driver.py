@@ -1,11 +1,13 @@
 """The position-debiasing driver end to end (issue 36): its own file, so pytest-xdist's file-level scheduling
 runs it beside tests/test_debias.py."""
 import numpy as np
+import pytest
 
 from conftest import TINY, written
 from experiments import debias as debias_driver
 
 
+@pytest.mark.slow
 def test_debias_driver_end_to_end(tmp_path):
   """Every row on the truth and the logged purchases (but the LightGBM rows, which the table2 --position test
   covers, and the placebo rows, which train as PFD(position) does on setup.placebo_data, tested elsewhere); at eta = 0 every propensity is 1, so IPS with known

@@ -68,6 +68,7 @@ def _run(args, cwd):
   return r.stdout + r.stderr
 
 
+@pytest.mark.slow
 def test_two_processes_equal_one(tmp_path):
   """table2 (Gumbel labels, automatic privileged split, a teacher and its student) as 2 processes on
   loopback: the same losses, curves and best epochs as one process within float tolerance, each process

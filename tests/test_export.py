@@ -8,46 +8,47 @@ import numpy as np
 import pytest
 
 import pfd_jax
-from experiments import export_logs, predict
+from experiments import predict
 from experiments.framework import monitor, outputs, schema, setup
 from experiments import export as export_driver
 from pfd_jax import data as D
 from pfd_jax.methods import distill
+from conftest import logs_data
 from pfd_jax.serving import export
 from pfd_jax import serving
 from pfd_jax import training as T
-from pfd_jax.data.config import DataConfig
-from pfd_jax.data import logs
 
 pytestmark = pytest.mark.numeric
 
 
-def _trained_student(out, **arch):
-  """A PFD student (3 seeds) of a small simulated log folder, saved and loaded back, and the serving file."""
-  export_logs.write_folder(str(out), logs.simulate(sessions=(60, 20, 40), min_items=10, max_items=20, seed=3))
-  data = DataConfig(dataset="letor", data_dir=str(out), privileged="21,22,23", min_docs=5, cache_dir="",
-                    max_buckets=2, query_norm=True)
-  ds = setup.load_dataset(data)
+def _trained_student(folder, out, pfd=True, **arch):
+  """A PFD student (3 seeds) of the simulated log folder (pfd=False: a model of the same view trained without a
+  teacher, one row to train instead of three), saved under `out` and loaded back; the serving file; the saved
+  model's folder."""
+  ds = setup.load_dataset(logs_data(folder, query_norm=True))
   dd = distill.to_device(ds, 2, ("test",))
   cfg = T.TrainConfig(epochs=2, batch_size=16, hidden=16, layers=3, **arch)
-  rows = distill.run_methods(jax.random.split(jax.random.PRNGKey(0), 3), cfg, dd, ["pfd"])
-  ranker = pfd_jax.make_ranker(rows["pfd"], cfg, "x", ds.config)
+  keys = jax.random.split(jax.random.PRNGKey(0), 3)
+  trained = distill.run_methods(keys, cfg, dd, ["pfd"])["pfd"] if pfd else distill.train_on_data(keys, cfg, dd, "x")
+  ranker = pfd_jax.make_ranker(trained, cfg, "x", ds.config)
   ranker.save(str(out / "model"))
-  return pfd_jax.load_model(str(out / "model")), D.load_serving(os.path.join(out, "serve.txt"), 23), str(out)
+  return (pfd_jax.load_model(str(out / "model")), D.load_serving(os.path.join(folder, "serve.txt"), 23),
+          str(out / "model"))
 
 
 @pytest.fixture(scope="module")
-def student(tmp_path_factory):
-  return _trained_student(tmp_path_factory.mktemp("logs_export"))
+def student(logs_folder, tmp_path_factory):
+  return _trained_student(logs_folder, tmp_path_factory.mktemp("logs_export"))
 
 
 @pytest.fixture(scope="module", params=[dict(norm="batch"), dict(norm="layer"), dict(norm="batch", input_affine=False)],
                 ids=["batch", "layer", "batch-noinput_affine"])
-def modern_student(tmp_path_factory, request):
+def modern_student(logs_folder, tmp_path_factory, request):
   """The modern options on: normalisation (running statistics saved for batch norm; the input's without scale and
-  bias recorded in model.json), noise, dropout, clipping."""
-  return _trained_student(tmp_path_factory.mktemp("logs_export_modern"), **request.param, dropout=0.2, noise=0.1,
-                          clip=3.0)
+  bias recorded in model.json), noise, dropout, clipping. What is exported is the architecture, the same for a
+  student as for a model trained alone: trained alone (the PFD student's export: `student`)."""
+  return _trained_student(logs_folder, tmp_path_factory.mktemp("logs_export_modern"), pfd=False, **request.param,
+                          dropout=0.2, noise=0.1, clip=3.0)
 
 
 def _query(raw, n):
@@ -107,14 +108,14 @@ def test_a_lightgbm_model_is_refused_with_one_line():
     export.serving_function(fake)
 
 
-def test_export_driver_and_the_serving_example_without_jax(student, tmp_path):
+def test_export_driver_and_the_serving_example_without_jax(student, logs_folder, tmp_path):
   """experiments.export writes the ONNX graph; examples/serve_onnx.py scores serve.txt with ONNX Runtime in a
   process that never imports JAX, giving experiments.predict's scores (1e-5) line for line."""
-  ranker, raw, folder = student
-  served, model = str(tmp_path / "served"), os.path.join(folder, "model")
+  ranker, raw, model = student
+  served = str(tmp_path / "served")
   res = export_driver.run(schema.Config(options=export_driver.Options(model=model, out=served)))
   assert res["spec"]["feature_ids"] == list(range(1, 21)) and res["spec"]["seed"] == ranker.best_seed
-  data = os.path.join(folder, "serve.txt")
+  data = os.path.join(logs_folder, "serve.txt")
   ours, theirs = str(tmp_path / "predict.tsv"), str(tmp_path / "onnx.tsv")
   predict.run(schema.Config(options=predict.Options(model=model, data=data, out=ours)))
   code = ("import runpy, sys; sys.argv = ['serve_onnx.py', %r, %r, %r]; "

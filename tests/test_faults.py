@@ -16,9 +16,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import TINY
+from conftest import CACHE, TINY
 from experiments import guards, predict
-from experiments.framework import monitor, schema, setup
+from experiments.framework import monitor, outputs, schema, setup
 from pfd_jax import data as D
 from pfd_jax.methods import distill
 from pfd_jax import files
@@ -30,7 +30,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HERE = os.path.dirname(os.path.abspath(__file__))
 TINY_FLAGS = ["--methods=pfd", "--loss=rankbce", "--seeds=2", "--epochs=4", "--hidden=16", "--layers=3",
               "--synthetic_queries=80,20,60", "--synthetic_mean_docs=16", "--tau=4", "--max_buckets=2",
-              "--min_docs=5", "--cache_dir=", "--compile_cache="]
+              "--min_docs=5", "--cache_dir="]
 
 
 def _env(*paths):
@@ -38,10 +38,24 @@ def _env(*paths):
 
 
 def _table2(out, *extra, mode=None):
+  """The tiny table2 command in its own process; it loads its programs from the suite's compilation cache, but
+  for the signal sent when compilation ends (mode compile), which needs a compilation: its own empty cache."""
   cmd = ([sys.executable, os.path.join(HERE, "signal_run.py"), mode] if mode else
          [sys.executable, "-m", "experiments.table2"])
-  return subprocess.run(cmd + TINY_FLAGS + [f"--out_dir={out}", *extra], cwd=ROOT, env=_env(), capture_output=True,
-                        text=True, timeout=300)
+  cache = f"--compile_cache={'' if mode == 'compile' else CACHE}"
+  return subprocess.run(cmd + TINY_FLAGS + [cache, f"--out_dir={out}", *extra], cwd=ROOT, env=_env(),
+                        capture_output=True, text=True, timeout=300)
+
+
+def _numbers(out):
+  """The one results.json under `out`, without wall times, timestamps and where it was written."""
+  path, = out.glob("synthetic/*/results.json")
+  res = json.load(open(path))
+  for fold in res["losses"]["rankbce"]["folds"].values():
+    fold.pop("seconds")
+    for row in fold["rows"].values():
+      row.pop("seconds")
+  return dict(losses=res["losses"], config=res["config"] | {"output": None}, data=res["provenance"]["data"])
 
 
 def _saved_rows(out):
@@ -54,6 +68,7 @@ def _epochs_logged(err):
 
 # ------------------------------------------------------------------------------------------------ signals
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["compile", "row", "between", "twice"])
 def test_a_signal_stops_the_run_at_the_next_safe_point(tmp_path, mode):
   p = _table2(tmp_path, mode=mode)
@@ -74,9 +89,14 @@ def test_a_signal_stops_the_run_at_the_next_safe_point(tmp_path, mode):
     assert re.search(r"error: interrupted \(SIGTERM\); the finished rows are saved in \S+/synthetic/\w+: the same "
                      "command resumes from them", err)
   assert not list(tmp_path.glob("synthetic/*/results.json")) and not (tmp_path / "synthetic" / "latest").exists()
-  if mode == "between":  # the same command resumes from the saved row
+  if mode == "between":  # the same command resumes from the saved row, to the bits of a run never stopped
     again = _table2(tmp_path)
     assert again.returncode == 0 and again.stderr.count("loaded from") == 1, again.stderr[-1500:]
+    run_dir = os.path.realpath(tmp_path / "synthetic" / "latest")  # what a newcomer reads last: where the results are
+    assert again.stdout.rstrip().splitlines()[-1] == f"wrote {run_dir} (also {tmp_path / 'synthetic' / 'latest'})"
+    clean = _table2(tmp_path / "clean")
+    assert clean.returncode == 0, clean.stderr[-1500:]
+    assert _numbers(tmp_path) == _numbers(tmp_path / "clean")
 
 
 def test_checkpoint_raises_only_after_a_request():
@@ -97,6 +117,7 @@ def test_checkpoint_raises_only_after_a_request():
 
 # ------------------------------------------------------------------------------------------------ the launcher
 
+@pytest.mark.slow
 def test_launcher_stops_the_job_when_a_worker_dies(tmp_path):
   """Process 1 is SIGKILLed; process 0 ignores SIGTERM as one blocked in a collective would: the launcher
   SIGKILLs it after the grace period and names the dead process, its signal and the resume command."""
@@ -131,6 +152,7 @@ def _start_launcher(tmp_path):
   return p, pids
 
 
+@pytest.mark.slow
 def test_sigterm_to_the_launcher_reaches_every_worker(tmp_path):
   p, pids = _start_launcher(tmp_path)
   p.send_signal(signal.SIGTERM)
@@ -140,6 +162,7 @@ def test_sigterm_to_the_launcher_reaches_every_worker(tmp_path):
   assert not any(_alive(pid) for pid in pids.values())
 
 
+@pytest.mark.slow
 def test_a_killed_launcher_leaves_no_orphan(tmp_path):
   p, pids = _start_launcher(tmp_path)
   p.kill()
@@ -154,6 +177,7 @@ def test_a_killed_launcher_leaves_no_orphan(tmp_path):
 
 # ------------------------------------------------------------------------------------------------ run folders
 
+@pytest.mark.slow
 def test_a_run_folder_has_one_writer_and_latest_moves_only_with_results(tmp_path):
   first = _table2(tmp_path)
   assert first.returncode == 0, first.stderr[-1500:]
@@ -346,21 +370,9 @@ def test_load_model_names_a_parameter_that_is_not_an_array(model_dir, tmp_path):
 # ------------------------------------------------------------------------------------------------ predict
 
 @pytest.fixture(scope="module")
-def practitioner(tmp_path_factory):
-  """A LETOR folder of simulated logs trained with --save_models: (folder, student model, teacher model)."""
-  from experiments import export_logs
-  from pfd_jax.data import logs
-  root = tmp_path_factory.mktemp("practitioner")
-  folder = str(root / "logs")
-  export_logs.write_folder(folder, logs.simulate(sessions=(60, 20, 40), min_items=10, max_items=20, seed=3))
-  p = subprocess.run([sys.executable, "-m", "experiments.table2", "--dataset=letor", f"--data_dir={folder}",
-                      "--privileged=21,22,23", "--methods=pfd", "--loss=rankbce", "--seeds=2", "--epochs=3",
-                      "--hidden=16", "--layers=3", "--min_docs=5", "--max_buckets=2", "--cache_dir=",
-                      "--save_models", "--nosearch", f"--out_dir={root / 'results'}"], cwd=ROOT, capture_output=True,
-                     text=True, timeout=300)
-  assert p.returncode == 0, p.stderr[-2000:]
-  models = root / "results" / "letor-logs" / "latest" / "models"
-  return folder, str(models / "pfd"), str(models / "pfd_teacher")
+def practitioner(practitioner):
+  """conftest's simulated logs and their saved models: (folder, student model, teacher model)."""
+  return practitioner.folder, os.path.join(practitioner.models, "pfd"), os.path.join(practitioner.models, "pfd_teacher")
 
 
 def _predict(*args, file_limit=None):
@@ -419,17 +431,17 @@ def test_predict_reads_crlf_files_as_lf(practitioner, tmp_path):
   assert (tmp_path / "a.tsv").read_bytes() == (tmp_path / "b.tsv").read_bytes()
 
 
-def test_predict_refuses_a_teacher_without_its_privileged_features(practitioner, tmp_path):
+def test_predict_refuses_a_teacher_without_its_privileged_features(practitioner, tmp_path, capsys):
   folder, _, teacher = practitioner
   out = tmp_path / "scores.tsv"
-  p = _predict(f"--model={teacher}", f"--data={folder}/serve.txt", f"--out={out}")
-  _one_line(p, 1, r"serve.txt: the model reads feature ids 21,22,23 that appear on no line of this file \(21,22,23 "
-                  r"are privileged: this model is a teacher, which needs them\); score with a student model, or pass "
-                  r"--impute=zero")
+  with pytest.raises(D.DataError, match=r"serve.txt: the model reads feature ids 21,22,23 that appear on no line of "
+                     r"this file \(21,22,23 are privileged: this model is a teacher, which needs them\); score with a "
+                     r"student model, or pass --impute=zero"):
+    _predict_here(teacher, f"{folder}/serve.txt", out)
   assert not out.exists()
-  p = _predict(f"--model={teacher}", f"--data={folder}/serve.txt", f"--out={out}", "--impute=zero")
-  assert p.returncode == 0 and "warning: 3 feature ids read as 0 (--impute=zero): 21,22,23" in p.stderr
-  assert "imputed as 0 (absent from" in p.stdout and out.exists()
+  summary = _predict_here(teacher, f"{folder}/serve.txt", out, impute="zero")
+  assert "warning: 3 feature ids read as 0 (--impute=zero): 21,22,23" in capsys.readouterr().err
+  assert "imputed as 0 (absent from" in predict.to_markdown(outputs.as_json(summary)) and out.exists()
 
 
 def test_predict_protects_its_input_and_writes_nothing_partial(practitioner, tmp_path):
@@ -478,6 +490,7 @@ def test_fuzz_serving_reader(practitioner, tmp_path_factory, data):
 
 # ------------------------------------------------------------------------------------------------ multi-process data
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", ["bad line in process 1's share", "qid split across shards"])
 def test_a_data_error_in_one_process_stops_every_process_with_its_line(tmp_path, case):
   rng = np.random.default_rng(0)

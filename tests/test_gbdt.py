@@ -6,7 +6,7 @@ import pytest
 
 import pfd_jax
 from conftest import SMALL_GBDT as SMALL, TINY, written
-from experiments import export_logs, predict, table2
+from experiments import predict, table2
 from experiments.framework import cli, outputs, rowstore, schema, setup
 from pfd_jax import data as D
 from pfd_jax.methods import distill
@@ -15,7 +15,6 @@ from pfd_jax import serving
 from pfd_jax import training as T
 from pfd_jax.config import ConfigError
 from pfd_jax.data.config import DataConfig
-from pfd_jax.data import logs
 
 lgb = pytest.importorskip("lightgbm")
 
@@ -156,13 +155,12 @@ def test_gbdt_config_flags_and_multi_process_refusal():
     gbdt.GBDTConfig(subsample=1.5)
 
 
-@pytest.fixture(scope="module")
-def folder(tmp_path_factory):
-  out = tmp_path_factory.mktemp("logs_letor_gbdt")
-  export_logs.write_folder(str(out), logs.simulate(sessions=(60, 20, 40), min_items=10, max_items=20, seed=3))
-  return str(out)
+@pytest.fixture
+def folder(logs_folder):
+  return logs_folder
 
 
+@pytest.mark.slow
 def test_driver_rows_saved_gbdt_models_reload_bit_for_bit_and_predict(folder, tmp_path):
   data = DataConfig(dataset="letor", data_dir=folder, privileged="21,22,23", min_docs=5, cache_dir="", max_buckets=2)
   cfg = TINY.replace(data=data, run=dict(save_models=True), output=dict(out_dir=str(tmp_path)),
@@ -236,6 +234,7 @@ def test_saved_gbdt_row_resumes_with_the_same_bits(synthetic, tmp_path):
   assert all(0 < float(s.metrics[tc.select_on][0, 0]) <= 1 for s in seen)
 
 
+@pytest.mark.slow
 def test_benchmark_peer_lightgbm_and_the_time_to_reach_it(folder):
   from experiments import peers
   splits = peers.read_letor(folder)

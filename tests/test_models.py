@@ -7,7 +7,6 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from experiments.framework import setup
 from pfd_jax.methods import distill
 from pfd_jax.ops import models
 from pfd_jax.ops.models import Arch
@@ -105,31 +104,31 @@ def test_batch_norm_statistics_are_those_of_the_real_documents():
 
 
 @pytest.fixture(scope="module")
-def tiny_device():
-  return distill.to_device(setup.load_dataset(TINY.data), max_buckets=2, eval_splits=("test", "vali"))
+def batch_norm_run(tiny_device):
+  """(config, result) of 3 seeds of a batch-normalised MLP with dropout and noise, trained for 3 epochs."""
+  cfg = T.TrainConfig(epochs=3, batch_size=16, hidden=16, layers=3, norm="batch", dropout=0.1, noise=0.1)
+  return cfg, distill.train_on_data(jax.random.split(jax.random.PRNGKey(0), 3), cfg, tiny_device, "x")
 
 
-def test_batch_norm_runs_through_the_seed_vmapped_step(tiny_device):
+def test_batch_norm_runs_through_the_seed_vmapped_step(batch_norm_run, tiny_device):
   """Each seed keeps its own running statistics, moved away from their initial (0, 1), and the kept best
   parameters score exactly the recorded best NDCG (scoring uses the running statistics)."""
-  cfg = T.TrainConfig(epochs=3, batch_size=16, hidden=16, layers=3, norm="batch", dropout=0.1, noise=0.1)
-  res = distill.train_on_data(jax.random.split(jax.random.PRNGKey(0), 2), cfg, tiny_device, "x")
+  cfg, res = batch_norm_run
   stats = res.params["batch_stats"]["MaskedBatchNorm_1"]  # a hidden layer's: depends on each seed's weights
-  assert stats["mean"].shape[0] == 2 and not np.allclose(stats["mean"][0], stats["mean"][1])
+  assert stats["mean"].shape[0] == 3 and not np.allclose(stats["mean"][0], stats["mean"][1])
   assert not np.allclose(stats["var"], 1.0)
   again = T.evaluate(cfg, res.params, tiny_device.eval_sets["test"], "x")
   np.testing.assert_allclose(again, res.best["test"], rtol=1e-5)
   assert res.loss[:, -1, 0].mean() < res.loss[:, 0, 0].mean()
 
 
-def test_a_seed_ensemble_scores_the_mean_logit_of_its_seeds(tiny_device):
+def test_a_seed_ensemble_scores_the_mean_logit_of_its_seeds(batch_norm_run, tiny_device):
   """distill.ensemble_lists = NDCG of the mean of the seeds' logits, list by list; one seed = its single model."""
   from experiments.framework import setup as fsetup
   from pfd_jax.methods import gbdt
   from pfd_jax.ops import metrics
-  cfg = T.TrainConfig(epochs=2, batch_size=16, hidden=16, layers=3, norm="batch")
+  cfg, res = batch_norm_run
   ds = fsetup.load_dataset(TINY.data)
-  res = distill.train_on_data(jax.random.split(jax.random.PRNGKey(0), 3), cfg, tiny_device, "x")
   ens, valid = distill.ensemble_lists(cfg, res, ds["test"], "x", max_buckets=2)
   logits = gbdt.doc_scores(cfg, res.params, ds["test"], "x", max_buckets=2)  # [S, N]
   g = ds["test"]
@@ -146,6 +145,7 @@ def test_a_seed_ensemble_scores_the_mean_logit_of_its_seeds(tiny_device):
   np.testing.assert_allclose(alone[0], single[0], rtol=1e-6)
 
 
+@pytest.mark.slow
 def test_table2_on_own_data_adds_ensemble_rows(tmp_path):
   """The ensemble rows reach results.json and table.md, each compared with LambdaMART's ensemble over queries."""
   from conftest import SMALL_GBDT, tiny

@@ -40,6 +40,7 @@ print("RESULT" + json.dumps(out))
 """
 
 
+@pytest.mark.slow
 def test_mesh_training_equals_one_device(tmp_path):
   """A teacher and its student on 4 devices (data:4, seeds:2 x data:2, and data:4 streamed from on-disk
   shards, each device reading a window of its own groups per chunk) against one device."""

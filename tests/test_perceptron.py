@@ -119,6 +119,7 @@ def test_committee_prediction_forms():
   np.testing.assert_array_equal(metrics.ranks(one, mask), metrics.ranks(jnp.einsum("qld,d->ql", x, com_w[2]), mask))
 
 
+@pytest.mark.slow
 def test_committee_perceptron_driver_end_to_end(tmp_path):
   from conftest import tiny, written
   from experiments import committee_perceptron as cp

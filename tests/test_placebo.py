@@ -103,6 +103,7 @@ def _with_z(ds: D.Dataset, make) -> D.Dataset:
                                          enumerate(ds.splits.items())})
 
 
+@pytest.mark.slow
 def test_pfd_equals_placebo_when_z_is_noise(sparse_ds):
   """z pure noise: both teachers see x plus i.i.d. noise of one distribution; nothing separates them (the
   paired 95% interval of the difference holds 0)."""
@@ -111,6 +112,7 @@ def test_pfd_equals_placebo_when_z_is_noise(sparse_ds):
   assert c.t_ci[0] < 0 < c.t_ci[1], c
 
 
+@pytest.mark.slow
 def test_pfd_beats_placebo_when_z_carries_the_label_signal(sparse_ds):
   """z = the graded relevance behind y (P(y = 1 | r) = sigmoid(t (r - tau)) exactly): the PFD teacher's
   probabilities on the unlabelled groups carry the label's signal, the placebo teacher's do not."""

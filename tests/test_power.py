@@ -1,11 +1,13 @@
 """experiments.power end to end on a tiny configuration (its canary): per-query lists that are the run metric,
 the analysis and the decisive choice derived from the points, the page's table and plot."""
 import numpy as np
+import pytest
 
 from conftest import tiny, written
 from experiments import power
 
 
+@pytest.mark.slow
 def test_power_driver_end_to_end(tmp_path):
   cfg = tiny(power.Options(scales=(0.2, 0.4), test_queries=60, preset_tests=(60, 600), project=(0.8,)),
              run=dict(loss="rankbce", seeds=3, seed=1000))

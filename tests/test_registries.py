@@ -71,6 +71,7 @@ def _csv_folder(root) -> str:
   return str(root)
 
 
+@pytest.mark.slow
 def test_a_row_a_loss_and_a_dataset_are_one_entry_each(registered, tmp_path):
   folder = _csv_folder(tmp_path / "csv")
   fv = flags.FlagValues()

@@ -176,6 +176,7 @@ from experiments import pfd_teacher_loss, rank_distill as rd_driver, sdr  # noqa
 from conftest import tiny, written  # noqa: E402
 
 
+@pytest.mark.slow
 def test_sdr_driver(tmp_path):
   res = sdr.run(tiny(sdr.Options(sdr_a=0.5, temperatures=(0.5, 2.0)), run=dict(loss="softmax")))
   js = written(tmp_path, res, sdr.DRIVER)
@@ -188,6 +189,7 @@ def test_sdr_driver(tmp_path):
   assert v.shape == (2, 3) and np.all((v >= 0) & (v <= 1))
 
 
+@pytest.mark.slow
 def test_rank_distill_driver(tmp_path):
   res = rd_driver.run(tiny(rd_driver.Options(teacher_hidden=32, student_hidden=8, rd_a=0.5,
                                              schemes=("uniform", "hybrid"))))
@@ -198,6 +200,7 @@ def test_rank_distill_driver(tmp_path):
   assert all(i["ms_per_1000_docs"] > 0 for i in js["info"].values())
 
 
+@pytest.mark.slow
 def test_pfd_teacher_loss_driver(tmp_path):
   from pfd_jax.training.config import TopK
   res = pfd_teacher_loss.run(tiny(pfd_teacher_loss.Options(teachings=("listwise", "topk")),

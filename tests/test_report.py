@@ -48,6 +48,12 @@ def _git(root, *args):
   return subprocess.run(["git", *args], cwd=root, check=True, capture_output=True, text=True, env=env).stdout.strip()
 
 
+@pytest.fixture(scope="module")
+def table5_run():
+  """Table 5 at the tiny size, once for the tests that build pages from it (outputs.as_json copies what it reads)."""
+  return table5_positive_groups.run(tiny())
+
+
 def _write_run(results, driver, label, res, commit):
   folder = results / driver / label / "abc"
   folder.mkdir(parents=True)
@@ -62,7 +68,7 @@ def _canaries(repo, **drivers):
   (repo / "experiments" / "canaries.json").write_text(json.dumps(dict(numerics={}, drivers=drivers)))
 
 
-def test_report_builds_marks_stale_and_fails_on_a_missing_run(tmp_path):
+def test_report_builds_marks_stale_and_fails_on_a_missing_run(tmp_path, table5_run):
   # a repository whose library changes twice: a refactor that keeps every canary's bits, then one that moves
   # Table 5's canary (Table 6's stays)
   repo = tmp_path / "repo"
@@ -88,7 +94,7 @@ def test_report_builds_marks_stale_and_fails_on_a_missing_run(tmp_path):
 
   results = tmp_path / "results"
   # a real (tiny) Table 5 run, on the old commit: stale
-  _write_run(results, "table5_positive_groups", "synthetic", table5_positive_groups.run(tiny()), old)
+  _write_run(results, "table5_positive_groups", "synthetic", table5_run, old)
   # Table 6 with known rows, on commit two (its canaries unchanged since one): no-distillation 5% above mean
   # imputation in every run; zero imputation
   # indistinguishable (+0.1% +- 1% around it)
@@ -155,7 +161,7 @@ def test_report_builds_marks_stale_and_fails_on_a_missing_run(tmp_path):
   assert f"**Not run yet**: it needs an accelerator ({web.accelerator})" in flat
 
 
-def test_a_run_without_files_is_carried_from_the_page_it_replaces(tmp_path):
+def test_a_run_without_files_is_carried_from_the_page_it_replaces(tmp_path, table5_run):
   """--carry: a run absent from the results tree and the page's copy keeps the earlier page's section verbatim,
   marked carried, with its RESULTS.json record and figures; its claims leave the Holm family; a second rebuild
   carries it unchanged; without --carry it is missing."""
@@ -167,7 +173,7 @@ def test_a_run_without_files_is_carried_from_the_page_it_replaces(tmp_path):
   _git(tmp_path, "add", "-A")
   _git(tmp_path, "commit", "-qm", "one")
   commit = _git(tmp_path, "rev-parse", "HEAD")
-  _write_run(results, "table5_positive_groups", "synthetic", table5_positive_groups.run(tiny()), commit)
+  _write_run(results, "table5_positive_groups", "synthetic", table5_run, commit)
   rng = np.random.default_rng(1)
   base = 0.3 + 0.01 * rng.normal(size=(10, 3))
   rows = dict(no_distill=base, mean=base / 1.05, zero=base, teacher=base + 0.3)
@@ -410,3 +416,28 @@ def test_the_pages_copy_of_a_run_names_no_absolute_path(tmp_path):
   with gzip.open(page_dir / "published" / "a" / "results.json.gz", "rt") as f:
     assert json.load(f) == dict(config=dict(data_dir=os.path.join("..", "shared", "data", "Fold1", "train.txt"),
                                             positive_grade=2), rows=[0.5])
+
+
+def test_recording_canaries_refuses_to_drop_a_driver_it_did_not_reach(tmp_path):
+  """A recording over the default tier alone reaches few drivers: collecting it would drop the others' canaries."""
+  path = tmp_path / "canaries.json"
+  path.write_text(json.dumps(dict(numerics={"cpu": "x"}, drivers={"fig3_alpha": {"tests/a.py::t": "f1"},
+                                                                   "table2": {"tests/b.py::t": "f2"}},
+                                  verified_since={"table2": "abc"})))
+  folder = tmp_path / "recorded"
+  folder.mkdir()
+
+  def record(name, driver, test, fp):
+    (folder / name).write_text(json.dumps(dict(driver=driver, test=test, fingerprint=fp, numerics={"cpu": "y"})))
+
+  record("1.json", "table2", "tests/b.py::t", "f2")
+  before = path.read_text()
+  with pytest.raises(staleness.CanaryError, match=r"no canary of fig3_alpha: the recording run did not reach it"):
+    staleness.collect(str(folder), str(path))
+  assert path.read_text() == before  # nothing written
+  new, notes = staleness.collect(str(folder), str(path), drop=("fig3_alpha",))  # dropped on purpose
+  assert set(new["drivers"]) == {"table2"} and new["verified_since"] == {"table2": "abc"} and notes == []
+  record("1.json", "table2", "tests/c.py::t", "f2")  # the same canary under a new node id: said, re-recorded
+  new, notes = staleness.collect(str(folder), str(path))
+  assert new["drivers"] == {"table2": {"tests/c.py::t": "f2"}} and new["verified_since"] == {}
+  assert notes == ["table2: canary tests re-recorded under new node ids (gone: tests/b.py::t; new: tests/c.py::t)"]

@@ -79,4 +79,8 @@ def test_the_readme_opens_with_the_two_commands_ci_runs():
     ci = f.read()
   assert "README.md" in ci and "experiments.report --check" in ci
   # the numeric tests once more under another instruction set (issue 45): a tolerance of one CPU fails in CI
-  assert re.search(r"XLA_FLAGS=--xla_cpu_max_isa=\w+ python -m pytest -q -m numeric", ci)
+  assert re.search(r"XLA_FLAGS=--xla_cpu_max_isa=\w+ python -m pytest -q -m 'numeric and not slow'", ci)
+  # the slow tier, which the README's test command leaves out (issue 57), runs in CI
+  assert "python -m pytest -q -m slow" in ci
+  with open(os.path.join(ROOT, "pyproject.toml"), encoding="utf-8") as f:
+    assert "-m 'not slow'" in f.read()

@@ -92,6 +92,7 @@ def test_the_cheap_search_screens_in_two_stages_on_fewer_seeds():
   assert jax.tree_util.tree_leaves(res.chosen.params)[0].shape[0] == 2  # the row: every seed
 
 
+@pytest.mark.slow
 def test_search_drops_a_copy_of_the_label_and_keeps_the_useful_column():
   """Column 0 copies the training label (|corr| 1): its teacher's targets are the labels again, no less noisy,
   and a teacher given both columns leans on it. Column 1 is rel + N(0, 0.1^2), weaker on the label

@@ -1,8 +1,10 @@
 """PFD on your own data: file labels, named privileged ids, saved models, and scoring serving files."""
 import json
 import os
+import re
 import subprocess
 import sys
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -10,27 +12,22 @@ import numpy as np
 import pytest
 
 import pfd_jax
-from conftest import TINY
-from experiments import export_logs, table2
-from experiments.framework import outputs, setup
+from experiments import predict, table2
+from experiments.framework import outputs, schema, setup
 from pfd_jax.config import ConfigError
 from pfd_jax.data.config import DataConfig, parse_ids
 from pfd_jax import data as D
 from pfd_jax.methods import distill
 from pfd_jax import training as T
 from pfd_jax.ops import scoring
-from pfd_jax.data import logs
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PRIV = [21, 22, 23]  # position, click, add-to-cart in the exported logs
 
 
-@pytest.fixture(scope="module")
-def folder(tmp_path_factory):
-  """A LETOR folder of simulated logs: purchase labels, ids 1-20 regular, 21-23 privileged; serve.txt."""
-  out = tmp_path_factory.mktemp("logs_letor")
-  export_logs.write_folder(str(out), logs.simulate(sessions=(60, 20, 40), min_items=10, max_items=20, seed=3))
-  return str(out)
+@pytest.fixture
+def folder(logs_folder):
+  return logs_folder
 
 
 def _data(folder, **kw):
@@ -134,26 +131,23 @@ def _numpy_ndcg8(score_file, labelled_file, min_docs):
   return float(np.mean(vals))
 
 
-def test_driver_saves_models_and_predict_scores_serving_files(folder, tmp_path):
-  cfg = TINY.replace(data=_data(folder), run=dict(save_models=True), output=dict(out_dir=str(tmp_path)),
-                     options=table2.Options(methods=("pfd",)))
-  res = table2.run(cfg)
+def test_driver_saves_models_and_predict_scores_serving_files(practitioner, tmp_path):
+  folder, res = practitioner.folder, practitioner.result
   data = res["losses"]["rankbce"].first_fold.data
   assert data["privileged_ids"] == PRIV and data["regular_ids"] == list(range(1, 21))
   assert "Privileged feature ids (given): 21-23; regular: 1-20" in table2.to_markdown(outputs.as_json(res))
-  models = tmp_path / "letor" / "models"
+  models = Path(practitioner.models)
   assert sorted(os.listdir(models)) == ["no_distill", "pfd", "pfd_teacher"]
   assert sorted(os.listdir(models / "pfd")) == ["model.json", "params.msgpack"]
   recorded = np.asarray(res["losses"]["rankbce"].first_fold.rows["pfd"].best["test"])
 
   serve, full = str(tmp_path / "serve.tsv"), str(tmp_path / "full.tsv")
+  # predict's command line once (the bad-input lines and exit codes of its main: test_faults); then its run()
   p = _run("experiments.predict", f"--model={models / 'pfd'}", f"--data={folder}/serve.txt", f"--out={serve}",
            "--seed=1")
   assert p.returncode == 0, p.stderr
   assert "NDCG over" in p.stdout
-  p = _run("experiments.predict", f"--model={models / 'pfd'}", f"--data={folder}/test.txt", f"--out={full}",
-           "--seed=1")
-  assert p.returncode == 0, p.stderr
+  _predict(models / "pfd", f"{folder}/test.txt", full, seed=1)
   assert open(serve).read() == open(full).read()  # privileged ids present or absent: same scores
   lines = open(serve).read().splitlines()
   assert len(lines) == sum(1 for _ in open(f"{folder}/test.txt"))
@@ -163,10 +157,9 @@ def test_driver_saves_models_and_predict_scores_serving_files(folder, tmp_path):
   # unlabelled serving file (lines start with qid:): same scores, no NDCG
   unl = tmp_path / "unlabelled.txt"
   unl.write_text("".join(ln.split(" ", 1)[1] for ln in open(f"{folder}/serve.txt")))
-  p = _run("experiments.predict", f"--model={models / 'pfd'}", f"--data={unl}", f"--out={tmp_path / 'u.tsv'}",
-           "--seed=1")
-  assert p.returncode == 0, p.stderr
-  assert "NDCG" not in p.stdout and open(tmp_path / "u.tsv").read() == open(serve).read()
+  summary = _predict(models / "pfd", unl, tmp_path / "u.tsv", seed=1)
+  assert "NDCG" not in predict.to_markdown(outputs.as_json(summary))
+  assert open(tmp_path / "u.tsv").read() == open(serve).read()
 
   # bad input: the error names file:line and nothing is written
   bad = tmp_path / "bad.txt"
@@ -176,9 +169,13 @@ def test_driver_saves_models_and_predict_scores_serving_files(folder, tmp_path):
                         (4, "1 " + text[3], "")):
     bad.write_text("".join(text[:i - 1] + [line] + text[i:]))
     out = tmp_path / "never.tsv"
-    p = _run("experiments.predict", f"--model={models / 'pfd'}", f"--data={bad}", f"--out={out}")
-    assert p.returncode != 0 and f"{bad}:{i}: {what}" in p.stderr, p.stderr[-600:]
+    with pytest.raises(ValueError, match=re.escape(f"{bad}:{i}: {what}")):
+      _predict(models / "pfd", bad, out)
     assert not out.exists() and not os.path.exists(str(out) + ".tmp")
+
+
+def _predict(model, data, out, **kw):
+  return predict.run(schema.Config(options=predict.Options(model=str(model), data=str(data), out=str(out), **kw)))
 
 
 def test_serving_file_with_labels_on_some_lines_only(tmp_path):
@@ -191,13 +188,16 @@ def test_serving_file_with_labels_on_some_lines_only(tmp_path):
   assert g.rel is None and g.x.shape == (3, 4) and list(g.offsets) == [0, 2, 3]
 
 
-def test_letor_folder_without_privileged_is_a_usage_error(folder):
-  p = _run("experiments.table2", "--dataset=letor", f"--data_dir={folder}", "--epochs=1")
-  assert p.returncode != 0 and "--privileged=ID,ID" in p.stderr
-  p = _run("experiments.table2", "--dataset=letor", f"--data_dir={folder}", "--privileged=7,x")
-  assert p.returncode != 0 and "--privileged='7,x': '7,x': 'x' is not a feature id" in p.stderr
-  p = _run("experiments.table2", "--positive_grade=2")
-  assert p.returncode != 0 and "--positive_grade=2.0: applies to labels=file only" in p.stderr
+USAGE = [  # table2's flags, what its error says; the first in the default tier, the others in the slow tier
+    (["--dataset=letor", "--data_dir={folder}", "--epochs=1"], "--privileged=ID,ID"),
+    (["--dataset=letor", "--data_dir={folder}", "--privileged=7,x"], "--privileged='7,x': '7,x': 'x' is not a feature id"),
+    (["--positive_grade=2"], "--positive_grade=2.0: applies to labels=file only")]
+
+
+@pytest.mark.parametrize("argv,want", [USAGE[0]] + [pytest.param(*c, marks=pytest.mark.slow) for c in USAGE[1:]])
+def test_letor_folder_without_privileged_is_a_usage_error(folder, argv, want):
+  p = _run("experiments.table2", *[a.format(folder=folder) for a in argv])
+  assert p.returncode != 0 and want in p.stderr, p.stderr[-500:]
 
 
 def test_public_api_is_reexported():

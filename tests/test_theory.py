@@ -17,6 +17,7 @@ def test_theorem1_against_monte_carlo(n, d_x):
   assert abs(r.mean - cf) < 3 * r.stderr, (r.mean, r.stderr, cf)
 
 
+@pytest.mark.slow
 def test_noise_averaged_estimator_agrees_with_plain():
   p = th.Problem.example1(d_z=4)
   for method in ("regression", "pfd"):
@@ -30,6 +31,7 @@ def test_noise_averaged_estimator_agrees_with_plain():
   assert abs(a.mean - b.mean) < 3 * np.hypot(a.stderr, b.stderr)
 
 
+@pytest.mark.slow
 def test_theorem2_within_two_percent_at_n300():
   p = th.Problem(n=300, m=3000, d_z=10, w=np.random.default_rng(0).normal(size=10),
                  v=np.arange(10, 0, -1.0), sigma=15.0)
@@ -39,6 +41,7 @@ def test_theorem2_within_two_percent_at_n300():
   assert cf.total == pytest.approx(cf.labelled + cf.all_data)
 
 
+@pytest.mark.slow
 def test_placebo_closed_form_matches_monte_carlo_at_n100():
   p = th.Problem(n=100, m=1000, d_z=10, w=np.random.default_rng(0).normal(size=10),
                  v=np.arange(10, 0, -1.0), sigma=15.0)
@@ -51,6 +54,7 @@ def test_placebo_closed_form_matches_monte_carlo_at_n100():
                                                                                                       p.v]).total)
 
 
+@pytest.mark.slow
 def test_placebo_teacher_never_helps_in_the_linear_model():
   """Noise columns in place of z: the same as regression at d_z = 0, worse for every d_z >= 1 (the teacher
   pays for the extra columns and its predictions carry no information beyond x), and worse than PFD."""
@@ -63,6 +67,7 @@ def test_placebo_teacher_never_helps_in_the_linear_model():
     assert pl.mean - 3 * pl.stderr > reg.mean and pl.mean > pfd.mean, (dz, pl, reg, pfd)
 
 
+@pytest.mark.slow
 def test_example1_pfd_error_is_minimised_strictly_inside():
   errs = [th.monte_carlo(KEY, th.Problem.example1(d_z=dz), "pfd", trials=1024, reduce_noise=True).mean
           for dz in range(11)]
@@ -72,6 +77,7 @@ def test_example1_pfd_error_is_minimised_strictly_inside():
   assert errs[0] == pytest.approx(reg, rel=1e-4) and max(errs[1:]) < reg
 
 
+@pytest.mark.slow
 def test_gend_no_better_than_regression_when_z_independent_of_x():
   # Remark 2: the GenD teacher's predictions z'theta are independent of x, so its student learns ~0
   p = th.Problem(n=300, m=3000, d_z=5, w=np.random.default_rng(1).normal(size=10), v=np.full(5, 0.5), sigma=1.0)
@@ -104,6 +110,7 @@ def test_same_key_same_bits():
   assert a.errors.tobytes() == b.errors.tobytes()
 
 
+@pytest.mark.slow
 def test_theory_driver_end_to_end(tmp_path):
   from conftest import written
   from experiments import theory

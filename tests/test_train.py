@@ -6,31 +6,14 @@ import numpy as np
 import pytest
 
 from experiments import table2
-from experiments.framework import schema, setup
+from experiments.framework import schema
 from pfd_jax.methods import distill
 from pfd_jax.methods import rows as rows_lib
 from pfd_jax import training as T
 
-from conftest import SMALL_GBDT, TINY, tiny, written
+from conftest import SMALL_GBDT, tiny, written
 
 pytestmark = pytest.mark.numeric
-
-
-@pytest.fixture(scope="module")
-def tiny_device():
-  ds = setup.load_dataset(TINY.data)
-  return distill.to_device(ds, max_buckets=2, eval_splits=("test", "vali"))
-
-
-def test_vmapped_seeds_equal_separate_runs(tiny_device):
-  cfg = T.TrainConfig(epochs=3, batch_size=16)
-  keys = jax.random.split(jax.random.PRNGKey(0), 3)
-  together = distill.train_on_data(keys, cfg, tiny_device, "x")
-  alone = distill.train_on_data(keys[1:2], cfg, tiny_device, "x")
-  np.testing.assert_allclose(together.curves["test"][1], alone.curves["test"][0], rtol=1e-5, atol=1e-6)
-  np.testing.assert_allclose(together.loss[1], alone.loss[0], rtol=1e-5)
-  # and the seeds really differ from each other
-  assert not np.allclose(together.loss[0], together.loss[1])
 
 
 def test_training_learns_and_keeps_best_epoch(tiny_device):
@@ -60,6 +43,7 @@ def test_student_with_alpha_one_ignores_teacher(tiny_device):
   np.testing.assert_array_equal(a.curves["test"], b.curves["test"])
 
 
+@pytest.mark.slow
 def test_table2_driver_end_to_end(tmp_path):
   # the paper's rows and LambdaMART (the cross-family rows: test_gbdt; the default method list: test_gbdt too)
   cfg = tiny(table2.Options(methods=distill.METHODS + ("lambdamart",), gbdt=SMALL_GBDT), run=dict(loss="both", seeds=3))
@@ -104,31 +88,46 @@ def _same_bits(a, b):
     np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
 
 
-@pytest.mark.parametrize("loss", ["rankbce", "ranknet"])
+def _shards(tiny_device, folder):
+  """tiny_device's training sets written as on-disk shards and opened for streaming: {name: set}."""
+  from pfd_jax.data import shards
+  for k in ("train_pos", "train_all"):
+    host = [{f: np.asarray(v) for f, v in b.items()} for b in getattr(tiny_device, k)]
+    shards.write_buckets(str(folder), k, [_padded(b) for b in host])
+  return {k: shards.open_set(str(folder), k) for k in ("train_pos", "train_all")}
+
+
+@pytest.mark.parametrize("loss", ["rankbce", pytest.param("ranknet", marks=pytest.mark.slow)])
 def test_chunked_epochs_and_streamed_data_give_the_resident_bits(tiny_device, tmp_path, loss):
   """One program, three ways to feed it: a whole epoch per call, a chunk of 2 steps per call, and the same
   buckets streamed from on-disk shards, a window per step. Same plan, same arithmetic, same bits, for a
-  data-only run and a student with a teacher."""
-  from pfd_jax.data import shards
+  data-only run (here) and a student with a teacher (the next test)."""
   cfg = T.TrainConfig(loss=loss, epochs=3, batch_size=16, hidden=16, layers=3)
   keys = jax.random.split(jax.random.PRNGKey(4), 3)
-  host = {k: [{f: np.asarray(v) for f, v in b.items()} for b in getattr(tiny_device, k)]
-          for k in ("train_pos", "train_all")}
-  for k, bs in host.items():
-    shards.write_buckets(str(tmp_path), k, [_padded(b) for b in bs])
-  disk = {k: shards.open_set(str(tmp_path), k) for k in host}
+  disk = _shards(tiny_device, tmp_path)
   runs = {c: T.train(keys, cfg, tiny_device.train_pos, "xz", tiny_device.eval_sets, chunk_steps=c) for c in (0, 2)}
   runs["disk"] = T.train(keys, cfg, disk["train_pos"], "xz", tiny_device.eval_sets)
+  _same_bits(runs[0], runs[2])
+  _same_bits(runs[0], runs["disk"])
   # a view reading only the privileged columns reads only z from disk (GenD's teacher)
   _same_bits(T.train(keys, cfg, tiny_device.train_pos, "z", tiny_device.eval_sets),
              T.train(keys, cfg, disk["train_pos"], "z", tiny_device.eval_sets))
-  targets = distill.teacher_targets(cfg, [(runs[0], "xz")], tiny_device)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("loss", ["rankbce", "ranknet"])
+def test_a_student_chunked_and_streamed_gets_the_resident_bits(tiny_device, tmp_path, loss):
+  """The same three ways to feed a student, its teacher's targets windowed with its buckets."""
+  cfg = T.TrainConfig(loss=loss, epochs=3, batch_size=16, hidden=16, layers=3)
+  keys = jax.random.split(jax.random.PRNGKey(4), 3)
+  disk = _shards(tiny_device, tmp_path)
+  teacher = T.train(keys, cfg, tiny_device.train_pos, "xz", tiny_device.eval_sets)
+  targets = distill.teacher_targets(cfg, [(teacher, "xz")], tiny_device)
   students = {c: T.train(keys, cfg, tiny_device.train_all, "x", tiny_device.eval_sets, teacher=targets, chunk_steps=c)
               for c in (0, 2)}
   students["disk"] = T.train(keys, cfg, disk["train_all"], "x", tiny_device.eval_sets, teacher=targets)
-  for group in (runs, students):
-    _same_bits(group[0], group[2])
-    _same_bits(group[0], group["disk"])
+  _same_bits(students[0], students[2])
+  _same_bits(students[0], students["disk"])
 
 
 def _padded(b):
@@ -152,32 +151,25 @@ def test_epoch_plan_visits_every_group_once_per_seed():
   np.testing.assert_array_equal(alone[1][:, 0], idx[:, 1])  # ... not depending on the other seeds
 
 
-def test_alphas_vmapped_equal_separate_runs(tiny_device):
-  cfg = T.TrainConfig(epochs=3, batch_size=16, hidden=16, layers=3)
-  keys = jax.random.split(jax.random.PRNGKey(5), 2)
-  teacher = distill.train_on_data(keys, cfg, tiny_device, "xz")
-  targets = distill.teacher_targets(cfg, [(teacher, "xz")], tiny_device)
-  together = distill.train_student(keys, cfg, tiny_device, targets, variants=[dict(alpha=0.2), dict(alpha=0.9)])
-  for a, res in zip((0.2, 0.9), together):
-    alone = distill.train_student(keys, dataclasses.replace(cfg, alpha=a), tiny_device, targets)
-    np.testing.assert_allclose(res.loss, alone.loss, rtol=1e-5)
-    np.testing.assert_allclose(res.curves["test"], alone.curves["test"], rtol=1e-5, atol=1e-6)
-  assert not np.allclose(together[0].loss, together[1].loss)
-
-
-def test_temperature_variants_vmapped_equal_separate_runs(tiny_device):
-  """SDR's softmax-transform temperature sweep in one program equals one run per temperature."""
+def test_variants_and_seeds_vmapped_equal_separate_runs(tiny_device):
+  """Seeds and a sweep of the teacher term (Figure 3's alpha, SDR's softmax-transform temperature) vmapped in one
+  program: each (variant, seed) equals its run alone, one seed of one variant."""
   cfg = T.TrainConfig(loss="softmax", epochs=2, batch_size=16, hidden=16, layers=3, alpha=0.5)
   keys = jax.random.split(jax.random.PRNGKey(3), 2)
   teacher = distill.train_on_data(keys, cfg, tiny_device, "xz")
   targets = distill.teacher_targets(cfg, [(teacher, "xz")], tiny_device)
-  sweep = [dict(teacher_transform="softmax", temperature=t) for t in (0.1, 5.0)]
+  sweep = [dict(alpha=0.2, teacher_transform="softmax", temperature=0.1),
+           dict(alpha=0.9, teacher_transform="softmax", temperature=0.1),
+           dict(alpha=0.9, teacher_transform="softmax", temperature=5.0)]
   together = distill.train_student(keys, cfg, tiny_device, targets, variants=sweep)
-  for v, res in zip(sweep, together):
-    alone = distill.train_student(keys, dataclasses.replace(cfg, **v), tiny_device, targets)
-    np.testing.assert_allclose(res.loss, alone.loss, rtol=1e-5)
-    np.testing.assert_allclose(res.curves["test"], alone.curves["test"], rtol=1e-5, atol=1e-6)
-  assert not np.allclose(together[0].loss, together[1].loss)
+  for i in (0, 2):  # the first and the last variant, each alone
+    alone = distill.train_student(keys[1:2], dataclasses.replace(cfg, **sweep[i]), tiny_device,
+                                  [t[1:2] for t in targets])
+    np.testing.assert_allclose(together[i].loss[1:2], alone.loss, rtol=1e-5)
+    np.testing.assert_allclose(together[i].curves["test"][1:2], alone.curves["test"], rtol=1e-5, atol=1e-6)
+  for i, j in ((0, 1), (1, 2)):  # alpha, then the temperature, each moves the run
+    assert not np.allclose(together[i].loss, together[j].loss)
+  assert not np.allclose(together[0].loss[0], together[0].loss[1])  # and the seeds differ from each other
   with pytest.raises(ValueError, match="variants may set only"):
     distill.train_student(keys, cfg, tiny_device, targets, variants=[dict(lr=0.1)])
 

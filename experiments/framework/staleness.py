@@ -5,8 +5,9 @@ Every driver has tiny end-to-end runs in the test suite (``tests/conftest.py: wr
 fingerprints (:func:`experiments.framework.published.fingerprint`) are the driver's *canaries*, committed in
 ``experiments/canaries.json`` with the machine configuration (``numerics``) that computed them; on that
 configuration the suite fails when a canary's bits change, so the file changes exactly when a change moves bits
-(re-record it: ``PFD_CANARIES=cache/canaries python -m pytest ...``, then
-``python -m experiments.framework.staleness --collect=cache/canaries``).
+(re-record it over every tier of the suite: ``PFD_CANARIES=cache/canaries python -m pytest -m ""``, then
+``python -m experiments.framework.staleness --collect=cache/canaries``; most canaries are in the slow tier, which
+the default test command leaves out, and collecting refuses to drop a driver that the recording run did not reach).
 
 A run of a driver is **current** when its commit is at or after the commit from which HEAD's canaries of that
 driver are unchanged: walking ``canaries.json``'s history back from HEAD while the driver's entry stays the same,
@@ -82,9 +83,18 @@ def staleness(code: dict, driver: str, root: str = ROOT) -> Optional[str]:
   return None
 
 
-def collect(folder: str, path: str = os.path.join(ROOT, CANARIES)) -> dict:
+class CanaryError(Exception):
+  """A recording that would lose canaries: the drivers it did not reach are named."""
+
+
+def collect(folder: str, path: str = os.path.join(ROOT, CANARIES), drop: tuple = ()) -> tuple:
   """Merges the canary files a test run wrote to `folder` ({driver, test, fingerprint, numerics} each) into
-  `path`, keeping its verified_since entries of drivers whose canaries did not change."""
+  `path`, keeping its verified_since entries of drivers whose canaries did not change. Returns (the new file's
+  contents, lines to tell: each driver whose canary tests changed their node ids, re-recorded under the new ones).
+
+  A driver of `path` with no canary in `folder` is a recording that did not reach it (a partial run, `-m` left at
+  the default tier): CanaryError, nothing written, unless the driver is named in `drop` (its canaries removed on
+  purpose)."""
   old = json.load(open(path)) if os.path.exists(path) else {}
   drivers, numerics = {}, None
   for name in sorted(os.listdir(folder)):
@@ -92,16 +102,33 @@ def collect(folder: str, path: str = os.path.join(ROOT, CANARIES)) -> dict:
       c = json.load(f)
     drivers.setdefault(c["driver"], {})[c["test"]] = c["fingerprint"]
     numerics = c["numerics"]
+  missing = sorted(set(old.get("drivers", {})) - set(drivers) - set(drop))
+  if missing:
+    raise CanaryError(f"{folder} holds no canary of {', '.join(missing)}: the recording run did not reach "
+                      f"{'it' if len(missing) == 1 else 'them'} (record over every tier: PFD_CANARIES={folder} python -m "
+                      "pytest -m \"\"); nothing written. To remove a driver's canaries on purpose: --drop=NAME,...")
+  notes = []
+  for d, tests in sorted(drivers.items()):
+    before = set(old.get("drivers", {}).get(d, {}))
+    if before and before != set(tests):
+      notes.append(f"{d}: canary tests re-recorded under new node ids (gone: {', '.join(sorted(before - set(tests))) or '-'}; "
+                   f"new: {', '.join(sorted(set(tests) - before)) or '-'})")
   kept = {d: c for d, c in old.get("verified_since", {}).items() if old.get("drivers", {}).get(d) == drivers.get(d)}
   new = dict(numerics=numerics, drivers=dict(sorted(drivers.items())), verified_since=kept)
   with open(path, "w") as f:
     f.write(json.dumps(new, indent=1, sort_keys=True) + "\n")
-  return new
+  return new, notes
 
 
 if __name__ == "__main__":
   args = dict(a.lstrip("-").split("=", 1) for a in sys.argv[1:] if "=" in a)
   if "collect" not in args:
-    sys.exit("usage: python -m experiments.framework.staleness --collect=<folder the canary tests wrote>")
-  c = collect(args["collect"])
+    sys.exit("usage: python -m experiments.framework.staleness --collect=<folder the canary tests wrote> "
+             "[--drop=DRIVER,...]")
+  try:
+    c, notes = collect(args["collect"], drop=tuple(filter(None, args.get("drop", "").split(","))))
+  except CanaryError as e:
+    sys.exit(f"error: {e}")
+  for line in notes:
+    print(line)
   print(f"wrote {CANARIES}: {sum(len(v) for v in c['drivers'].values())} canaries of {len(c['drivers'])} drivers")
