@@ -43,6 +43,13 @@ def test_fig5_correlation(tmp_path):
   js = written(tmp_path, res, fig5_correlation.DRIVER)
   assert js["tau_privs"]["4.0"]["corr"] == pytest.approx(1.0)  # tau_priv = tau_target: z = y
   assert js["tau_privs"]["2.0"]["corr"] < 1.0
+  # the gain the figure plots is the student's mean over no-distillation's (NDCG@8, test), in NumPy
+  base = np.asarray(js["no_distill"])[:, 0].mean()
+  for t in ("2.0", "4.0"):
+    r = js["tau_privs"][t]
+    assert r["student_rel"] == pytest.approx(np.asarray(r["student"])[:, 0].mean() / base, rel=1e-12)
+  # another privileged column, another teacher (and student): the column reaches training
+  assert not np.array_equal(js["tau_privs"]["2.0"]["teacher"], js["tau_privs"]["4.0"]["teacher"])
 
 
 def test_synthetic_privileged_feature_is_y_at_tau_target():
@@ -55,12 +62,19 @@ def test_synthetic_privileged_feature_is_y_at_tau_target():
 @pytest.mark.slow
 def test_table5_and_table6(tmp_path):
   res = table5_positive_groups.run(TINY)
-  js = written(tmp_path, res, table5_positive_groups.DRIVER)
-  assert set(js["rows"]) == {"no_distill", "pfd_positive", "pfd_all", "lambdamart"}  # LightGBM: a reference row
+  js5 = written(tmp_path, res, table5_positive_groups.DRIVER)
+  assert set(js5["rows"]) == {"no_distill", "pfd_positive", "pfd_all", "lambdamart"}  # LightGBM: a reference row
   res = table6_imputation.run(TINY)
   js = written(tmp_path / "t6", res, table6_imputation.DRIVER)
   assert set(js["rows"]) == {"zero", "mean", "teacher", "no_distill", "lambdamart"}
   assert np.asarray(js["rows"]["zero"]).shape == (2, 3)
+  # the reference rows are one model each, whichever driver trains them (same data, keys and settings)
+  for row in ("no_distill", "lambdamart"):
+    np.testing.assert_array_equal(js["rows"][row], js5["rows"][row])
+  # the data loss's groups reach the student, and the imputed z reaches the teacher's scores
+  assert not np.array_equal(js5["rows"]["pfd_positive"], js5["rows"]["pfd_all"])
+  assert not np.array_equal(js["rows"]["zero"], js["rows"]["teacher"])
+  assert not np.array_equal(js["rows"]["mean"], js["rows"]["teacher"])
 
 
 def test_logs_simulator_cascade_and_seed():

@@ -48,9 +48,8 @@ def _table2(out, *extra, mode=None):
 
 
 def _numbers(out):
-  """The one results.json under `out`, without wall times, timestamps and where it was written."""
-  path, = out.glob("synthetic/*/results.json")
-  res = json.load(open(path))
+  """The latest results.json under `out`, without wall times, timestamps and where it was written."""
+  res = json.load(open(out / "synthetic" / "latest" / "results.json"))
   for fold in res["losses"]["rankbce"]["folds"].values():
     fold.pop("seconds")
     for row in fold["rows"].values():

@@ -250,10 +250,16 @@ def test_benchmark_peer_lightgbm_and_the_time_to_reach_it(folder):
 def test_gbdt_teacher_teaches_through_every_teacher_transform(synthetic):
   """The out-of-fold LambdaMART scores are teacher logits like an MLP's: every teacher transform trains a student."""
   cfg, ds, dd, tc, keys = synthetic
-  cache = {}
+  cache, students = {}, {}
   for mode in ("listwise", "topk"):  # SDR's affine, top-K ranks (sigmoid: the drivers' tests of these rows)
     t = T.TrainConfig(**{**tc.__dict__, **distill.TEACHING[mode]})
     rows = distill.run_gbdt_methods(keys, t, SMALL, ds, dd, ["pfd_from_lambdamart"], cache=cache)
-    r = rows["pfd_from_lambdamart"]
+    r = students[mode] = rows["pfd_from_lambdamart"]
     assert np.isfinite(np.asarray(r.loss)).all() and np.asarray(r.best["test"]).shape == (2, 3), mode
   assert set(cache) == {"lambdamart_teacher", "oof"}  # fitted once for both students
+  # the teacher term reaches the student, in each form: neither student is the model trained without it, and
+  # the two transforms of the same out-of-fold scores train two other students
+  alone = distill.train_on_data(keys, tc, dd, "x")
+  for r in students.values():
+    assert not np.array_equal(np.asarray(r.loss), np.asarray(alone.loss))
+  assert not np.array_equal(np.asarray(students["listwise"].loss), np.asarray(students["topk"].loss))

@@ -187,6 +187,10 @@ def test_sdr_driver(tmp_path):
   assert set(js["rows"]) == want
   v = np.asarray(js["rows"]["listwise -> listwise"])
   assert v.shape == (2, 3) and np.all((v >= 0) & (v <= 1))
+  # the teacher, the objective and the transform's temperature each reach the student
+  for a, b in (("pointwise -> listwise", "listwise -> listwise"), ("listwise -> listwise", "listwise -> pointwise"),
+               ("softmax transform T = 0.5", "softmax transform T = 2.0")):
+    assert not np.array_equal(js["rows"][a], js["rows"][b]), (a, b)
 
 
 @pytest.mark.slow
@@ -198,6 +202,9 @@ def test_rank_distill_driver(tmp_path):
   assert js["info"]["teacher"]["params"] > js["info"]["student"]["params"] == js["info"]["hybrid"]["params"]
   assert set(js["rows"]["hybrid"]) == {"NDCG@3", "NDCG@5", "NDCG@10", "P@3", "P@5", "P@10", "MAP"}
   assert all(i["ms_per_1000_docs"] > 0 for i in js["info"].values())
+  # the distilled student (same shape, same keys) is another model than the student trained alone
+  r = {k: np.asarray(v["NDCG@10"]) for k, v in js["rows"].items()}
+  assert not np.array_equal(r["uniform"], r["student"])
 
 
 @pytest.mark.slow

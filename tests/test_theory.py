@@ -120,3 +120,11 @@ def test_theory_driver_end_to_end(tmp_path):
   assert js["setup"]["trials"] == 8 and len(js["fig6"]) > 0
   assert "Theorem 2" in (tmp_path / "out" / "table.md").read_text()
   assert "placebo CF" in (tmp_path / "out" / "table.md").read_text() and "placebo_mc" in js["fig6"][3]
+  # a Figure 6 cell is the library's Monte-Carlo and closed forms for Example 1 at that d_z, called directly
+  c = js["setup"]
+  p = th.Problem.example1(c["w_seed"])._replace(d_z=5)
+  row = js["fig6"][5]
+  assert row["d_z"] == 5 and row["pfd_cf"] == pytest.approx(th.theorem2_pfd(p.n, p.m, 10, 5, p.sigma, p.v).total)
+  assert row["placebo_cf"] == pytest.approx(th.theorem2_placebo(p.n, p.m, 10, 5, p.sigma, p.v).total)
+  mc = th.monte_carlo(jax.random.PRNGKey(c["seed"]), p, "pfd", trials=8, reduce_noise=c["reduce_noise"])
+  assert row["pfd_mc"] == pytest.approx(mc.mean, rel=1e-6) and row["pfd_se"] == pytest.approx(mc.stderr, rel=1e-6)
