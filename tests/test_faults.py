@@ -507,11 +507,13 @@ def test_a_data_error_in_one_process_stops_every_process_with_its_line(tmp_path,
   (folder / "train.txt").write_text("".join(lines))
   (folder / "test.txt").write_text("".join(lines[:60]))
   one = subprocess.run([sys.executable, "-m", "experiments.table2", "--dataset=letor", f"--data_dir={folder}",
-                        "--privileged=5", "--cache_dir=", f"--out_dir={tmp_path / 'one'}"], cwd=ROOT,
+                        "--privileged=5", "--cache_dir=", f"--compile_cache={CACHE}", f"--out_dir={tmp_path / 'one'}"],
+                       cwd=ROOT,
                        capture_output=True, text=True, timeout=120)
   two = subprocess.run([sys.executable, "-m", "experiments.launch", "--num_processes=2", "--", "experiments.table2",
                         "--dataset=letor", f"--data_dir={folder}", "--privileged=5", "--cache_dir=",
-                        f"--out_dir={tmp_path / 'two'}"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+                        f"--compile_cache={CACHE}", f"--out_dir={tmp_path / 'two'}"], cwd=ROOT, capture_output=True,
+                       text=True, timeout=120)
   assert one.returncode == 1 and re.search(want, one.stderr), one.stderr[-800:]
   assert two.returncode == 1, two.stdout[-2000:] + two.stderr[-800:]
   assert re.fullmatch(r"error: process \d exited with status 1 \(its error is above\); stopped the other 1 "
