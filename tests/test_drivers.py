@@ -1,7 +1,7 @@
 """Each driver's path once, in the default tier (issue 57). The drivers' canaries, which pin their bits, are in the
 slow tier; here each runs at the smallest size its options allow (one point of its sweep, TINY's training on one
-length bucket, no LightGBM: compilation is most of a tiny run's cost, one program per bucket shape) and writes its
-results.json, table and plots as its main would. The theory driver's path is the slow tier's alone: at any size it
+length bucket, LightGBM left out where the driver allows it: compilation is most of a tiny run's cost, one program
+per bucket shape) and writes its results.json, table and plots as its main would. The theory driver's path is the slow tier's alone: at any size it
 compiles its whole grid (about 40 s), and its parts are tested in test_theory.py."""
 import json
 
@@ -18,7 +18,8 @@ CASES = {  # driver: (its configuration, the keys of its results.json that hold 
     alpha_robustness.DRIVER: (tiny(fig3_alpha.Options(alphas=(0.9,))), ("alphas", ["0.9"])),
     fig4_sparsity.DRIVER: (tiny(fig4_sparsity.Options(taus=(2.0,), methods=("pfd",))), ("taus", ["2.0"])),
     fig5_correlation.DRIVER: (tiny(fig5_correlation.Options(tau_privs=(4.0,))), ("tau_privs", ["4.0"])),
-    table3_logs.DRIVER: (tiny(table3_logs.Options(sessions=(60, 10, 60), placebo=False, lightgbm=False)), ("rows", None)),
+    table3_logs.DRIVER: (tiny(table3_logs.Options(sessions=(60, 10, 60), placebo=False, lightgbm=False)),
+                         ("rows", None)),
     table5_positive_groups.DRIVER: (TINY, ("rows", None)),
     table6_imputation.DRIVER: (TINY, ("rows", None)),
     sdr.DRIVER: (tiny(sdr.Options(temperatures=(2.0,)), run=dict(loss="softmax")), ("rows", None)),

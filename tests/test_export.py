@@ -41,7 +41,8 @@ def student(logs_folder, tmp_path_factory):
   return _trained_student(logs_folder, tmp_path_factory.mktemp("logs_export"))
 
 
-@pytest.fixture(scope="module", params=[dict(norm="batch"), dict(norm="layer"), dict(norm="batch", input_affine=False)],
+@pytest.fixture(scope="module", params=[dict(norm="batch"), dict(norm="layer"),
+                                        pytest.param(dict(norm="batch", input_affine=False), marks=pytest.mark.slow)],
                 ids=["batch", "layer", "batch-noinput_affine"])
 def modern_student(logs_folder, tmp_path_factory, request):
   """The modern options on: normalisation (running statistics saved for batch norm; the input's without scale and

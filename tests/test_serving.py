@@ -190,7 +190,8 @@ def test_serving_file_with_labels_on_some_lines_only(tmp_path):
 
 USAGE = [  # table2's flags, what its error says; the first in the default tier, the others in the slow tier
     (["--dataset=letor", "--data_dir={folder}", "--epochs=1"], "--privileged=ID,ID"),
-    (["--dataset=letor", "--data_dir={folder}", "--privileged=7,x"], "--privileged='7,x': '7,x': 'x' is not a feature id"),
+    (["--dataset=letor", "--data_dir={folder}", "--privileged=7,x"],
+     "--privileged='7,x': '7,x': 'x' is not a feature id"),
     (["--positive_grade=2"], "--positive_grade=2.0: applies to labels=file only")]
 
 

@@ -105,14 +105,15 @@ def collect(folder: str, path: str = os.path.join(ROOT, CANARIES), drop: tuple =
   missing = sorted(set(old.get("drivers", {})) - set(drivers) - set(drop))
   if missing:
     raise CanaryError(f"{folder} holds no canary of {', '.join(missing)}: the recording run did not reach "
-                      f"{'it' if len(missing) == 1 else 'them'} (record over every tier: PFD_CANARIES={folder} python -m "
-                      "pytest -m \"\"); nothing written. To remove a driver's canaries on purpose: --drop=NAME,...")
+                      f"{'it' if len(missing) == 1 else 'them'} (record over every tier: PFD_CANARIES={folder} "
+                      "python -m pytest -m \"\"); nothing written. To remove a driver's canaries on purpose: "
+                      "--drop=NAME,...")
   notes = []
   for d, tests in sorted(drivers.items()):
-    before = set(old.get("drivers", {}).get(d, {}))
-    if before and before != set(tests):
-      notes.append(f"{d}: canary tests re-recorded under new node ids (gone: {', '.join(sorted(before - set(tests))) or '-'}; "
-                   f"new: {', '.join(sorted(set(tests) - before)) or '-'})")
+    before, now = set(old.get("drivers", {}).get(d, {})), set(tests)
+    if before and before != now:
+      notes.append(f"{d}: canary tests re-recorded under new node ids (gone: {', '.join(sorted(before - now)) or '-'}; "
+                   f"new: {', '.join(sorted(now - before)) or '-'})")
   kept = {d: c for d, c in old.get("verified_since", {}).items() if old.get("drivers", {}).get(d) == drivers.get(d)}
   new = dict(numerics=numerics, drivers=dict(sorted(drivers.items())), verified_since=kept)
   with open(path, "w") as f:

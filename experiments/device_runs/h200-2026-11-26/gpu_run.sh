@@ -2,8 +2,9 @@
 # The accelerator check of this session (docs/reproducing.md has no prepared command yet): the benchmark's
 # headline and the numeric tests on the GPU. Wheels the image lacks travel in .whl.
 set -o pipefail
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
-export PYTHONPATH=/tmp/site:$PWD XLA_PYTHON_CLIENT_PREALLOCATE=false PYTHONUNBUFFERED=1
+site=$(mktemp -d)
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$site" .whl/*.whl || exit 1
+export PYTHONPATH=$site:$PWD XLA_PYTHON_CLIENT_PREALLOCATE=false PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv > $OUT/nvidia-smi.txt
 nproc >> $OUT/nvidia-smi.txt
 python3 -c "import jax, jaxlib, flax, optax, numpy; print(jax.__version__, flax.__version__, optax.__version__, numpy.__version__, jax.devices())" 2>&1 | tee -a $OUT/nvidia-smi.txt
