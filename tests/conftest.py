@@ -110,6 +110,22 @@ def tiny_device():
   return distill.to_device(setup.load_dataset(TINY.data), max_buckets=2, eval_splits=("test", "vali"))
 
 
+def driver_end_to_end(driver, cfg: schema.Config, rows: tuple, tmp_path) -> dict:
+  """Runs `driver` on `cfg` (on one length bucket) and writes its outputs as its main would: results.json, whose
+  to_markdown is the table.md written, its PNG, and rows = (key, names): results.json's `key` holds these names
+  (None: any, and a key of None: no check). Returns the JSON read back."""
+  res = driver.run(cfg.replace(output=dict(out_dir=str(tmp_path)), data=dict(max_buckets=1)))
+  md = outputs.write_outputs(str(tmp_path / "out"), res, driver)
+  js = json.loads((tmp_path / "out" / "results.json").read_text())
+  assert (tmp_path / "out" / "table.md").read_text() == md == driver.to_markdown(js)
+  if driver.png:
+    assert (tmp_path / "out" / driver.png).stat().st_size > 1000
+  key, names = rows
+  if key:
+    assert js[key] and (names is None or list(js[key]) == names), list(js[key])
+  return js
+
+
 def shared(sub: str) -> str:
   """Path of a staged dataset under $PFD_DATA_DIR or ../shared/data; skips the test when absent."""
   for root in (os.environ.get("PFD_DATA_DIR"), shared_data_root()):
