@@ -110,6 +110,12 @@ def tiny_device():
   return distill.to_device(setup.load_dataset(TINY.data), max_buckets=2, eval_splits=("test", "vali"))
 
 
+def slow_after_first(cases: list) -> list:
+  """Parameters of a test of one subprocess per case: the first case in the default tier, the others in the slow
+  tier (each subprocess imports JAX anew)."""
+  return [cases[0]] + [pytest.param(*c, marks=pytest.mark.slow) for c in cases[1:]]
+
+
 def driver_end_to_end(driver, cfg: schema.Config, rows: tuple, tmp_path) -> dict:
   """Runs `driver` on `cfg` (on one length bucket) and writes its outputs as its main would: results.json, whose
   to_markdown is the table.md written, its PNG, and rows = (key, names): results.json's `key` holds these names

@@ -7,6 +7,7 @@ import sys
 import pytest
 from absl import app, flags
 
+from conftest import slow_after_first
 from experiments.framework import cli, outputs, schema
 from pfd_jax import config as C
 from pfd_jax.data.config import DataConfig
@@ -122,8 +123,7 @@ BAD_FLAGS = [  # argv, what the one line names; the first in the default tier, t
      "files add --dataset=letor")]
 
 
-@pytest.mark.parametrize("argv,want",
-                         [BAD_FLAGS[0]] + [pytest.param(*c, marks=pytest.mark.slow) for c in BAD_FLAGS[1:]])
+@pytest.mark.parametrize("argv,want", slow_after_first(BAD_FLAGS))
 def test_bad_flags_fail_before_loading_data_in_a_real_process(argv, want):
   """Exit code 2 with one line naming the flag, before any data is read (the data folder does not exist)."""
   p = _run("experiments.table2", *argv)

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import pfd_jax
-from conftest import SMALL_GBDT as SMALL, TINY, written
+from conftest import SMALL_GBDT as SMALL, TINY, logs_data, written
 from experiments import predict, table2
 from experiments.framework import cli, outputs, rowstore, schema, setup
 from pfd_jax import data as D
@@ -14,7 +14,6 @@ from pfd_jax.methods import gbdt
 from pfd_jax import serving
 from pfd_jax import training as T
 from pfd_jax.config import ConfigError
-from pfd_jax.data.config import DataConfig
 
 lgb = pytest.importorskip("lightgbm")
 
@@ -162,7 +161,7 @@ def folder(logs_folder):
 
 @pytest.mark.slow
 def test_driver_rows_saved_gbdt_models_reload_bit_for_bit_and_predict(folder, tmp_path):
-  data = DataConfig(dataset="letor", data_dir=folder, privileged="21,22,23", min_docs=5, cache_dir="", max_buckets=2)
+  data = logs_data(folder)
   cfg = TINY.replace(data=data, run=dict(save_models=True), output=dict(out_dir=str(tmp_path)),
                      options=table2.Options(methods=distill.GBDT_METHODS, gbdt=SMALL))
   res = table2.run(cfg)

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import pfd_jax
+from conftest import logs_data, slow_after_first
 from experiments import predict, table2
 from experiments.framework import outputs, schema, setup
 from pfd_jax.config import ConfigError
@@ -30,14 +31,9 @@ def folder(logs_folder):
   return logs_folder
 
 
-def _data(folder, **kw):
-  return DataConfig(**dict(dict(dataset="letor", data_dir=folder, privileged="21,22,23", min_docs=5, cache_dir="",
-                                max_buckets=2), **kw))
-
-
 def test_file_labels_are_kept_bit_for_bit_with_every_group(folder):
   raw = D.load_raw("letor", folder)
-  ds = setup.load_dataset(_data(folder))
+  ds = setup.load_dataset(logs_data(folder))
   for split, g in raw.items():
     np.testing.assert_array_equal(ds[split].y, g.rel)  # 0/1 purchases as they are
     assert ds[split].num_queries == g.num_queries  # groups without a purchase stay
@@ -57,13 +53,13 @@ def test_graded_file_labels_need_positive_grade(folder):
 def test_privileged_ids_move_exactly_those_columns(folder):
   raw = D.load_raw("letor", folder)
   ids = [22, 3]
-  ds = setup.load_dataset(_data(folder, privileged="22,3"))
+  ds = setup.load_dataset(logs_data(folder, privileged="22,3"))
   x = D.log1p_transform(raw["train"].x)
   np.testing.assert_array_equal(ds["train"].z, x[:, [21, 2]])
   regular = [i for i in range(1, 24) if i not in ids]
   np.testing.assert_array_equal(ds["train"].x, x[:, np.array(regular) - 1])
   assert ds.config["privileged_ids"] == ids and ds.config["regular_ids"] == regular
-  auto = setup.load_dataset(_data(folder, privileged="auto", num_privileged=3))
+  auto = setup.load_dataset(logs_data(folder, privileged="auto", num_privileged=3))
   assert auto.config["privileged_choice"] == "auto" and len(auto.config["privileged_ids"]) == 3
   assert sorted(auto.config["privileged_ids"] + auto.config["regular_ids"]) == list(range(1, 24))
 
@@ -79,11 +75,11 @@ def test_bad_privileged_value_names_the_setting(text, what):
 
 def test_out_of_range_privileged_id_names_the_flag(folder):
   with pytest.raises(ConfigError, match=r"privileged: feature ids \[99\] are out of range.*1\.\.23"):
-    setup.load_dataset(_data(folder, privileged="99"))
+    setup.load_dataset(logs_data(folder, privileged="99"))
 
 
 def test_save_load_score_equals_in_memory_bit_for_bit(folder, tmp_path):
-  ds = setup.load_dataset(_data(folder))
+  ds = setup.load_dataset(logs_data(folder))
   dd = distill.to_device(ds, 2, ("test",))
   cfg = T.TrainConfig(epochs=2, batch_size=16, hidden=16, layers=3)
   keys = jax.random.split(jax.random.PRNGKey(0), 3)
@@ -195,7 +191,7 @@ USAGE = [  # table2's flags, what its error says; the first in the default tier,
     (["--positive_grade=2"], "--positive_grade=2.0: applies to labels=file only")]
 
 
-@pytest.mark.parametrize("argv,want", [USAGE[0]] + [pytest.param(*c, marks=pytest.mark.slow) for c in USAGE[1:]])
+@pytest.mark.parametrize("argv,want", slow_after_first(USAGE))
 def test_letor_folder_without_privileged_is_a_usage_error(folder, argv, want):
   p = _run("experiments.table2", *[a.format(folder=folder) for a in argv])
   assert p.returncode != 0 and want in p.stderr, p.stderr[-500:]
