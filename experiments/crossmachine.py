@@ -24,7 +24,7 @@ import os
 import numpy as np
 from absl import app, flags
 
-from experiments import machine
+from experiments import guards, machine
 from experiments.framework import pairs, published
 from experiments.framework.records import LossRecord
 from pfd_jax.ops import stats
@@ -115,4 +115,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  guards.run_app(main)

@@ -117,3 +117,23 @@ def os_error_line(e: OSError) -> str:
           errno.ENOTDIR: " (a part of the path is a file, not a folder)",
           errno.EEXIST: " (a file is in the way of a folder)"}.get(e.errno, "")
   return f"{where}: {cause}{hint}"
+
+
+def run_app(main, argv_filter=lambda argv: argv, hint: str = "--help lists the flags") -> None:
+  """``absl.app.run(main)`` with a tool's usual exits: --help (and --helpfull) exit 0 after printing the help
+  (absl exits 1), a bad flag is one line on stderr and exit 2 (absl prints a page of usage). argv_filter:
+  what the flags parse (e.g. a driver's --preset expanded)."""
+  import sys
+
+  from absl import app, flags
+
+  def parse(argv):
+    try:
+      return flags.FLAGS(argv_filter(argv))
+    except flags.Error as e:
+      print(f"error: {e}\n({hint})", file=sys.stderr, flush=True)
+      sys.exit(2)
+    except SystemExit as e:  # absl's help flags exit 1 after printing the help that was asked for
+      sys.exit(0 if e.code == 1 else e.code)
+
+  app.run(main, flags_parser=parse)

@@ -34,6 +34,8 @@ import time
 
 from absl import app, flags
 
+from experiments import guards
+
 FLAGS = flags.FLAGS
 LOCAL_TIMEOUTS = ("--heartbeat_timeout=10", "--shutdown_timeout=10")
 _RUN_FOLDER = re.compile(r"run folder (\S+)")
@@ -184,4 +186,4 @@ if __name__ == "__main__":
   flags.DEFINE_integer("port", 0, "Coordinator port on 127.0.0.1 (0 = a free one).", lower_bound=0)
   flags.DEFINE_float("grace", 3.0, "Seconds the other processes get to stop after one fails, before SIGKILL.",
                      lower_bound=0)
-  app.run(main)
+  guards.run_app(main)

@@ -28,7 +28,7 @@ from typing import Callable, NamedTuple, Optional
 import numpy as np
 from absl import app, flags
 
-from experiments import machine
+from experiments import guards, machine
 from experiments.framework import claims as claims_lib
 from experiments.framework import outputs, pagefiles, pagelayout, published, tabulate
 from experiments.framework.claims import MARGIN
@@ -362,4 +362,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  guards.run_app(main)

@@ -139,6 +139,17 @@ def test_help_lists_the_drivers_flags(name):
     assert (f"--[no]{flag}" if t is bool else f"--{flag}") in p.stdout, flag
 
 
+@pytest.mark.parametrize("name,flag", [("report", "--check"), ("launch", "--num_processes"),
+                                       ("crossmachine", "--spread_file")])
+def test_help_of_the_tools_exits_0_and_lists_their_flags(name, flag):
+  """The tools with their own flags answer --help as every driver does (absl's default exit is 1), and a flag
+  they do not know is one line and exit 2."""
+  p = _run(f"experiments.{name}", "--help")
+  assert p.returncode == 0 and flag in p.stdout, (p.returncode, p.stderr[-500:])
+  p = _run(f"experiments.{name}", "--no_such_flag")
+  assert p.returncode == 2 and "no_such_flag" in p.stderr and "Traceback" not in p.stderr, p.stderr[-500:]
+
+
 def test_installing_claims_no_experiments_package():
   import tomllib
   with open(os.path.join(ROOT, "pyproject.toml"), "rb") as f:

@@ -40,14 +40,6 @@ def main(driver: Driver) -> None:
   define_flags(driver)
   hint = f"(python -m experiments.{driver.name} --help lists the flags)"
 
-  def parse(argv):
-    try:
-      return FLAGS(expand_preset(driver, argv))
-    except flags.Error as e:  # absl would print a page and exit 1: one line, exit 2 as every usage error
-      _fail(f"{e}\n{hint}", 2)
-    except SystemExit as e:  # absl's help flags exit 1 after printing the help that was asked for
-      sys.exit(0 if e.code == 1 else e.code)
-
   def run(argv):
     try:
       if len(argv) > 1:
@@ -57,7 +49,7 @@ def main(driver: Driver) -> None:
       _fail(f"{e}\n{hint}", 2)
     _run(driver, cfg)
 
-  app.run(run, flags_parser=parse)
+  guards.run_app(run, lambda argv: expand_preset(driver, argv), hint[1:-1])
 
 
 def expand_preset(driver: Driver, argv: list) -> list:
