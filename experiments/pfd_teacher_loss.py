@@ -5,7 +5,7 @@ r"""PFD x teacher loss: one privileged teacher (x + z) teaching its student thro
 
 The combination none of the papers ran. Per fold, the no-distillation baseline and the PFD teacher are
 trained once (as in Table 2); then a student on x alone for every --teachings entry
-(:data:`pfd_jax.methods.distill.TEACHING`): pointwise = RankBCE on sigmoid(t) (the paper's PFD), pairwise =
+(:data:`pfd_jax.training.teaching.REGISTRY`): pointwise = RankBCE on sigmoid(t) (the paper's PFD), pairwise =
 RankNet on sigmoid(t), listwise = SDR's softmax on max(a t + b, 0) (--transform_a/b), topk = Ranking
 Distillation's weighted top-K positives among y = 0 documents (--topk_* flags). The data term stays the
 student's --loss on the positive groups; alpha weights it (Eq. 1). Writes results/pfd_teacher_loss/<dataset>/latest/.
@@ -16,21 +16,26 @@ from typing import Tuple
 
 import numpy as np
 
-from experiments.framework import ablation, lifecycle, schema, tabulate
+from experiments.framework import ablation, lifecycle, plots, schema, tabulate
 from experiments.framework.claims import runs_per_fold, sweep
 from pfd_jax.methods import distill
 from pfd_jax.config import option
+from pfd_jax.training import teaching as teaching_lib
 
 
 @dataclasses.dataclass(frozen=True)
 class Options:
-  teachings: Tuple[str, ...] = option(tuple(distill.TEACHING), "Ways of teaching (rows).",
-                                      choices=tuple(distill.TEACHING))
+  teachings: Tuple[str, ...] = option(teaching_lib.REGISTRY.names(), "Ways of teaching (rows; any way "
+                                      "registered in pfd_jax.training.teaching.REGISTRY).",
+                                      choices=lambda: teaching_lib.REGISTRY.names())
 
-LABELS = {"no_distill": "No-distillation", "pfd_teacher": "PFD teacher* (x + z)",
-          "pointwise": "PFD, pointwise (RankBCE on sigmoid t)", "pairwise": "PFD, pairwise (RankNet on sigmoid t)",
-          "listwise": "PFD, listwise (SDR softmax on max(a t + b, 0))",
-          "topk": "PFD, top-K (Ranking Distillation)", "lambdamart": "LambdaMART (regular features; LightGBM)"}
+REFERENCES = {"no_distill": "No-distillation", "pfd_teacher": "PFD teacher* (x + z)",
+              "lambdamart": "LambdaMART (regular features; LightGBM)"}
+
+
+def label(name: str) -> str:
+  """A row's title: a reference row's, or its teaching's (pfd_jax.training.teaching)."""
+  return REFERENCES.get(name) or teaching_lib.REGISTRY[name].title or name
 
 
 def run(cfg: schema.Config) -> dict:
@@ -41,7 +46,7 @@ def run(cfg: schema.Config) -> dict:
     rows["pfd_teacher"].append(f.teacher.best["test"])
     logits = distill.teacher_targets(f.tc, [(f.teacher, "xz")], f.dd)
     for name in cfg.options.teachings:
-      tc = cfg.train_config(**distill.TEACHING[name])
+      tc = teaching_lib.REGISTRY[name].apply(cfg.train_config())
       st = f.rows(f"pfd_{name}", "x", tc, lambda: distill.train_student(f.keys, tc, f.dd, logits,
                                                                         f.log(f"pfd {name}")))
       rows[name].append(st.best["test"])
@@ -53,7 +58,7 @@ def claims(res: dict) -> list:
   rows = res["rows"]
   f = runs_per_fold(len(rows["no_distill"]), res)
   recs = {k: tabulate.compare({k: np.asarray(rows[k]), "b": np.asarray(rows["no_distill"])}, "b")[k]
-          for k in ("pointwise", "pairwise", "listwise", "topk") if k in rows}
+          for k in res["config"]["options"]["teachings"] if k in rows}
   return [sweep("PFD beats no-distillation, whatever the teacher term", recs, f)]
 
 
@@ -63,7 +68,7 @@ def to_markdown(res: dict) -> str:
   tk = tr["topk"]
   rows = {k: np.asarray(v) for k, v in res["rows"].items()}
   base = rows["no_distill"][:, 0].mean()
-  labels = {k: LABELS[k] + ("" if k == "no_distill" else f" [{tabulate.fmt_change(rows[k][:, 0].mean(), base)}]")
+  labels = {k: label(k) + ("" if k == "no_distill" else f" [{tabulate.fmt_change(rows[k][:, 0].mean(), base)}]")
             for k in rows}
   return (f"# PFD x teacher loss ({tabulate.title(cfg)} data loss)\n\n"
           f"Mean ± std over folds x {cfg['run']['seeds']} seeds, {tr['epochs']} epochs, alpha = {tr['alpha']}, best "
@@ -74,7 +79,8 @@ def to_markdown(res: dict) -> str:
 
 
 DRIVER = ablation.driver("pfd_teacher_loss", run, to_markdown, title="Ablation: how the PFD teacher teaches",
-                         rows_per_fold=lambda cfg: 3 + len(cfg.options.teachings), claims=claims, bars=LABELS,
+                         rows_per_fold=lambda cfg: 3 + len(cfg.options.teachings), claims=claims,
+                         plot=lambda res, path: plots.bar_plot(res, path, {k: label(k) for k in res["rows"]}),
                          options=Options)
 
 if __name__ == "__main__":

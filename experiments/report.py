@@ -26,13 +26,14 @@ import time
 from typing import Callable, NamedTuple, Optional
 
 import numpy as np
-from absl import app, flags
+from absl import flags
 
 from experiments import guards, machine
 from experiments.framework import claims as claims_lib
 from experiments.framework import outputs, pagefiles, pagelayout, published, tabulate
 from experiments.framework.claims import MARGIN
 from experiments.framework.staleness import ROOT, git, staleness
+from pfd_jax import registry
 
 # The drivers whose presets make the page, in its order.
 PAGE = ("table2", "power", "table3_logs", "debias", "theory", "fig3_alpha", "alpha_robustness", "fig4_sparsity", "fig5_correlation",
@@ -330,11 +331,14 @@ flags.DEFINE_bool("check", False, "Write nothing: compare each run under --resul
                   "(and its .json): bit-identical on the same configuration, within the tolerance on another. "
                   "Exit 1 if one is not.")
 flags.DEFINE_list("only", [], "With --check: these runs only, as driver/label (e.g. table2/synthetic).")
+flags.DEFINE_list("registry_modules", [], "Modules that register rows, losses, teachings or datasets the runs used "
+                  "(import paths or .py files; a run records its own in provenance.json's registered.modules).")
 flags.DEFINE_bool("list", False, "Print the runs of the page (driver/label, title) and the commands that make them.")
 
 
 def main(argv):
   del argv
+  registry.import_modules(flags.FLAGS.registry_modules)
   if flags.FLAGS.list:
     print("\n".join(f"{e.key}: {e.title}\n  {e.command}" for e in EXPECTED))
     return

@@ -319,17 +319,21 @@ def plot_curves(res: dict, path: str) -> list:
 
 
 def claims(res: dict) -> list:
-  """The claims of a run of this driver, with their verdicts (:mod:`experiments.framework.claims`): every
-  registered row's claims (:attr:`pfd_jax.methods.rows.Row.claims`) whose rows the run has, by run and per test
-  query."""
+  """The claims of a run of this driver, with their verdicts (:mod:`experiments.framework.claims`): every row's
+  claims (:attr:`pfd_jax.methods.rows.Row.claims`) whose rows the run has, by run and per test query. The rows'
+  claims are the ones the run recorded (its provenance's registered rows: a row registered by the user's module
+  keeps its claims on a page built in another process); a run from before they were recorded: the registry's."""
+  recorded = res.get("provenance", {}).get("registered", {}).get("rows")
+  declared = ({name: [rows_lib.RowClaim(**c) for c in r["claims"]] for name, r in recorded.items()} if recorded
+              else {name: row.row_claims for name, row in rows_lib.REGISTRY.items()})
   out = []
   for loss, d in res["losses"].items():
     record = LossRecord.from_json(d)
     rows, folds, p = aggregate(record), len(record.folds), f"[{loss}] "
     queries = query_lists(record)
-    out += [beats(p + c.text, rows, row.name, c.versus, folds, queries=queries, form=c.form, margin=c.margin,
-                  source=c.source, estimate=primary(record, row.name, c.versus))
-            for row in rows_lib.REGISTRY.values() for c in row.row_claims]
+    out += [beats(p + c.text, rows, name, c.versus, folds, queries=queries, form=c.form, margin=c.margin,
+                  source=c.source, estimate=primary(record, name, c.versus))
+            for name, row_claims in declared.items() for c in row_claims]
   return out
 
 

@@ -60,10 +60,11 @@ __getattr__, __dir__ = lazy(__name__, {
     "pfd_jax.data.datasets": "Dataset load_raw prepare",
     "pfd_jax.data.groups": "Groups",
     "pfd_jax.data.letor": "load_letor load_serving",
-    "pfd_jax.methods.distill": "METHODS TEACHING run_methods teacher_targets to_device train_on_data train_student",
+    "pfd_jax.methods.distill": "METHODS run_methods teacher_targets to_device train_on_data train_student",
     "pfd_jax.methods.ranker": "make_ranker",
     "pfd_jax.serving.model": "GBDTRanker Ranker load_model save_model",
     "pfd_jax.training.config": "TrainConfig",
+    "pfd_jax.training.teaching": "Teaching",
     "pfd_jax.training.evaluation": "evaluate predict",
     "pfd_jax.training.loop": "TrainResult",
 })
@@ -74,7 +75,7 @@ __all__ = [
     # load and prepare data
     "DataConfig", "Dataset", "Groups", "load_letor", "load_raw", "load_serving", "prepare",
     # train and distil
-    "METHODS", "TEACHING", "TrainConfig", "TrainResult", "evaluate", "predict", "run_methods",
+    "METHODS", "Teaching", "TrainConfig", "TrainResult", "evaluate", "predict", "run_methods",
     "teacher_targets", "to_device", "train_on_data", "train_student",
     # save, load and score
     "GBDTRanker", "Ranker", "load_model", "make_ranker", "save_model",

@@ -13,6 +13,7 @@ from pfd_jax.methods import distill
 from pfd_jax.methods import gbdt
 from pfd_jax import serving
 from pfd_jax import training as T
+from pfd_jax.training import teaching
 from pfd_jax.config import ConfigError
 
 lgb = pytest.importorskip("lightgbm")
@@ -251,7 +252,7 @@ def test_gbdt_teacher_teaches_through_every_teacher_transform(synthetic):
   cfg, ds, dd, tc, keys = synthetic
   cache, students = {}, {}
   for mode in ("listwise", "topk"):  # SDR's affine, top-K ranks (sigmoid: the drivers' tests of these rows)
-    t = T.TrainConfig(**{**tc.__dict__, **distill.TEACHING[mode]})
+    t = teaching.REGISTRY[mode].apply(tc)
     rows = distill.run_gbdt_methods(keys, t, SMALL, ds, dd, ["pfd_from_lambdamart"], cache=cache)
     r = students[mode] = rows["pfd_from_lambdamart"]
     assert np.isfinite(np.asarray(r.loss)).all() and np.asarray(r.best["test"]).shape == (2, 3), mode

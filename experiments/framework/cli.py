@@ -85,6 +85,10 @@ def define_flags(driver: Driver, flag_values=FLAGS, key_module: Optional[str] = 
         help_ += f" (each one of {', '.join(map(str, choices))})"
       flags.DEFINE_string(name, _text(default, f), help_, flag_values=flag_values)
     flag_values.register_key_flag_for_module(key_module or sys.argv[0], flag_values[name])
+  flags.DEFINE_list("registry_modules", [], "Modules that register rows, losses, teachings or datasets "
+                    "(pfd_jax.registry): import paths or .py files, imported before the flags are read; a run "
+                    "records the ones it used (provenance.json's registered.modules).", flag_values=flag_values)
+  flag_values.register_key_flag_for_module(key_module or sys.argv[0], flag_values["registry_modules"])
   if driver.presets:
     flags.DEFINE_string("preset", "", "A run of RESULTS.md: " + "; ".join(
         f"{p.name} = {p.flags or 'the defaults'}" for p in driver.presets) + " (later flags override its own).",

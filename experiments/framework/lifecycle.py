@@ -15,7 +15,7 @@ from absl import app, flags, logging
 from experiments import guards
 from pfd_jax import config as C
 from pfd_jax import data as D
-from pfd_jax import distributed
+from pfd_jax import distributed, registry
 from pfd_jax.data.config import DataConfig
 from experiments.framework.cli import FLAGS, config_from_flags, define_flags
 from experiments.framework.monitor import PROGRESS, TENSORBOARD
@@ -37,6 +37,10 @@ def main(driver: Driver) -> None:
   the run at the next safe point (:mod:`experiments.guards`) with every finished row saved (exit 143 or 130):
   the same command resumes.
   """
+  try:  # before the flags are defined: what they register is a choice of them (--loss, --methods, --teaching)
+    registry.import_modules(registry_modules(sys.argv))
+  except (ImportError, OSError) as e:
+    _fail(str(e), 2)
   define_flags(driver)
   hint = f"(python -m experiments.{driver.name} --help lists the flags)"
 
@@ -50,6 +54,17 @@ def main(driver: Driver) -> None:
     _run(driver, cfg)
 
   guards.run_app(run, lambda argv: expand_preset(driver, argv), hint[1:-1])
+
+
+def registry_modules(argv: list) -> list:
+  """The --registry_modules of a command line (read before absl parses it)."""
+  out = []
+  for i, a in enumerate(argv):
+    if a.startswith("--registry_modules="):
+      out = a.split("=", 1)[1].split(",")
+    elif a == "--registry_modules" and i + 1 < len(argv):
+      out = argv[i + 1].split(",")
+  return [m for m in out if m]
 
 
 def expand_preset(driver: Driver, argv: list) -> list:

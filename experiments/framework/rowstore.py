@@ -2,6 +2,7 @@
 is started again (and, with --save_models, written as a saved ranker)."""
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from typing import Callable, Optional
@@ -13,12 +14,16 @@ import numpy as np
 from absl import logging
 
 from experiments import guards
+from pfd_jax import config as config_lib
 from pfd_jax import data as D
 from pfd_jax import distributed
 from pfd_jax.methods import gbdt
+from pfd_jax.methods import rows as rows_lib
+from pfd_jax.ops import losses as losses_lib
 from pfd_jax.methods.ranker import make_ranker
 from pfd_jax import training as T
 from pfd_jax.training import TrainConfig
+from pfd_jax.training import teaching as teaching_lib
 from experiments.framework.monitor import PROGRESS
 from experiments.framework.outputs import write_atomic
 from experiments.framework.schema import Config, RESULTS
@@ -29,7 +34,8 @@ class Rows:
   """The trained rows of one (loss, fold) of a run: each is trained once, saved atomically as soon as it
   ends (``<run folder>/runs/<loss>/fold<k>/<row>.msgpack``: parameters of every seed, curves, losses, best
   epochs), and loaded instead of trained when a saved one exists (an interrupted run resumes; --restart
-  trains again). With --save_models each row is also written as a :class:`pfd_jax.serving.Ranker` to
+  trains again). A saved row keeps the :func:`fingerprint` of what trained it: a row whose registered code,
+  overrides or teaching changed since it was saved is trained again (the log says which and why), never loaded. With --save_models each row is also written as a :class:`pfd_jax.serving.Ranker` to
   ``models/[<loss>/][fold<k>/]<row>/`` (the loss level when the run trains both losses, the fold level for
   multi-fold runs). Outside a driver's main (no run folder) rows are trained and never saved."""
 
@@ -55,52 +61,91 @@ class Rows:
     """The ``fit(row, config, train)`` of :mod:`pfd_jax.methods.distill`'s run functions: each row (a
     :class:`pfd_jax.methods.rows.Row`) loaded or trained and saved as ``<prefix><row name>`` with its own view and
     config, written as a model when a service can run it (and `servable`)."""
-    return lambda row, config, train: self(prefix + row.name, row.view, config, train,
-                                           servable=servable and row.servable)
+    return lambda row, config, train: self.many([(prefix + row.name, row.view, config, row)], lambda: [train()],
+                                                servable and row.servable)[0]
 
   def many(self, rows: list, train: Callable[[], list], servable: bool = True) -> list:
-    """Rows trained together by one call (e.g. an alpha sweep in one program): [(row, view, tc)] ->
-    their results, all loaded when all are saved, else all trained by `train()` and each saved."""
-    names = [row.replace(" ", "_").replace("/", "_") for row, _, _ in rows]
+    """Rows trained together by one call (e.g. an alpha sweep in one program): [(row, view, tc[, entry])] ->
+    their results, all loaded when all are saved with the fingerprint they would have now, else all trained by
+    `train()` and each saved (entry: the row's registered :class:`pfd_jax.methods.rows.Row`, whose code the
+    fingerprint covers)."""
+    rows = [(r[0], r[1], r[2], r[3] if len(r) > 3 else None) for r in rows]
+    names = [row.replace(" ", "_").replace("/", "_") for row, _, _, _ in rows]
+    prints = [fingerprint(view, tc, entry) for _, view, tc, entry in rows]
     paths = [os.path.join(self.store, n + ".msgpack") for n in names] if self.store else None
     comm = distributed.comm()
     guards.checkpoint(comm)  # a safe point: every earlier row is saved
     PROGRESS.begin_row()
     saved = bool(paths) and all(map(os.path.exists, paths)) and not self.cfg.run.restart
+    loaded = [_read(p) for p in paths] if saved else []
+    if saved:
+      changed = [row for (row, _, _, _), d, now in zip(rows, loaded, prints) if d.get("fingerprint") not in (None, now)]
+      if changed:
+        logging.warning("%s: trained again, not loaded: its registered code, overrides or teaching changed since it "
+                        "was saved (pfd_jax.registry)", ", ".join(changed))
+      saved = not changed
     if comm.count > 1:  # load only if every process sees the saved rows, else all train (they must agree)
       saved = int(comm.sum(int(saved))) == comm.count
     if saved:
-      results = [load_result(p) for p in paths]
-      logging.info("%s %s: loaded from %s", PROGRESS.of(), ", ".join(r for r, _, _ in rows), os.path.dirname(paths[0]))
+      results = [_result(d) for d in loaded]
+      logging.info("%s %s: loaded from %s", PROGRESS.of(), ", ".join(r[0] for r in rows), os.path.dirname(paths[0]))
     else:
       results = train()  # the progress line shows the first row until they all end together
-      for p, r in zip((paths or ()) if comm.index == 0 else (), results):  # one writer: process 0
-        save_result(p, r)
+      for p, r, f in zip((paths or ()) if comm.index == 0 else (), results, prints):  # one writer: process 0
+        save_result(p, r, f)
     PROGRESS.end_rows(len(rows), trained=not saved)
     if self.cfg.run.save_models and servable and comm.index == 0:
-      for (row, view, tc), name, r in zip(rows, names, results):
+      for (row, view, tc, _), name, r in zip(rows, names, results):
         make_ranker(r, tc, view, self.ds.config, dataset=self.ds.name, data_dir=self.cfg.data.data_dir,
                             fold=self.fold, row=row).save(os.path.join(self.models, name))
     return results
 
 
-def save_result(path: str, r) -> None:
+def fingerprint(view: str, tc: TrainConfig, entry=None) -> str:
+  """What a row was trained from beyond its run folder's configuration and code (SHA-256, 16 hex digits): its view,
+  its own training configuration (the row's overrides, its teaching), and the code of the registered entries it ran
+  (:meth:`pfd_jax.registry.Registry.code`): its row entry and those of the rows that taught it, its loss, its
+  teacher term's loss and its teaching."""
+  parts = dict(view=view, config=config_lib.to_dict(tc), loss=losses_lib.REGISTRY.code(tc.loss))
+  if tc.teacher_loss in losses_lib.REGISTRY:
+    parts["teacher_loss"] = losses_lib.REGISTRY.code(tc.teacher_loss)
+  if tc.teaching:
+    parts["teaching"] = teaching_lib.REGISTRY.code(tc.teaching)
+  chain, row = [], entry
+  while row is not None and row.name in rows_lib.REGISTRY:
+    chain.append(rows_lib.REGISTRY.code(row.name))
+    row = rows_lib.REGISTRY.get(row.teacher) if row.teacher else None
+  parts["rows"] = chain
+  return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def save_result(path: str, r, fingerprint: str = "") -> None:
   """A TrainResult (or a LightGBM row's gbdt.Result: its model texts) as one msgpack file (flax.serialization;
-  exact bytes), written atomically."""
+  exact bytes) with the row's :func:`fingerprint`, written atomically."""
   if isinstance(r, gbdt.Result):
     write_atomic(path, flax.serialization.msgpack_serialize(dict(
         kind="gbdt", models=list(r.models), best={k: np.asarray(v) for k, v in r.best.items()},
-        best_epoch=np.asarray(r.best_epoch), seconds=float(r.seconds), params=json.dumps(r.params), view=r.view)))
+        best_epoch=np.asarray(r.best_epoch), seconds=float(r.seconds), params=json.dumps(r.params), view=r.view,
+        fingerprint=fingerprint)))
     return
   blob = flax.serialization.to_bytes(dict(
       params=jax.tree_util.tree_map(np.asarray, r.params), curves=r.curves, loss=np.asarray(r.loss),
-      best_epoch=np.asarray(r.best_epoch), best=r.best, seconds=float(r.seconds)))
+      best_epoch=np.asarray(r.best_epoch), best=r.best, seconds=float(r.seconds), fingerprint=fingerprint))
   write_atomic(path, blob)
 
 
 def load_result(path: str):
+  """The result a row's file holds (:func:`save_result`)."""
+  return _result(_read(path))
+
+
+def _read(path: str) -> dict:
+  """A saved row's file as written: the result's parts and its fingerprint (absent: saved before rows kept one)."""
   with open(path, "rb") as f:
-    d = flax.serialization.msgpack_restore(f.read())
+    return flax.serialization.msgpack_restore(f.read())
+
+
+def _result(d: dict):
   if d.get("kind") == "gbdt":
     return gbdt.Result(models=list(d["models"]), best=dict(d["best"]), best_epoch=d["best_epoch"],
                        seconds=float(d["seconds"]), params=json.loads(d["params"]), view=d["view"])

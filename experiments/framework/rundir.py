@@ -8,6 +8,7 @@ import json
 import os
 import platform
 import subprocess
+import sys
 import time
 
 import jax
@@ -18,6 +19,9 @@ from experiments import guards, machine
 from pfd_jax import data as D
 from pfd_jax import files
 from pfd_jax.data.config import DataConfig
+from pfd_jax.methods import rows as rows_lib
+from pfd_jax.ops import losses as losses_lib
+from pfd_jax.training import teaching as teaching_lib
 from experiments.framework.outputs import as_json, write_json
 from experiments.framework.schema import Config, Driver, OutputConfig
 from experiments.framework.setup import folds_of
@@ -30,7 +34,10 @@ def prepare_run(cfg: Config, driver: Driver, write: bool = True) -> tuple:
   process holds the folder's :class:`guards.RunLock` (returned; None for the other processes of a
   multi-process run), so two identical runs never interleave their writes: the second is refused."""
   prov = provenance(cfg, driver)
-  key = dict(prov, code={k: prov["code"][k] for k in ("pfd_jax", "source_sha256")})
+  # the registered entries' code is checked row by row by the resume store (rowstore), which trains again a row
+  # whose entry changed; the folder stays the configuration's
+  key = {k: v for k, v in prov.items() if k != "registered"}
+  key["code"] = {k: prov["code"][k] for k in ("pfd_jax", "source_sha256")}
   digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:10]
   run_dir = os.path.join(cfg.output.out_dir, label(cfg, driver), digest)
   if not write:  # another process of a multi-process run writes the folder
@@ -62,14 +69,34 @@ def label(cfg: Config, driver: Driver) -> str:
 def provenance(cfg: Config, driver: Driver) -> dict:
   """What determines a run's results: its configuration (less output settings, --restart and
   --save_models), its data (files with sizes and SHA-256, or the synthetic generator's arguments) and the
-  code (package version, git commit, SHA-256 of the sources)."""
+  code (package version, git commit, SHA-256 of the sources), and every registered row, loss, dataset and teaching it
+  may use: where each was registered and a hash of what it runs (:meth:`pfd_jax.registry.Registry.record`; a
+  row's title, view, teacher, overrides and claims too), with the --registry_modules that registered them."""
   run = dataclasses.replace(cfg.run, restart=False, save_models=False)
   out = dict(driver=driver.name, config=as_json({"c": cfg.replace(output=OutputConfig(), run=run)})["c"],
-             code=code_version())
+             code=code_version(), registered=registered(cfg, driver))
   if "data" in driver.groups:
     out["data"] = data_provenance(cfg.data)
     if cfg.data.data_source == "streamed":  # each fold's folder under it is logged: shard_dir/<dataset>-<hash>
       out["data"]["shards"] = os.path.abspath(cfg.data.shard_dir)
+  return out
+
+
+def registered(cfg: Config, driver: Driver) -> dict:
+  """The registered entries a run may use, as provenance records them (see :func:`provenance`)."""
+  rows = {n: dict(rows_lib.REGISTRY.record(n), **r.record()) for n, r in rows_lib.REGISTRY.items()}
+  out = dict(rows=rows)
+  if "train" in driver.groups:
+    names = {tc.loss for tc in map(cfg.train_config, cfg.losses)} | {
+        tc.teacher_loss for tc in map(cfg.train_config, cfg.losses) if tc.teacher_loss in losses_lib.REGISTRY}
+    out["losses"] = {n: losses_lib.REGISTRY.record(n) for n in sorted(names)}
+  if "run" in driver.groups and cfg.run.teaching:
+    out["teaching"] = {cfg.run.teaching: teaching_lib.REGISTRY.record(cfg.run.teaching)}
+  if "data" in driver.groups:
+    out["dataset"] = {cfg.data.dataset: D.specs.REGISTRY.record(cfg.data.dataset)}
+  # the modules outside this project that registered any of them: what --registry_modules names to a later process
+  out["modules"] = sorted({e["module"] for kind in out.values() for e in kind.values()} - {"__main__"} -
+                          {m for m in sys.modules if m.split(".")[0] in ("pfd_jax", "experiments")})
   return out
 
 

@@ -9,11 +9,11 @@ from typing import Any, Callable, Optional
 
 from pfd_jax import config as C
 from pfd_jax import data as D
-from pfd_jax.methods import distill
 from pfd_jax.config import option
 from pfd_jax.ops import losses as losses_lib
 from pfd_jax.data.config import DataConfig
 from pfd_jax.training import TrainConfig
+from pfd_jax.training import teaching as teaching_lib
 
 
 RESULTS = "results"
@@ -33,7 +33,8 @@ class RunConfig:
   teaching: Optional[str] = option(None, "How teachers teach (default: the student's own loss on sigmoid "
                                    "probabilities, the paper's PFD): pointwise = RankBCE, pairwise = RankNet on "
                                    "sigmoid(t); listwise = SDR softmax on max(a t + b, 0); topk = Ranking "
-                                   "Distillation's top-K loss.", choices=tuple(distill.TEACHING))
+                                   "Distillation's top-K loss; any way registered in pfd_jax.training.teaching.REGISTRY.",
+                                   choices=lambda: teaching_lib.REGISTRY.names())
   placebo_within: str = option("query", "The placebo rows' permutation of the privileged features (the PFD teacher's "
                         "inputs with z's rows permuted, the link to the label broken): query = within each "
                         "query (keeps every query's values; the link a ranking loss uses is the one broken), "
@@ -93,8 +94,10 @@ class Config:
   def train_config(self, loss: Optional[str] = None, **overrides) -> TrainConfig:
     """The TrainConfig of a row: training settings, `loss` (default: the run's), --teaching, overrides."""
     loss = loss or self.losses[0]
-    return dataclasses.replace(self.train, loss=loss, **distill.TEACHING.get(self.run.teaching, {}),
-                               **overrides).check_loss()
+    tc = dataclasses.replace(self.train, loss=loss)
+    if self.run.teaching:
+      tc = teaching_lib.REGISTRY[self.run.teaching].apply(tc)
+    return dataclasses.replace(tc, **overrides).check_loss()
 
   def replace(self, **groups) -> "Config":
     """A copy with fields of groups replaced: cfg.replace(data=dict(tau=4.0), run=dict(seeds=2))."""

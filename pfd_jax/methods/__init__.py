@@ -3,6 +3,6 @@ cross-family distillation, the Committee Perceptron family, and building a saved
 from pfd_jax import lazy as _lazy
 
 __getattr__, __dir__ = _lazy(__name__, {
-    "pfd_jax.methods.distill": "METHODS TEACHING run_methods",
+    "pfd_jax.methods.distill": "METHODS run_methods",
     "pfd_jax.methods.ranker": "make_ranker",
 })

@@ -57,19 +57,6 @@ METHODS = rows_lib.methods("mlp")  # no_distill, self_distill, gend, pfd, placeb
 GBDT_METHODS = rows_lib.methods("gbdt")  # :func:`run_gbdt_methods`
 GBDT_ROWS = rows_lib.of_family("gbdt")
 
-# How a teacher can teach (TrainConfig overrides of the teacher term). 'pointwise' and 'pairwise' are the
-# paper's own PFD for RankBCE and RankNet (sigmoid probabilities as soft labels); 'listwise' is SDR's
-# softmax loss against the affine transform max(a t + b, 0) of the teacher logits (SDR Eq. 8, 10); 'topk'
-# is Ranking Distillation's weighted top-K loss (:mod:`pfd_jax.ops.topk`). The data term keeps the
-# student's own loss.
-TEACHING = {
-    "pointwise": dict(teacher_loss="rankbce", teacher_transform="sigmoid"),
-    "pairwise": dict(teacher_loss="ranknet", teacher_transform="sigmoid"),
-    "listwise": dict(teacher_loss="softmax", teacher_transform="affine"),
-    "topk": dict(teacher_loss="topk"),
-}
-
-
 @dataclasses.dataclass
 class DeviceData:
   """One dataset fold on the device: training buckets (all groups, positive groups) and eval splits."""
@@ -137,7 +124,8 @@ def teacher_targets(cfg: TrainConfig, teachers: Sequence[tuple], dd: DeviceData,
 
   teachers: (TrainResult, view) or (TrainResult, view, TrainConfig) tuples; the config gives the teacher's
   model shape (default `cfg`: teacher and student alike). The student's teacher term turns logits into its
-  targets (cfg.teacher_transform, or top-K ranks).
+  targets (its teaching's targets, :mod:`pfd_jax.training.teaching`: the transform of the logits, or top-K
+  ranks).
   """
   per_teacher = [predict(t[2] if len(t) > 2 else cfg, t[0].params, dd.train_all, t[1], z_override)
                  for t in teachers]

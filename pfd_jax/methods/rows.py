@@ -86,6 +86,12 @@ class Row:
     """The --methods value that trains it (None for a teacher)."""
     return None if self.method is None else (self.method or self.name)
 
+  def record(self) -> dict:
+    """What a run records of the row (provenance.json's ``registered``): its title, view, teacher, overrides and
+    claims, so that a page built in another process reads them without the module that registered it."""
+    return dict(title=self.title, short=self.label, view=self.view, teacher=self.teacher,
+                overrides=[list(o) for o in self.overrides], claims=[c._asdict() for c in self.row_claims])
+
   def config(self, cfg):
     """The row's training configuration: `cfg` (a TrainConfig) with the row's overrides."""
     return dataclasses.replace(cfg, **dict(self.overrides)) if self.overrides else cfg

@@ -327,24 +327,45 @@ def transform_softmax(t, mask=None, *, temperature: float = 1.0):
   return jnp.where(m, jax.nn.softmax(jnp.where(m, t / temperature, -jnp.inf), axis=-1), 0.0)
 
 
-TRANSFORMS = ("sigmoid", "identity", "affine", "softmax")
+class Transform(NamedTuple):
+  """A registered teacher-score transform g(t, mask): its function, the TrainConfig fields bound to its keywords
+  (``{keyword: field}``, bound only when they differ from `neutral`, so that a transform at its neutral settings is
+  the function it always was) and a check of the bound values (a message, or '' when they are valid)."""
+  name: str
+  fn: Callable
+  fields: Mapping[str, str] = {}
+  neutral: Mapping[str, float] = {}
+  check: Callable = lambda **kw: ""
+
+  def bind(self, **values) -> Callable:
+    """g(t, mask) with the keywords of :attr:`fields` bound from `values` ({keyword: value}); ValueError when the
+    check refuses them."""
+    kw = {k: values[k] for k in self.fields}
+    problem = self.check(**kw)
+    if problem:
+      raise ValueError(f"{self.name} transform needs {problem}")
+    kw = {k: v for k, v in kw.items() if k not in self.neutral or v != self.neutral[k]}
+    return functools.partial(self.fn, **kw) if kw else self.fn
+
+
+_positive_temperature = lambda temperature: "" if temperature > 0 else f"temperature > 0, got {temperature}"
+TRANSFORM_REGISTRY: Registry[Transform] = Registry("teacher transform")
+for _transform in (
+    Transform("sigmoid", transform_sigmoid, {"temperature": "temperature"}, {"temperature": 1.0}, _positive_temperature),
+    Transform("identity", transform_identity),
+    Transform("affine", transform_affine, {"a": "transform_a", "b": "transform_b"},
+              check=lambda a, b: "" if a > 0 else f"slope a > 0 (SDR Eq. 10), got {a}"),
+    Transform("softmax", transform_softmax, {"temperature": "temperature"}, check=_positive_temperature)):
+  TRANSFORM_REGISTRY.register(_transform)
+TRANSFORMS = TRANSFORM_REGISTRY.names
 
 
 def get_transform(name: str, *, a: float = 1.0, b: float = 0.0, temperature: float = 1.0) -> Callable:
-  """The teacher-score transform g(t, mask) called `name`, with its parameters bound."""
-  if name == "affine":
-    if a <= 0:
-      raise ValueError(f"affine transform needs slope a > 0 (SDR Eq. 10), got {a}")
-    return functools.partial(transform_affine, a=a, b=b)
-  if name in ("softmax", "sigmoid") and temperature <= 0:
-    raise ValueError(f"{name} transform needs temperature > 0, got {temperature}")
-  if name == "softmax":
-    return functools.partial(transform_softmax, temperature=temperature)
-  if name == "sigmoid" and temperature != 1.0:
-    return functools.partial(transform_sigmoid, temperature=temperature)
-  if name not in TRANSFORMS:
-    raise ValueError(f"unknown teacher transform {name!r}; known: {', '.join(TRANSFORMS)}")
-  return {"sigmoid": transform_sigmoid, "identity": transform_identity}[name]
+  """The teacher-score transform g(t, mask) called `name` (a name of :data:`TRANSFORM_REGISTRY`), with its
+  parameters bound."""
+  if name not in TRANSFORM_REGISTRY:
+    raise ValueError(f"unknown teacher transform {name!r}; known: {', '.join(TRANSFORM_REGISTRY)}")
+  return TRANSFORM_REGISTRY[name].bind(a=a, b=b, temperature=temperature)
 
 
 # ---------------------------------------------------------------- Eq. 1

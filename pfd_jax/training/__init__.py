@@ -1,6 +1,7 @@
 """Seed-vmapped training with per-epoch evaluation and best-checkpoint keeping (appendix A.3).
 
 * :mod:`~pfd_jax.training.config`: the hyper-parameters (:class:`TrainConfig`, :class:`TopK`);
+* :mod:`~pfd_jax.training.teaching`: how a teacher teaches (:class:`Teaching`, the ``--teaching`` registry);
 * :mod:`~pfd_jax.training.step`: the model, the optimizer and one update, vmapped over seeds;
 * :mod:`~pfd_jax.training.program`: the epoch's batch plan and the one compiled program that trains its steps;
 * :mod:`~pfd_jax.training.feed`: where the data lives (one device, a mesh or N processes, or disk) and how
@@ -12,7 +13,8 @@ from pfd_jax import lazy as _lazy
 
 __getattr__, __dir__ = _lazy(__name__, {
     "pfd_jax.training.config": "PAPER_BATCH PAPER_BATCH_DEFAULT TopK TrainConfig format_mesh parse_mesh",
-    "pfd_jax.training.step": "SWEEPABLE teacher_inputs",
+    "pfd_jax.training.step": "SWEEPABLE",
+    "pfd_jax.training.teaching": "Teaching teacher_inputs",
     "pfd_jax.training.evaluation": "EvalSet device_buckets eval_buckets eval_set evaluate full_metrics keep_best per_list_ndcg predict scorer",
     "pfd_jax.training.loop": "EpochTimes TrainResult train",
     "pfd_jax.training.structures": "EpochScalars Hooks MetricWriter",

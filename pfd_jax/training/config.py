@@ -9,6 +9,7 @@ from pfd_jax import config
 from pfd_jax.ops import losses as losses_lib
 from pfd_jax.ops.models import NORMS, Arch
 from pfd_jax.ops.topk import SCHEMES
+from pfd_jax.training import teaching
 
 
 # The paper's batch size and learning rate per loss (appendix A.3): RankNet 300 / 3e-4, the others 500 / 1e-3.
@@ -133,8 +134,12 @@ class TrainConfig:
   teacher_transform: str = config.option("sigmoid", "Teacher logits -> targets (paper: sigmoid "
                                          "probabilities).", choices=losses_lib.TRANSFORMS, flag=False)
   teacher_loss: str = config.option("", "The teacher term's loss function ('' = the data loss; topk = Ranking "
-                                    "Distillation).", choices=lambda: ("",) + losses_lib.REGISTRY.names() + ("topk",),
+                                    "Distillation).", choices=lambda: ("",) + losses_lib.REGISTRY.names() + teaching.terms(),
                                     flag=False)
+  teaching: str = config.option("", "The registered way of teaching the teacher term follows (a name of "
+                                "pfd_jax.training.teaching.REGISTRY, set with its overrides by Teaching.apply; '' = the "
+                                "one teacher_loss names: top-K, or the plain term).",
+                                choices=lambda: ("",) + teaching.REGISTRY.names(), flag=False, omit_default=True)
   transform_a: float = config.option(1.0, "SDR Eq. 10 affine teacher transform slope a (teaching=listwise).",
                                      lo=0, lo_open=True)
   transform_b: float = config.option(0.0, "SDR Eq. 10 affine teacher transform intercept b (teaching=listwise).")

@@ -109,15 +109,15 @@ class Resident:
     for a in range(0, n, size):
       yield self.run, tuple(s[a:a + size] for s in steps) if size < n else steps, self.buckets
 
-  def epoch(self, state: State, epoch: int, hybrid_on: bool) -> tuple:
+  def epoch(self, state: State, epoch: int, phase: bool) -> tuple:
     """Trains one epoch: (new state, loss sums [S, 3] on the device)."""
     ep_keys = self.put(_fold_in(state.loss_keys, jnp.int32(epoch)))
     params, opt_state = state.params, state.opt_state
     loss = self.put(jnp.zeros((state.order_keys.shape[0], 3), jnp.float32))
-    hybrid_on = self.put(jnp.asarray(hybrid_on), seeds=False)
+    phase = self.put(jnp.asarray(phase), seeds=False)
     for run, steps, buckets in self.chunks(self.steps(state, epoch)):
       params, opt_state, loss = run(params, opt_state, loss, ep_keys, self.put(steps, seeds=False), buckets,
-                                    state.alpha, hybrid_on)
+                                    state.alpha, phase)
     return state._replace(params=params, opt_state=opt_state), loss
 
 

@@ -15,7 +15,9 @@ import numpy as np
 
 from pfd_jax.training.evaluation import keep_best, scorer
 from pfd_jax.training.feed import make_feed
-from pfd_jax.training.step import SWEEPABLE, teacher_inputs
+from pfd_jax.training import teaching
+from pfd_jax.training.step import SWEEPABLE
+from pfd_jax.training.teaching import teacher_inputs
 from pfd_jax.training.structures import EpochScalars, Hooks
 
 if TYPE_CHECKING:
@@ -102,10 +104,10 @@ def train(key, cfg: TrainConfig, train_buckets: list, view: str, eval_sets: dict
   curves = {name: np.full((models, cfg.epochs, len(cfg.ks)), unrun) for name in eval_sets}
   loss_hist = np.full((models, cfg.epochs, 3), unrun)
   best_epoch = np.zeros(models, np.int64)
-  warmup = cfg.epochs // 2 if cfg.topk.warmup is None else cfg.topk.warmup
+  phase = teaching.of(cfg).phase  # the teacher term's per-epoch state (top-K: its warm-up is over)
   t0 = time.time()
   for epoch in range(cfg.epochs):
-    state, loss = feed.epoch(state, epoch, hybrid_on=epoch >= warmup)
+    state, loss = feed.epoch(state, epoch, phase=phase(cfg, epoch))
     params = feed.local(state.params)
     m = {name: fn(params) for name, fn in scorers.items()}
     improved = m[cfg.select_on][:, 0] > best_val

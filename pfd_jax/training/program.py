@@ -84,7 +84,7 @@ def _own(width: int, slots, idx, valid):
 
 @functools.lru_cache(maxsize=None)
 def program(vstep, batch: int, teacher_ndim: int, sizes: tuple, shards: Optional[Shards] = None):
-  """``fn(params, opt_state, loss, ep_keys, steps, buckets, alpha, hybrid_on) -> (params, opt_state, loss)``,
+  """``fn(params, opt_state, loss, ep_keys, steps, buckets, alpha, phase) -> (params, opt_state, loss)``,
   jitted with params and optimizer state donated; loss [S, 3] carries the epoch's (total, data, teacher) sums
   from chunk to chunk, so that a chunked epoch adds its steps in the whole epoch's order (the same bits).
 
@@ -96,7 +96,7 @@ def program(vstep, batch: int, teacher_ndim: int, sizes: tuple, shards: Optional
   """
   widths = [min(batch, q) for q in sizes]
 
-  def run(params, opt_state, loss, ep_keys, steps, buckets, alpha, hybrid_on):
+  def run(params, opt_state, loss, ep_keys, steps, buckets, alpha, phase):
     def body(carry, x):
       params, opt_state, acc = carry
       b, i, v, j = x
@@ -105,7 +105,7 @@ def program(vstep, batch: int, teacher_ndim: int, sizes: tuple, shards: Optional
         ik, vk = i[:, :widths[k]], v[:widths[k]]
         if shards is not None:
           ik, vk = _own(shards.width[k], buckets[k].slots[0], ik, vk)
-        return vstep(p, o, ep_keys, Batch(ik, vk), buckets[k], alpha, Clock(j, hybrid_on))
+        return vstep(p, o, ep_keys, Batch(ik, vk), buckets[k], alpha, Clock(j, phase))
 
       branches = [functools.partial(branch, k) for k in range(len(sizes))]
       params, opt_state, l = jax.lax.switch(b, branches, params, opt_state)

@@ -17,8 +17,8 @@ import jax.numpy as jnp
 import optax
 
 from pfd_jax.ops import losses as losses_lib
-from pfd_jax.ops import topk
 from pfd_jax.ops.models import MLP
+from pfd_jax.training.teaching import teacher_term
 from pfd_jax.training.structures import Batch, Bucket, Clock, SeedBatch, StepFns
 
 if TYPE_CHECKING:  # annotations only: a step reads its settings, it does not build or check them
@@ -54,27 +54,6 @@ def forward(model: MLP, params, feats, mask, key):
   return s, state["batch_stats"]
 
 
-def teacher_inputs(cfg: TrainConfig, logits, bucket: dict):
-  """What the teacher term consumes for one bucket, from teacher logits [S, (K,) Q, L]: g(logits) (the
-  configured transform) or, for teacher_loss='topk', the teacher's top-K ranks among unlabelled documents."""
-  mask = jnp.asarray(bucket["mask"])
-  if cfg.teacher_loss == "topk":
-    return topk.teacher_ranks(logits, jnp.asarray(bucket["y"]), mask, cfg.topk.k)
-  g = losses_lib.get_transform(cfg.teacher_transform, a=cfg.transform_a, b=cfg.transform_b,
-                               temperature=cfg.temperature)
-  return g(logits, mask)
-
-
-def _teacher_loss_fn(cfg: TrainConfig, key, labels, hybrid_on):
-  """The teacher term's loss, called like a loss of :mod:`pfd_jax.ops.losses` (scores, targets, mask)."""
-  name = cfg.teacher_loss or cfg.loss
-  if name == "topk":
-    settings = cfg.topk.loss_settings()
-    return lambda s, t, m, reduce_fn=None: topk.topk_loss(s, t, m, labels, key=key, hybrid_on=hybrid_on,
-                                                         reduce_fn=reduce_fn, **settings)
-  return cfg.make_loss(name)
-
-
 def step_key(cfg: TrainConfig) -> TrainConfig:
   """The settings a training step is compiled for: those it does not need at trace time (alpha, epochs,
   selection, the teacher transform, the top-K warm-up) normalised away, so an alpha or temperature sweep
@@ -108,7 +87,7 @@ def compiled(cfg: TrainConfig, has_teacher: bool, steps_per_epoch: int, data_axi
     data = data_loss(s, b.y, b.mask, reduce_fn=None) * b.weight
     if b.teacher is None:
       return jnp.sum(data), (jnp.sum(data), jnp.zeros(()))
-    t_fn = _teacher_loss_fn(cfg, jax.random.fold_in(b.key, b.step), b.y, b.hybrid_on)
+    t_fn = teacher_term(cfg, jax.random.fold_in(b.key, b.step), b.y, b.phase)
     _, teach = losses_lib.distillation_terms(data_loss, s, b.y, b.teacher, b.mask, teacher_loss_fn=t_fn)
     teach = teach * b.valid
     return jnp.sum(b.alpha * data + (1 - b.alpha) * teach), (jnp.sum(data), jnp.sum(teach))
@@ -125,7 +104,7 @@ def compiled(cfg: TrainConfig, has_teacher: bool, steps_per_epoch: int, data_axi
     def objective(p):
       s, stats = forward(model, p, f, real, jax.random.fold_in(key, clock.step))
       total, sums = terms(s, SeedBatch(y=yb, mask=mb, weight=w, valid=valid, teacher=t, key=key, alpha=alpha,
-                                       step=clock.step, hybrid_on=clock.hybrid_on))
+                                       step=clock.step, phase=clock.phase))
       return total, (sums, stats)
     (total, ((data, teach), stats)), grads = jax.value_and_grad(objective, has_aux=True)(params)
     return grads, jnp.stack([total, data, teach]), stats

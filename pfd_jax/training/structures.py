@@ -27,7 +27,7 @@ class Clock(NamedTuple):
   """Where in the run a step is: its number in the epoch (the teacher loss's samples) and whether the top-K
   warm-up is over."""
   step: Any
-  hybrid_on: Any
+  phase: Any
 
 
 class SeedBatch(NamedTuple):
@@ -40,7 +40,7 @@ class SeedBatch(NamedTuple):
   key: Any        # the seed's epoch key
   alpha: Any      # Eq. 1's weight of the data term (per model)
   step: Any       # the step's number in the epoch (folded into the key of a loss that draws randomness)
-  hybrid_on: Any  # the top-K teacher loss's warm-up is over
+  phase: Any  # the teacher term's per-epoch state (pfd_jax.training.teaching; top-K: its warm-up is over)
 
 
 class StepFns(NamedTuple):
