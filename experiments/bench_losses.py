@@ -20,7 +20,7 @@ from pfd_jax.config import option
 @dataclasses.dataclass(frozen=True)
 class Options:
   list_sizes: Tuple[int, ...] = option((32, 128, 512), "List sizes L.", lo=1)
-  losses: Tuple[str, ...] = option(("rankbce", "ranknet", "softmax"), "Losses to time.", choices=tuple(L.LOSSES))
+  losses: Tuple[str, ...] = option(("rankbce", "ranknet", "softmax"), "Losses to time.", choices=L.REGISTRY.names)
   batch: int = option(256, "Lists per call.", lo=1)
   min_seconds: float = option(1.0, "Time each case for at least this long.", lo=0)
 

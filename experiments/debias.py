@@ -38,6 +38,7 @@ from pfd_jax.config import ConfigError, option
 from pfd_jax.data import logs
 from pfd_jax.methods import debias, distill
 from pfd_jax.methods.gbdt import GBDTConfig
+from pfd_jax.methods.rows import Row
 
 
 @dataclasses.dataclass(frozen=True)
@@ -72,13 +73,32 @@ ROWS = [("no_distill", "No-distillation (x)"),
         ("placebo", "Placebo student (PFD(position) on permuted columns)"),
         ("lambdamart", "LambdaMART (x)"), ("lambdamart_position", "LambdaMART + LightGBM position-bias model")]
 LABELS = dict(ROWS)
+PROPENSITIES = ("known", "randomized", "em")  # the IPS rows' tables (propensities())
 TOP = 1.0  # log2(1 + 1): the position column's value at the top position (served_at)
 
 
-def row_names(o: Options) -> list:
-  skip = ({"placebo", "placebo_teacher"} if not o.placebo else set()) | (
-      {"lambdamart", "lambdamart_position"} if not o.lightgbm else set())
-  return [k for k, _ in ROWS if k not in skip]
+def rows_of(o: Options, props: dict) -> tuple:
+  """The rows of one bias strength besides no-distillation, as :class:`pfd_jax.methods.rows.Row` values with their
+  training functions (this driver's own: judged on the truth, the position the logs' column 0, click column 1), in
+  training order (a teacher before its students): one IPS row per propensity table, the placebo rows with
+  --placebo, the LightGBM rows with --lightgbm."""
+  d, g = "pfd_jax.methods.distill", "pfd_jax.methods.gbdt"
+  row = lambda name, **kw: Row(name, LABELS[name], **kw)
+  out = [row("position_feature", view="xz:{position}", train=f"{d}:train_served", servable=False),
+         row("two_tower", view="xz:{position}", overrides=(("tower", 1),), train=f"{d}:train_served", servable=False)]
+  out += [row(f"ips_{k}", train=f"{d}:train_ips", train_args=(("propensities", k),)) for k in props]
+  out += [row("pfd_position_teacher", view="xz:{position}", method=None),
+          row("pfd_position", teacher="pfd_position_teacher"),
+          row("pfd_position_top", teacher="pfd_position_teacher", train_args=(("at_top", True),)),
+          row("pfd_position_click_teacher", view="xz:{position},1", method=None),
+          row("pfd_position_click", teacher="pfd_position_click_teacher")]
+  if o.placebo:  # the placebo teacher reads permuted columns, in no file: never saved as a model
+    out += [row("placebo_teacher", view="xz:{position}", method=None, placebo=True, servable=False),
+            row("placebo", teacher="placebo_teacher", placebo=True)]
+  if o.lightgbm:
+    out += [row("lambdamart", train=f"{g}:train_lightgbm"),
+            row("lambdamart_position", train=f"{g}:train_lightgbm", train_args=(("position_bias", True),))]
+  return tuple(out)
 
 
 def simulate(o: Options, eta: float) -> D.Dataset:
@@ -111,16 +131,13 @@ def run_eta(cfg: schema.Config, eta: float, log) -> dict:
   store = rowstore.Rows(cfg, ds)
   tag = f"eta{eta:g}"
   props, notes = propensities(o, ds, eta)
-  methods = [m for m in distill.DEBIAS_METHODS if m in row_names(o)] + ["ips"]
   res = {"no_distill": store(f"{tag}_no_distill", "x", tc, lambda: distill.train_on_data(
       keys, tc, dd, "x", log(f"{tag} no_distill")))}
-  fit = store.fit(f"{tag}_")
-  rows = distill.run_debias_methods(
-      keys, tc, ds, dd, methods, position=0, positions=logs.positions(ds["train"].z), click=1, propensities=props,
-      clip=o.ips_clip, device_data=lambda d: setup.device_data(cfg, d, tc), fit=fit, top=TOP,
-      hooks=lambda row: log(f"{tag} {row}"), placebo=setup.placebo_data(cfg, ds, tc), gbdt_config=o.gbdt,
-      seed=cfg.run.seed)
-  res.update({k: r.result for k, r in rows.items()})
+  ctx = distill.Context(keys, tc, dd, ds, fit=store.fit(f"{tag}_"), hooks=lambda row: log(f"{tag} {row}"),
+                        placebo=setup.placebo_data(cfg, ds, tc), device_data=lambda d: setup.device_data(cfg, d, tc),
+                        lightgbm=o.gbdt, seed=cfg.run.seed, position=distill.Position(
+                            0, logs.positions(ds["train"].z), props, tc, TOP, o.ips_clip))
+  res.update({k: t.result for k, t in distill.run_rows(ctx, rows_of(o, props)).items()})
   top10 = lambda t: [round(float(v), 4) for v in t[1:11]]
   return {"truth": {k: r.best["truth"] for k, r in res.items()}, "logged": {k: r.best["test"] for k, r in res.items()},
           "propensities": {k: top10(t) for k, t in props.items()},
@@ -222,7 +239,7 @@ DRIVER = schema.Driver("debias", run, to_markdown, plot, "debias.png", options=O
                        groups=("train", "run", "output"),
                        folder=lambda cfg: "logs" if cfg.options.promotion else "logs_no_promotion",
                        defaults=(("select_on", "vali"),), losses=debias.IPS_LOSSES,
-                       rows=lambda cfg: len(cfg.options.etas) * len(row_names(cfg.options)),
+                       rows=lambda cfg: len(cfg.options.etas) * (1 + len(rows_of(cfg.options, dict.fromkeys(PROPENSITIES)))),
                        presets=PRESETS, claims=claims)
 
 if __name__ == "__main__":

@@ -34,8 +34,8 @@ from pfd_jax.methods.gbdt import GBDTConfig
 
 
 def all_methods() -> tuple:
-  """The --methods choices: every registered MLP and LightGBM row's (pfd_jax.methods.rows)."""
-  return rows_lib.methods("mlp") + rows_lib.methods("gbdt")
+  """The --methods choices: every registered row's that no option adds (pfd_jax.methods.rows)."""
+  return rows_lib.methods()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,21 +75,26 @@ class Options:
   def methods_for(self, processes: int) -> tuple:
     """The methods a run of `processes` processes trains (LightGBM needs the whole training split in one)."""
     if not self.methods:
-      return all_methods() if processes == 1 else rows_lib.methods("mlp")
-    if processes > 1 and set(self.methods) & set(rows_lib.methods("gbdt")):
-      raise ConfigError("methods", f"{','.join(sorted(set(self.methods) & set(rows_lib.methods('gbdt'))))}: LightGBM rows "
-                        "need the whole training split in one process; run them in one process")
+      return rows_lib.methods(one_process=processes == 1)
+    whole = set(self.methods) - set(rows_lib.methods(one_process=False))
+    if processes > 1 and whole:
+      raise ConfigError("methods", f"{','.join(sorted(whole))}: LightGBM rows need the whole training split in one "
+                        "process; run them in one process")
     return self.methods
+
+  def offered(self, ps=None) -> tuple:
+    """The run options that add rows (pfd_jax.methods.rows.Row.when): the search, and with a position column its
+    rows (IPS from randomised lists when their propensities could be estimated)."""
+    return (("search",) if self.search else ()) + (("position",) if self.position else ()) + (
+        ("randomized",) if ps is not None and "randomized" in ps.propensities else ())
 
 
 def num_rows(cfg: schema.Config) -> int:
-  """How many models a run trains (the progress line's count): per loss and fold, the rows of its methods and the
-  teachers they need, and the --position rows."""
-  methods = cfg.options.methods_for(cfg.output.num_processes)
-  per_fold = (distill.num_rows([m for m in methods if m in rows_lib.methods("mlp")]) +
-              distill.num_gbdt_rows([m for m in methods if m in rows_lib.methods("gbdt")]) +
-              (position.num_rows(cfg.options.randomized, "lambdamart" in methods) if cfg.options.position else 0) +
-              (_search_rows(cfg.options) if cfg.options.search else 0))
+  """How many models a run trains (the progress line's count): per loss and fold, the rows of its methods and
+  options and the teachers they need (a search counts its subsets' teachers and students)."""
+  o = cfg.options
+  plan = rows_lib.plan(o.methods_for(cfg.output.num_processes), o.offered() + (("randomized",) if o.randomized else ()))
+  per_fold = len(plan) + (_search_rows(o) - 1 if o.search else 0)
   return len(cfg.losses) * len(setup.folds_of(cfg.data)) * per_fold
 
 
@@ -108,7 +113,7 @@ def run(cfg: schema.Config) -> dict:
   out = {"config": cfg, "env": rundir.environment(), "losses": {}}
   t_all = time.time()
   methods = cfg.options.methods_for(distributed.comm().count)
-  if set(all_methods()) - set(methods) == set(rows_lib.methods("gbdt")) and not cfg.options.methods:
+  if set(methods) != set(all_methods()) and not cfg.options.methods:
     logging.info("the LightGBM rows need the whole training split in one process: this %d-process run trains "
                  "the MLP rows only", distributed.comm().count)
   shared = {}  # LightGBM results that no loss changes (the LambdaMART rows, out-of-fold teacher scores), per fold
@@ -125,76 +130,68 @@ def run(cfg: schema.Config) -> dict:
 
 
 def run_fold(cfg: schema.Config, loss: str, fold: int, methods: tuple, shared: dict, first: bool) -> FoldRecord:
-  """The rows of `methods` (and --position's) on one fold for one loss. shared: the fold's LightGBM results that
+  """The rows of `methods` and of the run's options (--position, --search) on one fold for one loss, each trained by
+  its registry entry's function (pfd_jax.methods.distill.run_rows). shared: the fold's LightGBM results that
   no loss changes; first: the run's first fold (it measures the serving latency)."""
   t0 = time.time()
   ds, dd, tc, keys = setup.fold_setup(cfg, loss, fold)
   pos = position.position_setup(cfg, ds, tc) if cfg.options.position else None
+  o = cfg.options
+  where = None if pos is None else distill.Position(pos.column, pos.positions, pos.propensities, pos.ips_config,
+                                                    pos.top, o.ips_clip)
   store = rowstore.Rows(cfg, ds, fold, loss)
   log = monitor.progress(f"[{loss} fold{fold}]")
   placebo = setup.placebo_data(cfg, ds, tc, fold)
-  rows = distill.run_methods(keys, tc, dd, [m for m in methods if m in rows_lib.methods("mlp")], hooks=log,
-                             fit=store.fit(), placebo=placebo)
-  rows.update(distill.run_gbdt_methods(keys, tc, cfg.options.gbdt, ds, dd,
-                                       [m for m in methods if m in rows_lib.methods("gbdt")], mlp_rows=rows,
-                                       fit=store.fit(), hooks=log, seed=cfg.run.seed, cache=shared))
-  # every row's scoring view and training config (the registry's; the --position rows' as they were trained)
-  views = {k: rows_lib.REGISTRY[k].view for k in rows}
-  configs = {k: rows_lib.REGISTRY[k].config(tc) for k in rows}
-  found = None
-  if cfg.options.search:
-    o = cfg.options
-    found = search.search(keys, tc, ds, lambda d: setup.device_data(cfg, d, tc, fold), hooks=log,
-                          top=o.search_columns, baseline=rows["no_distill"], plain_pfd=rows.get("pfd"),
-                          seeds=o.search_seeds or None, patience=o.search_patience, refine=o.search_refine or None)
-    rows["pfd_searched"], views["pfd_searched"] = found.chosen, "x"
-    configs["pfd_searched"] = dataclasses.replace(tc, alpha=found.candidate.alpha,
-                                                  temperature=found.candidate.temperature)
-  for k, r in (position.position_rows(cfg, pos, ds, dd, tc, keys=keys, store=store, log=log,
-                                      lightgbm="lambdamart" in methods) if pos else {}).items():
-    rows[k], views[k], configs[k] = r
+  ctx = distill.Context(keys, tc, dd, ds, fit=store.fit(), hooks=log, placebo=placebo, lightgbm=o.gbdt,
+                        device_data=lambda d: setup.device_data(cfg, d, tc, fold), seed=cfg.run.seed, cache=shared,
+                        position=where, search=search.SearchOptions(o.search_columns, o.search_seeds or None,
+                                                                       o.search_patience, o.search_refine or None))
+  plan = rows_lib.plan(methods, o.offered(pos))
+  rows = distill.run_rows(ctx, plan)
+  baseline = next(r.name for r in plan if r.baseline)
+  found = next((t.found for t in rows.values() if t.found is not None), None)
   # Per test list NDCG@8 of each row's best-epoch models, averaged over seeds: the query-level comparison
   # (a row that reads the permuted z is scored on the placebo data).
-  lists = {name: _lists(tc, configs[name], r, ds["test"], (placebo() if rows_lib.REGISTRY[name].permuted else dd)
-                        .eval_sets["test"], views[name], dd.max_buckets) for name, r in rows.items()}
+  lists = {name: _lists(tc, t, ds["test"], (placebo() if rows_lib.REGISTRY[name].permuted else dd).eval_sets["test"],
+                        dd.max_buckets) for name, t in rows.items()}
   record = FoldRecord(data=ds.config, train_groups=dd.num_train_groups, positive_train_groups=dd.num_positive_groups,
                       seconds=time.time() - t0,
-                      rows={name: RowRecord.of(r, lists[name][0]) for name, r in rows.items()},
-                      test_lists_valid=lists["no_distill"][1], debias=pos.notes if pos else None,
+                      rows={name: RowRecord.of(t.result, lists[name][0]) for name, t in rows.items()},
+                      test_lists_valid=lists[baseline][1], debias=pos.notes if pos else None,
                       search=practice.search_record(found, ds) if found else None)
   if cfg.run.ensembles:
-    record.ensembles = ensembles(tc, rows, ds, dd, views, configs)
+    record.ensembles = ensembles(tc, rows, ds, dd)
     if first:
-      record.latency = {n: deploy.latency(configs[n], rows[n], ds["test"], views[n]) for n in deploy.candidates(rows)}
+      record.latency = {n: deploy.latency(rows[n].config, rows[n].result, ds["test"], rows[n].view)
+                        for n in deploy.candidates(rows)}
   return record
 
 
-def _lists(tc: T.TrainConfig, config: T.TrainConfig, result, groups, es, view: str, max_buckets: int) -> tuple:
+def _lists(tc: T.TrainConfig, row: distill.Trained, groups, es, max_buckets: int) -> tuple:
   """(NDCG@ks[0] of every list [S, Q], has-a-positive [Q]) of a row's S models on one split (groups: its lists,
   es: the same on the device), lists in bucket order."""
-  if isinstance(result, gbdt.Result):
-    return gbdt.per_list_ndcg(tc, result, groups, max_buckets=max_buckets)
-  return T.per_list_ndcg(config, result.params, es, view)
+  if isinstance(row.result, gbdt.Result):
+    return gbdt.per_list_ndcg(tc, row.result, groups, max_buckets=max_buckets)
+  return T.per_list_ndcg(row.config, row.result.params, es, row.view)
 
 
-def ensembles(tc: T.TrainConfig, rows: dict, ds, dd, views: dict, configs: dict) -> dict:
+def ensembles(tc: T.TrainConfig, rows: dict, ds, dd) -> dict:
   """{row: NDCG@ks over the test lists and per test list NDCG@ks[0]} of every row's seed ensemble (a row that reads
   the permuted z, in no file: none), and on validation the same per list of the ensemble and of the single models
-  (their seeds' mean), which the deploy choice pairs (deploy.choose); views / configs: each row's scoring view and
-  config."""
+  (their seeds' mean), which the deploy choice pairs (deploy.choose); rows: {name: distill.Trained}."""
   out = {}
-  for name, r in rows.items():
+  for name, t in rows.items():
     if rows_lib.REGISTRY[name].permuted:
       continue
     out[name] = {}
     for split in ("test", "vali") if "vali" in dd.eval_sets else ("test",):
-      v, valid = distill.ensemble_lists(configs[name], r, ds[split], views[name], max_buckets=dd.max_buckets)
+      v, valid = distill.ensemble_lists(t.config, t.result, ds[split], t.view, max_buckets=dd.max_buckets)
       mean = metrics.list_mean(np.where(valid, v, 0.0).sum(-1), int(valid.sum()), ds[split].num_queries,
                                tc.empty_rule)
       if split == "test":
         out[name].update(ndcg=mean, test_lists=v[0])
       else:
-        single = _lists(tc, configs[name], r, ds[split], dd.eval_sets[split], views[name], dd.max_buckets)[0]
+        single = _lists(tc, t, ds[split], dd.eval_sets[split], dd.max_buckets)[0]
         out[name].update(vali_ndcg=mean, vali_lists=v[0], vali_valid=valid, vali_single_lists=single.mean(0))
   return out
 

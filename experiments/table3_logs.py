@@ -22,6 +22,7 @@ import numpy as np
 from experiments.framework import lifecycle, monitor, plots, rowstore, rundir, schema, setup, tabulate
 from experiments.framework.claims import PFD, Preset, beats, sweep
 from pfd_jax.methods import distill
+from pfd_jax.methods import rows as rows_lib
 from pfd_jax import training as T
 from pfd_jax.config import option
 from pfd_jax.data import logs
@@ -98,8 +99,10 @@ def run(cfg: schema.Config) -> dict:
     fit("multi" + tag, "x", lambda: distill.train_student(keys, tc, data(), distill.teacher_targets(tc, teachers, data()),
                                                           log("multi" + tag)))
   if cfg.options.lightgbm:
-    res.update(distill.run_gbdt_methods(keys, tc, cfg.options.gbdt, ds, dd, distill.GBDT_METHODS, fit=store.fit(),
-                                        hooks=log, seed=cfg.run.seed))
+    ctx = distill.Context(keys, tc, dd, ds, fit=store.fit(), hooks=log, lightgbm=cfg.options.gbdt, seed=cfg.run.seed)
+    done = {"no_distill": distill.Trained(res["no_distill"], "x", tc)}  # the baseline, trained above
+    res.update({k: t.result for k, t in distill.run_rows(ctx, rows_lib.plan(distill.LIGHTGBM_METHODS), done).items()
+                if k not in done})
   sim = ds["train"]
   best = {k: r.best["test"] for k, r in res.items()}
   return {"config": cfg, "env": rundir.environment(), "simulator": ds.config,
@@ -108,7 +111,7 @@ def run(cfg: schema.Config) -> dict:
           "rows": {k: r.best["test"] for k, r in res.items()},
           "comparisons": tabulate.compare({k: r.best["test"] for k, r in res.items()}, "no_distill"),
           "vs_placebo": vs_placebo(best),
-          "vs_multi": tabulate.compare({k: r.best["test"] for k, r in res.items() if k in distill.GBDT_ROWS or k == "multi"},
+          "vs_multi": tabulate.compare({k: r.best["test"] for k, r in res.items() if k == "multi" or (k in rows_lib.REGISTRY and rows_lib.REGISTRY[k].one_process)},
                                      "multi"),
           "seconds": time.time() - t0}
 

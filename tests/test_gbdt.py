@@ -11,6 +11,7 @@ from experiments.framework import cli, outputs, rowstore, schema, setup
 from pfd_jax import data as D
 from pfd_jax.methods import distill
 from pfd_jax.methods import gbdt
+from pfd_jax.methods import rows as rows_lib
 from pfd_jax import serving
 from pfd_jax import training as T
 from pfd_jax.training import teaching
@@ -164,11 +165,12 @@ def folder(logs_folder):
 def test_driver_rows_saved_gbdt_models_reload_bit_for_bit_and_predict(folder, tmp_path):
   data = logs_data(folder)
   cfg = TINY.replace(data=data, run=dict(save_models=True), output=dict(out_dir=str(tmp_path)),
-                     options=table2.Options(methods=distill.GBDT_METHODS, gbdt=SMALL))
+                     options=table2.Options(methods=distill.LIGHTGBM_METHODS, gbdt=SMALL))
   res = table2.run(cfg)
   written(tmp_path, res, table2.DRIVER)  # a canary of the cross-family rows
   rows = res["losses"]["rankbce"].folds["fold1"].rows  # typed records (experiments.framework.records)
-  assert set(rows) == set(distill.GBDT_ROWS) | {"no_distill", "pfd_teacher"} and rows["lambdamart"].curves == {}
+  lightgbm = {n for n, r in rows_lib.REGISTRY.items() if r.one_process and not r.when}
+  assert set(rows) == lightgbm | {"no_distill", "pfd_teacher"} and rows["lambdamart"].curves == {}
   md = table2.to_markdown(outputs.as_json(res))
   for name in ("LambdaMART teacher*", "PFD student (LambdaMART teacher)", "LambdaMART student, teacher grades"):
     assert f"| {name}" in md
@@ -253,10 +255,11 @@ def test_gbdt_teacher_teaches_through_every_teacher_transform(synthetic):
   cache, students = {}, {}
   for mode in ("listwise", "topk"):  # SDR's affine, top-K ranks (sigmoid: the drivers' tests of these rows)
     t = teaching.REGISTRY[mode].apply(tc)
-    rows = distill.run_gbdt_methods(keys, t, SMALL, ds, dd, ["pfd_from_lambdamart"], cache=cache)
-    r = students[mode] = rows["pfd_from_lambdamart"]
+    ctx = distill.Context(keys, t, dd, ds, lightgbm=SMALL, cache=cache)
+    rows = distill.run_rows(ctx, [r for r in rows_lib.plan(["pfd_from_lambdamart"]) if not r.baseline])
+    r = students[mode] = rows["pfd_from_lambdamart"].result
     assert np.isfinite(np.asarray(r.loss)).all() and np.asarray(r.best["test"]).shape == (2, 3), mode
-  assert set(cache) == {"lambdamart_teacher", "oof"}  # fitted once for both students
+  assert set(cache) == {"lambdamart_teacher", "lambdamart_teacher_oof"}  # fitted once for both students
   # the teacher term reaches the student, in each form: neither student is the model trained without it, and
   # the two transforms of the same out-of-fold scores train two other students
   alone = distill.train_on_data(keys, tc, dd, "x")

@@ -71,7 +71,7 @@ def simplicity(candidate: tuple) -> tuple:
   order (no-distillation first)."""
   row, kind = candidate
   r, names = rows_lib.REGISTRY[row], rows_lib.REGISTRY.names()
-  return (r.teacher is not None or r.family == "search", kind == "ensemble", names.index(row))
+  return (r.distilled, kind == "ensemble", names.index(row))
 
 
 def choose(fold_results: list, ensembles: bool) -> dict:

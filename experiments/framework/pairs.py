@@ -63,7 +63,7 @@ def column_comparisons(loss_res: LossRecord) -> dict:
   out = {}
   if "placebo" in pooled:
     out["vs_placebo"] = {k: v for k, v in tabulate.compare(pooled, "placebo").items() if not rows_lib.is_teacher(k)}
-  gbdt_rows = rows_lib.of_family("gbdt")
+  gbdt_rows = [n for n, r in rows_lib.REGISTRY.items() if r.one_process]
   if "pfd" in pooled and set(pooled) & set(gbdt_rows):
     out["vs_pfd"] = {k: v for k, v in tabulate.compare(pooled, "pfd").items() if k in gbdt_rows}
   if "lambdamart" in pooled:

@@ -1,7 +1,6 @@
 """The debiasing rows of a run on the team's own LETOR logs (``experiments.table2 --position``): the position and
-randomised-list columns checked, the IPS propensities estimated from the file's labels, the rows trained
-(:func:`pfd_jax.methods.distill.run_debias_methods`; their titles, views and claims are the family 'debias' of the row
-registry, :mod:`pfd_jax.methods.rows`) and the page's note on them."""
+randomised-list columns checked, the IPS propensities estimated from the file's labels, and the page's note on them. The rows themselves are the row registry's with ``when=("position",)``
+(:mod:`pfd_jax.methods.rows`: their titles, views, claims and training functions)."""
 from __future__ import annotations
 
 import dataclasses
@@ -10,20 +9,12 @@ from typing import NamedTuple, Optional
 import numpy as np
 from absl import logging
 
-from experiments.framework import schema, setup, tabulate
+from experiments.framework import schema, tabulate
 from pfd_jax import data as D
 from pfd_jax import training as T
 from pfd_jax.config import ConfigError
 from pfd_jax.data import preprocess
-from pfd_jax.methods import debias, distill
-from pfd_jax.methods import rows as rows_lib
-
-
-def num_rows(randomized: bool, lightgbm: bool) -> int:
-  """How many models :func:`position_rows` trains: the registry's debiasing rows, less IPS from randomised lists
-  without --randomized and LightGBM's position-bias model without LightGBM."""
-  skip = ({"ips_randomized"} if not randomized else set()) | ({"lambdamart_position"} if not lightgbm else set())
-  return len(set(rows_lib.of_family("debias")) - skip)
+from pfd_jax.methods import debias
 
 
 class PositionSetup(NamedTuple):
@@ -74,19 +65,6 @@ def position_setup(cfg: schema.Config, ds, tc: T.TrainConfig) -> PositionSetup:
                em_iterations=em.iterations, ips_loss=ips_tc.loss)
   top = float(preprocess.log1p_transform(np.ones(1))[0]) if log1p else 1.0
   return PositionSetup(pc, pos, props, ips_tc, top, notes)
-
-
-def position_rows(cfg: schema.Config, ps: PositionSetup, ds, dd, tc: T.TrainConfig, *, keys, store, log,
-                  lightgbm: bool) -> dict:
-  """The debiasing rows of --position (:func:`pfd_jax.methods.distill.run_debias_methods`) on one fold:
-  {row: DebiasRow}."""
-  common = dict(position=ps.column, positions=ps.positions, clip=cfg.options.ips_clip, fit=store.fit(), hooks=log,
-                device_data=lambda d: setup.device_data(cfg, d, tc), top=ps.top, gbdt_config=cfg.options.gbdt,
-                seed=cfg.run.seed)
-  methods = [m for m in rows_lib.methods("debias") if m != "ips" and (lightgbm or m != "lambdamart_position")]
-  rows = distill.run_debias_methods(keys, tc, ds, dd, methods, propensities={}, **common)
-  rows.update(distill.run_debias_methods(keys, ps.ips_config, ds, dd, ["ips"], propensities=ps.propensities, **common))
-  return rows
 
 
 def table2_note(notes: Optional[dict], position: int, fold: str) -> str:

@@ -11,15 +11,19 @@
   inputs, capacity and training, the student PFD's distillation, and only the link between z and the label is
   gone. PFD student vs placebo student, paired, measures what the privileged information adds beyond
   distillation as regularisation.
-* **the debiasing rows** (:func:`run_debias_methods`, :mod:`pfd_jax.methods.debias`): the display position as a
-  feature served at the top position, the two-tower model, IPS, PFD with the position as the privileged feature
-  (alone, and with click; and its student taught by the teacher's predictions with every item at the top
-  position), its placebo, and LambdaMART with LightGBM's position-bias model.
-* **the GBDT rows** (:func:`run_gbdt_methods`): LightGBM LambdaMART (:mod:`pfd_jax.methods.gbdt`), and
-  distillation across model families: an MLP student of an out-of-fold LambdaMART teacher, and GBDT students
-  of the MLP PFD teacher.
+* **the debiasing rows** (:func:`train_served`, :func:`train_ips`, :mod:`pfd_jax.methods.debias`): the display
+  position as a feature served at the top position, the two-tower model, IPS, PFD with the position as the
+  privileged feature (and its student taught by the teacher's predictions with every item at the top position),
+  and LambdaMART with LightGBM's position-bias model.
+* **the GBDT rows** (:func:`pfd_jax.methods.gbdt.train_lightgbm`, :func:`train_mlp_from_lightgbm`,
+  :func:`pfd_jax.methods.gbdt.train_lightgbm_student`): LightGBM LambdaMART, and distillation across model
+  families: an MLP student of an out-of-fold LambdaMART teacher, and GBDT students of the MLP PFD teacher.
 
-Every row's model input, teacher and settings are in one table, the row registry (:mod:`pfd_jax.methods.rows`).
+Every row's model input, teacher, settings and training function are its entry of the row registry
+(:mod:`pfd_jax.methods.rows`). A row's function is called as ``train(ctx, row, done)``: ctx, the :class:`Context`
+of one (loss, fold) of a run (its data on the device, keys, settings, and how a result is kept: ``ctx.fit``); row,
+its :class:`~pfd_jax.methods.rows.Row`; done, the rows trained before it ({name: :class:`Trained`}: its teacher is
+there). It returns the row's :class:`Trained`; a new kind of training is a new function, never a branch.
 
 Seeds: every run of a table uses the same ``S`` training keys, so seed s of the baseline, of each teacher
 and of each student share their key (common random numbers), and teacher seed s teaches student s.
@@ -32,7 +36,7 @@ import dataclasses
 import hashlib
 import json
 import os
-from typing import TYPE_CHECKING, Callable, NamedTuple, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Dict, NamedTuple, Optional, Sequence
 
 import jax.numpy as jnp
 import numpy as np
@@ -49,13 +53,14 @@ from pfd_jax.training.evaluation import EvalSet, device_buckets, eval_buckets, p
 from pfd_jax.training.loop import Hooks, TrainResult, train
 
 if TYPE_CHECKING:
+  from pfd_jax.methods.rows import Row
   from pfd_jax.training.config import TrainConfig
 
 # The --methods choices of the built-in rows (the row registry, :mod:`pfd_jax.methods.rows`, has every row: its
 # view, its teacher, its overrides; rows registered later are choices too, rows.methods()).
-METHODS = rows_lib.methods("mlp")  # no_distill, self_distill, gend, pfd, placebo
-GBDT_METHODS = rows_lib.methods("gbdt")  # :func:`run_gbdt_methods`
-GBDT_ROWS = rows_lib.of_family("gbdt")
+METHODS = rows_lib.methods(one_process=False)  # no_distill, self_distill, gend, pfd, placebo
+LIGHTGBM_METHODS = tuple(m for m in rows_lib.methods() if m not in METHODS)  # lambdamart, pfd_from_lambdamart, ...
+
 
 @dataclasses.dataclass
 class DeviceData:
@@ -113,6 +118,88 @@ def shard_key(ds: Dataset, max_buckets: int, data_groups: str) -> str:
   return f"{ds.name}-{hashlib.sha256(text.encode()).hexdigest()[:12]}"
 
 
+class Trained(NamedTuple):
+  """A trained row: its result (a TrainResult, or a LightGBM row's gbdt.Result), the view it is scored with (a
+  position-aware row: every item at the top position) and its training configuration; found: what its training
+  found besides its models (the PFD search's :class:`pfd_jax.methods.search.Search`)."""
+  result: Any
+  view: str
+  config: Any
+  found: Any = None
+
+
+class Position(NamedTuple):
+  """What the debiasing rows read: the position's privileged column, the training split's display positions
+  1..L [N], the IPS propensity tables ({name: table}), the IPS rows' configuration, the column's value at position 1
+  (after the recipe's transforms) and the propensities' lower clip."""
+  column: int
+  positions: np.ndarray
+  propensities: Dict[str, np.ndarray]
+  ips_config: Any
+  top: float
+  clip: float
+
+
+@dataclasses.dataclass
+class Context:
+  """One (loss, fold) of a run, as its rows' training functions read it.
+
+  keys: the S training keys (seed s of every row shares its key); cfg: the loss's TrainConfig; dd: the fold's
+  DeviceData; ds: its Dataset; fit(row, config, train) -> result: how a row's result is kept (a driver loads the rows
+  an interrupted run saved; default: train); hooks(name) -> Hooks; placebo() -> the placebo rows' DeviceData;
+  device_data(Dataset) -> DeviceData: a variant of ds on the device as dd was; lightgbm: LightGBM's settings;
+  seed: LightGBM's base seed; cache: kept across the losses of one fold (what no loss changes: the LambdaMART rows,
+  out-of-fold teacher scores); position: the debiasing rows' :class:`Position`; search: the search's settings."""
+  keys: Any
+  cfg: Any
+  dd: Any
+  ds: Any = None
+  fit: Callable = lambda row, config, train_fn: train_fn()
+  hooks: Callable = lambda name: Hooks()
+  placebo: Optional[Callable] = None
+  device_data: Optional[Callable] = None
+  lightgbm: Optional[gbdt.GBDTConfig] = None
+  seed: int = 0
+  cache: Dict[str, Any] = dataclasses.field(default_factory=dict)
+  position: Optional[Position] = None
+  search: Any = None  # pfd_jax.methods.search.SearchOptions
+  scratch: Dict[Any, Any] = dataclasses.field(default_factory=dict)  # kept for this call only
+
+  def once(self, key, make: Callable, keep: bool = True):
+    """make() computed once per fold (keep: across losses too) under `key`."""
+    store = self.cache if keep else self.scratch
+    return store[key] if key in store else store.setdefault(key, make())
+
+  def view(self, row: Row) -> str:
+    """The row's model input, its ``{position}`` the run's position column."""
+    return row.view.format(position=self.position.column) if self.position is not None else row.view
+
+  def data(self, row: Row):
+    """The row's device data: the placebo copy for a placebo row."""
+    if not row.placebo:
+      return self.dd
+    if self.placebo is None:
+      raise ValueError(f"row {row.name!r} reads the placebo data: give Context(placebo=lambda: to_device(...)) of "
+                       "pfd_jax.data.with_placebo_privileged(ds)")
+    return self.placebo()
+
+  def lightgbm_kw(self) -> dict:
+    """The keywords every LightGBM row passes to gbdt.train (seeds, splits, bucketing: rows pair list by list)."""
+    return dict(num_seeds=int(np.shape(self.keys)[0]), seed=self.seed, eval_splits=tuple(self.dd.eval_sets),
+                max_buckets=self.dd.max_buckets)
+
+  def kept(self, row: Row, config, view: str, train_fn: Callable) -> Trained:
+    """The row's Trained (scored on `view`), its result kept by :attr:`fit` (saved with the view it trains on)."""
+    entry = dataclasses.replace(row, view=self.view(row))
+    return Trained(self.fit(entry, config, train_fn), view, config)
+
+  @staticmethod
+  def trained(result, view: str, config, found=None) -> Trained:
+    """A row's Trained, for a function that keeps its result its own way (the PFD search)."""
+    return Trained(result, view, config, found)
+
+# ------------------------------------------------------------------ the MLP rows' helpers
+
 def train_on_data(keys, cfg: TrainConfig, dd: DeviceData, view: str, hooks: Hooks = Hooks()) -> TrainResult:
   """A data-loss-only run (the baseline or a teacher) on the positive groups (or all, per to_device)."""
   return train(keys, cfg, dd.train_pos, view, dd.eval_sets, hooks=hooks)
@@ -151,171 +238,83 @@ def num_rows(methods: Sequence[str]) -> int:
 def run_methods(keys, cfg: TrainConfig, dd: DeviceData, methods: Sequence[str] = METHODS, *,
                 hooks: Optional[Callable[[str], Hooks]] = None,
                 fit: Optional[Callable] = None, placebo: Optional[Callable[[], DeviceData]] = None) -> dict:
-  """Runs the MLP rows of `methods` (--methods choices of the row registry, :func:`pfd_jax.methods.rows.plan`:
-  each with the teachers it needs; the baseline no_distill always) and returns {row name: TrainResult}, e.g. rows
-  no_distill, self_distill, gend_teacher, gend, pfd_teacher, pfd, placebo_teacher, placebo.
-
-  Each row trains from its registry entry: with its own settings (``row.config(cfg)``), on its view, on data alone
-  or as a student of its teacher (Eq. 1 against the teacher's logits). Seed s of every row shares its key, so the
-  self-distillation teacher *is* the baseline run. hooks(row name) returns the
-  :class:`pfd_jax.training.loop.Hooks` of that row's training. fit(row, config, train) returns the row's result
-  (row: its :class:`~pfd_jax.methods.rows.Row`, config: its TrainConfig), by calling ``train()`` or otherwise (a
-  driver loads rows an interrupted run saved); default: train. placebo() returns the placebo rows' device data (the
-  same groups with permuted z; called only when a placebo row has to be trained).
+  """Runs the rows of `methods` (--methods choices of the row registry, :func:`pfd_jax.methods.rows.plan`: each with
+  the teachers it needs; the baseline no_distill always) and returns {row name: TrainResult}, e.g. rows no_distill,
+  self_distill, gend_teacher, gend, pfd_teacher, pfd, placebo_teacher, placebo: :func:`run_rows` on a
+  :class:`Context` of `dd` alone (hooks(row name): that row's Hooks; fit(row, config, train): how a result is kept,
+  default train; placebo(): the placebo rows' device data, called only when a placebo row trains).
   """
-  plan = rows_lib.plan(methods)
-  if any(r.placebo for r in plan) and placebo is None:
-    raise ValueError("the placebo rows need their data: run_methods(..., placebo=lambda: to_device(...)) of "
-                     "pfd_jax.data.with_placebo_privileged(ds)")
-  row_hooks = hooks or (lambda row: Hooks())
-  fit = fit or (lambda row, config, train: train())
-  out = {}
-  for row in plan:
-    config = row.config(cfg)
-    data = placebo if row.placebo else (lambda: dd)  # the placebo's teacher and student see its z
-    if row.teacher is None:
-      train = lambda row=row, config=config, data=data: train_on_data(keys, config, data(), row.view, row_hooks(row.name))
-    else:
-      teacher = rows_lib.REGISTRY[row.teacher]
-      taught = [(out[teacher.name], teacher.view, teacher.config(cfg))]
-      train = lambda row=row, config=config, data=data, taught=taught: train_student(
-          keys, config, data(), teacher_targets(config, taught, data()), row_hooks(row.name))
-    out[row.name] = fit(row, config, train)
-  return out
+  ctx = Context(keys, cfg, dd, fit=fit or Context.fit, hooks=hooks or Context.hooks, placebo=placebo)
+  return {name: t.result for name, t in run_rows(ctx, rows_lib.plan(methods)).items()}
 
 
-def run_gbdt_methods(keys, cfg: TrainConfig, gc: gbdt.GBDTConfig, ds: Dataset, dd: DeviceData,
-                     methods: Sequence[str], *, mlp_rows: Optional[dict] = None, fit: Optional[Callable] = None,
-                     hooks: Optional[Callable[[str], Hooks]] = None, seed: int = 0,
-                     cache: Optional[dict] = None) -> dict:
-  """The GBDT rows of `methods` (:data:`GBDT_METHODS`) beside the MLP rows of :func:`run_methods`:
-  {row: gbdt.Result or TrainResult}. dd: the MLP rows' device data; mlp_rows: the MLP rows already trained (the
-  GBDT students' teacher is their 'pfd_teacher', trained here when absent); fit(row, config, train) returns a
-  row's result, as :func:`run_methods`'s (default: train; a driver loads the rows an interrupted run saved).
-  seed: LightGBM's base seed. Each row's title, view and teacher are its registry entry's (family 'gbdt').
-  The lists are bucketed as the MLP rows' (dd.max_buckets), so GBDT and MLP rows pair list by list.
-  cache: a dict kept across calls on the same data and GBDT settings with another loss: what no loss changes
-  (the LambdaMART rows, the out-of-fold teacher scores) is computed once."""
-  rows_lib.plan(methods, "gbdt")  # checks the names
-  row_hooks = hooks or (lambda row: Hooks())
-  fit_row = fit or (lambda row, config, train_fn: train_fn())
-  fit = lambda name, train_fn: fit_row(rows_lib.REGISTRY[name], cfg, train_fn)
-  cache = {} if cache is None else cache
-  once = lambda key, make: cache[key] if key in cache else cache.setdefault(key, make())
-  num_seeds, max_buckets = int(np.shape(keys)[0]), dd.max_buckets
-  tr = ds["train"]
-  data_groups = gbdt.loss_groups(cfg, tr)
-  splits = tuple(dd.eval_sets)
-  kw = dict(num_seeds=num_seeds, seed=seed, eval_splits=splits, max_buckets=max_buckets)
-  rows = {}
-  if "lambdamart" in methods:
-    rows["lambdamart"] = fit("lambdamart", lambda: once("lambdamart", lambda: gbdt.train(
-        gc, cfg, ds, "x", query_index=data_groups, hooks=row_hooks("lambdamart"), **kw)))
-  if "pfd_from_lambdamart" in methods:
-    rows["lambdamart_teacher"] = fit("lambdamart_teacher", lambda: once("lambdamart_teacher", lambda: gbdt.train(
-        gc, cfg, ds, "xz", query_index=data_groups, hooks=row_hooks("lambdamart_teacher"), **kw)))
 
-    def student():
-      t = once("oof", lambda: gbdt.teacher_scores_oof(gc, cfg, ds, "xz", num_seeds, seed=seed, query_index=data_groups,
-                                                          max_buckets=max_buckets, hooks=row_hooks("lambdamart_teacher_oof")))
-      targets = gbdt.to_buckets(t, bucketize(tr, max_buckets), tr.offsets)
-      return train_student(keys, cfg, dd, targets, row_hooks("pfd_from_lambdamart"))
-    rows["pfd_from_lambdamart"] = fit("pfd_from_lambdamart", student)
-  if "gbdt_from_pfd" in methods:
-    teacher = (mlp_rows or {}).get("pfd_teacher") or rows.setdefault("pfd_teacher", fit(
-        "pfd_teacher", lambda: train_on_data(keys, cfg, dd, "xz", row_hooks("pfd_teacher"))))
-    logits = []  # the PFD teacher's logits on every training document, computed once for both students
-    in_data = np.ones(tr.num_docs, bool) if data_groups is None else np.isin(tr.group_index, data_groups)
+# ------------------------------------------------------------------ the kinds of training (Row.train)
 
-    def targets(s, as_grades):
-      if not logits:
-        logits.append(gbdt.doc_scores(cfg, teacher.params, tr, "xz", max_buckets=max_buckets))
-      q, w = gbdt.distilled_targets(tr.y, logits[0][s], in_data, cfg.alpha)
-      return (gbdt.grades(q), None) if as_grades else (q, w)
-    rows["gbdt_xent_from_pfd"] = fit("gbdt_xent_from_pfd", lambda: gbdt.train(
-        gc, cfg, ds, "x", objective="cross_entropy", targets=lambda s: targets(s, False),
-        hooks=row_hooks("gbdt_xent_from_pfd"), **kw))
-    rows["lambdamart_from_pfd"] = fit("lambdamart_from_pfd", lambda: gbdt.train(
-        gc, cfg, ds, "x", targets=lambda s: targets(s, True), hooks=row_hooks("lambdamart_from_pfd"), **kw))
-  return rows
+def train_mlp(ctx: Context, row: Row, done: dict, at_top: bool = False) -> Trained:
+  """An MLP on the row's view, with its overrides: on data alone (no teacher), or on x as the student of its
+  teacher row against the teacher's logits (Eq. 1). at_top: the teacher's logits with the position column at its
+  top value (a PFD(position) student taught as if every item were shown first)."""
+  config = row.config(ctx.cfg)
+  view = ctx.view(row)
+  if row.teacher is None:
+    return ctx.kept(row, config, view, lambda: train_on_data(ctx.keys, config, ctx.data(row), view,
+                                                             ctx.hooks(row.name)))
+  t = done[row.teacher]
+  z = np.float32(ctx.position.top) if at_top else None
+  return ctx.kept(row, config, view, lambda: train_student(
+      ctx.keys, config, ctx.data(row), teacher_targets(config, [(t.result, t.view, t.config)], ctx.data(row), z),
+      ctx.hooks(row.name)))
 
 
-# ------------------------------------------------------------------ the debiasing rows
+def train_mlp_from_lightgbm(ctx: Context, row: Row, done: dict) -> Trained:
+  """An MLP student on x of its LightGBM teacher row's out-of-fold scores (each training group scored by a model
+  that never saw it; computed once per fold)."""
+  teacher = done[row.teacher]
+  config = row.config(ctx.cfg)
+  tr = ctx.ds["train"]
 
-DEBIAS_METHODS = ("position_feature", "two_tower", "ips", "pfd_position", "pfd_position_top", "pfd_position_click",
-                  "placebo", "lambdamart", "lambdamart_position")
+  def student():
+    scores = ctx.once(f"{row.teacher}_oof", lambda: gbdt.teacher_scores_oof(
+        ctx.lightgbm, config, ctx.ds, teacher.view, int(np.shape(ctx.keys)[0]), seed=ctx.seed,
+        query_index=gbdt.loss_groups(config, tr), max_buckets=ctx.dd.max_buckets,
+        hooks=ctx.hooks(f"{row.teacher}_oof")))
+    targets = gbdt.to_buckets(scores, bucketize(tr, ctx.dd.max_buckets), tr.offsets)
+    return train_student(ctx.keys, config, ctx.dd, targets, ctx.hooks(row.name))
+  return ctx.kept(row, config, "x", student)
 
 
-class DebiasRow(NamedTuple):
-  """A trained debiasing row: its result, the view it is scored (served) with, and its training config."""
-  result: object
-  view: str
-  config: object
+def train_served(ctx: Context, row: Row, done: dict) -> Trained:
+  """A position-aware MLP (the position a feature, or a tower of its own by the row's overrides): trained on the
+  display positions, scored with every item at the top position (the data served once per fold and loss)."""
+  config = row.config(ctx.cfg)
+  view = ctx.view(row)
+  served = ctx.once("served", lambda: ctx.device_data(debias.serve_at(ctx.ds, ctx.position.column,
+                                                                      ctx.position.top)), keep=False)
+  return ctx.kept(row, config, f"{view}={ctx.position.top:g}",
+                  lambda: train_on_data(ctx.keys, config, served, view, ctx.hooks(row.name)))
 
 
-def run_debias_methods(keys, cfg: TrainConfig, ds: Dataset, dd: DeviceData, methods: Sequence[str], *,
-                       position: int, positions: np.ndarray, propensities: dict, clip: float, device_data: Callable,
-                       fit: Callable, hooks: Callable, top: float = 1.0, click: Optional[int] = None,
-                       placebo: Optional[Callable] = None, gbdt_config: Optional[gbdt.GBDTConfig] = None,
-                       seed: int = 0) -> dict:
-  """Trains the debiasing rows of `methods` (:data:`DEBIAS_METHODS`, :mod:`pfd_jax.methods.debias`) on `ds` and
-  returns {row: :class:`DebiasRow`}.
+def train_ips(ctx: Context, row: Row, done: dict, propensities: str = "em") -> Trained:
+  """An MLP on x trained on the inverse-propensity-weighted labels of the propensity table `propensities`, with
+  the IPS configuration (a loss affine in its labels)."""
+  p = ctx.position
+  config = row.config(p.ips_config)
+  weighted = debias.with_train_labels(ctx.ds, debias.ips_labels(ctx.ds["train"].y, p.positions,
+                                                                p.propensities[propensities], p.clip),
+                                      ips=propensities)
+  return ctx.kept(row, config, "x", lambda: train_on_data(ctx.keys, config, ctx.device_data(weighted), "x",
+                                                          ctx.hooks(row.name)))
 
-  position: the privileged column (of ds's z) holding the display position, ``top`` its value at position 1
-  (1 for raw positions and for log2(1 + position); log1p(1) after the recipe's log1p); positions: i64[N] the
-  training split's display positions 1..L (:func:`pfd_jax.methods.debias.position_ids`); propensities:
-  {name: table} gives one IPS row ``ips_<name>`` per table (method 'ips'); click: the privileged column of
-  PFD(position + click); device_data(Dataset) -> DeviceData puts a variant of `ds` on the device as `dd` was (the
-  served and the IPS-weighted copies); fit(row, config, train) -> result, as :func:`run_methods`'s (row: a
-  :class:`~pfd_jax.methods.rows.Row` with the training view and whether a file has the row's inputs);
-  hooks(row) -> Hooks; placebo() -> the placebo's DeviceData (its teacher sees the permuted position);
-  gbdt_config: LightGBM's settings of 'lambdamart' and 'lambdamart_position'. Row views: ``x`` for the students
-  and IPS, ``xz:<position>`` for the teachers, and ``xz:<position>=<top>`` for the position-aware rows, trained
-  on the real positions and scored with every item at the top.
-  """
-  bad = [m for m in methods if m not in DEBIAS_METHODS]
-  if bad:
-    raise ValueError(f"unknown debiasing methods {bad}; known: {DEBIAS_METHODS}")
-  out = {}
 
-  def add(row, view, config, train, served=None):
-    servable = served is None and row != "placebo_teacher"  # constants, or permuted columns: in no file
-    entry = rows_lib.REGISTRY.get(row)
-    entry = rows_lib.Row(row, entry.title if entry else row, view=view, servable=servable)
-    out[row] = DebiasRow(fit(entry, config, train), served or view, config)
-    return out[row].result
-
-  pv = f"xz:{position}"
-  if {"position_feature", "two_tower"} & set(methods):
-    served = device_data(debias.serve_at(ds, position, top))
-    for row in ("position_feature", "two_tower"):
-      if row in methods:
-        config = dataclasses.replace(cfg, tower=1) if row == "two_tower" else cfg
-        add(row, pv, config, lambda: train_on_data(keys, config, served, pv, hooks(row)), f"{pv}={top:g}")
-  if "ips" in methods:
-    for name, table in propensities.items():
-      weighted = debias.with_train_labels(ds, debias.ips_labels(ds["train"].y, positions, table, clip), ips=name)
-      add(f"ips_{name}", "x", cfg, lambda: train_on_data(keys, cfg, device_data(weighted), "x", hooks(f"ips_{name}")))
-  pfd = [("pfd_position", pv, lambda: dd), ("placebo", pv, placebo)]
-  if click is not None:
-    pfd.insert(1, ("pfd_position_click", f"xz:{position},{click}", lambda: dd))
-  for row, view, data in pfd:
-    if row in methods or (row == "pfd_position" and "pfd_position_top" in methods):
-      teacher = add(f"{row}_teacher", view, cfg,
-                    lambda: train_on_data(keys, cfg, data(), view, hooks(f"{row}_teacher")))
-    if row in methods:
-      add(row, "x", cfg, lambda: train_student(keys, cfg, data(), teacher_targets(
-          cfg, [(teacher, view)], data()), hooks(row)))
-    if row == "pfd_position" and "pfd_position_top" in methods:  # the teacher's targets with every item on top
-      add("pfd_position_top", "x", cfg, lambda: train_student(keys, cfg, dd, teacher_targets(
-          cfg, [(teacher, view)], dd, z_override=np.float32(top)), hooks("pfd_position_top")))
-  kw = dict(num_seeds=int(np.shape(keys)[0]), seed=seed, eval_splits=tuple(dd.eval_sets),
-            max_buckets=dd.max_buckets, query_index=gbdt.loss_groups(cfg, ds["train"]))
-  for row in ("lambdamart", "lambdamart_position"):
-    if row in methods:
-      where = dict(position=positions - 1) if row == "lambdamart_position" else {}
-      add(row, "x", cfg, lambda: gbdt.train(gbdt_config, cfg, ds, "x", hooks=hooks(row), **kw, **where))
-  return out
+def run_rows(ctx: Context, plan, done: Optional[Dict[str, Trained]] = None) -> Dict[str, Trained]:
+  """Trains the rows of `plan` (:func:`pfd_jax.methods.rows.plan`: teachers before their students) in order, each by
+  its own function (:attr:`pfd_jax.methods.rows.Row.trainer`): {row name: Trained}. done: rows the caller trained
+  already (not trained again)."""
+  done = dict(done or {})
+  for row in (r for r in plan if r.name not in done):
+    done[row.name] = row.trainer(ctx, row, done)
+  return done
 
 
 def ensemble_lists(cfg: TrainConfig, result, groups, view: str, *, max_buckets: int) -> tuple:
@@ -331,6 +330,4 @@ def ensemble_lists(cfg: TrainConfig, result, groups, view: str, *, max_buckets: 
   return vals[0], valid
 
 
-def num_gbdt_rows(methods: Sequence[str]) -> int:
-  """How many rows :func:`run_gbdt_methods` adds (the MLP PFD teacher counted by the MLP rows)."""
-  return len(rows_lib.plan(methods, "gbdt"))
+

@@ -333,3 +333,41 @@ def loss_groups(cfg: TrainConfig, train: Groups) -> Optional[np.ndarray]:
   """The training groups of the data loss (cfg.data_groups: the positive ones, or None = all): what a
   LambdaMART row is fitted on, as the MLP rows' data term."""
   return np.flatnonzero(positive_groups(train)) if cfg.data_groups == "positive" else None
+
+
+# ------------------------------------------------------------------ the LightGBM rows' training (Row.train)
+
+def train_lightgbm(ctx, row, done: dict, position_bias: bool = False):
+  """A row's training (:mod:`pfd_jax.methods.distill`'s ``train(ctx, row, done) -> Trained``): LightGBM LambdaMART
+  on the row's view (kept across the fold's losses); position_bias: with LightGBM's position-bias model on the
+  display positions (trained for each loss)."""
+  config = row.config(ctx.cfg)
+  view = ctx.view(row)
+  kw = dict(ctx.lightgbm_kw(), query_index=loss_groups(config, ctx.ds["train"]))
+  if position_bias:
+    fn = lambda: train(ctx.lightgbm, config, ctx.ds, view, hooks=ctx.hooks(row.name),
+                            position=ctx.position.positions - 1, **kw)
+  else:
+    fn = lambda: ctx.once(row.name, lambda: train(ctx.lightgbm, config, ctx.ds, view, hooks=ctx.hooks(row.name),
+                                                       **kw))
+  return ctx.kept(row, config, view, fn)
+
+
+def train_lightgbm_student(ctx, row, done: dict, grades: bool = False, objective: Optional[str] = None):
+  """A LightGBM student on x of its MLP teacher row: Eq. 1's targets and weights (objective 'cross_entropy'), or
+  LambdaMART on the targets as grades (grades=True). The teacher's logits on every training document are computed
+  once for the fold's students."""
+  t = done[row.teacher]
+  config = row.config(ctx.cfg)
+  tr = ctx.ds["train"]
+  data_groups = loss_groups(config, tr)
+  in_data = np.ones(tr.num_docs, bool) if data_groups is None else np.isin(tr.group_index, data_groups)
+
+  def targets(s):
+    logits = ctx.once((row.teacher, "logits"), lambda: doc_scores(
+        t.config, t.result.params, tr, t.view, max_buckets=ctx.dd.max_buckets), keep=False)
+    q, w = distilled_targets(tr.y, logits[s], in_data, config.alpha)
+    return (grades(q), None) if grades else (q, w)
+  kw = dict(ctx.lightgbm_kw(), **({"objective": objective} if objective else {}))
+  return ctx.kept(row, config, "x", lambda: train(ctx.lightgbm, config, ctx.ds, "x", targets=targets,
+                                                       hooks=ctx.hooks(row.name), **kw))

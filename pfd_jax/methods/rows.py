@@ -1,11 +1,12 @@
-"""The row registry: one typed description per trained row of the distillation tables, read by everything that
-needs a row (the training of :mod:`pfd_jax.methods.distill`, table2's table, claims and plots, the paired
-comparisons, Figure 4, the power study, the resume store and the saved models).
+"""The row registry: one typed description per trained row of the tables, carrying the function that trains it, read
+by everything that needs a row (the training, table2's table, claims and plots, the paired comparisons, the deploy
+choice, Figure 4, the power study, the resume store and the saved models).
 
-A new row is one :class:`Row` registered here or from the user's own module, plus its training function when it
-is a new kind of training. An MLP row trains by :func:`pfd_jax.methods.distill.run_methods` from its entry alone:
-on data (no ``teacher``), or as a student of the row named by ``teacher`` (Eq. 1), with its own configuration
-overrides; for example a PFD student with more weight on its teacher::
+A new row is one :class:`Row` registered here or from the user's own module; a new kind of training is one new
+function (``train(ctx, row, done) -> Trained``, :mod:`pfd_jax.methods.distill`), never a branch. An MLP row
+(the default, :func:`pfd_jax.methods.distill.train_mlp`) trains from its entry alone: on data (no ``teacher``), or
+as a student of the row named by ``teacher`` (Eq. 1), with its own configuration overrides; for example a PFD
+student with more weight on its teacher::
 
   from pfd_jax.methods import rows
   rows.REGISTRY.register(rows.Row("pfd_alpha02", "PFD student, alpha 0.2", teacher="pfd_teacher",
@@ -14,17 +15,22 @@ overrides; for example a PFD student with more weight on its teacher::
   # then, in the same script: from experiments import table2; from experiments.framework import lifecycle
   # lifecycle.main(table2.DRIVER)     ->  python my_rows.py --methods=pfd,pfd_alpha02
 
-Rows of another family (``gbdt``: LightGBM, :func:`pfd_jax.methods.distill.run_gbdt_methods`; ``debias``: the
-position rows, :func:`pfd_jax.methods.distill.run_debias_methods`; ``search``: PFD searched on validation,
-:func:`pfd_jax.methods.search.search`) are trained by their family's function; their entries give their titles,
-views and roles.
+A LightGBM row is the same entry with ``train="pfd_jax.methods.gbdt:train_lightgbm"`` (or a student's function) and
+``one_process=True``; a debiasing row has ``when=("position",)`` (trained when the run names a position column) and
+its function (``pfd_jax.methods.distill:train_served``, ``...:train_ips``, ...). A row names its function by import
+path (``module:function``, resolved when it trains: big_vision's way, so this registry imports no training code)
+or gives the function itself, with keyword arguments bound by ``train_args``.
 """
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, NamedTuple, Optional, Sequence, Tuple
+import functools
+import importlib
+from typing import Any, Callable, NamedTuple, Optional, Sequence, Tuple, Union
 
 from pfd_jax.registry import Registry
+
+_D, _G, _S = "pfd_jax.methods.distill", "pfd_jax.methods.gbdt", "pfd_jax.methods.search"  # the built-in functions
 
 
 class RowClaim(NamedTuple):
@@ -44,13 +50,17 @@ class Row:
 
   name: its key (results.json, the resume store, saved models' folders); title: its name in tables and plots;
   short: its name inside a sentence (default: the title); view: its model input
-  (:func:`pfd_jax.ops.scoring.features`; a debiasing row's ``{position}`` is the run's position column, which
-  its family's function fills in); teacher: the row whose model teaches it (None: trained on data alone); overrides:
-  TrainConfig fields this row sets ((field, value) pairs; its saved model records them); method: the --methods
-  choice that trains it ('' = its name; None = a teacher, trained when a student needs it); family: 'mlp' (trained
-  from this entry), 'gbdt' or 'debias' (trained by their family's function); placebo: it reads the placebo copy of
-  the data (privileged rows permuted); servable: a service can run it (a file holds its inputs); claims: the run's
-  claims about it against other rows (:class:`RowClaim`, or plain (versus, text) pairs: superiority, ours)."""
+  (:func:`pfd_jax.ops.scoring.features`; ``{position}``: the run's position column); teacher: the row whose model
+  teaches it (None: trained on data alone); overrides: TrainConfig fields this row sets ((field, value) pairs; its
+  saved model records them); method: the --methods choice that trains it ('' = its name; None = a teacher, trained
+  when a student needs it); train: its training function, an import path ``module:function`` or the function
+  (``train(ctx, row, done) -> Trained``, :mod:`pfd_jax.methods.distill`); train_args: keywords bound to it; when: the options of
+  a run that add it, not a --methods choice ('position': a position column; 'randomized': randomised lists;
+  'lightgbm': the run trains LightGBM rows; 'search': the PFD search); one_process: it needs the whole training
+  split in one process (LightGBM); privileged: it reads privileged features through teachers of its own (not
+  rows); baseline: the row every run trains and compares with; placebo: it reads the placebo copy of the data
+  (privileged rows permuted); servable: a service can run it (a file holds its inputs); claims: the run's claims
+  about it against other rows (:class:`RowClaim`, or plain (versus, text) pairs: superiority, ours)."""
   name: str
   title: str
   short: str = ""
@@ -58,7 +68,12 @@ class Row:
   teacher: Optional[str] = None
   overrides: Tuple[Tuple[str, Any], ...] = ()
   method: Optional[str] = ""
-  family: str = "mlp"
+  train: Union[str, Callable] = f"{_D}:train_mlp"
+  train_args: Tuple[Tuple[str, Any], ...] = ()
+  when: Tuple[str, ...] = ()
+  one_process: bool = False
+  privileged: bool = False
+  baseline: bool = False
   placebo: bool = False
   servable: bool = True
   claims: Tuple[Any, ...] = ()
@@ -75,6 +90,20 @@ class Row:
   @property
   def is_teacher(self) -> bool:
     return self.method is None
+
+  @property
+  def trainer(self) -> Callable:
+    """Its training function, resolved (an import path imported) with :attr:`train_args` bound."""
+    fn = self.train
+    if isinstance(fn, str):
+      module, _, name = fn.partition(":")
+      fn = getattr(importlib.import_module(module), name)
+    return functools.partial(fn, **dict(self.train_args)) if self.train_args else fn
+
+  @property
+  def distilled(self) -> bool:
+    """It learns from a teacher (its teacher row's, or teachers of its own)."""
+    return self.teacher is not None or self.privileged
 
   @property
   def permuted(self) -> bool:
@@ -103,7 +132,7 @@ _PAPER = "(paper, Table 2)"
 _PFD = "PFD"  # the main paper as a claim's source (experiments.framework.claims.PFD)
 for _row in (
     # The paper's rows (sections 3.1-3.2) and the placebo control, in the tables' order.
-    Row("no_distill", "No-distillation", "no-distillation"),
+    Row("no_distill", "No-distillation", "no-distillation", baseline=True),
     Row("self_distill", "Self-distillation", "self-distillation", teacher="no_distill",
         claims=(RowClaim("no_distill", "Self-distillation is within ±1% of no-distillation (ours: the paper's Table 2 "
                          "shows it within about 1%, and states no claim)", "equivalence", 0.01),)),
@@ -122,75 +151,84 @@ for _row in (
         servable=False),
     Row("placebo", "Placebo student", "placebo student", teacher="placebo_teacher", placebo=True),
     # PFD searched on validation (pfd_jax.methods.search; table2 --search): its own teachers, one per subset
-    Row("pfd_searched", "PFD, searched on validation", "the searched PFD student", family="search", claims=(
+    Row("pfd_searched", "PFD, searched on validation", "the searched PFD student", train=f"{_S}:train_row",
+        when=("search",), privileged=True, claims=(
         RowClaim("no_distill", "PFD searched on validation is no worse than no-distillation (within 1%)",
                  "non-inferiority", 0.01),
         ("pfd", "PFD searched on validation beats plain PFD"),
         ("lambdamart", "PFD searched on validation beats LambdaMART, the incumbent"))),
     # LightGBM (pfd_jax.methods.gbdt) and distillation across model families
-    Row("lambdamart", "LambdaMART", family="gbdt"),
-    Row("lambdamart_teacher", "LambdaMART teacher*", view="xz", method=None, family="gbdt"),
-    Row("pfd_from_lambdamart", "PFD student (LambdaMART teacher)", teacher="lambdamart_teacher", family="gbdt"),
+    Row("lambdamart", "LambdaMART", train=f"{_G}:train_lightgbm", one_process=True),
+    Row("lambdamart_teacher", "LambdaMART teacher*", view="xz", method=None, train=f"{_G}:train_lightgbm",
+        one_process=True),
+    Row("pfd_from_lambdamart", "PFD student (LambdaMART teacher)", teacher="lambdamart_teacher",
+        train=f"{_D}:train_mlp_from_lightgbm", one_process=True),
     Row("gbdt_xent_from_pfd", "GBDT student, cross-entropy (PFD teacher)", teacher="pfd_teacher",
-        method="gbdt_from_pfd", family="gbdt",
-        claims=(("lambdamart", "GBDT student of the PFD teacher beats LambdaMART (cross-family)"),)),
+        method="gbdt_from_pfd", train=f"{_G}:train_lightgbm_student",
+        train_args=(("objective", "cross_entropy"),),
+        one_process=True, claims=(("lambdamart", "GBDT student of the PFD teacher beats LambdaMART (cross-family)"),)),
     Row("lambdamart_from_pfd", "LambdaMART student, teacher grades (PFD teacher)", teacher="pfd_teacher",
-        method="gbdt_from_pfd", family="gbdt"),
+        method="gbdt_from_pfd", train=f"{_G}:train_lightgbm_student",
+        train_args=(("grades", True),),
+        one_process=True),
     # The debiasing rows of table2 --position (pfd_jax.methods.debias): judged on the file's labels.
-    Row("position_feature", "Position as a feature, served at position 1", view="xz:{position}", family="debias",
-        servable=False),
+    Row("position_feature", "Position as a feature, served at position 1", view="xz:{position}",
+        train=f"{_D}:train_served", when=("position",), servable=False),
     Row("two_tower", "Two-tower (additive position tower), served at position 1", view="xz:{position}",
-        overrides=(("tower", 1),), family="debias", servable=False),
-    Row("ips_randomized", "IPS, propensities from randomised lists", family="debias", method="ips"),
-    Row("ips_em", "IPS, regression-EM propensities", family="debias", method="ips"),
-    Row("pfd_position_teacher", "PFD teacher* (x + position)", view="xz:{position}", method=None, family="debias"),
-    Row("pfd_position", "PFD(position) student", teacher="pfd_position_teacher", family="debias", claims=(
+        overrides=(("tower", 1),), train=f"{_D}:train_served", when=("position",), servable=False),
+    Row("ips_randomized", "IPS, propensities from randomised lists",
+        train=f"{_D}:train_ips",
+        train_args=(("propensities", "randomized"),), when=("position", "randomized")),
+    Row("ips_em", "IPS, regression-EM propensities", train=f"{_D}:train_ips", train_args=(("propensities", "em"),),
+        when=("position",)),
+    Row("pfd_position_teacher", "PFD teacher* (x + position)", view="xz:{position}", method=None,
+        when=("position",)),
+    Row("pfd_position", "PFD(position) student", teacher="pfd_position_teacher", when=("position",), claims=(
         ("ips_em", "PFD(position) student beats IPS with regression-EM propensities (--position; logged labels)"),
         ("position_feature", "PFD(position) student beats position-aware learning (--position; logged labels)"))),
     Row("pfd_position_top", "PFD(position) student, taught at position 1", teacher="pfd_position_teacher",
-        family="debias"),
-    Row("lambdamart_position", "LambdaMART + LightGBM position-bias model", family="debias"),
+        train=f"{_D}:train_mlp", train_args=(("at_top", True),), when=("position",)),
+    Row("lambdamart_position", "LambdaMART + LightGBM position-bias model",
+        train=f"{_G}:train_lightgbm", train_args=(("position_bias", True),), when=("position", "lightgbm"),
+        one_process=True),
 ):
   REGISTRY.register(_row)
 
 
-def methods(family: str = "mlp") -> Tuple[str, ...]:
-  """The --methods choices of a family's rows, in order (no_distill is the baseline every run trains)."""
+def methods(one_process: bool = True) -> Tuple[str, ...]:
+  """The --methods choices, in order: every registered row's that no run option adds (no_distill is the baseline
+  every run trains); one_process=False: only those a multi-process run can train (no LightGBM)."""
   out = []
   for r in REGISTRY.values():
-    if r.family == family and r.choice and r.choice not in out:
+    if r.choice and not r.when and (one_process or not r.one_process) and r.choice not in out:
       out.append(r.choice)
   return tuple(out)
 
 
-def plan(choices: Sequence[str], family: str = "mlp") -> Tuple[Row, ...]:
-  """The rows a family trains for the --methods `choices`: the rows of each choice and the teachers they need
-  (their teachers' teachers too), in registry order (a teacher before its students). An MLP run always trains the
-  baseline, no_distill. A ValueError names an unknown choice."""
-  known = methods(family)
+def plan(choices: Sequence[str], offered: Sequence[str] = ()) -> Tuple[Row, ...]:
+  """The rows a run trains for the --methods `choices` and the run options it `offered` (see :attr:`Row.when`):
+  the rows of each choice, the baseline, the rows whose options are all offered ('lightgbm' is offered when a
+  chosen row needs one process), and the teachers they need (their teachers' teachers too), in registry order (a
+  teacher before its students). A ValueError names an unknown choice."""
+  known = methods()
   bad = [c for c in choices if c not in known]
   if bad:
-    raise ValueError(f"unknown {family} methods {bad}; known: {known}")
-  wanted = {r.name for r in REGISTRY.values() if r.family == family and r.choice in set(choices)}
-  if family == "mlp":
-    wanted.add("no_distill")
+    raise ValueError(f"unknown methods {bad}; known: {known}")
+  wanted = {r.name for r in REGISTRY.values() if (r.choice in set(choices) and not r.when) or r.baseline}
+  offered = set(offered) | ({"lightgbm"} if any(REGISTRY[n].one_process for n in wanted) else set())
+  wanted |= {r.name for r in REGISTRY.values() if r.when and set(r.when) <= offered}
   for name in list(wanted):
-    while (teacher := REGISTRY[name].teacher) is not None and REGISTRY[teacher].family == family:
+    while (teacher := REGISTRY[name].teacher) is not None:
       wanted.add(teacher)
       name = teacher
   return tuple(r for r in REGISTRY.values() if r.name in wanted)
 
 
-def of_family(family: str) -> Tuple[str, ...]:
-  """The names of a family's rows, in order."""
-  return tuple(r.name for r in REGISTRY.values() if r.family == family)
-
-
 def uses_privileged(name: str) -> bool:
-  """Whether a row reads the privileged features: its own view, or its teacher's (at any depth; the searched PFD's
-  teachers are its own)."""
+  """Whether a row reads the privileged features: its own view, or its teacher's (at any depth), or teachers of its
+  own."""
   row = REGISTRY[name]
-  return row.view != "x" or row.family == "search" or (row.teacher is not None and uses_privileged(row.teacher))
+  return row.view != "x" or row.privileged or (row.teacher is not None and uses_privileged(row.teacher))
 
 
 def title(name: str, short: bool = False) -> str:
@@ -199,8 +237,8 @@ def title(name: str, short: bool = False) -> str:
 
 
 def is_teacher(name: str) -> bool:
-  """Whether the row `name` is a teacher (a name not registered: by its suffix)."""
-  return REGISTRY[name].is_teacher if name in REGISTRY else name.endswith("teacher")
+  """Whether the row `name` is a teacher (a name not registered: not one)."""
+  return name in REGISTRY and REGISTRY[name].is_teacher
 
 
 def table_order(names) -> list:

@@ -13,7 +13,7 @@ A list with no real document contributes exactly 0. Labels may be soft (teacher 
 from __future__ import annotations
 
 import functools
-from typing import Callable, Mapping, NamedTuple, Optional
+from typing import Callable, Mapping, NamedTuple, Optional, Tuple
 
 import jax
 import jax.numpy as jnp
@@ -285,7 +285,6 @@ for _loss in (Loss("rankbce", rank_bce), Loss("ranknet", ranknet, fields={"pairs
               Loss("approxndcg", approx_ndcg, params={"temperature": 1.0}, listwise=True),
               Loss("lambdaloss", lambdaloss, params={"mu": 5.0}, listwise=True)):
   REGISTRY.register(_loss)
-LOSSES = REGISTRY  # {name: Loss}
 
 
 def listwise() -> tuple:
@@ -304,20 +303,17 @@ def get_loss(name: str) -> Callable:
 
 def transform_identity(t, mask=None):
   """Teacher scores as they are."""
-  del mask
   return t
 
 
 def transform_sigmoid(t, mask=None, *, temperature: float = 1.0):
   """sigma(t / T): teacher logits -> probabilities in [0, 1] (the paper's soft labels for RankBCE/RankNet at
   T = 1; T > 1 softens a confident teacher's targets towards 1/2, the PFD search's softening)."""
-  del mask
   return jax.nn.sigmoid(t / temperature if temperature != 1.0 else t)
 
 
 def transform_affine(t, mask=None, *, a: float = 1.0, b: float = 0.0):
   """SDR Eq. 10: max(a * t + b, 0), non-negative labels for the listwise softmax loss."""
-  del mask
   return jnp.maximum(a * t + b, 0.0)
 
 
@@ -328,21 +324,18 @@ def transform_softmax(t, mask=None, *, temperature: float = 1.0):
 
 
 class Transform(NamedTuple):
-  """A registered teacher-score transform g(t, mask): its function, the TrainConfig fields bound to its keywords
-  (``{keyword: field}``, bound only when they differ from `neutral`, so that a transform at its neutral settings is
-  the function it always was) and a check of the bound values (a message, or '' when they are valid)."""
+  """A registered teacher-score transform g(t, mask): its function, its keywords (from TrainConfig's transform_a /
+  transform_b as a / b, and temperature; one at its `neutral` value is not bound) and a check of their values."""
   name: str
   fn: Callable
-  fields: Mapping[str, str] = {}
+  params: Tuple[str, ...] = ()
   neutral: Mapping[str, float] = {}
   check: Callable = lambda **kw: ""
 
   def bind(self, **values) -> Callable:
-    """g(t, mask) with the keywords of :attr:`fields` bound from `values` ({keyword: value}); ValueError when the
-    check refuses them."""
-    kw = {k: values[k] for k in self.fields}
-    problem = self.check(**kw)
-    if problem:
+    """g(t, mask) with :attr:`params` bound from `values`; ValueError when the check refuses them."""
+    kw = {k: values[k] for k in self.params}
+    if problem := self.check(**kw):
       raise ValueError(f"{self.name} transform needs {problem}")
     kw = {k: v for k, v in kw.items() if k not in self.neutral or v != self.neutral[k]}
     return functools.partial(self.fn, **kw) if kw else self.fn
@@ -350,19 +343,17 @@ class Transform(NamedTuple):
 
 _positive_temperature = lambda temperature: "" if temperature > 0 else f"temperature > 0, got {temperature}"
 TRANSFORM_REGISTRY: Registry[Transform] = Registry("teacher transform")
-for _transform in (
-    Transform("sigmoid", transform_sigmoid, {"temperature": "temperature"}, {"temperature": 1.0}, _positive_temperature),
-    Transform("identity", transform_identity),
-    Transform("affine", transform_affine, {"a": "transform_a", "b": "transform_b"},
-              check=lambda a, b: "" if a > 0 else f"slope a > 0 (SDR Eq. 10), got {a}"),
-    Transform("softmax", transform_softmax, {"temperature": "temperature"}, check=_positive_temperature)):
+for _transform in (Transform("sigmoid", transform_sigmoid, ("temperature",), {"temperature": 1.0}, _positive_temperature),
+                   Transform("identity", transform_identity),
+                   Transform("affine", transform_affine, ("a", "b"),
+                             check=lambda a, b: "" if a > 0 else f"slope a > 0 (SDR Eq. 10), got {a}"),
+                   Transform("softmax", transform_softmax, ("temperature",), check=_positive_temperature)):
   TRANSFORM_REGISTRY.register(_transform)
 TRANSFORMS = TRANSFORM_REGISTRY.names
 
 
 def get_transform(name: str, *, a: float = 1.0, b: float = 0.0, temperature: float = 1.0) -> Callable:
-  """The teacher-score transform g(t, mask) called `name` (a name of :data:`TRANSFORM_REGISTRY`), with its
-  parameters bound."""
+  """The teacher-score transform g(t, mask) called `name` (of :data:`TRANSFORM_REGISTRY`), parameters bound."""
   if name not in TRANSFORM_REGISTRY:
     raise ValueError(f"unknown teacher transform {name!r}; known: {', '.join(TRANSFORM_REGISTRY)}")
   return TRANSFORM_REGISTRY[name].bind(a=a, b=b, temperature=temperature)

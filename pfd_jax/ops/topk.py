@@ -140,3 +140,23 @@ def topk_loss(scores, t_rank, mask, labels, *, key, k: int = 10, scheme: str = "
   w = jax.lax.stop_gradient(w)
   per_list = -jnp.sum(w * jax.nn.log_sigmoid(jnp.take_along_axis(scores, idx, -1)), -1)
   return per_list if reduce_fn is None else reduce_fn(per_list)
+
+
+# ------------------------------------------------------------------ as a teaching (pfd_jax.training.teaching)
+
+def teaching_targets(cfg, logits, labels, mask):
+  """The teaching's targets: the teacher's top-K ranks among each list's unlabelled documents (cfg: a TrainConfig)."""
+  return teacher_ranks(logits, labels, mask, cfg.topk.k)
+
+
+def teaching_loss(cfg, key, labels, phase):
+  """The teaching's term: the weighted top-K loss (:func:`topk_loss`); phase: the warm-up is over."""
+  settings = cfg.topk.loss_settings()
+  return lambda s, t, m, reduce_fn=None: topk_loss(s, t, m, labels, key=key, hybrid_on=phase, reduce_fn=reduce_fn,
+                                                  **settings)
+
+
+def teaching_phase(cfg, epoch: int) -> bool:
+  """The teaching's schedule: w^a only for the warm-up epochs (default half of them), then hybrid."""
+  warmup = cfg.epochs // 2 if cfg.topk.warmup is None else cfg.topk.warmup
+  return epoch >= warmup

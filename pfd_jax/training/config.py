@@ -9,7 +9,6 @@ from pfd_jax import config
 from pfd_jax.ops import losses as losses_lib
 from pfd_jax.ops.models import NORMS, Arch
 from pfd_jax.ops.topk import SCHEMES
-from pfd_jax.training import teaching
 
 
 # The paper's batch size and learning rate per loss (appendix A.3): RankNet 300 / 3e-4, the others 500 / 1e-3.
@@ -134,12 +133,12 @@ class TrainConfig:
   teacher_transform: str = config.option("sigmoid", "Teacher logits -> targets (paper: sigmoid "
                                          "probabilities).", choices=losses_lib.TRANSFORMS, flag=False)
   teacher_loss: str = config.option("", "The teacher term's loss function ('' = the data loss; topk = Ranking "
-                                    "Distillation).", choices=lambda: ("",) + losses_lib.REGISTRY.names() + teaching.terms(),
+                                    "Distillation).", choices=lambda: ("",) + losses_lib.REGISTRY.names() + ("topk",),
                                     flag=False)
   teaching: str = config.option("", "The registered way of teaching the teacher term follows (a name of "
                                 "pfd_jax.training.teaching.REGISTRY, set with its overrides by Teaching.apply; '' = the "
                                 "one teacher_loss names: top-K, or the plain term).",
-                                choices=lambda: ("",) + teaching.REGISTRY.names(), flag=False, omit_default=True)
+                                flag=False, omit_default=True)
   transform_a: float = config.option(1.0, "SDR Eq. 10 affine teacher transform slope a (teaching=listwise).",
                                      lo=0, lo_open=True)
   transform_b: float = config.option(0.0, "SDR Eq. 10 affine teacher transform intercept b (teaching=listwise).")
@@ -176,6 +175,11 @@ class TrainConfig:
     spec = losses_lib.REGISTRY[name or self.loss]
     params = dict(self.loss_params) if spec.name == self.loss else {}
     return spec.bind(params, **{f: getattr(self, f) for f in spec.fields.values()})
+
+  def make_transform(self) -> Callable:
+    """The teacher-score transform g(t, mask) of :attr:`teacher_transform`, its parameters bound."""
+    return losses_lib.get_transform(self.teacher_transform, a=self.transform_a, b=self.transform_b,
+                                    temperature=self.temperature)
 
   @property
   def arch(self) -> Arch:

@@ -104,7 +104,7 @@ def train(key, cfg: TrainConfig, train_buckets: list, view: str, eval_sets: dict
   curves = {name: np.full((models, cfg.epochs, len(cfg.ks)), unrun) for name in eval_sets}
   loss_hist = np.full((models, cfg.epochs, 3), unrun)
   best_epoch = np.zeros(models, np.int64)
-  phase = teaching.of(cfg).phase  # the teacher term's per-epoch state (top-K: its warm-up is over)
+  phase = teaching.of(cfg).part("phase")  # the teacher term's per-epoch state (top-K: its warm-up is over)
   t0 = time.time()
   for epoch in range(cfg.epochs):
     state, loss = feed.epoch(state, epoch, phase=phase(cfg, epoch))

@@ -28,12 +28,11 @@ the data loss).
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Any, Callable, Optional, Tuple
+import importlib
+from typing import TYPE_CHECKING, Any, Callable, Optional, Tuple, Union
 
 import jax.numpy as jnp
 
-from pfd_jax.ops import losses as losses_lib
-from pfd_jax.ops import topk
 from pfd_jax.registry import Registry
 
 if TYPE_CHECKING:
@@ -42,40 +41,17 @@ if TYPE_CHECKING:
 
 def transform_targets(cfg: TrainConfig, logits, labels, mask):
   """The plain targets: the configured transform g of the teacher's logits (TrainConfig.teacher_transform)."""
-  del labels
-  g = losses_lib.get_transform(cfg.teacher_transform, a=cfg.transform_a, b=cfg.transform_b,
-                               temperature=cfg.temperature)
-  return g(logits, mask)
+  return cfg.make_transform()(logits, mask)
 
 
 def registered_loss(cfg: TrainConfig, key, labels, phase) -> Callable:
   """The plain term's loss: the registered loss ``teacher_loss`` (or the data loss), hyper-parameters bound."""
-  del key, labels, phase
   return cfg.make_loss(cfg.teacher_loss or cfg.loss)
 
 
 def always(cfg: TrainConfig, epoch: int) -> bool:
   """A term without a schedule."""
-  del cfg, epoch
   return True
-
-
-def topk_targets(cfg: TrainConfig, logits, labels, mask):
-  """Ranking Distillation's targets: the teacher's top-K ranks among each list's unlabelled documents."""
-  return topk.teacher_ranks(logits, labels, mask, cfg.topk.k)
-
-
-def topk_term(cfg: TrainConfig, key, labels, phase) -> Callable:
-  """Ranking Distillation's weighted top-K loss (:func:`pfd_jax.ops.topk.topk_loss`); phase: the warm-up is over."""
-  settings = cfg.topk.loss_settings()
-  return lambda s, t, m, reduce_fn=None: topk.topk_loss(s, t, m, labels, key=key, hybrid_on=phase,
-                                                       reduce_fn=reduce_fn, **settings)
-
-
-def topk_phase(cfg: TrainConfig, epoch: int) -> bool:
-  """Ranking Distillation's schedule: w^a only for the warm-up epochs (default half of them), then hybrid."""
-  warmup = cfg.epochs // 2 if cfg.topk.warmup is None else cfg.topk.warmup
-  return epoch >= warmup
 
 
 @dataclasses.dataclass(frozen=True)
@@ -85,10 +61,19 @@ class Teaching:
   name: str
   title: str = ""
   overrides: Tuple[Tuple[str, Any], ...] = ()
-  targets: Callable = transform_targets
-  loss: Callable = registered_loss
-  phase: Callable = always
+  targets: Union[str, Callable] = transform_targets
+  loss: Union[str, Callable] = registered_loss
+  phase: Union[str, Callable] = always
   term: str = ""
+
+  def part(self, which: str) -> Callable:
+    """Its function `which` ('targets', 'loss' or 'phase'), an import path ``module:function`` imported (the
+    built-in top-K teaching's live with its loss, :mod:`pfd_jax.ops.topk`)."""
+    fn = getattr(self, which)
+    if isinstance(fn, str):
+      module, _, name = fn.partition(":")
+      fn = getattr(importlib.import_module(module), name)
+    return fn
 
   def apply(self, cfg: TrainConfig) -> TrainConfig:
     """`cfg` taught this way (its overrides set, and its name: TrainConfig.teaching)."""
@@ -106,8 +91,9 @@ for _teaching in (
              (("teacher_loss", "ranknet"), ("teacher_transform", "sigmoid"))),
     Teaching("listwise", "PFD, listwise (SDR softmax on max(a t + b, 0))",
              (("teacher_loss", "softmax"), ("teacher_transform", "affine"))),
-    Teaching("topk", "PFD, top-K (Ranking Distillation)", (("teacher_loss", "topk"),), targets=topk_targets,
-             loss=topk_term, phase=topk_phase, term="topk")):
+    Teaching("topk", "PFD, top-K (Ranking Distillation)", (("teacher_loss", "topk"),),
+             targets="pfd_jax.ops.topk:teaching_targets", loss="pfd_jax.ops.topk:teaching_loss",
+             phase="pfd_jax.ops.topk:teaching_phase", term="topk")):
   REGISTRY.register(_teaching)
 
 
@@ -126,10 +112,10 @@ def of(cfg: TrainConfig) -> Teaching:
 
 def teacher_inputs(cfg: TrainConfig, logits, bucket: dict):
   """What the teacher term consumes for one bucket, from teacher logits [S, (K,) Q, L]."""
-  return of(cfg).targets(cfg, logits, jnp.asarray(bucket["y"]), jnp.asarray(bucket["mask"]))
+  return of(cfg).part("targets")(cfg, logits, jnp.asarray(bucket["y"]), jnp.asarray(bucket["mask"]))
 
 
 def teacher_term(cfg: TrainConfig, key, labels, phase: Optional[Any]) -> Callable:
   """The teacher term's loss for one step, called like a loss of :mod:`pfd_jax.ops.losses` (scores, targets,
   mask)."""
-  return of(cfg).loss(cfg, key, labels, phase)
+  return of(cfg).part("loss")(cfg, key, labels, phase)
