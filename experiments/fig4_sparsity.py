@@ -23,12 +23,19 @@ TAUS = (4.8, 4.4, 3.6, 2.4)
 METHODS = ("self_distill", "pfd", "placebo")
 
 
+# The rows the figure reads beside the --methods ones: the baseline, the PFD student (its own columns) and the
+# placebo control (its column 'PFD vs placebo'), as the row registry declares them.
+BASE, PFD_ROW, CONTROL = rows_lib.baseline(), rows_lib.primary().name, rows_lib.control()
+VS_CONTROL = f"{PFD_ROW}_vs_{CONTROL}"  # pfd_vs_placebo
+SELF = "self_distill"  # the row of the paper's second Figure 4 claim (its gain grows with sparsity against PFD's)
+
+
 @dataclasses.dataclass(frozen=True)
 class Options:
   taus: Tuple[float, ...] = option(TAUS, "Values of tau_target.")
   methods: Tuple[str, ...] = option(METHODS, "Methods at each tau (placebo: the PFD teacher and student on "
                                     "permuted privileged features, --placebo_within; any MLP row registered in "
-                                    "pfd_jax.methods.rows).", choices=lambda: rows_lib.methods("mlp")[1:])
+                                    "pfd_jax.methods.rows).", choices=lambda: rows_lib.methods(one_process=False)[1:])
 
 
 def run(cfg: schema.Config) -> dict:
@@ -47,12 +54,12 @@ def run(cfg: schema.Config) -> dict:
       for name, res in r.items():
         rows.setdefault(name, []).append(res.best["test"])
     rows = {k: np.concatenate(v) for k, v in rows.items()}
-    base = rows["no_distill"][:, 0].mean()
+    base = rows[BASE][:, 0].mean()
     out["taus"][str(tau)] = dict(positive_groups_pct=float(np.mean(pos)), rows=rows,
                                  relative={k: tabulate.ratio(v[:, 0].mean(), base) for k, v in rows.items()},
-                                 comparisons=tabulate.compare(rows, "no_distill"),
-                                 **({"pfd_vs_placebo": tabulate.compare(rows, "placebo")["pfd"]}
-                                    if {"pfd", "placebo"} <= set(rows) else {}))
+                                 comparisons=tabulate.compare(rows, BASE),
+                                 **({VS_CONTROL: tabulate.compare(rows, CONTROL)[PFD_ROW]}
+                                    if {PFD_ROW, CONTROL} <= set(rows) else {}))
   out["seconds"] = time.time() - t0
   return out
 
@@ -61,20 +68,20 @@ def to_markdown(res: dict) -> str:
   cfg = res["config"]
   first = next(iter(res["taus"].values()))
   names = rows_lib.table_order(first["rows"])
-  students = [k for k in names if k != "no_distill" and not rows_lib.is_teacher(k)]
-  placebo = "pfd_vs_placebo" in first
+  students = [k for k in names if k != BASE and not rows_lib.is_teacher(k)]
+  placebo = VS_CONTROL in first
   rows = []
   for tau, r in res["taus"].items():
     nd = r["rows"]
-    cmp = r.get("comparisons") or tabulate.compare(nd, "no_distill")
-    runs = len(nd["no_distill"])
+    cmp = r.get("comparisons") or tabulate.compare(nd, BASE)
+    runs = len(nd[BASE])
     rows.append([tau, f"{r['positive_groups_pct']:.1f}%"] +
                 [f"{np.asarray(nd[k])[:, 0].mean():.3f} ("
                  + ("n/a" if r['relative'][k] is None else f"{r['relative'][k]:.3f}") + ")" for k in names] +
-                [tabulate.change_cell(cmp[k]) for k in students if k != "pfd"] +
-                (tabulate.change_cells(cmp["pfd"], runs // cfg["run"]["seeds"]) if "pfd" in students else []) +
-                ([tabulate.change_cell(r["pfd_vs_placebo"])] if placebo else []))
-  runs = len(first["rows"]["no_distill"])
+                [tabulate.change_cell(cmp[k]) for k in students if k != PFD_ROW] +
+                (tabulate.change_cells(cmp[PFD_ROW], runs // cfg["run"]["seeds"]) if PFD_ROW in students else []) +
+                ([tabulate.change_cell(r[VS_CONTROL])] if placebo else []))
+  runs = len(first["rows"][BASE])
   return (f"# Figure 4: gains against label sparsity ({tabulate.title(cfg)})\n\nTest NDCG@8 (relative to "
           f"no-distillation), mean over folds x {cfg['run']['seeds']} seeds, {cfg['train']['epochs']} epochs; "
           f"{res['seconds']:.0f} s.\n" + tabulate.stats_note("no-distillation (of the same tau)", runs,
@@ -83,8 +90,8 @@ def to_markdown(res: dict) -> str:
            "paired by run: the privileged information's gain beyond distillation.\n" if placebo else "") +
           "\n" + tabulate.markdown_table(
               ["tau_target", "positive train groups"] + [rows_lib.title(k, short=True) for k in names] +
-              [f"{rows_lib.title(k, short=True)} vs no-distillation (runs)" for k in students if k != "pfd"] +
-              (["PFD vs no-distillation (runs)", "PFD: " + tabulate.change_header("", 8)[1]] if "pfd" in students
+              [f"{rows_lib.title(k, short=True)} vs no-distillation (runs)" for k in students if k != PFD_ROW] +
+              (["PFD vs no-distillation (runs)", "PFD: " + tabulate.change_header("", 8)[1]] if PFD_ROW in students
                else []) + (["PFD vs placebo (runs)"] if placebo else []), rows))
 
 
@@ -94,7 +101,7 @@ def plot(res: dict, path: str) -> None:
   x = np.array([r["positive_groups_pct"] for r in taus])
   fig, ax = plt.subplots(figsize=(6, 4))
   for k in rows_lib.table_order(next(iter(taus))["relative"]):
-    if k != "no_distill" and not rows_lib.is_teacher(k):
+    if k != BASE and not rows_lib.is_teacher(k):
       ax.plot(x, [np.nan if r["relative"][k] is None else r["relative"][k] for r in taus], "o-", label=rows_lib.title(k, short=True))
   ax.axhline(1.0, color="gray", ls="--", label="no-distillation")
   plots.finish_plot(fig, ax, res, path, "% positive training query groups", "test NDCG@8 / no-distillation")
@@ -103,17 +110,17 @@ def plot(res: dict, path: str) -> None:
 def claims(res: dict) -> list:
   """The claims of a run of this driver, with their verdicts (:mod:`experiments.framework.claims`)."""
   taus = res["taus"]
-  f = runs_per_fold(len(next(iter(taus.values()))["rows"]["no_distill"]), res)
+  f = runs_per_fold(len(next(iter(taus.values()))["rows"][BASE]), res)
   cmp = lambda key: {t: r["comparisons"][key] for t, r in taus.items() if key in r["comparisons"]}
-  out = [sweep("PFD beats no-distillation at every tau_target (paper, Figure 4)", cmp("pfd"), f, source=PFD),
+  out = [sweep("PFD beats no-distillation at every tau_target (paper, Figure 4)", cmp(PFD_ROW), f, source=PFD),
          sweep("Self-distillation beats no-distillation at every tau_target (ours: the paper cites it as known)",
-               cmp("self_distill"), f),
+               cmp(SELF), f),
          sweep("PFD beats the placebo at every tau_target (control)",
-               {t: r["pfd_vs_placebo"] for t, r in taus.items() if "pfd_vs_placebo" in r}, f)]
-  if all({"pfd", "self_distill"} <= set(r["rows"]) for r in taus.values()):
+               {t: r[VS_CONTROL] for t, r in taus.items() if VS_CONTROL in r}, f)]
+  if all({PFD_ROW, SELF} <= set(r["rows"]) for r in taus.values()):
     x = [r["positive_groups_pct"] for r in taus.values()]
-    gains = [(np.asarray(r["rows"]["pfd"])[:, 0] - np.asarray(r["rows"]["self_distill"])[:, 0]) /
-             np.asarray(r["rows"]["self_distill"])[:, 0].mean() for r in taus.values()]
+    gains = [(np.asarray(r["rows"][PFD_ROW])[:, 0] - np.asarray(r["rows"][SELF])[:, 0]) /
+             np.asarray(r["rows"][SELF])[:, 0].mean() for r in taus.values()]
     out.append(trend("PFD's relative gain over self-distillation grows as the labels get sparser (per run: its slope "
                      "against the % of positive training groups is negative) (paper, Figure 4)", x, gains,
                      decreasing=True, source=PFD))

@@ -38,7 +38,8 @@ from pfd_jax.ops import stats
 
 DEFAULT_QUERIES = (400, 200, 600)  # the synthetic default's train / vali / test queries (synthetic.generate)
 WEB30K_TRAIN, WEB30K_TEST = 18919, 6306
-COMPARED = ("no_distill", "self_distill", "gend", "placebo")  # each against the PFD student
+COMPARED = rows_lib.compared()  # each against the PFD student: the rows its claims name (no_distill, ..., placebo)
+PFD = rows_lib.primary().name
 
 
 @dataclasses.dataclass(frozen=True)
@@ -87,11 +88,11 @@ def point(cfg: schema.Config, ds, loss: str, scale: float) -> dict:
   wall, cpu = time.time() - wall, time.process_time() - cpu
   test = dd.eval_sets["test"]
   lists = {}
-  for name in ("pfd",) + COMPARED:
+  for name in (PFD,) + COMPARED:
     v, valid = T.per_list_ndcg(tc, rows[name].params, test, "x")
     lists[name] = v[:, valid]
   t = time.perf_counter()
-  T.per_list_ndcg(tc, rows["no_distill"].params, test, "x")  # compiled by now: one evaluation pass
+  T.per_list_ndcg(tc, rows[rows_lib.baseline()].params, test, "x")  # compiled by now: one evaluation pass
   timing = dict(rows={k: r.seconds for k, r in rows.items()}, wall=wall, cpu=cpu, eval_pass=time.perf_counter() - t)
   return dict(train_groups=dd.num_train_groups, positive_train_groups=dd.num_positive_groups,
               test_queries=int(test.num_lists), test_positive=int(valid.sum()), seeds=int(keys.shape[0]),
@@ -118,7 +119,7 @@ def components(p: dict) -> dict:
   out = {}
   for b in COMPARED:
     ref = float(np.asarray(p["lists"][b], np.float64).mean())
-    seed, query = stats.variance_components(np.asarray(p["lists"]["pfd"]) - np.asarray(p["lists"][b]), clip=False)
+    seed, query = stats.variance_components(np.asarray(p["lists"][PFD]) - np.asarray(p["lists"][b]), clip=False)
     out[b] = (seed / ref ** 2, query / ref ** 2)
   return out
 

@@ -214,7 +214,8 @@ def to_markdown(res: dict) -> str:
     train = record.train_config
     pooled = aggregate(record)
     ks = train["ks"]
-    base = pooled["no_distill"].mean(0)
+    baseline = rows_lib.baseline()
+    base = pooled[baseline].mean(0)
     fold0 = record.first_fold
     tau = f"tau_target={fold0.data['tau']}, " if fold0.data.get("tau") is not None else ""
     parts.append(f"\n## Loss: {loss} (batch {train['batch_size']}, lr {train['lr']}); {tau}"
@@ -224,37 +225,26 @@ def to_markdown(res: dict) -> str:
     compared = record.comparisons or comparisons(record)
     folds = len(record.folds)
     compared = dict(column_comparisons(record), **compared)  # a file from before a column: computed from its rows
-    vs_placebo, vs_pfd, vs_gbdt = compared.get("vs_placebo"), compared.get("vs_pfd"), compared.get("vs_lambdamart")
+    columns = [r for r in rows_lib.columns() if f"vs_{r.name}" in compared]  # vs placebo, PFD, LambdaMART
     for name in rows_lib.table_order(pooled):
       v = pooled[name]
       cells = [f"{tabulate.fmt_pm(m, s)} ({tabulate.fmt_change(m, b)})" for m, s, b in zip(v.mean(0), v.std(0), base)]
       runs = tabulate.change_cells(compared["runs"].get(name), folds)
-      table.append([rows_lib.title(name)] + cells + runs[:1] + [tabulate.change_cell(compared["queries"].get(name))] + runs[1:] +
-                   ([tabulate.change_cell(vs_placebo.get(name))] if vs_placebo else []) +
-                   ([tabulate.change_cell(vs_pfd.get(name))] if vs_pfd else []) +
-                   ([tabulate.change_cell(vs_gbdt.get(name))] if vs_gbdt else []))
+      table.append([rows_lib.title(name)] + cells + runs[:1] + [tabulate.change_cell(compared["queries"].get(name))] +
+                   runs[1:] + [tabulate.change_cell(compared[f"vs_{r.name}"].get(name)) for r in columns])
     n_q = next(iter(compared["queries"].values()), {}).get("n", 0)
-    parts.append(tabulate.stats_note("no-distillation", len(pooled["no_distill"]), folds, ks[0]) +
+    parts.append(tabulate.stats_note("no-distillation", len(pooled[baseline]), folds, ks[0]) +
                  f"Per query: the same over the {n_q} test queries with a positive (pooled over folds), each "
                  "query's NDCG@8 averaged over seeds.\n\n")
     runs_head, seeds_head = tabulate.change_header("no-distillation", ks[0])
-    if vs_placebo:
-      parts.append(f"Placebo rows: the PFD teacher and student with the privileged rows permuted "
-                   f"{_PLACEBO_TEXT[cfg['run'].get('placebo_within', 'query')]} (every value kept, the link to the label "
-                   "broken); 'vs placebo student' pairs runs by (fold, seed): the PFD student's column is the "
-                   "gain of the privileged information beyond distillation as regularisation.\n\n")
-    parts.append(position.table2_note(fold0.debias, cfg["options"].get("position"), f"fold{record.first_fold_number}"))
-    if vs_gbdt:
-      parts.append(f"LightGBM rows (`pfd_jax.methods.gbdt`): early-stopped on NDCG@{ks[0]} of {tr['select_on']}. 'vs PFD "
-                   "student' and 'vs LambdaMART' pair runs by fold and seed index (a LightGBM seed shares no random "
-                   "numbers with an MLP seed, so across model families the pairing is by fold only).\n\n")
+    within = _PLACEBO_TEXT[cfg['run'].get('placebo_within', 'query')]
+    parts.append("".join(r.column_note.format(k=ks[0], select_on=tr["select_on"], within=within) for r in columns) +
+                 position.table2_note(fold0.debias, cfg["options"].get("position"), f"fold{record.first_fold_number}"))
     parts.append(protocol.optimism_text(record, tr["select_on"]) + practice.deploy_text(record, compared, ks) +
                  practice.search_text(record) + _ensemble_table(record, compared, ks))
     parts.append(tabulate.markdown_table(["Training method"] + [f"NDCG@{k}" for k in ks] +
                                        [runs_head, f"NDCG@{ks[0]} vs no-distillation (queries)", seeds_head] +
-                                       ([f"NDCG@{ks[0]} vs placebo student (runs)"] if vs_placebo else []) +
-                                       ([f"NDCG@{ks[0]} vs PFD student (runs)"] if vs_pfd else []) +
-                                       ([f"NDCG@{ks[0]} vs LambdaMART (runs)"] if vs_gbdt else []), table))
+                                       [f"NDCG@{ks[0]} vs {r.label} (runs)" for r in columns], table))
   return "".join(parts) + protocol.power_text(cfg, records)
 
 

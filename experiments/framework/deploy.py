@@ -99,7 +99,7 @@ def choose(fold_results: list, ensembles: bool) -> dict:
              within=[key(c) for c in pick["within"]], gap=list(pick["gap"]), threshold=pick["threshold"],
              lists=int(lists[pick["chosen"]].size),
              vali_all={key(c): m for c, m in pick["means"].items()})
-  if ("no_distill", "single") in lists:
-    out["vs_no_distill"] = tabulate.comparison_record(
-        stats.per_query(lists[pick["chosen"]], lists[("no_distill", "single")]))
+  base = rows_lib.baseline()
+  if (base, "single") in lists:
+    out[f"vs_{base}"] = tabulate.comparison_record(stats.per_query(lists[pick["chosen"]], lists[(base, "single")]))
   return out

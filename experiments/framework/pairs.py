@@ -15,7 +15,7 @@ from pfd_jax.ops import stats
 
 def ensemble_comparisons(loss_res: LossRecord) -> dict:
   """Every row's seed ensemble over the test queries pooled over folds (one ensemble per fold, so queries are the
-  unit), paired: against LambdaMART's seed ensemble ('vs_lambdamart') and against the row's own single models,
+  unit), paired: against the incumbent's seed ensemble ('vs_lambdamart'; rows.incumbent()) and against the row's own single models,
   each query's NDCG averaged over seeds ('vs_single')."""
   folds = [f for f in loss_res.folds.values() if f.ensembles is not None]
   if not folds:
@@ -27,10 +27,11 @@ def ensemble_comparisons(loss_res: LossRecord) -> dict:
   single = pooled(lambda f, n: f.rows[n].test_lists)
   out = {name: dict(vs_single=tabulate.comparison_record(stats.per_query(v, single[name], valid)))
          for name, v in ens.items()}
-  if "lambdamart" in ens:
+  incumbent = rows_lib.incumbent()
+  if incumbent in ens:
     for name, v in ens.items():
-      if name != "lambdamart":
-        out[name]["vs_lambdamart"] = tabulate.comparison_record(stats.per_query(v, ens["lambdamart"], valid))
+      if name != incumbent:
+        out[name][f"vs_{incumbent}"] = tabulate.comparison_record(stats.per_query(v, ens[incumbent], valid))
   return out
 
 
@@ -47,27 +48,24 @@ def query_lists(loss_res: LossRecord) -> Dict[str, np.ndarray]:
 def comparisons(loss_res: LossRecord) -> dict:
   """Every row against no-distillation, paired: by (fold, seed) run ('runs') and by test query pooled over
   folds, each query's NDCG@8 averaged over seeds ('queries'; lists with a positive)."""
-  per_query = query_lists(loss_res)
-  return dict(runs=tabulate.compare(aggregate(loss_res), "no_distill"),
-              queries={k: tabulate.comparison_record(stats.per_query(v, per_query["no_distill"]))
-                       for k, v in per_query.items() if k != "no_distill"},
+  per_query, base = query_lists(loss_res), rows_lib.baseline()
+  return dict(runs=tabulate.compare(aggregate(loss_res), base),
+              queries={k: tabulate.comparison_record(stats.per_query(v, per_query[base]))
+                       for k, v in per_query.items() if k != base},
               **column_comparisons(loss_res), **({"ensembles": e} if (e := ensemble_comparisons(loss_res)) else {}))
 
 
 def column_comparisons(loss_res: LossRecord) -> dict:
-  """The table's further paired columns: every student against the placebo student ('vs_placebo': what the
-  privileged information adds beyond distillation), the LightGBM rows against the PFD student ('vs_pfd') and
-  every row against LambdaMART, the practitioner's incumbent ('vs_lambdamart', paired by (fold, seed index)).
-  Only those whose rows the table has."""
+  """The table's further paired columns, one per row with a column of its own (rows.Row.versus): every student
+  against the placebo student ('vs_placebo': what the privileged information adds beyond distillation), the
+  LightGBM rows against the PFD student ('vs_pfd') and every row against LambdaMART, the practitioner's incumbent
+  ('vs_lambdamart', paired by (fold, seed index)). Only those whose rows the table has."""
   pooled = aggregate(loss_res)
   out = {}
-  if "placebo" in pooled:
-    out["vs_placebo"] = {k: v for k, v in tabulate.compare(pooled, "placebo").items() if not rows_lib.is_teacher(k)}
-  gbdt_rows = [n for n, r in rows_lib.REGISTRY.items() if r.one_process]
-  if "pfd" in pooled and set(pooled) & set(gbdt_rows):
-    out["vs_pfd"] = {k: v for k, v in tabulate.compare(pooled, "pfd").items() if k in gbdt_rows}
-  if "lambdamart" in pooled:
-    out["vs_lambdamart"] = tabulate.compare(pooled, "lambdamart")
+  for row in rows_lib.columns():  # 'vs_<row>' for every row with a column of its own that the table has
+    if row.name in pooled and (found := {k: v for k, v in tabulate.compare(pooled, row.name).items()
+                                         if row.compares(k)}):
+      out[f"vs_{row.name}"] = found
   return out
 
 

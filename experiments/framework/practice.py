@@ -36,18 +36,19 @@ def deploy_text(record: LossRecord, compared: dict, ks) -> str:
   if not d:
     return ""
   row, kind = d["row"], d["kind"]
+  incumbent, base = rows_lib.incumbent(), rows_lib.baseline()
   if kind == "ensemble":
     test = np.mean([np.asarray(f.ensembles[row]["ndcg"], np.float64).reshape(-1)[0] for f in record.folds.values()])
-    vs = (compared.get("ensembles") or {}).get(row, {}).get("vs_lambdamart")
-    unit = "LambdaMART's seed ensemble, over test queries"
+    vs = (compared.get("ensembles") or {}).get(row, {}).get(f"vs_{incumbent}")
+    unit = f"{rows_lib.title(incumbent)}'s seed ensemble, over test queries"
   else:
     test = float(np.mean(aggregate(record)[row][:, 0]))
-    vs = (compared.get("vs_lambdamart") or {}).get(row)
-    unit = "LambdaMART, over runs"
+    vs = (compared.get(f"vs_{incumbent}") or {}).get(row)
+    unit = f"{rows_lib.title(incumbent)}, over runs"
   lat = record.first_fold.latency or {}
   lat_rows = [[rows_lib.title(n), f"{v['single']['p50_ms']:.2f} / {v['single']['p99_ms']:.2f}",
                f"{v['ensemble']['p50_ms']:.2f} / {v['ensemble']['p99_ms']:.2f}"] for n, v in lat.items()]
-  vs_text = f"; vs {unit}: {tabulate.change_cell(vs)}" if vs and row != "lambdamart" else ""
+  vs_text = f"; vs {unit}: {tabulate.change_cell(vs)}" if vs and row != incumbent else ""
   name = lambda c: rows_lib.title(c.split("/")[0]) + (", seed ensemble" if c.endswith("/ensemble") else "")
   rule = ("" if "best" not in d else  # a run from before this rule chose the plain maximum
           f" The simplest candidate that validation cannot tell from the best ({name(d['best'])}, "
@@ -55,8 +56,8 @@ def deploy_text(record: LossRecord, compared: dict, ks) -> str:
           f"at 5%, Bonferroni over the {len(d['vali_all'])} candidates ({len(d['within'])} tied), so that the winner of "
           f"many noisy validation scores is not deployed for its noise: {100 * d['gap'][0]:.1f} points below the best "
           f"({d['gap'][0] / d['gap'][1] if d['gap'][1] else 0:.1f} SE; a gap of {d['threshold']:.1f} SE would count)" +
-          (f"; against no-distillation on validation {tabulate.change_cell(d['vs_no_distill'])}" if "vs_no_distill" in d
-           and row != "no_distill" else "") + ".")
+          (f"; against no-distillation on validation {tabulate.change_cell(d[f'vs_{base}'])}" if f"vs_{base}" in d
+           and row != base else "") + ".")
   return (f"**Which to deploy** (chosen on validation NDCG@{ks[0]} among the rows a service can run, single models "
           f"and seed ensembles; test never read): **{rows_lib.title(row)}{', seed ensemble' if kind == 'ensemble' else ''}"
           f"**, validation {d['vali']:.3f}, test NDCG@{ks[0]} {test:.3f}{vs_text}.{rule} Saved models: "
@@ -79,7 +80,8 @@ def search_text(record: LossRecord) -> str:
     s, base = f.search, f.search["candidates"]["no distillation"]
     why = ("no candidate beats no-distillation by more than validation noise" if s["chosen"] == "no distillation"
            else f"the simplest of the {s['tied']} candidates validation cannot tell from the best ({s['best']})")
-    pfd = sum(f.rows[n].seconds for n in ("pfd_teacher", "pfd") if n in f.rows)
+    primary = rows_lib.primary()
+    pfd = sum(f.rows[n].seconds for n in (primary.teacher, primary.name) if n in f.rows)
     vs = (f"; against no-distillation on these lists {tabulate.change_cell(s['vs_no_distill'])}"
           if s.get("vs_no_distill") and s["chosen"] != "no distillation" else "")
     screened = (f", screened with {s['seeds']} seed{'s' * (s['seeds'] > 1)}" if s.get("seeds") else "") + (

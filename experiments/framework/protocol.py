@@ -24,7 +24,6 @@ def population_text(cfg: dict, record: LossRecord) -> str:
           f"initialisation and batches only, so a verdict speaks of this draw. Data fingerprints: {prints}.\n")
 
 
-POWER_COMPARED = ("no_distill", "self_distill", "gend", "placebo")  # each against the PFD student
 BUDGET_MINUTES = 90.0  # what a confirmatory re-run may take on the developers' 2-core machine
 
 
@@ -37,10 +36,11 @@ def redrawn_power(records: dict) -> dict:
   for loss, record in records.items():
     folds = list(record.folds.values())
     seconds += float(np.mean([f.seconds for f in folds]))
-    for b in POWER_COMPARED:
-      if not all("pfd" in f.rows and b in f.rows for f in folds):
+    a = rows_lib.primary().name
+    for b in rows_lib.compared():  # the rows the PFD student's claims name
+      if not all(a in f.rows and b in f.rows for f in folds):
         continue
-      lists = [np.asarray(f.rows["pfd"].test_lists)[np.asarray(f.test_lists_valid, bool)] -
+      lists = [np.asarray(f.rows[a].test_lists)[np.asarray(f.test_lists_valid, bool)] -
                np.asarray(f.rows[b].test_lists)[np.asarray(f.test_lists_valid, bool)] for f in folds]
       ref = float(aggregate(record)[b][:, 0].mean())
       run, query = stats.redrawn_components(lists)
@@ -86,10 +86,11 @@ def optimism_text(record: LossRecord, select_on: str) -> str:
   chosen, on_test = aggregate(record), test_selected(record)
   rows = [[rows_lib.title(k), f"{chosen[k][:, 0].mean():.4f}", f"{v.mean():.4f}",
            f"{100 * (v.mean() / chosen[k][:, 0].mean() - 1):+.1f}%"] for k, v in on_test.items() if k in chosen]
-  gain = lambda a, b: 100 * (a["pfd"].mean() / a[b].mean() - 1) if {"pfd", b} <= set(a) else None
+  pfd = rows_lib.primary().name
+  gain = lambda a, b: 100 * (a[pfd].mean() / a[b].mean() - 1) if {pfd, b} <= set(a) else None
   vals = {k: v[:, 0] for k, v in chosen.items()}
   lines = "; ".join(f"PFD vs {rows_lib.title(b, short=True)} {gain(on_test, b):+.1f}% (test-selected) against "
-                    f"{gain(vals, b):+.1f}% (validation-selected)" for b in ("no_distill", "self_distill", "gend")
+                    f"{gain(vals, b):+.1f}% (validation-selected)" for b in rows_lib.compared(paper=True)
                     if gain(on_test, b) is not None)
   return ("Selection: the best epoch on **validation** (confirmatory). The paper's protocol on the same runs, the best "
           "epoch on test scored on test, reads higher by its optimism" + (f" ({lines})" if lines else "") + ":\n\n" +

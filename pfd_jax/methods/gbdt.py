@@ -353,9 +353,9 @@ def train_lightgbm(ctx, row, done: dict, position_bias: bool = False):
   return ctx.kept(row, config, view, fn)
 
 
-def train_lightgbm_student(ctx, row, done: dict, grades: bool = False, objective: Optional[str] = None):
+def train_lightgbm_student(ctx, row, done: dict, as_grades: bool = False, objective: Optional[str] = None):
   """A LightGBM student on x of its MLP teacher row: Eq. 1's targets and weights (objective 'cross_entropy'), or
-  LambdaMART on the targets as grades (grades=True). The teacher's logits on every training document are computed
+  LambdaMART on the targets as grades (as_grades=True). The teacher's logits on every training document are computed
   once for the fold's students."""
   t = done[row.teacher]
   config = row.config(ctx.cfg)
@@ -367,7 +367,7 @@ def train_lightgbm_student(ctx, row, done: dict, grades: bool = False, objective
     logits = ctx.once((row.teacher, "logits"), lambda: doc_scores(
         t.config, t.result.params, tr, t.view, max_buckets=ctx.dd.max_buckets), keep=False)
     q, w = distilled_targets(tr.y, logits[s], in_data, config.alpha)
-    return (grades(q), None) if grades else (q, w)
+    return (grades(q), None) if as_grades else (q, w)
   kw = dict(ctx.lightgbm_kw(), **({"objective": objective} if objective else {}))
   return ctx.kept(row, config, "x", lambda: train(ctx.lightgbm, config, ctx.ds, "x", targets=targets,
                                                        hooks=ctx.hooks(row.name), **kw))

@@ -74,6 +74,9 @@ class Row:
   one_process: bool = False
   privileged: bool = False
   baseline: bool = False
+  primary: bool = False
+  versus: str = ""
+  column_note: str = ""
   placebo: bool = False
   servable: bool = True
   claims: Tuple[Any, ...] = ()
@@ -99,6 +102,11 @@ class Row:
       module, _, name = fn.partition(":")
       fn = getattr(importlib.import_module(module), name)
     return functools.partial(fn, **dict(self.train_args)) if self.train_args else fn
+
+  def compares(self, name: str) -> bool:
+    """Whether this row's column (:attr:`versus`) compares the row `name` (a name not registered: a student)."""
+    other = REGISTRY.get(name)
+    return name != self.name and _VERSUS[self.versus](other)
 
   @property
   def distilled(self) -> bool:
@@ -128,6 +136,10 @@ class Row:
 
 REGISTRY: Registry[Row] = Registry("row")
 
+# What a row's column compares (Row.versus), in the tables' column order.
+_VERSUS = {"students": lambda r: r is None or not r.is_teacher, "lightgbm": lambda r: r is not None and r.one_process,
+           "every": lambda r: True}
+
 _PAPER = "(paper, Table 2)"
 _PFD = "PFD"  # the main paper as a claim's source (experiments.framework.claims.PFD)
 for _row in (
@@ -139,7 +151,7 @@ for _row in (
     Row("gend_teacher", "GenD teacher*", view="z", method=None),
     Row("gend", "GenD student", teacher="gend_teacher"),
     Row("pfd_teacher", "PFD teacher*", view="xz", method=None),
-    Row("pfd", "PFD student", teacher="pfd_teacher", claims=(
+    Row("pfd", "PFD student", teacher="pfd_teacher", primary=True, versus="lightgbm", claims=(
         RowClaim("no_distill", f"PFD student beats no-distillation {_PAPER}", source=_PFD),
         RowClaim("self_distill", f"PFD student beats self-distillation {_PAPER}", source=_PFD),
         RowClaim("gend", f"PFD student is better than or as good as the GenD student (within 1%) {_PAPER}",
@@ -149,7 +161,10 @@ for _row in (
     # the placebo teacher reads permuted privileged features, which no file has: never saved as a model
     Row("placebo_teacher", "Placebo teacher (z permuted)", "placebo teacher", view="xz", method=None, placebo=True,
         servable=False),
-    Row("placebo", "Placebo student", "placebo student", teacher="placebo_teacher", placebo=True),
+    Row("placebo", "Placebo student", "placebo student", teacher="placebo_teacher", placebo=True, versus="students",
+        column_note="Placebo rows: the PFD teacher and student with the privileged rows permuted {within} (every value "
+        "kept, the link to the label broken); 'vs placebo student' pairs runs by (fold, seed): the PFD student's "
+        "column is the gain of the privileged information beyond distillation as regularisation.\n\n"),
     # PFD searched on validation (pfd_jax.methods.search; table2 --search): its own teachers, one per subset
     Row("pfd_searched", "PFD, searched on validation", "the searched PFD student", train=f"{_S}:train_row",
         when=("search",), privileged=True, claims=(
@@ -158,7 +173,10 @@ for _row in (
         ("pfd", "PFD searched on validation beats plain PFD"),
         ("lambdamart", "PFD searched on validation beats LambdaMART, the incumbent"))),
     # LightGBM (pfd_jax.methods.gbdt) and distillation across model families
-    Row("lambdamart", "LambdaMART", train=f"{_G}:train_lightgbm", one_process=True),
+    Row("lambdamart", "LambdaMART", train=f"{_G}:train_lightgbm", one_process=True, versus="every",
+        column_note="LightGBM rows (`pfd_jax.methods.gbdt`): early-stopped on NDCG@{k} of {select_on}. 'vs PFD "
+        "student' and 'vs LambdaMART' pair runs by fold and seed index (a LightGBM seed shares no random numbers with "
+        "an MLP seed, so across model families the pairing is by fold only).\n\n"),
     Row("lambdamart_teacher", "LambdaMART teacher*", view="xz", method=None, train=f"{_G}:train_lightgbm",
         one_process=True),
     Row("pfd_from_lambdamart", "PFD student (LambdaMART teacher)", teacher="lambdamart_teacher",
@@ -169,7 +187,7 @@ for _row in (
         one_process=True, claims=(("lambdamart", "GBDT student of the PFD teacher beats LambdaMART (cross-family)"),)),
     Row("lambdamart_from_pfd", "LambdaMART student, teacher grades (PFD teacher)", teacher="pfd_teacher",
         method="gbdt_from_pfd", train=f"{_G}:train_lightgbm_student",
-        train_args=(("grades", True),),
+        train_args=(("as_grades", True),),
         one_process=True),
     # The debiasing rows of table2 --position (pfd_jax.methods.debias): judged on the file's labels.
     Row("position_feature", "Position as a feature, served at position 1", view="xz:{position}",
@@ -229,6 +247,38 @@ def uses_privileged(name: str) -> bool:
   own."""
   row = REGISTRY[name]
   return row.view != "x" or row.privileged or (row.teacher is not None and uses_privileged(row.teacher))
+
+
+def baseline() -> str:
+  """The name of the row every run trains and compares with (no-distillation)."""
+  return next(r.name for r in REGISTRY.values() if r.baseline)
+
+
+def primary() -> Row:
+  """The row the paper is about (the PFD student)."""
+  return next(r for r in REGISTRY.values() if r.primary)
+
+
+def compared(paper: bool = False) -> Tuple[str, ...]:
+  """The rows the primary row's claims compare it with, less the LightGBM ones (the power study's comparisons);
+  paper: only those of the paper's own claims."""
+  return tuple(c.versus for c in primary().row_claims if (c.source or not paper) and c.versus in REGISTRY
+               and not REGISTRY[c.versus].one_process)
+
+
+def columns() -> Tuple[Row, ...]:
+  """The rows with a column of their own (:attr:`Row.versus`), in the tables' column order."""
+  return tuple(sorted((r for r in REGISTRY.values() if r.versus), key=lambda r: list(_VERSUS).index(r.versus)))
+
+
+def incumbent() -> Optional[str]:
+  """The row every other is compared with in a column of its own (versus 'every': LambdaMART), if any."""
+  return next((r.name for r in REGISTRY.values() if r.versus == "every"), None)
+
+
+def control() -> Optional[str]:
+  """The row every student is compared with in a column of its own (versus 'students': the placebo), if any."""
+  return next((r.name for r in REGISTRY.values() if r.versus == "students"), None)
 
 
 def title(name: str, short: bool = False) -> str:
