@@ -12,6 +12,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from experiments.framework.records import RunRecord
 from experiments.framework import lifecycle, rundir, schema, tabulate
 from pfd_jax.ops import losses as L
 from pfd_jax.config import option
@@ -40,16 +41,16 @@ def time_case(name, b, l, min_seconds):
   return n * b / (time.perf_counter() - t0)
 
 
-def run(cfg: schema.Config) -> dict:
+def run(cfg: schema.Config) -> RunRecord:
   o = cfg.options
-  res = {"config": cfg, "env": rundir.environment(), "batch": o.batch, "lists_per_s": {}}
+  res = RunRecord(config=cfg, env=rundir.environment(), batch=o.batch, lists_per_s={})
   for name in o.losses:
     for size in o.list_sizes:
       res["lists_per_s"][f"{name}@{size}"] = time_case(name, o.batch, size, o.min_seconds)
   return res
 
 
-def to_markdown(res: dict) -> str:
+def to_markdown(res: RunRecord) -> str:
   rows = [k.split("@") + [f"{v:,.0f}"] for k, v in res["lists_per_s"].items()]
   return tabulate.markdown_table(["loss", "L", "lists/s (loss + grad)"], rows)
 

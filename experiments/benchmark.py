@@ -42,6 +42,7 @@ import jax.numpy as jnp
 import numpy as np
 from absl import logging
 
+from experiments.framework.records import RunRecord
 from experiments.framework import lifecycle, rundir, schema, tabulate
 from experiments import bench_memory, bench_modern, peers
 from pfd_jax import data as D
@@ -369,11 +370,11 @@ def peers_only(o: Options) -> tuple:
   return dict(env=rundir.environment(), peers=res), md
 
 
-def run(cfg: schema.Config) -> dict:
+def run(cfg: schema.Config) -> RunRecord:
   o = cfg.options
   res, md = {"headline": headline, "throughput": throughput, "memory": bench_memory.memory, "streamed": bench_memory.streamed,
               "peers": peers_only, "export": bench_modern.export_latency, "modern": bench_modern.modern}[o.case](o)
-  return dict(res, config=cfg, markdown=md)
+  return RunRecord(**res, config=cfg, markdown=md)
 
 
 DRIVER = schema.Driver("benchmark", run, lambda res: res["markdown"], options=Options, groups=("output",),

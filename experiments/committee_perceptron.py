@@ -28,6 +28,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from experiments.framework.records import RunRecord
 from experiments.framework import lifecycle, plots, rundir, schema, setup, tabulate
 from experiments.framework.claims import MARGIN, Preset, claim, estimate_of
 from pfd_jax import data as D
@@ -126,7 +127,7 @@ def timing(diffs_x, pairs, eta, passes: int, variants: dict, seed: int) -> dict:
   return out
 
 
-def run(cfg: schema.Config) -> dict:
+def run(cfg: schema.Config) -> RunRecord:
   t_all = time.time()
   o = cfg.options
   sizes, vote_cap = list(o.committee_sizes), o.vote_capacity
@@ -166,8 +167,8 @@ def run(cfg: schema.Config) -> dict:
   variants = {"vanilla / averaged": (), "pocket": (1,), "voted": (vote_cap,),
               f"committee K={max(sizes)}": (max(sizes),)}
   per_pass = timing(tr.x, pairs, eta, o.timing_passes, variants, o.cp_seed)
-  out = {"config": cfg, "env": rundir.environment(), "data": ds.config, "folds": per_fold,
-          "seconds_per_pass": per_pass, "timing_pairs": int(len(eta)), "seconds": time.time() - t_all}
+  out = RunRecord(config=cfg, env=rundir.environment(), data=ds.config, folds=per_fold, seconds_per_pass=per_pass,
+                  timing_pairs=int(len(eta)), seconds=time.time() - t_all)
   out["comparisons"] = comparisons(out)
   return out
 
@@ -178,18 +179,18 @@ TIMING_OF = {"vanilla": "vanilla / averaged", "averaged": "vanilla / averaged", 
              "voted": "voted"}
 
 
-def pooled(res: dict, name: str, key: str):
+def pooled(res: RunRecord, name: str, key: str) -> list:
   return [f["rows"][name][key] for f in res["folds"].values()]
 
 
-def comparisons(res: dict) -> dict:
+def comparisons(res: RunRecord) -> tabulate.Comparisons:
   """Every method's test NDCG@10 against RankSVM's, paired by fold."""
   ndcg10 = {name: np.stack([np.asarray(t) for t in pooled(res, name, "test")])[:, [NAMES.index("NDCG@10")]]
             for name in ROW_ORDER}
   return tabulate.compare(ndcg10, "RankSVM (LinearSVC)")
 
 
-def to_markdown(res: dict) -> str:
+def to_markdown(res: RunRecord) -> str:
   cfg = res["config"]
   folds = list(res["folds"].values())
   show = ["NDCG@1", "NDCG@3", "NDCG@5", "NDCG@10", "MAP"]
@@ -226,7 +227,7 @@ def to_markdown(res: dict) -> str:
                                 ["NDCG@10 vs RankSVM (folds): change [95% CI], p"], body))
 
 
-def plot(res: dict, path: str) -> None:
+def plot(res: RunRecord, path: str) -> None:
   plt = plots.pyplot()
   fig, ax = plt.subplots(figsize=(6.5, 4))
   sizes = res["config"]["options"]["committee_sizes"]
@@ -240,7 +241,7 @@ def plot(res: dict, path: str) -> None:
   plots.finish_plot(fig, ax, res, path, "passes over the pair stream", "test MAP")
 
 
-def claims(res: dict) -> list:
+def claims(res: RunRecord) -> list:
   """The claims of a run of this driver, with their verdicts (:mod:`experiments.framework.claims`)."""
   cmp = res["comparisons"]
   return [claim(f"The {k} is within ±{100 * MARGIN:.0f}% of RankSVM, NDCG@10 paired by fold (Committee Perceptron)",

@@ -5,12 +5,13 @@ r"""Table 1 of the paper for any loadable dataset: features, query groups, docs/
 """
 import time
 
+from experiments.framework.records import RunRecord
 from experiments.framework import lifecycle, schema, setup, tabulate
 from experiments.framework.claims import Preset
 from pfd_jax import data as D
 
 
-def run(cfg: schema.Config) -> dict:
+def run(cfg: schema.Config) -> RunRecord:
   out = {}
   for fold in setup.folds_of(cfg.data):
     t0 = time.time()
@@ -18,10 +19,10 @@ def run(cfg: schema.Config) -> dict:
     s = D.summary(ds, cfg.data.max_buckets)
     s["load_seconds"] = time.time() - t0
     out[f"fold{fold}"] = s
-  return {"config": cfg, "folds": out}
+  return RunRecord(config=cfg, folds=out)
 
 
-def to_markdown(res: dict) -> str:
+def to_markdown(res: RunRecord) -> str:
   name = res["config"]["data"]["dataset"]
   rows = []
   for fold, s in res["folds"].items():

@@ -26,10 +26,11 @@ Writes results/debias/logs/ (logs_no_promotion/ with --promotion=0).
 """
 import dataclasses
 import time
-from typing import Tuple
+from typing import Any, Dict, Mapping, Tuple
 
 import numpy as np
 
+from experiments.framework.records import RunRecord
 from experiments.framework import lifecycle, monitor, plots, rowstore, rundir, schema, setup, tabulate
 from experiments.framework.claims import Preset, sweep
 from pfd_jax.data.logs import SimulatorOptions
@@ -77,7 +78,7 @@ PROPENSITIES = ("known", "randomized", "em")  # the IPS rows' tables (propensiti
 TOP = 1.0  # log2(1 + 1): the position column's value at the top position (served_at)
 
 
-def rows_of(o: Options, props: dict) -> tuple:
+def rows_of(o: Options, props: Mapping[str, np.ndarray]) -> tuple:
   """The rows of one bias strength besides no-distillation, as :class:`pfd_jax.methods.rows.Row` values with their
   training functions (this driver's own: judged on the truth, the position the logs' column 0, click column 1), in
   training order (a teacher before its students): one IPS row per propensity table, the placebo rows with
@@ -121,7 +122,7 @@ def propensities(o: Options, ds: D.Dataset, eta: float) -> tuple:
   return props, notes
 
 
-def run_eta(cfg: schema.Config, eta: float, log) -> dict:
+def run_eta(cfg: schema.Config, eta: float, log) -> Dict[str, Any]:
   o = cfg.options
   ds = simulate(o, eta)
   _, dd, tc, keys = setup.fold_setup(cfg, None, 1, ds)
@@ -146,16 +147,16 @@ def run_eta(cfg: schema.Config, eta: float, log) -> dict:
           "positive_train_sessions": dd.num_positive_groups, **notes}
 
 
-def run(cfg: schema.Config) -> dict:
+def run(cfg: schema.Config) -> RunRecord:
   t0 = time.time()
   log = monitor.progress("[debias]")
   per_eta = {f"{eta:g}": run_eta(cfg, eta, log) for eta in cfg.options.etas}
   for r in per_eta.values():
     r["comparisons"] = {split: tabulate.compare(r[split], "no_distill") for split in ("truth", "logged")}
-  return {"config": cfg, "env": rundir.environment(), "etas": per_eta, "seconds": time.time() - t0}
+  return RunRecord(config=cfg, env=rundir.environment(), etas=per_eta, seconds=time.time() - t0)
 
 
-def _table(r: dict) -> str:
+def _table(r: Mapping[str, Any]) -> str:
   header = ["Model", "NDCG@8 truth", "NDCG@8 logged"] + ["truth vs no-distillation (runs)",
                                                          "logged vs no-distillation (runs)"]
   rows = []
@@ -170,7 +171,7 @@ def _table(r: dict) -> str:
   return tabulate.markdown_table(header, rows)
 
 
-def to_markdown(res: dict) -> str:
+def to_markdown(res: RunRecord) -> str:
   cfg = res["config"]
   o = cfg["options"]
   out = [f"# Position debiasing on simulated logs ({cfg['run']['loss']})\n",
@@ -192,7 +193,7 @@ def to_markdown(res: dict) -> str:
   return "\n".join(out) + "\n"
 
 
-def plot(res: dict, path: str) -> None:
+def plot(res: RunRecord, path: str) -> None:
   plt = plots.pyplot()
   fig, ax = plt.subplots(figsize=(7, 4))
   etas = list(res["etas"])
@@ -204,7 +205,7 @@ def plot(res: dict, path: str) -> None:
   plots.finish_plot(fig, ax, res, path, "position bias eta", "truth NDCG@8")
 
 
-def claims(res: dict) -> list:
+def claims(res: RunRecord) -> list:
   """Which method wins where, on the truth, one claim over the eta sweep each."""
   def over_etas(a, b):
     return {f"eta={e}": tabulate.compare({a: np.asarray(r["truth"][a]), b: np.asarray(r["truth"][b])}, b)[a]
@@ -239,7 +240,8 @@ DRIVER = schema.Driver("debias", run, to_markdown, plot, "debias.png", options=O
                        groups=("train", "run", "output"),
                        folder=lambda cfg: "logs" if cfg.options.promotion else "logs_no_promotion",
                        defaults=(("select_on", "vali"),), losses=debias.IPS_LOSSES,
-                       rows=lambda cfg: len(cfg.options.etas) * (1 + len(rows_of(cfg.options, dict.fromkeys(PROPENSITIES)))),
+                       rows=lambda cfg: len(cfg.options.etas) * (
+                           1 + len(rows_of(cfg.options, dict.fromkeys(PROPENSITIES)))),
                        presets=PRESETS, claims=claims)
 
 if __name__ == "__main__":

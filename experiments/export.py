@@ -13,6 +13,7 @@ import dataclasses
 import os
 from typing import Optional
 
+from experiments.framework.records import RunRecord
 from experiments.framework import lifecycle, schema
 from pfd_jax.serving import export
 from pfd_jax import serving
@@ -36,16 +37,16 @@ class Options:
     check(self)
 
 
-def run(cfg: schema.Config) -> dict:
+def run(cfg: schema.Config) -> RunRecord:
   o = cfg.options
   ranker = serving.load_model(o.model)
   if o.seed is not None and o.seed >= ranker.num_seeds:
     raise ConfigError("seed", f"{o.seed}: the model holds seeds 0..{ranker.num_seeds - 1}")
   spec = export.export(ranker, o.out, o.format, o.seed, o.ensemble)
-  return dict(options=o, spec=spec, bytes=os.path.getsize(os.path.join(o.out, spec["artifact"])))
+  return RunRecord(options=o, spec=spec, bytes=os.path.getsize(os.path.join(o.out, spec["artifact"])))
 
 
-def to_markdown(res: dict) -> str:
+def to_markdown(res: RunRecord) -> str:
   o, spec = res["options"], res["spec"]
   who = "the mean of every seed" if spec["ensemble"] else f"seed {spec['seed']}"
   return (f"{os.path.join(o['out'], spec['artifact'])}: {res['bytes']:,} bytes ({o['format']}, {who}); input f32[n, "

@@ -16,6 +16,7 @@ test 200000... Then (docs/own-data.md):
 import dataclasses
 import os
 
+from experiments.framework.records import RunRecord
 from experiments.framework import lifecycle, schema
 from pfd_jax.data.logs import SimulatorOptions
 from pfd_jax import files
@@ -43,16 +44,16 @@ def write_folder(out: str, ds) -> dict:
   return {k: len(v) for k, v in texts.items()}
 
 
-def run(cfg: schema.Config) -> dict:
+def run(cfg: schema.Config) -> RunRecord:
   o = cfg.options
   ds = logs.simulate(sessions=o.sessions, seed=o.sim_seed, eta=o.eta, random_share=o.random_share)
   n = ds.config["num_regular"]
   names = {"add_to_cart": "add-to-cart"}
-  return dict(config=cfg, written=o.out, lines=write_folder(o.out, ds), num_regular=n,
+  return RunRecord(config=cfg, written=o.out, lines=write_folder(o.out, ds), num_regular=n,
               privileged={n + 1 + i: names.get(p, p) for i, p in enumerate(ds.config["privileged"])})
 
 
-def to_markdown(res: dict) -> str:
+def to_markdown(res: RunRecord) -> str:
   n = res["num_regular"]
   return (f"{res['written']}: " + ", ".join(f"{k} {v} lines" for k, v in res["lines"].items()) +
           f"; labels = purchase; regular ids 1-{n}; privileged ids " +

@@ -13,6 +13,7 @@ from typing import Tuple
 
 import numpy as np
 
+from experiments.framework.records import RunRecord
 from experiments.framework import ablation, lifecycle, plots, rundir, schema, tabulate
 from experiments.framework.claims import MARGIN, PFD, runs_per_fold, sweep
 from pfd_jax.methods import distill
@@ -27,7 +28,7 @@ class Options:
                                      lo_open=True)
 
 
-def run(cfg: schema.Config) -> dict:
+def run(cfg: schema.Config) -> RunRecord:
   """Per alpha: the PFD student's best NDCG (pooled over folds x seeds) and the loss ratio."""
   t0 = time.time()
   base, rows = [], {a: dict(ndcg=[], ratio=[]) for a in cfg.options.alphas}
@@ -43,7 +44,7 @@ def run(cfg: schema.Config) -> dict:
       rows[a]["ndcg"].append(st.best["test"])
       rows[a]["ratio"].append((1 - a) * at_best[:, 2] / np.maximum(a * at_best[:, 1], 1e-12))
   base = np.concatenate(base)
-  out = {"config": cfg, "env": rundir.environment(), "no_distill": base, "alphas": {}}
+  out = RunRecord(config=cfg, env=rundir.environment(), no_distill=base, alphas={})
   for a, r in rows.items():
     nd, ratio = np.concatenate(r["ndcg"]), np.concatenate(r["ratio"])
     out["alphas"][str(a)] = dict(ndcg=nd, ratio=ratio, gain=tabulate.ratio(nd[:, 0].mean(), base[:, 0].mean()),
@@ -52,7 +53,7 @@ def run(cfg: schema.Config) -> dict:
   return out
 
 
-def claims(res: dict) -> list:
+def claims(res: RunRecord) -> list:
   """The claims of a run of this driver, with their verdicts (:mod:`experiments.framework.claims`)."""
   f = runs_per_fold(len(res["no_distill"]), res)
   alphas = res["alphas"]
@@ -67,7 +68,7 @@ def claims(res: dict) -> list:
                 form="equivalence", margin=MARGIN, source=PFD)]
 
 
-def to_markdown(res: dict, title: str = "Figure 3: PFD against alpha") -> str:
+def to_markdown(res: RunRecord, title: str = "Figure 3: PFD against alpha") -> str:
   cfg, base = res["config"], np.asarray(res["no_distill"])
   tr = cfg["train"]
   rows = []
@@ -85,7 +86,7 @@ def to_markdown(res: dict, title: str = "Figure 3: PFD against alpha") -> str:
                                 ["(1-a) teacher loss / (a data loss), median"], rows))
 
 
-def plot(res: dict, path: str) -> None:
+def plot(res: RunRecord, path: str) -> None:
   plt = plots.pyplot()
   a = np.array([float(k) for k in res["alphas"]])
   nd = np.array([np.asarray(r["ndcg"])[:, 0].mean() for r in res["alphas"].values()])

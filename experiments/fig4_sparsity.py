@@ -13,6 +13,7 @@ from typing import Tuple
 
 import numpy as np
 
+from experiments.framework.records import RunRecord
 from experiments.framework import lifecycle, monitor, plots, rowstore, rundir, schema, setup, tabulate
 from experiments.framework.claims import PFD, Preset, runs_per_fold, sweep, trend
 from pfd_jax.methods import distill
@@ -38,9 +39,9 @@ class Options:
                                     "pfd_jax.methods.rows).", choices=lambda: rows_lib.methods(one_process=False)[1:])
 
 
-def run(cfg: schema.Config) -> dict:
+def run(cfg: schema.Config) -> RunRecord:
   t0 = time.time()
-  out = {"config": cfg, "env": rundir.environment(), "taus": {}}
+  out = RunRecord(config=cfg, env=rundir.environment(), taus={})
   for tau in cfg.options.taus:
     rows, pos = {}, []
     for fold in setup.folds_of(cfg.data):
@@ -64,7 +65,7 @@ def run(cfg: schema.Config) -> dict:
   return out
 
 
-def to_markdown(res: dict) -> str:
+def to_markdown(res: RunRecord) -> str:
   cfg = res["config"]
   first = next(iter(res["taus"].values()))
   names = rows_lib.table_order(first["rows"])
@@ -95,7 +96,7 @@ def to_markdown(res: dict) -> str:
                else []) + (["PFD vs placebo (runs)"] if placebo else []), rows))
 
 
-def plot(res: dict, path: str) -> None:
+def plot(res: RunRecord, path: str) -> None:
   plt = plots.pyplot()
   taus = res["taus"].values()
   x = np.array([r["positive_groups_pct"] for r in taus])
@@ -107,7 +108,7 @@ def plot(res: dict, path: str) -> None:
   plots.finish_plot(fig, ax, res, path, "% positive training query groups", "test NDCG@8 / no-distillation")
 
 
-def claims(res: dict) -> list:
+def claims(res: RunRecord) -> list:
   """The claims of a run of this driver, with their verdicts (:mod:`experiments.framework.claims`)."""
   taus = res["taus"]
   f = runs_per_fold(len(next(iter(taus.values()))["rows"][BASE]), res)

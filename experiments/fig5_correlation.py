@@ -14,6 +14,7 @@ from typing import Tuple
 
 import numpy as np
 
+from experiments.framework.records import RunRecord
 from experiments.framework import lifecycle, monitor, plots, rowstore, rundir, schema, setup, tabulate
 from experiments.framework.claims import PFD, Preset, runs_per_fold, shape, sweep
 from pfd_jax import data as D
@@ -30,9 +31,9 @@ class Options:
 OFFSETS = [2.4, 1.6, 1.0, 0.6, 0.3, 0.0]
 
 
-def run(cfg: schema.Config) -> dict:
+def run(cfg: schema.Config) -> RunRecord:
   t0 = time.time()
-  out = {"config": cfg, "env": rundir.environment(), "tau_privs": {}}
+  out = RunRecord(config=cfg, env=rundir.environment(), tau_privs={})
   base, per = [], {}
   for fold in setup.folds_of(cfg.data):
     ds0 = setup.load_dataset(cfg.data, fold)
@@ -67,7 +68,7 @@ def run(cfg: schema.Config) -> dict:
   return out
 
 
-def to_markdown(res: dict) -> str:
+def to_markdown(res: RunRecord) -> str:
   cfg, base = res["config"], np.asarray(res["no_distill"])
   folds = max(1, len(base) // cfg["run"]["seeds"])
   rows = [[tp, f"{r['corr']:.3f}", f"{np.asarray(r['teacher'])[:, 0].mean():.3f} ± {np.asarray(r['teacher'])[:, 0].std():.3f}",
@@ -88,7 +89,7 @@ def to_markdown(res: dict) -> str:
                                  "student / no-distillation"] + tabulate.change_header("no-distillation", 8), rows))
 
 
-def plot(res: dict, path: str) -> None:
+def plot(res: RunRecord, path: str) -> None:
   plt = plots.pyplot()
   r = list(res["tau_privs"].values())
   x = [v["corr"] for v in r]
@@ -101,7 +102,7 @@ def plot(res: dict, path: str) -> None:
   plots.finish_plot(fig, ax, res, path, "corr(z, y) on training documents")
 
 
-def claims(res: dict) -> list:
+def claims(res: RunRecord) -> list:
   """The claims of a run of this driver, with their verdicts (:mod:`experiments.framework.claims`)."""
   tp = res["tau_privs"]
   f = runs_per_fold(len(res["no_distill"]), res)

@@ -16,6 +16,7 @@ from typing import Tuple
 
 import numpy as np
 
+from experiments.framework.records import RunRecord
 from experiments.framework import ablation, lifecycle, plots, schema, tabulate
 from experiments.framework.claims import runs_per_fold, sweep
 from pfd_jax.methods import distill
@@ -38,7 +39,7 @@ def label(name: str) -> str:
   return REFERENCES.get(name) or teaching_lib.REGISTRY[name].title or name
 
 
-def run(cfg: schema.Config) -> dict:
+def run(cfg: schema.Config) -> RunRecord:
   t0 = time.time()
   rows = {k: [] for k in ["no_distill", "pfd_teacher"] + list(cfg.options.teachings) + ["lambdamart"]}
   for f in ablation.pfd_folds(cfg):
@@ -53,7 +54,7 @@ def run(cfg: schema.Config) -> dict:
   return ablation.results(cfg, rows, t0)
 
 
-def claims(res: dict) -> list:
+def claims(res: RunRecord) -> list:
   """The claims of a run of this driver, with their verdicts (:mod:`experiments.framework.claims`)."""
   rows = res["rows"]
   f = runs_per_fold(len(rows["no_distill"]), res)
@@ -62,7 +63,7 @@ def claims(res: dict) -> list:
   return [sweep("PFD beats no-distillation, whatever the teacher term", recs, f)]
 
 
-def to_markdown(res: dict) -> str:
+def to_markdown(res: RunRecord) -> str:
   cfg = res["config"]
   tr = cfg["train"]
   tk = tr["topk"]

@@ -28,6 +28,7 @@ from typing import Tuple
 
 import numpy as np
 
+from experiments.framework.records import RunRecord
 from experiments.framework import lifecycle, monitor, outputs, plots, rowstore, rundir, schema, setup, tabulate
 from experiments.framework.claims import Preset
 from pfd_jax import training as T
@@ -62,11 +63,11 @@ def train_queries(scale: float) -> int:
   return int(round(DEFAULT_QUERIES[0] * scale))
 
 
-def run(cfg: schema.Config) -> dict:
+def run(cfg: schema.Config) -> RunRecord:
   """Trains the pilot points and returns the results dictionary (the points; the analysis and the choice are
   derived from them by :func:`analysis`, so they are never out of step)."""
   t0 = time.time()
-  out = {"config": cfg, "env": rundir.environment(), "points": {}}
+  out = RunRecord(config=cfg, env=rundir.environment(), points={})
   for scale in cfg.options.scales:
     pcfg = cfg.replace(data=dict(synthetic_queries=(train_queries(scale), DEFAULT_QUERIES[1],
                                                     cfg.options.test_queries)))
@@ -245,7 +246,7 @@ def _need(change: float, sd: float) -> str:
   return "n/a" if n is None else f"{n:,}"
 
 
-def to_markdown(res: dict) -> str:
+def to_markdown(res: RunRecord) -> str:
   o, a = res["config"]["options"], analysis(res)
   change, pts = o["change"], res["points"]
   losses = list(a["components"])
@@ -300,7 +301,7 @@ def to_markdown(res: dict) -> str:
   return "".join(parts)
 
 
-def plot(res: dict, path: str) -> None:
+def plot(res: RunRecord, path: str) -> None:
   """Relative spread against training queries, per loss: measured (markers) and fitted (lines), at the pilot's test
   size and at Web30k's."""
   plt = plots.pyplot()

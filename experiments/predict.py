@@ -26,6 +26,7 @@ from typing import Optional
 
 import numpy as np
 
+from experiments.framework.records import RunRecord
 from experiments.framework import lifecycle, schema
 from pfd_jax import data as D
 from pfd_jax import files
@@ -87,7 +88,7 @@ def check_out(o: Options) -> None:
   files.check_writable(o.out)
 
 
-def run(cfg: schema.Config) -> dict:
+def run(cfg: schema.Config) -> RunRecord:
   o = cfg.options
   check_out(o)
   ranker = serving.load_model(o.model)
@@ -106,7 +107,7 @@ def run(cfg: schema.Config) -> dict:
   scores = ranker.score_groups(groups, o.seed)
   write_scores(o.out, groups, scores)
   res = ndcg(ranker, groups, scores)
-  return dict(options=o, docs=groups.num_docs, queries=groups.num_queries, seeds=ranker.num_seeds,
+  return RunRecord(options=o, docs=groups.num_docs, queries=groups.num_queries, seeds=ranker.num_seeds,
               seed=ranker.best_seed if o.seed is None else o.seed, view=ranker.recipe["view"],
               input_ids=ranker.input_ids, ndcg=res, labelled=groups.rel is not None,
               label_mode=ranker.recipe["labels"]["mode"], imputed=missing)
@@ -116,7 +117,7 @@ def _ids(ids) -> str:
   return ",".join(map(str, ids[:20])) + (f",... ({len(ids)} in all)" if len(ids) > 20 else "")
 
 
-def to_markdown(res: dict) -> str:
+def to_markdown(res: RunRecord) -> str:
   o = res["options"]
   lines = [f"{o['out']}: {res['docs']} documents in {res['queries']} queries scored with seed {res['seed']} of "
            f"{res['seeds']} (model {o['model']}: view {res['view']}, feature ids {','.join(map(str, res['input_ids']))})"]

@@ -17,12 +17,13 @@ Scoring time: one seed's model scoring the whole test split, jitted and warmed u
 """
 import dataclasses
 import time
-from typing import Tuple
+from typing import Any, Mapping, Tuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from experiments.framework.records import RunRecord
 from experiments.framework import deploy, lifecycle, monitor, plots, rowstore, rundir, schema, setup, tabulate
 from experiments.framework.claims import Preset, runs_per_fold, sweep
 from pfd_jax.methods import distill
@@ -56,7 +57,7 @@ def scoring_ms_per_1000(tc: T.TrainConfig, params, es: T.EvalSet, repeats: int =
   return 1e6 * deploy.wall_times(run, repeats).min() / docs.shape[1]
 
 
-def run(cfg: schema.Config) -> dict:
+def run(cfg: schema.Config) -> RunRecord:
   t0 = time.time()
   rows, info = {}, {}
   o = cfg.options
@@ -80,17 +81,16 @@ def run(cfg: schema.Config) -> dict:
         info[name] = dict(params=models.num_params(jax.tree_util.tree_map(lambda a: a[0], res.params)),
                           ms_per_1000_docs=scoring_ms_per_1000(tc, res.params, test), hidden=tc.hidden)
   rows = {name: {m: np.concatenate([f[m] for f in per_fold]) for m in per_fold[0]} for name, per_fold in rows.items()}
-  return {"config": cfg, "env": rundir.environment(), "data": ds.config, "topk": dataclasses.asdict(tc_s.topk),
-          "rows": rows, "comparisons": comparisons(rows),
-          "info": info, "seconds": time.time() - t0}
+  return RunRecord(config=cfg, env=rundir.environment(), data=ds.config, topk=dataclasses.asdict(tc_s.topk),
+                   rows=rows, comparisons=comparisons(rows), info=info, seconds=time.time() - t0)
 
 
-def comparisons(rows: dict) -> dict:
+def comparisons(rows: Mapping[str, Mapping[str, Any]]) -> tabulate.Comparisons:
   """Every model's test NDCG@10 against the student trained alone, paired by (fold, seed) run."""
   return tabulate.compare({n: np.asarray(v["NDCG@10"])[:, None] for n, v in rows.items()}, "student")
 
 
-def to_markdown(res: dict) -> str:
+def to_markdown(res: RunRecord) -> str:
   cfg, rows, info = res["config"], res["rows"], res["info"]
   names = list(rows)
   metrics = list(rows[names[0]])
@@ -118,7 +118,7 @@ def to_markdown(res: dict) -> str:
                                 tabulate.change_header("student alone", 10), body))
 
 
-def plot(res: dict, path: str) -> None:
+def plot(res: RunRecord, path: str) -> None:
   plt = plots.pyplot()
   rows = res["rows"]
   names = list(rows)
@@ -131,7 +131,7 @@ def plot(res: dict, path: str) -> None:
   plots.finish_plot(fig, ax, res, path, "", "test metric")
 
 
-def claims(res: dict) -> list:
+def claims(res: RunRecord) -> list:
   """The claims of a run of this driver, with their verdicts (:mod:`experiments.framework.claims`)."""
   rows = {k: np.asarray(v["NDCG@10"])[:, None] for k, v in res["rows"].items()}
   f = runs_per_fold(len(rows["student"]), res)

@@ -23,7 +23,7 @@ import importlib
 import os
 import sys
 import time
-from typing import Callable, NamedTuple, Optional
+from typing import Any, Callable, Mapping, NamedTuple, Optional
 
 import numpy as np
 from absl import flags
@@ -32,6 +32,7 @@ from experiments import guards, machine
 from experiments.framework import claims as claims_lib
 from experiments.framework import outputs, pagefiles, pagelayout, published, tabulate
 from experiments.framework.claims import MARGIN
+from experiments.framework.records import RunRecord
 from experiments.framework.staleness import ROOT, git, staleness
 from pfd_jax import registry
 
@@ -61,8 +62,8 @@ class Entry(NamedTuple):
   def anchor(self) -> str:  # its section's anchor on the page
     return f"{self.driver}-{self.label}"
 
-  def claims_of(self, res: dict) -> list:
-    return [c for c in (self.claims(res) if self.claims else []) if c is not None]
+  def claims_of(self, res: Mapping[str, Any]) -> list:
+    return [c for c in (self.claims(RunRecord.from_json(res)) if self.claims else []) if c is not None]
 
 
 def entries(page: tuple = PAGE) -> list:

@@ -23,10 +23,11 @@ results/sdr/<dataset>/{results.json, table.md, sdr.png}.
 """
 import dataclasses
 import time
-from typing import Tuple
+from typing import Dict, Tuple
 
 import numpy as np
 
+from experiments.framework.records import RunRecord
 from experiments.framework import lifecycle, monitor, plots, rowstore, rundir, schema, setup, tabulate
 from experiments.framework.claims import Preset, beats, runs_per_fold
 from pfd_jax import data as D
@@ -49,7 +50,7 @@ def row_name(name: str) -> str:
   return name.replace(" -> ", "_to_").replace(" = ", "").replace(" ", "_").strip("()")
 
 
-def run(cfg: schema.Config) -> dict:
+def run(cfg: schema.Config) -> RunRecord:
   t0 = time.time()
   a = cfg.options.sdr_a
   rows, order = {}, []
@@ -92,15 +93,15 @@ def run(cfg: schema.Config) -> dict:
     for n, res in zip(names, trained):
       record(n, res)
   rows = {k: np.concatenate(v) for k, v in rows.items()}
-  return {"config": cfg, "env": rundir.environment(), "data": ds.config, "order": order, "rows": rows,
-          "comparisons": comparisons(rows), "seconds": time.time() - t0}
+  return RunRecord(config=cfg, env=rundir.environment(), data=ds.config, order=order, rows=rows,
+                   comparisons=comparisons(rows), seconds=time.time() - t0)
 
 
-def compare_to(rows: dict, names: list, base: str) -> dict:
+def compare_to(rows: tabulate.Runs, names: list, base: str) -> tabulate.Comparisons:
   return tabulate.compare({n: np.asarray(rows[n]) for n in names}, base, col=SHOW.index(5))
 
 
-def comparisons(rows: dict) -> dict:
+def comparisons(rows: tabulate.Runs) -> Dict[str, tabulate.Comparisons]:
   """{reference row: its comparisons}: every row against the teacher of its table (NDCG@5, paired by run)."""
   out = {}
   for base in ("pointwise teacher", "listwise teacher"):
@@ -112,7 +113,7 @@ def comparisons(rows: dict) -> dict:
   return out
 
 
-def to_markdown(res: dict) -> str:
+def to_markdown(res: RunRecord) -> str:
   cfg, rows = res["config"], {k: np.asarray(v) for k, v in res["rows"].items()}
 
   runs = len(next(iter(rows.values())))
@@ -145,7 +146,7 @@ def to_markdown(res: dict) -> str:
           "\n## SDR Figure 3 (left): softmax teacher transform vs affine\n\n" + table(sweep, sweep[0]))
 
 
-def plot(res: dict, path: str) -> None:
+def plot(res: RunRecord, path: str) -> None:
   plt = plots.pyplot()
   rows = {k: np.asarray(v) for k, v in res["rows"].items()}
   temps = res["config"]["options"]["temperatures"]
@@ -160,7 +161,7 @@ def plot(res: dict, path: str) -> None:
   plots.finish_plot(fig, ax, res, path, "temperature T", "test NDCG@5")
 
 
-def claims(res: dict) -> list:
+def claims(res: RunRecord) -> list:
   """The claims of a run of this driver, with their verdicts (:mod:`experiments.framework.claims`)."""
   rows = res["rows"]
   f = runs_per_fold(len(next(iter(rows.values()))), res)

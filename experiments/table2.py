@@ -11,7 +11,7 @@ change against no-distillation) and fig2_<loss>.png (test NDCG@8 per epoch of ev
 """
 import dataclasses
 import time
-from typing import Tuple
+from typing import Any, Dict, Mapping, Tuple
 
 import numpy as np
 from absl import logging
@@ -19,7 +19,7 @@ from absl import logging
 from experiments.framework import (deploy, lifecycle, monitor, plots, position, practice, protocol, rowstore, rundir,
                                    schema, setup, tabulate)
 from experiments.framework.pairs import aggregate, column_comparisons, comparisons, primary, query_lists
-from experiments.framework.records import FoldRecord, LossRecord, RowRecord
+from experiments.framework.records import FoldRecord, LossRecord, RowRecord, RunRecord
 from experiments.framework.claims import Preset, beats
 from pfd_jax.methods import distill, search
 from pfd_jax import distributed
@@ -105,12 +105,12 @@ def _search_rows(o: Options) -> int:
   return 2 * subsets + o.search_refine + 2
 
 
-def run(cfg: schema.Config) -> dict:
+def run(cfg: schema.Config) -> RunRecord:
   """Runs every (loss, fold) of `cfg` and returns the results written to results.json (per loss a
   :class:`~experiments.framework.records.LossRecord`)."""
   if cfg.options.search and cfg.train.select_on != "vali":
     raise ConfigError("search", "the PFD search chooses on validation: add --select_on=vali (a folder with vali.txt)")
-  out = {"config": cfg, "env": rundir.environment(), "losses": {}}
+  out = RunRecord(config=cfg, env=rundir.environment(), losses={})
   t_all = time.time()
   methods = cfg.options.methods_for(distributed.comm().count)
   if set(methods) != set(all_methods()) and not cfg.options.methods:
@@ -129,7 +129,8 @@ def run(cfg: schema.Config) -> dict:
   return out
 
 
-def run_fold(cfg: schema.Config, loss: str, fold: int, methods: tuple, shared: dict, first: bool) -> FoldRecord:
+def run_fold(cfg: schema.Config, loss: str, fold: int, methods: tuple, shared: Dict[str, Any],
+             first: bool) -> FoldRecord:
   """The rows of `methods` and of the run's options (--position, --search) on one fold for one loss, each trained by
   its registry entry's function (pfd_jax.methods.distill.run_rows). shared: the fold's LightGBM results that
   no loss changes; first: the run's first fold (it measures the serving latency)."""
@@ -175,7 +176,7 @@ def _lists(tc: T.TrainConfig, row: distill.Trained, groups, es, max_buckets: int
   return T.per_list_ndcg(row.config, row.result.params, es, row.view)
 
 
-def ensembles(tc: T.TrainConfig, rows: dict, ds, dd) -> dict:
+def ensembles(tc: T.TrainConfig, rows: Dict[str, distill.Trained], ds, dd) -> Dict[str, Dict[str, Any]]:
   """{row: NDCG@ks over the test lists and per test list NDCG@ks[0]} of every row's seed ensemble (a row that reads
   the permuted z, in no file: none), and on validation the same per list of the ensemble and of the single models
   (their seeds' mean), which the deploy choice pairs (deploy.choose); rows: {name: distill.Trained}."""
@@ -196,7 +197,7 @@ def ensembles(tc: T.TrainConfig, rows: dict, ds, dd) -> dict:
   return out
 
 
-def to_markdown(res: dict) -> str:
+def to_markdown(res: RunRecord) -> str:
   cfg = res["config"]
   tr, rn = cfg["train"], cfg["run"]
   parts = [f"# Table 4 layout: {cfg['data']['dataset']}\n\n",
@@ -248,7 +249,7 @@ def to_markdown(res: dict) -> str:
   return "".join(parts) + protocol.power_text(cfg, records)
 
 
-def _ensemble_table(record: LossRecord, compared: dict, ks) -> str:
+def _ensemble_table(record: LossRecord, compared: Mapping[str, tabulate.Comparisons], ks) -> str:
   """The seed-ensemble rows ('' for a run without them), placed before the main table."""
   ens = compared.get("ensembles")
   if not ens:
@@ -271,14 +272,14 @@ def _ensemble_table(record: LossRecord, compared: dict, ks) -> str:
 _PLACEBO_TEXT = {"query": "within each query", "split": "across the training split (and each eval split)"}
 
 
-def _labels_text(d: dict) -> str:
+def _labels_text(d: Mapping[str, Any]) -> str:
   if d.get("labels") == "file":
     g = d.get("positive_grade")
     return "the files' own labels" + (f", y = 1[label >= {g}]" if g is not None else " (0/1)")
   return f"Gumbel draws of Eq. 2 (t = {d['t']}, tau = {d['tau']}, label seed {d['seed']})"
 
 
-def plot_curves(res: dict, path: str) -> list:
+def plot_curves(res: RunRecord, path: str) -> list:
   """Figure 2: test NDCG@8 per epoch of every row, one PNG per loss (`path` with _<loss> before .png)."""
   plt = plots.pyplot()
   paths = []
@@ -305,7 +306,7 @@ def plot_curves(res: dict, path: str) -> list:
   return paths
 
 
-def claims(res: dict) -> list:
+def claims(res: RunRecord) -> list:
   """The claims of a run of this driver, with their verdicts (:mod:`experiments.framework.claims`): every row's
   claims (:attr:`pfd_jax.methods.rows.Row.claims`) whose rows the run has, by run and per test query. The rows'
   claims are the ones the run recorded (its provenance's registered rows: a row registered by the user's module

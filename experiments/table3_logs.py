@@ -19,6 +19,7 @@ import dataclasses
 
 import numpy as np
 
+from experiments.framework.records import RunRecord
 from experiments.framework import lifecycle, monitor, plots, rowstore, rundir, schema, setup, tabulate
 from experiments.framework.claims import PFD, Preset, beats, sweep
 from pfd_jax.methods import distill
@@ -64,7 +65,7 @@ PRIVILEGED = ("position", "click", "add")
 VIEWS = {"position_teacher": "xz:0", "click_teacher": "xz:1", "add_teacher": "xz:2"}
 
 
-def run(cfg: schema.Config) -> dict:
+def run(cfg: schema.Config) -> RunRecord:
   t0 = time.time()
   ds = logs.simulate(sessions=cfg.options.sessions, seed=cfg.options.sim_seed)
   _, dd, tc, keys = setup.fold_setup(cfg, None, 1, ds)
@@ -105,24 +106,26 @@ def run(cfg: schema.Config) -> dict:
                 if k not in done})
   sim = ds["train"]
   best = {k: r.best["test"] for k, r in res.items()}
-  return {"config": cfg, "env": rundir.environment(), "simulator": ds.config,
-          "positive_train_sessions_pct": 100.0 * dd.num_positive_groups / dd.num_train_groups,
-          "privileged_corr": {n: float(np.corrcoef(sim.z[:, j], sim.y)[0, 1]) for j, n in enumerate(logs.PRIVILEGED)},
-          "rows": {k: r.best["test"] for k, r in res.items()},
-          "comparisons": tabulate.compare({k: r.best["test"] for k, r in res.items()}, "no_distill"),
-          "vs_placebo": vs_placebo(best),
-          "vs_multi": tabulate.compare({k: r.best["test"] for k, r in res.items() if k == "multi" or (k in rows_lib.REGISTRY and rows_lib.REGISTRY[k].one_process)},
-                                     "multi"),
-          "seconds": time.time() - t0}
+  lightgbm = {k for k in res if k in rows_lib.REGISTRY and rows_lib.REGISTRY[k].one_process}
+  return RunRecord(config=cfg, env=rundir.environment(), simulator=ds.config,
+                   positive_train_sessions_pct=100.0 * dd.num_positive_groups / dd.num_train_groups,
+                   privileged_corr={n: float(np.corrcoef(sim.z[:, j], sim.y)[0, 1])
+                                    for j, n in enumerate(logs.PRIVILEGED)},
+                   rows={k: r.best["test"] for k, r in res.items()},
+                   comparisons=tabulate.compare({k: r.best["test"] for k, r in res.items()}, "no_distill"),
+                   vs_placebo=vs_placebo(best),
+                   vs_multi=tabulate.compare({k: r.best["test"] for k, r in res.items()
+                                              if k == "multi" or k in lightgbm}, "multi"),
+                   seconds=time.time() - t0)
 
 
-def vs_placebo(rows: dict) -> dict:
+def vs_placebo(rows: tabulate.Runs) -> tabulate.Comparisons:
   """Each PFD student (one privileged feature, and multi-teacher) against its placebo, paired by seed."""
   return {k: tabulate.compare({k: rows[k], "placebo": rows[f"{k}_placebo"]}, "placebo")[k]
           for k in PRIVILEGED + ("multi",) if f"{k}_placebo" in rows}
 
 
-def to_markdown(res: dict) -> str:
+def to_markdown(res: RunRecord) -> str:
   cfg = res["config"]
   base = np.asarray(res["rows"]["no_distill"]).mean(0)
   cmp = res.get("comparisons") or tabulate.compare(res["rows"], "no_distill")
@@ -149,11 +152,11 @@ def to_markdown(res: dict) -> str:
                                 (["NDCG@8 vs multi-teacher (seeds)"] if vs_multi else []), rows))
 
 
-def plot(res: dict, path: str) -> None:
+def plot(res: RunRecord, path: str) -> None:
   plots.bar_plot(res, path, dict(ROWS), scale_to="no_distill")
 
 
-def claims(res: dict) -> list:
+def claims(res: RunRecord) -> list:
   """The claims of a run of this driver, with their verdicts (:mod:`experiments.framework.claims`)."""
   rows = res["rows"]
   single = ("position", "click", "add")

@@ -10,6 +10,7 @@ reported for scale. Writes results/table5_positive_groups/<dataset>/latest/.
 import time
 
 
+from experiments.framework.records import RunRecord
 from experiments.framework import ablation, lifecycle, schema, tabulate
 from experiments.framework.claims import PFD, beats, runs_per_fold
 from pfd_jax.methods import distill
@@ -18,7 +19,7 @@ ROWS = {"no_distill": "No-distillation", "pfd_positive": "PFD, data loss on posi
         "pfd_all": "PFD, data loss on all query groups", "lambdamart": "LambdaMART (regular features; LightGBM)"}
 
 
-def run(cfg: schema.Config) -> dict:
+def run(cfg: schema.Config) -> RunRecord:
   t0 = time.time()
   rows = {k: [] for k in ROWS}
   for f in ablation.pfd_folds(cfg):
@@ -34,7 +35,7 @@ def run(cfg: schema.Config) -> dict:
                           all_vs_positive=lambda r: tabulate.compare(r, "pfd_positive")["pfd_all"])
 
 
-def claims(res: dict) -> list:
+def claims(res: RunRecord) -> list:
   """The claims of a run of this driver, with their verdicts (:mod:`experiments.framework.claims`)."""
   rows = res["rows"]
   f = runs_per_fold(len(rows["no_distill"]), res)
@@ -42,7 +43,7 @@ def claims(res: dict) -> list:
           beats("PFD (positive groups) beats no-distillation", rows, "pfd_positive", "no_distill", f)]
 
 
-def to_markdown(res: dict) -> str:
+def to_markdown(res: RunRecord) -> str:
   cfg = res["config"]
   return (f"# Table 5: data loss on positive vs all query groups ({tabulate.title(cfg)})\n\nMean ± std "
           f"over folds x {cfg['run']['seeds']} seeds, {cfg['train']['epochs']} epochs; {res['seconds']:.0f} s.\n\n" +

@@ -10,6 +10,7 @@ import time
 
 import jax.numpy as jnp
 
+from experiments.framework.records import RunRecord
 from experiments.framework import ablation, lifecycle, schema, tabulate
 from experiments.framework.claims import PFD, beats, runs_per_fold
 from pfd_jax import training as T
@@ -19,7 +20,7 @@ ROWS = {"zero": "Zero imputation", "mean": "Mean imputation", "teacher": "PFD te
         "lambdamart": "LambdaMART (regular features; LightGBM)"}
 
 
-def run(cfg: schema.Config) -> dict:
+def run(cfg: schema.Config) -> RunRecord:
   t0 = time.time()
   rows = {k: [] for k in ROWS}
   for f in ablation.pfd_folds(cfg):
@@ -31,7 +32,7 @@ def run(cfg: schema.Config) -> dict:
   return ablation.results(cfg, rows, t0)
 
 
-def claims(res: dict) -> list:
+def claims(res: RunRecord) -> list:
   """The claims of a run of this driver, with their verdicts (:mod:`experiments.framework.claims`)."""
   rows = res["rows"]
   f = runs_per_fold(len(rows["no_distill"]), res)
@@ -41,7 +42,7 @@ def claims(res: dict) -> list:
                 "no_distill", "zero", f, source=PFD)]
 
 
-def to_markdown(res: dict) -> str:
+def to_markdown(res: RunRecord) -> str:
   cfg = res["config"]
   return (f"# Table 6: PFD teacher with imputed privileged features ({tabulate.title(cfg)})\n\n"
           f"Mean ± std over folds x {cfg['run']['seeds']} seeds; * uses the real privileged features (not servable); "

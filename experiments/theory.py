@@ -11,6 +11,7 @@ import time
 import jax
 import numpy as np
 
+from experiments.framework.records import RunRecord
 from experiments.framework import lifecycle, plots, rundir, schema, tabulate
 from experiments.framework.claims import PFD, Preset, check
 from pfd_jax.config import option
@@ -78,7 +79,7 @@ def run(trials: int, seed: int, w_seed: int, reduce_noise: bool, x64: bool) -> d
   return res
 
 
-def to_markdown(res: dict) -> str:
+def to_markdown(res: RunRecord) -> str:
   c = res["setup"]
   out = [f"# Linear theory (section 5): Monte-Carlo vs closed form\n\nd_x = d_u = 10, sigma = {c['sigma']}, "
          f"v* = [10, ..., 1], w* ~ N(0, I) (seed {c['w_seed']}); {c['trials']} designs per cell, "
@@ -118,7 +119,7 @@ def to_markdown(res: dict) -> str:
   return "".join(out)
 
 
-def plot(res: dict, path: str) -> None:
+def plot(res: RunRecord, path: str) -> None:
   plt = plots.pyplot()
   f6 = res["fig6"]
   dz = np.array([r["d_z"] for r in f6])
@@ -142,14 +143,14 @@ def plot(res: dict, path: str) -> None:
   plt.close(fig)
 
 
-def run_config(cfg: schema.Config) -> dict:
+def run_config(cfg: schema.Config) -> RunRecord:
   o = cfg.options
   if o.x64:
     jax.config.update("jax_enable_x64", True)
-  return dict(run(o.trials, o.design_seed, o.w_seed, o.reduce_noise, o.x64), config=cfg)
+  return RunRecord(**run(o.trials, o.design_seed, o.w_seed, o.reduce_noise, o.x64), config=cfg)
 
 
-def claims(res: dict) -> list:
+def claims(res: RunRecord) -> list:
   """The claims of a run of this driver, with their verdicts (:mod:`experiments.framework.claims`)."""
   grid, fig6 = res["grid"], res["fig6"]
   exact = [abs(g["regression_mc"] - g["regression_cf"]) <= 3 * g["regression_se"] + 0.005 * g["regression_cf"]

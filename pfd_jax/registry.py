@@ -116,11 +116,13 @@ def _canonical(value) -> str:
       source = ""
     return f"{getattr(value, '__module__', '?')}.{getattr(value, '__qualname__', '?')}:{source}"
   if dataclasses.is_dataclass(value) and not isinstance(value, type):
-    return f"{type(value).__name__}({', '.join(f'{f.name}={_canonical(getattr(value, f.name))}' for f in dataclasses.fields(value))})"
+    fields = (f"{f.name}={_canonical(getattr(value, f.name))}" for f in dataclasses.fields(value))
+    return f"{type(value).__name__}({', '.join(fields)})"
   if isinstance(value, tuple) and hasattr(value, "_fields"):
     return f"{type(value).__name__}({', '.join(f'{k}={_canonical(getattr(value, k))}' for k in value._fields)})"
   if isinstance(value, Mapping):
-    return "{" + ", ".join(f"{k!r}: {_canonical(v)}" for k, v in sorted(value.items(), key=lambda kv: repr(kv[0]))) + "}"
+    items = sorted(value.items(), key=lambda kv: repr(kv[0]))
+    return "{" + ", ".join(f"{k!r}: {_canonical(v)}" for k, v in items) + "}"
   if isinstance(value, (list, tuple)):
     return "(" + ", ".join(_canonical(v) for v in value) + ")"
   if callable(value) and not isinstance(value, type):  # an object with __call__: its class

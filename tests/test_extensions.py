@@ -35,7 +35,8 @@ MODULE = textwrap.dedent('''
     rows.REGISTRY.register(rows.Row(
         "gbdt_xent_a02", "GBDT student at alpha 0.2 (PFD teacher)", teacher="pfd_teacher", overrides=(("alpha", 0.2),),
         train="pfd_jax.methods.gbdt:train_lightgbm_student", train_args=(("objective", "cross_entropy"),),
-        one_process=True, claims=(("no_distill", "GBDT student at alpha 0.2 beats no-distillation (a registered row)"),)))
+        one_process=True,
+        claims=(("no_distill", "GBDT student at alpha 0.2 beats no-distillation (a registered row)"),)))
     rows.REGISTRY.register(rows.Row(
         "pfd_position_a", "PFD(position) student, own alpha", teacher="pfd_position_teacher", when=("position",),
         overrides=(("alpha", float(os.environ.get("EXT_ALPHA", "0.2"))),)))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 import time
-from typing import NamedTuple, Optional
+from typing import Dict, NamedTuple, Optional
 
 import jax
 import numpy as np
@@ -15,6 +15,7 @@ from pfd_jax import training as T
 from pfd_jax.methods import distill
 from pfd_jax.methods import gbdt
 from pfd_jax.training import TrainConfig
+from experiments.framework.records import RunRecord
 from experiments.framework import plots, rundir, schema, tabulate
 from experiments.framework.claims import Preset
 from experiments.framework.monitor import progress
@@ -34,7 +35,7 @@ class PFDFold(NamedTuple):
   teacher: T.TrainResult
   rows: Rows
 
-  def add_references(self, rows: dict) -> None:
+  def add_references(self, rows: Dict[str, list]) -> None:
     """Appends this fold's no-distillation NDCG and, where it can run, LambdaMART's to their lists in `rows`."""
     rows["no_distill"].append(self.baseline.best["test"])
     if (lm := self.lambdamart()) is not None:
@@ -65,13 +66,12 @@ def pfd_folds(cfg: Config):
     yield PFDFold(ds, dd, tc, keys, log, base, teacher, rows)
 
 
-def results(cfg: Config, rows: dict, t0: float, **extra) -> dict:
+def results(cfg: Config, rows: Dict[str, list], t0: float, **extra) -> RunRecord:
   """An ablation's results: each row's folds stacked ({row: [runs, K]}; rows that got nothing left out), every
   row compared with no-distillation, `extra` fields, and the seconds since `t0`."""
   rows = {k: np.concatenate(v) for k, v in rows.items() if v}
-  return {"config": cfg, "env": rundir.environment(), "rows": rows,
-          "comparisons": tabulate.compare(rows, "no_distill"), **{k: f(rows) for k, f in extra.items()},
-          "seconds": time.time() - t0}
+  return RunRecord(config=cfg, env=rundir.environment(), rows=rows, comparisons=tabulate.compare(rows, "no_distill"),
+                   **{k: f(rows) for k, f in extra.items()}, seconds=time.time() - t0)
 
 
 def driver(name: str, run, to_markdown, *, title: str, rows_per_fold, claims, plot=None, bars: Optional[dict] = None,

@@ -33,7 +33,7 @@ and the adjusted verdict side by side. A claim with no source is ours (controls,
 from __future__ import annotations
 
 import math
-from typing import NamedTuple, Optional
+from typing import Any, Mapping, NamedTuple, Optional
 
 import numpy as np
 
@@ -81,12 +81,12 @@ class Preset(NamedTuple):
   accelerator: str = ""  # where it needs an accelerator: its projected cost; absent from the page until run
 
 
-def runs_per_fold(n_runs: int, res: dict) -> int:
+def runs_per_fold(n_runs: int, res: Mapping[str, Any]) -> int:
   """How many folds `n_runs` paired runs span (runs are folds x seeds)."""
   return max(1, n_runs // res["config"]["run"]["seeds"])
 
 
-def estimate_of(c: dict) -> stats.Estimate:
+def estimate_of(c: tabulate.ComparisonRecord) -> stats.Estimate:
   """The run-level (or per-query) estimate of a comparison record (tabulate.comparison_record)."""
   n = int(c["n"])
   se = c["sd"] / math.sqrt(n) if n > 1 and np.isfinite(c["sd"]) else math.nan
@@ -135,7 +135,7 @@ def judge(e: stats.Estimate, form: str = "superiority", margin: float = 0.0) -> 
   return f"undecided at {e.n} {e.unit}", p
 
 
-def verdict(c: dict, folds: int = 1, margin: float = MARGIN, form: str = "superiority",
+def verdict(c: tabulate.ComparisonRecord, folds: int = 1, margin: float = MARGIN, form: str = "superiority",
             claim_margin: float = 0.0) -> tuple:
   """(verdict, detail) of a diagnostic claim in `form` with `claim_margin` on a comparison record (the per-query
   second verdict, in its claim's form); `margin` names the gain the detail says is ruled out. '(reversed)' marks
@@ -151,7 +151,7 @@ def verdict(c: dict, folds: int = 1, margin: float = MARGIN, form: str = "superi
   return word, detail
 
 
-def fragility(c: dict, bounds: Optional[tuple] = None, thresholds: tuple = (0.0,)) -> str:
+def fragility(c: tabulate.ComparisonRecord, bounds: Optional[tuple] = None, thresholds: tuple = (0.0,)) -> str:
   """'' or why a verdict is fragile: a bound of its interval (`bounds`, default the run-level interval of the
   comparison record c) lies within the 95% spread by which another configuration moves the mean paired difference
   (lambda * sqrt(2 / n) * sd of c's runs, lambda from the measured ratios of paired differences,
@@ -190,7 +190,8 @@ def achieved_power(e: stats.Estimate, form: str, margin: float) -> float:
   return math.nan if gap is None or gap <= 0 else e.power(gap * e.reference, ALPHA)
 
 
-def beats(text: str, rows: dict, a: str, b: str, folds: int = 1, col: int = 0, *, queries: Optional[dict] = None,
+def beats(text: str, rows: tabulate.Runs, a: str, b: str, folds: int = 1, col: int = 0, *,
+          queries: Optional[Mapping[str, np.ndarray]] = None,
           form: str = "superiority", margin: float = 0.0, source: str = "",
           estimate: Optional[stats.Estimate] = None) -> Optional[Claim]:
   """The claim of `text` about rows[a] against rows[b] (paired by run) in `form`, or None when either row is
@@ -207,7 +208,7 @@ def beats(text: str, rows: dict, a: str, b: str, folds: int = 1, col: int = 0, *
                folds=folds)
 
 
-def every(text: str, claims: dict, *, source: str = "") -> Optional[Claim]:
+def every(text: str, claims: Mapping[str, Claim], *, source: str = "") -> Optional[Claim]:
   """The claim that holds at every point of a sweep ({point: Claim}): the intersection-union test (holds when every
   point holds, does not reproduce when one does not; p = the largest)."""
   if not claims:
@@ -225,8 +226,8 @@ def every(text: str, claims: dict, *, source: str = "") -> Optional[Claim]:
                p=max(c.p for c in claims.values()), unit=first.unit, power=min(c.power for c in claims.values()))
 
 
-def sweep(text: str, records: dict, folds: int = 1, *, form: str = "superiority", margin: float = 0.0,
-          source: str = "") -> Optional[Claim]:
+def sweep(text: str, records: Mapping[str, tabulate.ComparisonRecord], folds: int = 1, *, form: str = "superiority",
+          margin: float = 0.0, source: str = "") -> Optional[Claim]:
   """The claim of `text` at every point of a sweep ({point: run-level comparison record}), in `form`."""
   return every(text, {p: claim(str(p), estimate_of(c), form=form, margin=margin, run=c, folds=folds)
                       for p, c in records.items()}, source=source)

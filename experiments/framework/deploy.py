@@ -8,6 +8,7 @@ test numbers beside it are an honest estimate of what the chosen model will do.
 from __future__ import annotations
 
 import time
+from typing import Any, Dict, List, Mapping, TypedDict
 
 import jax
 import jax.numpy as jnp
@@ -23,7 +24,36 @@ QUERY_DOCS = 100  # documents per timed query
 REPEATS = 200
 
 
-def candidates(rows: dict) -> list:
+class Timing(TypedDict):
+  """Milliseconds of one timed call: median and 99th percentile."""
+  p50_ms: float
+  p99_ms: float
+
+
+class Latency(TypedDict):
+  """A row's serving latency: one seed's model and the mean over every seed's (:func:`latency`)."""
+  single: Timing
+  ensemble: Timing
+
+
+class Choice(TypedDict, total=False):
+  """The model to deploy (:func:`choose`) as results.json keeps it: the row and its kind (single / ensemble), its
+  validation NDCG, the best candidate and those tied with it, the gap to the best in points and SE, the gap that
+  would count, the validation lists, every candidate's validation mean, and the choice against no-distillation
+  (``vs_<baseline>``) when that is a candidate."""
+  row: str
+  kind: str
+  vali: float
+  best: str
+  within: List[str]
+  gap: List[float]
+  threshold: float
+  lists: int
+  vali_all: Dict[str, float]
+  vs_no_distill: tabulate.ComparisonRecord
+
+
+def candidates(rows: Mapping[str, Any]) -> list:
   """The rows a service can run from a saved model: students and baselines on x (not teachers, not the placebo
   control, not the position-aware rows, whose served input is a constant no saved model holds)."""
   return [n for n in rows if (r := rows_lib.REGISTRY[n]).servable and not r.is_teacher and not r.placebo]
@@ -41,12 +71,12 @@ def wall_times(fn, calls: int, warmup: int = 1) -> np.ndarray:
   return t
 
 
-def _timed(fn, repeats: int = REPEATS) -> dict:
+def _timed(fn, repeats: int = REPEATS) -> Timing:
   ms = 1e3 * wall_times(fn, repeats)
   return dict(p50_ms=float(np.percentile(ms, 50)), p99_ms=float(np.percentile(ms, 99)))
 
 
-def latency(tc, result, groups, view: str) -> dict:
+def latency(tc, result, groups, view: str) -> Latency:
   """{single: {p50_ms, p99_ms}, ensemble: {...}} of scoring one query of QUERY_DOCS documents of `groups` (drawn
   from its documents, seeded) in process: one seed's model, and the mean over every seed's models."""
   rows = np.random.default_rng(0).choice(groups.num_docs, size=QUERY_DOCS, replace=groups.num_docs < QUERY_DOCS)
@@ -74,7 +104,7 @@ def simplicity(candidate: tuple) -> tuple:
   return (r.distilled, kind == "ensemble", names.index(row))
 
 
-def choose(fold_results: list, ensembles: bool) -> dict:
+def choose(fold_results: list, ensembles: bool) -> Choice:
   """The model to deploy: :func:`pfd_jax.ops.stats.tied_with_best` over the candidates (rows a service can run,
   as single models and seed ensembles), on every fold's validation lists with a positive, from table2's
   :class:`experiments.framework.records.FoldRecord` s (their ensembles' per-list validation NDCG). With it, the

@@ -20,7 +20,8 @@ from pfd_jax.data.config import DataConfig
 from experiments.framework.cli import FLAGS, config_from_flags, define_flags
 from experiments.framework.monitor import PROGRESS, TENSORBOARD
 from experiments.framework.outputs import as_json, write_outputs
-from experiments.framework.rundir import point_latest, prepare_run
+from experiments.framework.records import RunRecord
+from experiments.framework.rundir import Provenance, point_latest, prepare_run
 from experiments.framework import setup
 from experiments.framework.schema import Config, Driver, MULTI_PROCESS
 
@@ -116,7 +117,7 @@ def _run(driver: Driver, cfg: Config) -> None:
     if "data" in driver.groups and lead:
       print(describe_data(cfg.data), flush=True)
     if not driver.write:
-      print(driver.to_markdown(as_json(driver.run(cfg))))
+      print(driver.to_markdown(RunRecord.from_json(as_json(driver.run(cfg)))))
       return
     use_compile_cache(cfg.output.compile_cache)
     cfg, prov = _open_run(cfg, driver, lead, held)
@@ -169,14 +170,13 @@ def _total_rows(driver: Driver, cfg: Config) -> Optional[int]:
   return None if per_fold is None else per_fold * len(setup.folds_of(cfg.data))
 
 
-def _finish(cfg: Config, driver: Driver, lead: bool, prov: dict, res: dict) -> None:
+def _finish(cfg: Config, driver: Driver, lead: bool, prov: Provenance, res: RunRecord) -> None:
   """The run's results with how it was run, written by process 0 (results.json, table.md, plot, 'latest')."""
   guards.checkpoint(distributed.comm())
   run_dir = cfg.output.run_dir
-  res["provenance"] = prov
   # how it was run and how long the whole command took (what experiments.report shows beside each table)
-  res["command"] = " ".join(["python -m experiments." + driver.name] + [shlex.quote(a) for a in sys.argv[1:]])
-  res["wall_seconds"] = time.time() - T_START
+  command = " ".join(["python -m experiments." + driver.name] + [shlex.quote(a) for a in sys.argv[1:]])
+  res = RunRecord.from_json(res).finished(prov, command, time.time() - T_START)
   if lead:  # one writer: process 0
     print(write_outputs(run_dir, res, driver))
     point_latest(run_dir)  # only a run that wrote its results becomes 'latest'

@@ -4,17 +4,19 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+from typing import Any, Dict
 
 import numpy as np
 
 from pfd_jax import config, files
+from experiments.framework.records import RunRecord
 from experiments.framework.schema import Driver
 
 
-def write_outputs(out_dir: str, res: dict, driver: Driver) -> str:
+def write_outputs(out_dir: str, res: RunRecord, driver: Driver) -> str:
   """<run folder>/{results.json, table.md, <png>}; returns the Markdown. The table and the plot are made from the
   results as results.json holds them, so either can be remade later from the file alone."""
-  res = as_json(res)
+  res = RunRecord.from_json(as_json(res))
   md = driver.to_markdown(res)
   write_json(os.path.join(out_dir, "results.json"), res)
   write_text(os.path.join(out_dir, "table.md"), md)
@@ -23,8 +25,9 @@ def write_outputs(out_dir: str, res: dict, driver: Driver) -> str:
   return md
 
 
-def as_json(res: dict) -> dict:
-  """Results as results.json holds them (configs and arrays as plain lists and dicts)."""
+def as_json(res) -> Dict[str, Any]:
+  """Results (a RunRecord, or any record or mapping) as results.json holds them (configs and arrays as plain lists
+  and dicts)."""
   return json.loads(json.dumps(_jsonable(res)))
 
 

@@ -13,10 +13,10 @@ from pfd_jax.methods import rows as rows_lib
 from pfd_jax.ops import stats
 
 
-def ensemble_comparisons(loss_res: LossRecord) -> dict:
+def ensemble_comparisons(loss_res: LossRecord) -> Dict[str, tabulate.Comparisons]:
   """Every row's seed ensemble over the test queries pooled over folds (one ensemble per fold, so queries are the
-  unit), paired: against the incumbent's seed ensemble ('vs_lambdamart'; rows.incumbent()) and against the row's own single models,
-  each query's NDCG averaged over seeds ('vs_single')."""
+  unit), paired: against the incumbent's seed ensemble ('vs_lambdamart'; rows.incumbent()) and against the row's
+  own single models, each query's NDCG averaged over seeds ('vs_single')."""
   folds = [f for f in loss_res.folds.values() if f.ensembles is not None]
   if not folds:
     return {}
@@ -45,7 +45,7 @@ def query_lists(loss_res: LossRecord) -> Dict[str, np.ndarray]:
   return {k: np.concatenate(v)[valid] for k, v in per_query.items()}
 
 
-def comparisons(loss_res: LossRecord) -> dict:
+def comparisons(loss_res: LossRecord) -> Dict[str, tabulate.Comparisons]:
   """Every row against no-distillation, paired: by (fold, seed) run ('runs') and by test query pooled over
   folds, each query's NDCG@8 averaged over seeds ('queries'; lists with a positive)."""
   per_query, base = query_lists(loss_res), rows_lib.baseline()
@@ -55,7 +55,7 @@ def comparisons(loss_res: LossRecord) -> dict:
               **column_comparisons(loss_res), **({"ensembles": e} if (e := ensemble_comparisons(loss_res)) else {}))
 
 
-def column_comparisons(loss_res: LossRecord) -> dict:
+def column_comparisons(loss_res: LossRecord) -> Dict[str, tabulate.Comparisons]:
   """The table's further paired columns, one per row with a column of its own (rows.Row.versus): every student
   against the placebo student ('vs_placebo': what the privileged information adds beyond distillation), the
   LightGBM rows against the PFD student ('vs_pfd') and every row against LambdaMART, the practitioner's incumbent

@@ -5,10 +5,11 @@ from typing import Optional
 
 import numpy as np
 
+from experiments.framework.records import RunRecord
 from experiments.framework.tabulate import title
 
 
-def bar_plot(res: dict, path: str, labels: dict, scale_to: Optional[str] = None) -> None:
+def bar_plot(res: RunRecord, path: str, labels: dict, scale_to: Optional[str] = None) -> None:
   """Horizontal bars of NDCG@8 (mean ± std over runs) of res['rows'][k] for k in `labels`, optionally
   divided by the mean of row `scale_to`."""
   plt = pyplot()
@@ -23,7 +24,7 @@ def bar_plot(res: dict, path: str, labels: dict, scale_to: Optional[str] = None)
   finish_plot(fig, ax, res, path, "test NDCG@8" + (f" / {labels[scale_to]}" if scale_to else ""), "")
 
 
-def finish_plot(fig, ax, res: dict, path: str, xlabel: str, ylabel: str = "test NDCG@8") -> None:
+def finish_plot(fig, ax, res: RunRecord, path: str, xlabel: str, ylabel: str = "test NDCG@8") -> None:
   """Labels, a '<dataset>, <loss>' title and the legend, then saves `fig` as a PNG at `path`."""
   plt = pyplot()
   ax.set_xlabel(xlabel)

@@ -1,6 +1,7 @@
 """The debiasing rows of a run on the team's own LETOR logs (``experiments.table2 --position``): the position and
-randomised-list columns checked, the IPS propensities estimated from the file's labels, and the page's note on them. The rows themselves are the row registry's with ``when=("position",)``
-(:mod:`pfd_jax.methods.rows`: their titles, views, claims and training functions)."""
+randomised-list columns checked, the IPS propensities estimated from the file's labels, and the page's note on them.
+The rows themselves are the row registry's with ``when=("position",)`` (:mod:`pfd_jax.methods.rows`: their titles,
+views, claims and training functions)."""
 from __future__ import annotations
 
 import dataclasses

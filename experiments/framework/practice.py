@@ -3,6 +3,8 @@ serving latency), and what the PFD search found (the chosen configuration per fo
 report)."""
 from __future__ import annotations
 
+from typing import Mapping
+
 import numpy as np
 
 from experiments.framework import deploy, tabulate
@@ -29,7 +31,7 @@ def search_record(found: search.Search, ds) -> dict:
               vs_no_distill=tabulate.comparison_record(stats.per_query(found.lists[found.candidate][None], base[None])))
 
 
-def deploy_text(record: LossRecord, compared: dict, ks) -> str:
+def deploy_text(record: LossRecord, compared: Mapping[str, tabulate.Comparisons], ks) -> str:
   """Which model to deploy (chosen on validation), its test NDCG and interval against LambdaMART, and the measured
   serving latency of every candidate ('' for a run without the choice)."""
   d = record.deploy

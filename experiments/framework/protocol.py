@@ -3,6 +3,8 @@ re-drawn per run with --draws, with the data's fingerprints), the selection of t
 the paper's test selection on the same runs with its optimism), and the power study of a re-drawn population."""
 from __future__ import annotations
 
+from typing import Any, Dict, Mapping
+
 import numpy as np
 
 from experiments.framework import tabulate
@@ -12,7 +14,7 @@ from pfd_jax.methods import rows as rows_lib
 from pfd_jax.ops import stats
 
 
-def population_text(cfg: dict, record: LossRecord) -> str:
+def population_text(cfg: Mapping[str, Any], record: LossRecord) -> str:
   """Which data the runs saw: re-drawn per fold (--draws) or one fixed draw, with the data's fingerprints."""
   prints = [f.data.get("data_fingerprint") for f in record.folds.values()]
   prints = ", ".join(p for p in prints if p) or "not recorded"
@@ -27,7 +29,7 @@ def population_text(cfg: dict, record: LossRecord) -> str:
 BUDGET_MINUTES = 90.0  # what a confirmatory re-run may take on the developers' 2-core machine
 
 
-def redrawn_power(records: dict) -> dict:
+def redrawn_power(records: Mapping[str, LossRecord]) -> Dict[str, Any]:
   """The power study of a run that re-drew its data (--draws), per loss and PFD comparison: the run and query
   variance components (relative to the compared row's mean; stats.redrawn_components, unclipped), the spread of a
   draw's difference at this test size, the power this run had for a tabulate.POWER_CHANGE change and the draws a
@@ -53,7 +55,7 @@ def redrawn_power(records: dict) -> dict:
   return dict(comparisons=out, seconds_per_draw=seconds, draws=len(next(iter(records.values())).folds))
 
 
-def power_text(cfg: dict, records: dict) -> str:
+def power_text(cfg: Mapping[str, Any], records: Mapping[str, LossRecord]) -> str:
   """The re-drawn population's power study and the size of a confirmatory run ('' for fixed data)."""
   if not cfg["data"].get("draws") or len(next(iter(records.values())).folds) < 2:
     return ""

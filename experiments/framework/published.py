@@ -40,7 +40,7 @@ import hashlib
 import json
 import os
 import re
-from typing import Optional
+from typing import Any, Mapping, Optional
 
 from experiments import machine
 from pfd_jax.ops import stats
@@ -69,7 +69,7 @@ def _strip(o):
   return o
 
 
-def fingerprint(res: dict) -> str:
+def fingerprint(res: Mapping[str, Any]) -> str:
   """SHA-256 (16 hex digits) of what a run found: its results.json less CIRCUMSTANCES, keys sorted."""
   return hashlib.sha256(json.dumps(_strip(res), sort_keys=True).encode()).hexdigest()[:16]
 
@@ -123,7 +123,7 @@ def compare_cells(mine: list, published: list, runs: int) -> tuple:
                                 f"machine pass all {len(published)} cells)")
 
 
-def runs_per_cell(res: dict) -> int:
+def runs_per_cell(res: Mapping[str, Any]) -> int:
   """The runs behind each mean ± std cell of a run's table: its seeds times its folds (1 where not recorded)."""
   seeds = (res.get("config", {}).get("run") or {}).get("seeds") or 1
   return seeds * max(1, _folds(res))

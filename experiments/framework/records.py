@@ -6,7 +6,7 @@ comparisons compute on the same numbers whether they read a run in memory or its
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Dict, Optional
+from typing import Any, Dict, Mapping, MutableMapping, Optional
 
 import numpy as np
 
@@ -89,3 +89,49 @@ class LossRecord:
   def first_fold_number(self) -> str:
     """The first fold's number ("1" of "fold1")."""
     return next(iter(self.folds)).removeprefix("fold")
+
+
+class RunRecord(MutableMapping):
+  """One run of a driver, as results.json holds it (:meth:`to_json`, the order it was given) and its pages read
+  it back (:meth:`from_json`): named parts, those every page reads typed (:attr:`config`, :attr:`env`,
+  :attr:`seconds`, and, once the run is written, :attr:`provenance`, :attr:`command`, :attr:`wall_seconds`), the
+  driver's own findings beside them (table2's ``losses``: a :class:`LossRecord` per loss; an ablation's ``rows`` and
+  ``comparisons``; ...), read as ``record["rows"]`` as before records were typed."""
+
+  def __init__(self, **parts):
+    self._parts: Dict[str, Any] = dict(parts)
+
+  config = property(lambda self: self._parts.get("config"), doc="The driver's configuration (a schema.Config, or "
+                    "its JSON when read back).")
+  env = property(lambda self: self._parts.get("env", {}), doc="Where it ran (rundir.environment()).")
+  seconds = property(lambda self: self._parts.get("seconds"), doc="The run's own seconds (training and scoring).")
+  provenance = property(lambda self: self._parts.get("provenance", {}), doc="What determined it (rundir.provenance).")
+  command = property(lambda self: self._parts.get("command"), doc="The command line that made it.")
+  wall_seconds = property(lambda self: self._parts.get("wall_seconds"), doc="The whole process's seconds.")
+
+  def finished(self, provenance: Dict[str, Any], command: str, wall_seconds: float) -> "RunRecord":
+    """The record with how it was run (lifecycle: written last, after the driver's parts)."""
+    self._parts.update(provenance=provenance, command=command, wall_seconds=wall_seconds)
+    return self
+
+  def to_json(self) -> Dict[str, Any]:
+    return dict(self._parts)
+
+  @classmethod
+  def from_json(cls, d: Mapping[str, Any]) -> "RunRecord":
+    return d if isinstance(d, RunRecord) else cls(**d)
+
+  def __getitem__(self, key: str):
+    return self._parts[key]
+
+  def __setitem__(self, key: str, value) -> None:
+    self._parts[key] = value
+
+  def __delitem__(self, key: str) -> None:
+    del self._parts[key]
+
+  def __iter__(self):
+    return iter(self._parts)
+
+  def __len__(self) -> int:
+    return len(self._parts)

@@ -35,7 +35,8 @@ class Rows:
   ends (``<run folder>/runs/<loss>/fold<k>/<row>.msgpack``: parameters of every seed, curves, losses, best
   epochs), and loaded instead of trained when a saved one exists (an interrupted run resumes; --restart
   trains again). A saved row keeps the :func:`fingerprint` of what trained it: a row whose registered code,
-  overrides or teaching changed since it was saved is trained again (the log says which and why), never loaded. With --save_models each row is also written as a :class:`pfd_jax.serving.Ranker` to
+  overrides or teaching changed since it was saved is trained again (the log says which and why), never loaded.
+  With --save_models each row is also written as a :class:`pfd_jax.serving.Ranker` to
   ``models/[<loss>/][fold<k>/]<row>/`` (the loss level when the run trains both losses, the fold level for
   multi-fold runs). Outside a driver's main (no run folder) rows are trained and never saved."""
 

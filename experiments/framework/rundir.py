@@ -10,6 +10,7 @@ import platform
 import subprocess
 import sys
 import time
+from typing import Any, Dict, List, Optional, TypedDict
 
 import jax
 import numpy as np
@@ -66,7 +67,52 @@ def label(cfg: Config, driver: Driver) -> str:
   return out + (f"-{cfg.output.tag}" if cfg.output.tag else "")
 
 
-def provenance(cfg: Config, driver: Driver) -> dict:
+class CodeVersion(TypedDict):
+  """The code a run ran (:func:`code_version`)."""
+  pfd_jax: str
+  source_sha256: str
+  git_commit: Optional[str]
+  git_dirty: Optional[bool]
+
+
+class Registered(TypedDict, total=False):
+  """The registered entries a run may use (:func:`registered`): per kind {name: {module, code, ...}} (a row's
+  record adds its title, view, teacher, overrides and claims), and the modules outside the project that registered
+  any (what --registry_modules names to a later process)."""
+  rows: Dict[str, Dict[str, Any]]
+  losses: Dict[str, Dict[str, str]]
+  teaching: Dict[str, Dict[str, str]]
+  dataset: Dict[str, Dict[str, str]]
+  modules: List[str]
+
+
+class Provenance(TypedDict, total=False):
+  """What determines a run's results (:func:`provenance`; provenance.json): the driver, its configuration less
+  where it writes, the code, the registered entries and (a driver that reads data) the data."""
+  driver: str
+  config: Dict[str, Any]
+  code: CodeVersion
+  registered: Registered
+  data: Dict[str, Any]
+
+
+class Environment(TypedDict):
+  """Where a run ran (:func:`environment`)."""
+  python: str
+  jax: str
+  flax: Optional[str]
+  optax: Optional[str]
+  numpy: str
+  backend: str
+  devices: List[str]
+  machine: str
+  cpus: Optional[int]
+  time: str
+  numerics: Dict[str, Any]
+  packages: Dict[str, str]
+
+
+def provenance(cfg: Config, driver: Driver) -> Provenance:
   """What determines a run's results: its configuration (less output settings, --restart and
   --save_models), its data (files with sizes and SHA-256, or the synthetic generator's arguments) and the
   code (package version, git commit, SHA-256 of the sources), and every registered row, loss, dataset and teaching it
@@ -82,7 +128,7 @@ def provenance(cfg: Config, driver: Driver) -> dict:
   return out
 
 
-def registered(cfg: Config, driver: Driver) -> dict:
+def registered(cfg: Config, driver: Driver) -> Registered:
   """The registered entries a run may use, as provenance records them (see :func:`provenance`)."""
   rows = {n: dict(rows_lib.REGISTRY.record(n), **r.record()) for n, r in rows_lib.REGISTRY.items()}
   out = dict(rows=rows)
@@ -100,7 +146,7 @@ def registered(cfg: Config, driver: Driver) -> dict:
   return out
 
 
-def data_provenance(d: DataConfig) -> dict:
+def data_provenance(d: DataConfig) -> Dict[str, Any]:
   if D.spec(d.dataset).in_memory:
     kw = d.synthetic_kwargs()
     gen = D.spec(d.dataset).generate
@@ -114,7 +160,7 @@ def data_provenance(d: DataConfig) -> dict:
   return dict(folder=os.path.abspath(D.resolve_data_dir(d.dataset, d.data_dir)), files=found)
 
 
-def code_version() -> dict:
+def code_version() -> CodeVersion:
   """pfd_jax's version, the git commit (and whether the tree has changes) when there is one, and the SHA-256
   of the library's and the drivers' sources (what a saved row depends on)."""
   root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the repository
@@ -136,7 +182,7 @@ def code_version() -> dict:
   return out
 
 
-def environment() -> dict:
+def environment() -> Environment:
   """Where a run ran: the short fields RESULTS.md shows, `numerics` (what its bits depend on besides code,
   configuration and data: CPU model, instruction set, caches, threads, XLA_FLAGS, the numeric packages) and
   every installed package's version."""

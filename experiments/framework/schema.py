@@ -33,7 +33,8 @@ class RunConfig:
   teaching: Optional[str] = option(None, "How teachers teach (default: the student's own loss on sigmoid "
                                    "probabilities, the paper's PFD): pointwise = RankBCE, pairwise = RankNet on "
                                    "sigmoid(t); listwise = SDR softmax on max(a t + b, 0); topk = Ranking "
-                                   "Distillation's top-K loss; any way registered in pfd_jax.training.teaching.REGISTRY.",
+                                   "Distillation's top-K loss; any way registered in "
+                                   "pfd_jax.training.teaching.REGISTRY.",
                                    choices=lambda: teaching_lib.REGISTRY.names())
   placebo_within: str = option("query", "The placebo rows' permutation of the privileged features (the PFD teacher's "
                         "inputs with z's rows permuted, the link to the label broken): query = within each "
@@ -122,7 +123,8 @@ GROUPS = {"data": DataConfig, "train": TrainConfig, "run": RunConfig, "output": 
 class Driver:
   """An experiment driver: its functions, options and the shared settings it reads.
 
-  run(Config) -> results dict; to_markdown(results) -> str; plot(results, path) writes `png`.
+  run(Config) -> :class:`experiments.framework.records.RunRecord`; to_markdown(record) -> str; plot(record, path)
+  writes `png` (the record as results.json holds it, read back).
   groups: the shared configuration groups whose flags it has; defaults: per-driver flag defaults
   ((flag name, value) pairs); losses: the values --loss may take (or a function returning them); needs_privileged (bool or function of
   the Config): a folder given by path must name its privileged features; rows(Config): how many models the

@@ -3,11 +3,36 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Optional
+from typing import Any, Dict, Mapping, Optional, Tuple, TypedDict
 
 import numpy as np
 
 from pfd_jax.ops import stats
+
+Runs = Dict[str, np.ndarray]  # {row: [runs, len(ks)]} best-epoch metrics, paired run by run across rows
+
+
+class ComparisonRecord(TypedDict):
+  """A paired comparison as results.json keeps it (:func:`comparison_record`): the fields of
+  :class:`pfd_jax.ops.stats.Comparison`, its relative interval, the p < 0.05 marker and the paired runs a
+  POWER_CHANGE relative change needs for 80% power."""
+  unit: str
+  n: int
+  mean: float
+  reference: float
+  diff: float
+  sd: float
+  rel: float
+  t_ci: Tuple[float, float]
+  boot_ci: Tuple[float, float]
+  t_p: float
+  wilcoxon_p: float
+  rel_ci: Tuple[float, float]
+  significant: bool
+  runs_for_power: Optional[int]
+
+
+Comparisons = Dict[str, ComparisonRecord]  # {row: its comparison with the reference row}
 
 
 def markdown_table(header: list, rows: list) -> str:
@@ -16,7 +41,7 @@ def markdown_table(header: list, rows: list) -> str:
   return "\n".join(out) + "\n"
 
 
-def title(cfg: dict) -> str:
+def title(cfg: Mapping[str, Any]) -> str:
   """'<dataset>, <loss>[, <population>]' of a results.json config (table and plot titles): generated data say
   whether every run shared one fixed draw or re-drew its own (--draws)."""
   data = cfg["data"]
@@ -42,7 +67,7 @@ def fmt_pm(mean: float, std: float, digits: int = 3) -> str:
   return f"{mean:.{digits}f} ± {std:.{digits}f}" if np.isfinite(mean) and np.isfinite(std) else "n/a"
 
 
-def mean_std_table(rows: dict, labels: dict, ks=(8, 16, 32), reference: Optional[str] = None,
+def mean_std_table(rows: Runs, labels: Mapping[str, str], ks=(8, 16, 32), reference: Optional[str] = None,
                    seeds: int = 1) -> str:
   """Markdown rows `labels[k]` with mean ± std over the first axis of rows[k] [runs, len(ks)]; with a
   `reference` row, the comparison note and each other row's paired comparison of NDCG@ks[0] (:func:`compare`,
@@ -63,7 +88,7 @@ def mean_std_table(rows: dict, labels: dict, ks=(8, 16, 32), reference: Optional
 POWER_CHANGE = 0.02  # the relative change a table's power column is about
 
 
-def compare(rows: dict, reference: str, col: int = 0, seed: int = 0) -> dict:
+def compare(rows: Runs, reference: str, col: int = 0, seed: int = 0) -> Comparisons:
   """{row: comparison record} of rows[k][:, col] against rows[reference][:, col], paired run by run (rows of
   one table share their (fold, seed) runs: the same keys and data)."""
   ref = np.asarray(rows[reference])[:, col]
@@ -71,7 +96,7 @@ def compare(rows: dict, reference: str, col: int = 0, seed: int = 0) -> dict:
           for k, v in rows.items() if k != reference}
 
 
-def comparison_record(c: stats.Comparison) -> dict:
+def comparison_record(c: stats.Comparison) -> ComparisonRecord:
   """A comparison as results.json keeps it: every field, the relative interval, the p < 0.05 marker and how
   many paired runs would detect a POWER_CHANGE relative change with 80% power at this spread."""
   return dict(dataclasses.asdict(c), rel_ci=c.rel_ci, significant=c.significant,
@@ -82,7 +107,7 @@ def change_header(reference: str, k: int, unit: str = "runs") -> list:
   return [f"NDCG@{k} vs {reference} ({unit}): change [95% CI], p", f"seeds for ±{100 * POWER_CHANGE:.0f}%"]
 
 
-def change_cell(c: Optional[dict]) -> str:
+def change_cell(c: Optional[ComparisonRecord]) -> str:
   """'+7.1% [+1.9%, +12.3%] p=0.004 †' (relative change, paired-t interval, p; † for p < 0.05)."""
   if not c:
     return ""
@@ -95,7 +120,7 @@ def change_cell(c: Optional[dict]) -> str:
           (" †" if c["significant"] else ""))
 
 
-def change_cells(c: Optional[dict], folds: int = 1) -> list:
+def change_cells(c: Optional[ComparisonRecord], folds: int = 1) -> list:
   """[change cell, seeds cell]: the seeds per fold (runs / folds) a paired t-test needs for a POWER_CHANGE
   relative change with 80% power at the measured spread of this row's differences."""
   if not c:

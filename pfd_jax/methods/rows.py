@@ -54,13 +54,17 @@ class Row:
   teaches it (None: trained on data alone); overrides: TrainConfig fields this row sets ((field, value) pairs; its
   saved model records them); method: the --methods choice that trains it ('' = its name; None = a teacher, trained
   when a student needs it); train: its training function, an import path ``module:function`` or the function
-  (``train(ctx, row, done) -> Trained``, :mod:`pfd_jax.methods.distill`); train_args: keywords bound to it; when: the options of
-  a run that add it, not a --methods choice ('position': a position column; 'randomized': randomised lists;
-  'lightgbm': the run trains LightGBM rows; 'search': the PFD search); one_process: it needs the whole training
-  split in one process (LightGBM); privileged: it reads privileged features through teachers of its own (not
-  rows); baseline: the row every run trains and compares with; placebo: it reads the placebo copy of the data
-  (privileged rows permuted); servable: a service can run it (a file holds its inputs); claims: the run's claims
-  about it against other rows (:class:`RowClaim`, or plain (versus, text) pairs: superiority, ours)."""
+  (``train(ctx, row, done) -> Trained``, :mod:`pfd_jax.methods.distill`); train_args: keywords bound to it; when:
+  the options of a run that add it, not a --methods choice ('position': a position column; 'randomized':
+  randomised lists; 'lightgbm': the run trains LightGBM rows; 'search': the PFD search); one_process: it needs the
+  whole training split in one process (LightGBM); privileged: it reads privileged features through teachers of its
+  own (not rows); baseline: the row every run trains and compares with; primary: the row the paper is about (the
+  power study and the page's notes compare it with the rows its claims name); versus: a table column compares other
+  rows with this one ('students': every row but the teachers, the placebo control; 'lightgbm': the LightGBM rows;
+  'every': all, the incumbent), and column_note is its paragraph on the page (format fields: k, select_on, within);
+  placebo: it reads the placebo copy of the data (privileged rows permuted); servable: a service can run it (a file
+  holds its inputs); claims: the run's claims about it against other rows (:class:`RowClaim`, or plain (versus,
+  text) pairs: superiority, ours)."""
   name: str
   title: str
   short: str = ""

@@ -343,8 +343,8 @@ class Transform(NamedTuple):
 
 _positive_temperature = lambda temperature: "" if temperature > 0 else f"temperature > 0, got {temperature}"
 TRANSFORM_REGISTRY: Registry[Transform] = Registry("teacher transform")
-for _transform in (Transform("sigmoid", transform_sigmoid, ("temperature",), {"temperature": 1.0}, _positive_temperature),
-                   Transform("identity", transform_identity),
+for _transform in (Transform("sigmoid", transform_sigmoid, ("temperature",), {"temperature": 1.0},
+                             _positive_temperature), Transform("identity", transform_identity),
                    Transform("affine", transform_affine, ("a", "b"),
                              check=lambda a, b: "" if a > 0 else f"slope a > 0 (SDR Eq. 10), got {a}"),
                    Transform("softmax", transform_softmax, ("temperature",), check=_positive_temperature)):

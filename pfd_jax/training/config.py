@@ -136,8 +136,8 @@ class TrainConfig:
                                     "Distillation).", choices=lambda: ("",) + losses_lib.REGISTRY.names() + ("topk",),
                                     flag=False)
   teaching: str = config.option("", "The registered way of teaching the teacher term follows (a name of "
-                                "pfd_jax.training.teaching.REGISTRY, set with its overrides by Teaching.apply; '' = the "
-                                "one teacher_loss names: top-K, or the plain term).",
+                                "pfd_jax.training.teaching.REGISTRY, set with its overrides by Teaching.apply; '' = "
+                                "the one teacher_loss names: top-K, or the plain term).",
                                 flag=False, omit_default=True)
   transform_a: float = config.option(1.0, "SDR Eq. 10 affine teacher transform slope a (teaching=listwise).",
                                      lo=0, lo_open=True)
