@@ -128,6 +128,9 @@ class Trained(NamedTuple):
   found: Any = None
 
 
+Done = Dict[str, Trained]  # the rows trained before a row, by name (its teacher is there)
+
+
 class Position(NamedTuple):
   """What the debiasing rows read: the position's privileged column, the training split's display positions
   1..L [N], the IPS propensity tables ({name: table}), the IPS rows' configuration, the column's value at position 1
@@ -176,12 +179,7 @@ class Context:
 
   def data(self, row: Row):
     """The row's device data: the placebo copy for a placebo row."""
-    if not row.placebo:
-      return self.dd
-    if self.placebo is None:
-      raise ValueError(f"row {row.name!r} reads the placebo data: give Context(placebo=lambda: to_device(...)) of "
-                       "pfd_jax.data.with_placebo_privileged(ds)")
-    return self.placebo()
+    return self.placebo() if row.placebo else self.dd
 
   def lightgbm_kw(self) -> dict:
     """The keywords every LightGBM row passes to gbdt.train (seeds, splits, bucketing: rows pair list by list)."""
@@ -251,7 +249,7 @@ def run_methods(keys, cfg: TrainConfig, dd: DeviceData, methods: Sequence[str] =
 
 # ------------------------------------------------------------------ the kinds of training (Row.train)
 
-def train_mlp(ctx: Context, row: Row, done: dict, at_top: bool = False) -> Trained:
+def train_mlp(ctx: Context, row: Row, done: Done, at_top: bool = False) -> Trained:
   """An MLP on the row's view, with its overrides: on data alone (no teacher), or on x as the student of its
   teacher row against the teacher's logits (Eq. 1). at_top: the teacher's logits with the position column at its
   top value (a PFD(position) student taught as if every item were shown first)."""
@@ -267,7 +265,7 @@ def train_mlp(ctx: Context, row: Row, done: dict, at_top: bool = False) -> Train
       ctx.hooks(row.name)))
 
 
-def train_mlp_from_lightgbm(ctx: Context, row: Row, done: dict) -> Trained:
+def train_mlp_from_lightgbm(ctx: Context, row: Row, done: Done) -> Trained:
   """An MLP student on x of its LightGBM teacher row's out-of-fold scores (each training group scored by a model
   that never saw it; computed once per fold)."""
   teacher = done[row.teacher]
@@ -284,7 +282,7 @@ def train_mlp_from_lightgbm(ctx: Context, row: Row, done: dict) -> Trained:
   return ctx.kept(row, config, "x", student)
 
 
-def train_served(ctx: Context, row: Row, done: dict) -> Trained:
+def train_served(ctx: Context, row: Row, done: Done) -> Trained:
   """A position-aware MLP (the position a feature, or a tower of its own by the row's overrides): trained on the
   display positions, scored with every item at the top position (the data served once per fold and loss)."""
   config = row.config(ctx.cfg)
@@ -295,7 +293,7 @@ def train_served(ctx: Context, row: Row, done: dict) -> Trained:
                   lambda: train_on_data(ctx.keys, config, served, view, ctx.hooks(row.name)))
 
 
-def train_ips(ctx: Context, row: Row, done: dict, propensities: str = "em") -> Trained:
+def train_ips(ctx: Context, row: Row, done: Done, propensities: str = "em") -> Trained:
   """An MLP on x trained on the inverse-propensity-weighted labels of the propensity table `propensities`, with
   the IPS configuration (a loss affine in its labels)."""
   p = ctx.position
@@ -311,6 +309,9 @@ def run_rows(ctx: Context, plan, done: Optional[Dict[str, Trained]] = None) -> D
   """Trains the rows of `plan` (:func:`pfd_jax.methods.rows.plan`: teachers before their students) in order, each by
   its own function (:attr:`pfd_jax.methods.rows.Row.trainer`): {row name: Trained}. done: rows the caller trained
   already (not trained again)."""
+  if ctx.placebo is None and any(r.placebo for r in plan):  # before anything trains
+    raise ValueError("the placebo rows need their data: Context(placebo=lambda: to_device(...)) of "
+                     "pfd_jax.data.with_placebo_privileged(ds)")
   done = dict(done or {})
   for row in (r for r in plan if r.name not in done):
     done[row.name] = row.trainer(ctx, row, done)

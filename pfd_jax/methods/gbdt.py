@@ -49,6 +49,8 @@ from pfd_jax.training.evaluation import device_buckets, eval_buckets, predict as
 from pfd_jax.training.structures import EpochScalars, Hooks
 
 if TYPE_CHECKING:
+  from pfd_jax.methods.distill import Context, Done, Trained
+  from pfd_jax.methods.rows import Row
   from pfd_jax.data.datasets import Dataset
   from pfd_jax.training.config import TrainConfig
 
@@ -337,7 +339,7 @@ def loss_groups(cfg: TrainConfig, train: Groups) -> Optional[np.ndarray]:
 
 # ------------------------------------------------------------------ the LightGBM rows' training (Row.train)
 
-def train_lightgbm(ctx, row, done: dict, position_bias: bool = False):
+def train_lightgbm(ctx: Context, row: Row, done: Done, position_bias: bool = False) -> Trained:
   """A row's training (:mod:`pfd_jax.methods.distill`'s ``train(ctx, row, done) -> Trained``): LightGBM LambdaMART
   on the row's view (kept across the fold's losses); position_bias: with LightGBM's position-bias model on the
   display positions (trained for each loss)."""
@@ -353,7 +355,8 @@ def train_lightgbm(ctx, row, done: dict, position_bias: bool = False):
   return ctx.kept(row, config, view, fn)
 
 
-def train_lightgbm_student(ctx, row, done: dict, as_grades: bool = False, objective: Optional[str] = None):
+def train_lightgbm_student(ctx: Context, row: Row, done: Done, as_grades: bool = False,
+                           objective: Optional[str] = None) -> Trained:
   """A LightGBM student on x of its MLP teacher row: Eq. 1's targets and weights (objective 'cross_entropy'), or
   LambdaMART on the targets as grades (as_grades=True). The teacher's logits on every training document are computed
   once for the fold's students."""

@@ -26,7 +26,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import importlib
-from typing import Any, Callable, NamedTuple, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple, TypedDict, Union
 
 from pfd_jax.registry import Registry
 
@@ -42,6 +42,16 @@ class RowClaim(NamedTuple):
   form: str = "superiority"
   margin: float = 0.0
   source: str = ""
+
+
+class RowDescription(TypedDict):
+  """What a run records of a row (:meth:`Row.record`; provenance.json's registered rows)."""
+  title: str
+  short: str
+  view: str
+  teacher: Optional[str]
+  overrides: List[list]
+  claims: List[Dict[str, Any]]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -127,7 +137,7 @@ class Row:
     """The --methods value that trains it (None for a teacher)."""
     return None if self.method is None else (self.method or self.name)
 
-  def record(self) -> dict:
+  def record(self) -> "RowDescription":
     """What a run records of the row (provenance.json's ``registered``): its title, view, teacher, overrides and
     claims, so that a page built in another process reads them without the module that registered it."""
     return dict(title=self.title, short=self.label, view=self.view, teacher=self.teacher,

@@ -37,6 +37,8 @@ from pfd_jax.training.evaluation import per_list_ndcg, predict
 from pfd_jax.training.loop import Hooks, train
 
 if TYPE_CHECKING:
+  from pfd_jax.methods.distill import Context, Done, Trained
+  from pfd_jax.methods.rows import Row
   from pfd_jax.data.datasets import Dataset
   from pfd_jax.training.config import TrainConfig
 
@@ -205,7 +207,7 @@ class SearchOptions(NamedTuple):
   refine: Optional[int] = 1
 
 
-def train_row(ctx, row, done: dict, baseline: str = "no_distill", plain: str = "pfd"):
+def train_row(ctx: Context, row: Row, done: Done, baseline: str = "no_distill", plain: str = "pfd") -> Trained:
   """A row's training (:mod:`pfd_jax.methods.distill`'s ``train(ctx, row, done) -> Trained``): PFD searched on
   validation (:func:`search`, its own teachers), the chosen candidate trained with every seed. baseline / plain:
   the rows of this run the search reuses (no-distillation, and the plain PFD student kept when the search chooses
