@@ -49,8 +49,8 @@ elif MODE in ("row", "twice"):
 elif MODE == "between":
   _save = rowstore.save_result
 
-  def save_result(path, result):
-    _save(path, result)
+  def save_result(path, result, fingerprint=""):
+    _save(path, result, fingerprint)
     _kill()
   rowstore.save_result = save_result
 else:

@@ -196,6 +196,7 @@ class Context:
     """A row's Trained, for a function that keeps its result its own way (the PFD search)."""
     return Trained(result, view, config, found)
 
+
 # ------------------------------------------------------------------ the MLP rows' helpers
 
 def train_on_data(keys, cfg: TrainConfig, dd: DeviceData, view: str, hooks: Hooks = Hooks()) -> TrainResult:
