@@ -60,46 +60,43 @@ class Options(SimulatorOptions):
   gbdt: GBDTConfig = option(GBDTConfig(), "LightGBM settings of the LightGBM rows.")
 
 
-ROWS = [("no_distill", "No-distillation (x)"),
-        ("position_feature", "Position as a feature, served at position 1"),
-        ("two_tower", "Two-tower (item MLP + additive position tower), served at position 1"),
-        ("ips_known", "IPS, known propensities k^-eta"),
-        ("ips_randomized", "IPS, propensities from randomised sessions"),
-        ("ips_em", "IPS, regression-EM propensities"),
-        ("pfd_position_teacher", "PFD teacher* (x + position)"), ("pfd_position", "PFD(position) student"),
-        ("pfd_position_top", "PFD(position) student, taught at position 1"),
-        ("pfd_position_click_teacher", "PFD teacher* (x + position + click)"),
-        ("pfd_position_click", "PFD(position + click) student"),
-        ("placebo_teacher", "Placebo teacher (x + permuted position)"),
-        ("placebo", "Placebo student (PFD(position) on permuted columns)"),
-        ("lambdamart", "LambdaMART (x)"), ("lambdamart_position", "LambdaMART + LightGBM position-bias model")]
+_D, _G = "pfd_jax.methods.distill", "pfd_jax.methods.gbdt"
+# This driver's rows besides no-distillation, each one Row value with its title and training function (judged on
+# the truth; the position is the logs' column 0, click column 1), in training order (a teacher before its students).
+DEBIAS_ROWS = (
+    Row("position_feature", "Position as a feature, served at position 1", view="xz:{position}",
+        train=f"{_D}:train_served", servable=False),
+    Row("two_tower", "Two-tower (item MLP + additive position tower), served at position 1", view="xz:{position}",
+        overrides=(("tower", 1),), train=f"{_D}:train_served", servable=False),
+    Row("ips_known", "IPS, known propensities k^-eta", train=f"{_D}:train_ips", train_args=(("propensities", "known"),)),
+    Row("ips_randomized", "IPS, propensities from randomised sessions", train=f"{_D}:train_ips",
+        train_args=(("propensities", "randomized"),)),
+    Row("ips_em", "IPS, regression-EM propensities", train=f"{_D}:train_ips", train_args=(("propensities", "em"),)),
+    Row("pfd_position_teacher", "PFD teacher* (x + position)", view="xz:{position}", method=None),
+    Row("pfd_position", "PFD(position) student", teacher="pfd_position_teacher"),
+    Row("pfd_position_top", "PFD(position) student, taught at position 1", teacher="pfd_position_teacher",
+        train_args=(("at_top", True),)),
+    Row("pfd_position_click_teacher", "PFD teacher* (x + position + click)", view="xz:{position},1", method=None),
+    Row("pfd_position_click", "PFD(position + click) student", teacher="pfd_position_click_teacher"),
+    # the placebo teacher reads permuted columns, in no file: never saved as a model
+    Row("placebo_teacher", "Placebo teacher (x + permuted position)", view="xz:{position}", method=None,
+        placebo=True, servable=False),
+    Row("placebo", "Placebo student (PFD(position) on permuted columns)", teacher="placebo_teacher", placebo=True),
+    Row("lambdamart", "LambdaMART (x)", train=f"{_G}:train_lightgbm", one_process=True),
+    Row("lambdamart_position", "LambdaMART + LightGBM position-bias model", train=f"{_G}:train_lightgbm",
+        train_args=(("position_bias", True),), one_process=True))
+ROWS = [("no_distill", "No-distillation (x)")] + [(r.name, r.title) for r in DEBIAS_ROWS]  # the table's order
 LABELS = dict(ROWS)
 PROPENSITIES = ("known", "randomized", "em")  # the IPS rows' tables (propensities())
 TOP = 1.0  # log2(1 + 1): the position column's value at the top position (served_at)
 
 
 def rows_of(o: Options, props: Mapping[str, np.ndarray]) -> tuple:
-  """The rows of one bias strength besides no-distillation, as :class:`pfd_jax.methods.rows.Row` values with their
-  training functions (this driver's own: judged on the truth, the position the logs' column 0, click column 1), in
-  training order (a teacher before its students): one IPS row per propensity table, the placebo rows with
-  --placebo, the LightGBM rows with --lightgbm."""
-  d, g = "pfd_jax.methods.distill", "pfd_jax.methods.gbdt"
-  row = lambda name, **kw: Row(name, LABELS[name], **kw)
-  out = [row("position_feature", view="xz:{position}", train=f"{d}:train_served", servable=False),
-         row("two_tower", view="xz:{position}", overrides=(("tower", 1),), train=f"{d}:train_served", servable=False)]
-  out += [row(f"ips_{k}", train=f"{d}:train_ips", train_args=(("propensities", k),)) for k in props]
-  out += [row("pfd_position_teacher", view="xz:{position}", method=None),
-          row("pfd_position", teacher="pfd_position_teacher"),
-          row("pfd_position_top", teacher="pfd_position_teacher", train_args=(("at_top", True),)),
-          row("pfd_position_click_teacher", view="xz:{position},1", method=None),
-          row("pfd_position_click", teacher="pfd_position_click_teacher")]
-  if o.placebo:  # the placebo teacher reads permuted columns, in no file: never saved as a model
-    out += [row("placebo_teacher", view="xz:{position}", method=None, placebo=True, servable=False),
-            row("placebo", teacher="placebo_teacher", placebo=True)]
-  if o.lightgbm:
-    out += [row("lambdamart", train=f"{g}:train_lightgbm"),
-            row("lambdamart_position", train=f"{g}:train_lightgbm", train_args=(("position_bias", True),))]
-  return tuple(out)
+  """The rows of one bias strength besides no-distillation: one IPS row per propensity table it has, the placebo
+  rows with --placebo, the LightGBM rows with --lightgbm."""
+  table = lambda r: dict(r.train_args).get("propensities")  # an IPS row's
+  return tuple(r for r in DEBIAS_ROWS if (table(r) is None or table(r) in props)
+               and (o.placebo or not r.placebo) and (o.lightgbm or not r.one_process))
 
 
 def simulate(o: Options, eta: float) -> D.Dataset:

@@ -20,6 +20,7 @@ from experiments.framework.records import RunRecord
 from experiments.framework import ablation, lifecycle, plots, schema, tabulate
 from experiments.framework.claims import runs_per_fold, sweep
 from pfd_jax.methods import distill
+from pfd_jax.methods import rows as rows_lib
 from pfd_jax.config import option
 from pfd_jax.training import teaching as teaching_lib
 
@@ -69,7 +70,7 @@ def to_markdown(res: RunRecord) -> str:
   tk = tr["topk"]
   rows = {k: np.asarray(v) for k, v in res["rows"].items()}
   base = rows["no_distill"][:, 0].mean()
-  labels = {k: label(k) + ("" if k == "no_distill" else f" [{tabulate.fmt_change(rows[k][:, 0].mean(), base)}]")
+  labels = {k: label(k) + ("" if k == rows_lib.baseline() else f" [{tabulate.fmt_change(rows[k][:, 0].mean(), base)}]")
             for k in rows}
   return (f"# PFD x teacher loss ({tabulate.title(cfg)} data loss)\n\n"
           f"Mean ± std over folds x {cfg['run']['seeds']} seeds, {tr['epochs']} epochs, alpha = {tr['alpha']}, best "

@@ -48,7 +48,8 @@ class Options:
                                     "run only; any row registered in pfd_jax.methods.rows).", choices=all_methods)
   gbdt: GBDTConfig = option(GBDTConfig(), "LightGBM settings of the LightGBM rows.")
   position: int = option(0, "Feature id of the display position (in --privileged; 1, 2, ... or log2(1 + position)):"
-                         " adds the debiasing rows (the family 'debias' of pfd_jax.methods.rows).", lo=0, omit_default=True)
+                         " adds the debiasing rows (those of pfd_jax.methods.rows with when=('position',)).", lo=0,
+                         omit_default=True)
   randomized: int = option(0, "Feature id marking the lists shown in random order (1 on their items; in --privileged):"
                            " IPS from their click rates too.", lo=0, omit_default=True)
   ips_clip: float = option(0.05, "IPS rows: propensities are clipped from below at this value.", lo=0, hi=1,

@@ -65,7 +65,7 @@ class Registry(Mapping[str, T], Generic[T]):
     """SHA-256 (16 hex digits) of what the entry `name` runs: its fields (functions by their source), and the
     source files of its registering module and of the modules of its functions (a helper they call is covered)."""
     entry = self[name]
-    h = hashlib.sha256(_canonical(entry).encode())
+    h = hashlib.sha256(canonical(entry).encode())
     modules = {self._origins[name]} | {m for m in _function_modules(entry)}
     for m in sorted(modules):
       h.update(m.encode() + _module_bytes(m))
@@ -104,11 +104,11 @@ def _caller_module() -> str:
   return frame.f_globals.get("__name__", "?") if frame is not None else "?"
 
 
-def _canonical(value) -> str:
+def canonical(value) -> str:
   """A text of `value` that is the same in every process: functions by module, name and source; dataclasses,
   named tuples, partials, mappings and sequences by their parts; anything else by repr."""
   if isinstance(value, functools.partial):
-    return f"partial({_canonical(value.func)}, {_canonical(value.args)}, {_canonical(value.keywords)})"
+    return f"partial({canonical(value.func)}, {canonical(value.args)}, {canonical(value.keywords)})"
   if inspect.isfunction(value) or inspect.ismethod(value) or inspect.isbuiltin(value):
     try:
       source = inspect.getsource(value)
@@ -116,17 +116,17 @@ def _canonical(value) -> str:
       source = ""
     return f"{getattr(value, '__module__', '?')}.{getattr(value, '__qualname__', '?')}:{source}"
   if dataclasses.is_dataclass(value) and not isinstance(value, type):
-    fields = (f"{f.name}={_canonical(getattr(value, f.name))}" for f in dataclasses.fields(value))
+    fields = (f"{f.name}={canonical(getattr(value, f.name))}" for f in dataclasses.fields(value))
     return f"{type(value).__name__}({', '.join(fields)})"
   if isinstance(value, tuple) and hasattr(value, "_fields"):
-    return f"{type(value).__name__}({', '.join(f'{k}={_canonical(getattr(value, k))}' for k in value._fields)})"
+    return f"{type(value).__name__}({', '.join(f'{k}={canonical(getattr(value, k))}' for k in value._fields)})"
   if isinstance(value, Mapping):
     items = sorted(value.items(), key=lambda kv: repr(kv[0]))
-    return "{" + ", ".join(f"{k!r}: {_canonical(v)}" for k, v in items) + "}"
+    return "{" + ", ".join(f"{k!r}: {canonical(v)}" for k, v in items) + "}"
   if isinstance(value, (list, tuple)):
-    return "(" + ", ".join(_canonical(v) for v in value) + ")"
+    return "(" + ", ".join(canonical(v) for v in value) + ")"
   if callable(value) and not isinstance(value, type):  # an object with __call__: its class
-    return _canonical(type(value).__call__)
+    return canonical(type(value).__call__)
   return repr(value)
 
 

@@ -2,6 +2,7 @@
 is started again (and, with --save_models, written as a saved ranker)."""
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -16,7 +17,7 @@ from absl import logging
 from experiments import guards
 from pfd_jax import config as config_lib
 from pfd_jax import data as D
-from pfd_jax import distributed
+from pfd_jax import distributed, registry
 from pfd_jax.methods import gbdt
 from pfd_jax.methods import rows as rows_lib
 from pfd_jax.ops import losses as losses_lib
@@ -105,15 +106,19 @@ class Rows:
 def fingerprint(view: str, tc: TrainConfig, entry=None) -> str:
   """What a row was trained from beyond its run folder's configuration and code (SHA-256, 16 hex digits): its view,
   its own training configuration (the row's overrides, its teaching), and the code of the registered entries it ran
-  (:meth:`pfd_jax.registry.Registry.code`): its row entry and those of the rows that taught it, its loss, its
-  teacher term's loss and its teaching."""
+  (:meth:`pfd_jax.registry.Registry.code`): its row entry (a driver's own Row value, not registered: its fields)
+  and the registered rows that taught it, its loss, its teacher term's loss and its teaching."""
   parts = dict(view=view, config=config_lib.to_dict(tc), loss=losses_lib.REGISTRY.code(tc.loss))
   if tc.teacher_loss in losses_lib.REGISTRY:
     parts["teacher_loss"] = losses_lib.REGISTRY.code(tc.teacher_loss)
   if tc.teaching:
     parts["teaching"] = teaching_lib.REGISTRY.code(tc.teaching)
   chain, row = [], entry
-  while row is not None and row.name in rows_lib.REGISTRY:
+  while row is not None:
+    known = rows_lib.REGISTRY.get(row.name)
+    if known is None or dataclasses.replace(row, view=known.view) != known:  # not the registry's entry
+      chain.append(registry.canonical(row))
+      break
     chain.append(rows_lib.REGISTRY.code(row.name))
     row = rows_lib.REGISTRY.get(row.teacher) if row.teacher else None
   parts["rows"] = chain
