@@ -76,7 +76,8 @@ class Registry(Mapping[str, T], Generic[T]):
     out = dict(module=self.origin(name), code=self.code(name))
     path = _module_file(out["module"])
     if out["module"] == "__main__" and path:
-      out["file"] = os.path.relpath(path) if not os.path.relpath(path).startswith("..") else path
+      rel = os.path.relpath(path)
+      out["file"] = path if rel.startswith("..") else rel
     return out
 
   def names(self) -> Tuple[str, ...]:
@@ -157,6 +158,15 @@ def _module_bytes(module: str) -> bytes:
     return b""
   with open(path, "rb") as f:
     return f.read()
+
+
+def resolve(fn):
+  """A function an entry names: an import path ``module:function`` imported (big_vision's way: the registry that
+  names it imports nothing), or the function itself."""
+  if isinstance(fn, str):
+    module, _, name = fn.partition(":")
+    return getattr(importlib.import_module(module), name)
+  return fn
 
 
 def import_modules(names: Sequence[str]) -> None:

@@ -8,7 +8,6 @@ import json
 import os
 import platform
 import subprocess
-import sys
 import time
 from typing import Any, Dict, List, Optional, TypedDict
 
@@ -133,16 +132,16 @@ def registered(cfg: Config, driver: Driver) -> Registered:
   rows = {n: dict(rows_lib.REGISTRY.record(n), **r.record()) for n, r in rows_lib.REGISTRY.items()}
   out = dict(rows=rows)
   if "train" in driver.groups:
-    names = {tc.loss for tc in map(cfg.train_config, cfg.losses)} | {
-        tc.teacher_loss for tc in map(cfg.train_config, cfg.losses) if tc.teacher_loss in losses_lib.REGISTRY}
+    names = {n for tc in map(cfg.train_config, cfg.losses) for n in (tc.loss, tc.teacher_loss)
+             if n in losses_lib.REGISTRY}
     out["losses"] = {n: losses_lib.REGISTRY.record(n) for n in sorted(names)}
   if "run" in driver.groups and cfg.run.teaching:
     out["teaching"] = {cfg.run.teaching: teaching_lib.REGISTRY.record(cfg.run.teaching)}
   if "data" in driver.groups:
     out["dataset"] = {cfg.data.dataset: D.specs.REGISTRY.record(cfg.data.dataset)}
   # the modules outside this project that registered any of them: what --registry_modules names to a later process
-  out["modules"] = sorted({e["module"] for kind in out.values() for e in kind.values()} - {"__main__"} -
-                          {m for m in sys.modules if m.split(".")[0] in ("pfd_jax", "experiments")})
+  out["modules"] = sorted({m for kind in out.values() for e in kind.values()
+                           if (m := e["module"]).split(".")[0] not in ("__main__", "pfd_jax", "experiments")})
   return out
 
 

@@ -169,7 +169,8 @@ class Context:
   scratch: Dict[Any, Any] = dataclasses.field(default_factory=dict)  # kept for this call only
 
   def once(self, key, make: Callable, keep: bool = True):
-    """make() computed once per fold (keep: across losses too) under `key`."""
+    """make() computed once under `key`: for the fold, across its losses (keep), or for this context only (this
+    loss and fold)."""
     store = self.cache if keep else self.scratch
     return store[key] if key in store else store.setdefault(key, make())
 

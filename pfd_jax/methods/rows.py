@@ -25,10 +25,9 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import importlib
 from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple, TypedDict, Union
 
-from pfd_jax.registry import Registry
+from pfd_jax.registry import Registry, resolve
 
 _D, _G, _S = "pfd_jax.methods.distill", "pfd_jax.methods.gbdt", "pfd_jax.methods.search"  # the built-in functions
 
@@ -111,10 +110,7 @@ class Row:
   @property
   def trainer(self) -> Callable:
     """Its training function, resolved (an import path imported) with :attr:`train_args` bound."""
-    fn = self.train
-    if isinstance(fn, str):
-      module, _, name = fn.partition(":")
-      fn = getattr(importlib.import_module(module), name)
+    fn = resolve(self.train)
     return functools.partial(fn, **dict(self.train_args)) if self.train_args else fn
 
   def compares(self, name: str) -> bool:
@@ -285,14 +281,19 @@ def columns() -> Tuple[Row, ...]:
   return tuple(sorted((r for r in REGISTRY.values() if r.versus), key=lambda r: list(_VERSUS).index(r.versus)))
 
 
+def _anchor(versus: str) -> Optional[str]:
+  """The first row whose column compares the rows of kind `versus` (:attr:`Row.versus`), if any."""
+  return next((r.name for r in REGISTRY.values() if r.versus == versus), None)
+
+
 def incumbent() -> Optional[str]:
   """The row every other is compared with in a column of its own (versus 'every': LambdaMART), if any."""
-  return next((r.name for r in REGISTRY.values() if r.versus == "every"), None)
+  return _anchor("every")
 
 
 def control() -> Optional[str]:
   """The row every student is compared with in a column of its own (versus 'students': the placebo), if any."""
-  return next((r.name for r in REGISTRY.values() if r.versus == "students"), None)
+  return _anchor("students")
 
 
 def title(name: str, short: bool = False) -> str:

@@ -28,12 +28,11 @@ the data loss).
 from __future__ import annotations
 
 import dataclasses
-import importlib
 from typing import TYPE_CHECKING, Any, Callable, Optional, Tuple, Union
 
 import jax.numpy as jnp
 
-from pfd_jax.registry import Registry
+from pfd_jax.registry import Registry, resolve
 
 if TYPE_CHECKING:
   from pfd_jax.training.config import TrainConfig
@@ -69,11 +68,7 @@ class Teaching:
   def part(self, which: str) -> Callable:
     """Its function `which` ('targets', 'loss' or 'phase'), an import path ``module:function`` imported (the
     built-in top-K teaching's live with its loss, :mod:`pfd_jax.ops.topk`)."""
-    fn = getattr(self, which)
-    if isinstance(fn, str):
-      module, _, name = fn.partition(":")
-      fn = getattr(importlib.import_module(module), name)
-    return fn
+    return resolve(getattr(self, which))
 
   def apply(self, cfg: TrainConfig) -> TrainConfig:
     """`cfg` taught this way (its overrides set, and its name: TrainConfig.teaching)."""
