@@ -151,7 +151,8 @@ def paper_claims(rows: list, carried: tuple = ()) -> str:
   from an earlier page (their claims are not in the family; said under the table)."""
   table = [[f"[{e.title}](#{e.anchor})", c.text, c.source, c.form_text, _population(run["res"]),
             _selection(run["res"]), f"**{c.verdict}**", _adjusted(c, a),
-            "-" if not np.isfinite(c.power) else f"{c.power:.2f}"] for e, run, c, a in rows if c.confirmatory]
+            "-" if not np.isfinite(c.power) else f"{c.power:.2f}",
+            "-" if not np.isfinite(c.mde) else f"{100 * c.mde:.1f}%"] for e, run, c, a in rows if c.confirmatory]
   return ("## The paper's claims\n\nEvery claim of the papers on this page, tested in the form its paper states "
           f"it (one-sided tests at {100 * claims_lib.ALPHA:g}%: a claim holds when its 95% interval lies inside the "
           "region it claims, does not reproduce when the interval lies outside it); the page's family of these "
@@ -159,9 +160,11 @@ def paper_claims(rows: list, carried: tuple = ()) -> str:
           f"{100 * claims_lib.ALPHA:g}%). Population: whether the runs re-drew the data and labels (each run its own "
           "draw) or shared one fixed draw, whose verdicts speak of that draw only. Selection: the split of the best "
           f"epoch (test: the paper's protocol, optimistic). Power: the achieved power of the claim's test to find a "
-          f"true {100 * MARGIN:.0f}% gain at its measured spread (the smallest over a sweep's points).\n\n" +
+          f"true {100 * MARGIN:.0f}% gain at its measured spread (the smallest over a sweep's points). MDE: the "
+          "smallest true change beyond the claim's threshold that its test finds with 80% power at that spread "
+          "(equivalence: the smallest margin it could establish; the largest over a sweep's points).\n\n" +
           tabulate.markdown_table(["Run", "Claim", "Source", "Form", "Population", "Selection", "Verdict (raw)",
-                                   "After Holm", "Power"], table) + "\n" + (
+                                   "After Holm", "Power", "MDE"], table) + "\n" + (
               "\nNot in this family: the runs carried from an earlier page (" +
               ", ".join(f"[{e.key}](#{e.anchor})" for e in carried) + "), whose results files were not at hand "
               "when the page was rebuilt; their verdicts are that page's, in its rules.\n" if carried else ""))

@@ -58,6 +58,8 @@ class Claim(NamedTuple):
   p: float = math.nan  # one-sided p of the claim's test (holds iff p < ALPHA)
   unit: str = "runs"   # what its interval generalises over
   power: float = math.nan  # achieved: its test's power at a true MARGIN gain (non-inferiority: at no difference)
+  mde: float = math.nan    # relative: the smallest true distance from the claim's threshold its test finds with 80%
+                           # power (equivalence: the smallest margin it could establish); :func:`detectable`
 
   @property
   def confirmatory(self) -> bool:
@@ -172,7 +174,8 @@ def claim(text: str, e: stats.Estimate, *, form: str = "superiority", margin: fl
   """The claim `text` in `form` on the estimate `e` (its unit's interval); run: the run-level comparison record,
   shown as a diagnostic when `e` is another unit, and the basis of the fragility mark."""
   word, p = judge(e, form, margin)
-  detail = _cell(e, p) + f" ({e.unit})"
+  mde = detectable(e, form)
+  detail = _cell(e, p) + f" ({e.unit})" + (f"; MDE {100 * mde:.1f}%" if np.isfinite(mde) else "")
   if word.startswith("undecided") and form == "superiority":
     detail += _need(e, folds)
   if run is not None and (e.unit not in ("runs", "draws") or e.n != run["n"]):  # another interval: a diagnostic
@@ -180,7 +183,17 @@ def claim(text: str, e: stats.Estimate, *, form: str = "superiority", margin: fl
   thresholds = {"superiority": (margin,), "non-inferiority": (-margin,), "equivalence": (-margin, margin)}[form]
   why = fragility(run, e.interval() if e.unit in ("runs", "draws") else None, thresholds) if run else ""
   return Claim(text, word, detail + (f"; {why}" if why else ""), queries=queries, fragile=bool(why), form=form,
-               margin=margin, source=source, p=p, unit=e.unit, power=achieved_power(e, form, margin))
+               margin=margin, source=source, p=p, unit=e.unit, power=achieved_power(e, form, margin), mde=mde)
+
+
+def detectable(e: stats.Estimate, form: str) -> float:
+  """The claim's minimum detectable effect at 80% power, relative to the reference mean: how far beyond the
+  threshold its test reads (superiority: above the margin; non-inferiority: above minus the margin) a true change
+  must lie for the test to find it with 80% power; for equivalence, the smallest margin whose two one-sided tests
+  find a true zero change equivalent with 80% power (:meth:`pfd_jax.ops.stats.Estimate.mde`)."""
+  if form not in ("superiority", "non-inferiority", "equivalence") or not e.reference:
+    return math.nan
+  return e.mde(0.8, ALPHA, sides=2 if form == "equivalence" else 1) / abs(e.reference)
 
 
 def achieved_power(e: stats.Estimate, form: str, margin: float) -> float:
@@ -223,7 +236,8 @@ def every(text: str, claims: Mapping[str, Claim], *, source: str = "") -> Option
   return Claim(text, word, "; ".join(f"{k} at {', '.join(v)}" for k, v in found.items()) +
                (f"; fragile at {', '.join(fragile)} (another machine's rounding could move those points' verdicts)"
                 if fragile else ""), fragile=bool(fragile), form=first.form, margin=first.margin, source=source,
-               p=max(c.p for c in claims.values()), unit=first.unit, power=min(c.power for c in claims.values()))
+               p=max(c.p for c in claims.values()), unit=first.unit, power=min(c.power for c in claims.values()),
+               mde=float(np.max([c.mde for c in claims.values()])))
 
 
 def sweep(text: str, records: Mapping[str, tabulate.ComparisonRecord], folds: int = 1, *, form: str = "superiority",

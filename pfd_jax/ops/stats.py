@@ -214,6 +214,22 @@ class Estimate:
       return math.nan
     return float(sps.nct.sf(sps.t.ppf(1 - alpha, self.df), self.df, effect / self.se))
 
+  def mde(self, target: float = 0.8, alpha: float = (1 - LEVEL) / 2, sides: int = 1) -> float:
+    """The minimum detectable effect: the smallest distance between the true difference and the threshold a
+    one-sided test at `alpha` reads that the test finds with probability `target`, at this standard error and
+    degrees of freedom (the noncentral t quantile, so exact for a t-test's own spread). sides=2: both one-sided
+    tests of an equivalence claim (TOST at a true difference of 0: each side needs power (1 + target) / 2, since
+    their failures nearly exclude each other; the smallest margin the test could establish). Absolute, like se."""
+    if not (self.se > 0 and self.df > 0):
+      return math.nan
+    need = target if sides == 1 else (1 + target) / 2
+    crit = sps.t.ppf(1 - alpha, self.df)
+    f = lambda nc: sps.nct.sf(crit, self.df, nc) - need
+    hi = crit + 2 * sps.norm.ppf(need) + 2
+    while f(hi) < 0:
+      hi *= 2
+    return float(brentq(f, 0.0, hi, xtol=1e-10) * self.se)
+
   def p_above(self, threshold: float) -> float:
     """One-sided p of H0: true difference <= threshold (small: the difference lies above it)."""
     if self.se == 0:
