@@ -287,8 +287,11 @@ def plot_curves(res: RunRecord, path: str) -> list:
   for loss, d in res["losses"].items():
     record = LossRecord.from_json(d)
     fig, ax = plt.subplots(figsize=(6, 4))
+    # --curves=select scored only the selection split per epoch: its curves are the ones there are
+    split = "test" if all("test" in r.curves for f in record.folds.values() for r in f.rows.values() if r.curves) \
+        else res["config"]["train"]["select_on"]
     for name in rows_lib.table_order({n for f in record.folds.values() for n in f.rows}):
-      curves = [np.asarray(f.rows[name].curves["test"])[:, :, 0] for f in record.folds.values()
+      curves = [np.asarray(f.rows[name].curves[split])[:, :, 0] for f in record.folds.values()
                 if name in f.rows and f.rows[name].curves]  # LightGBM rows have no epochs
       if not curves:
         continue
@@ -297,7 +300,7 @@ def plot_curves(res: RunRecord, path: str) -> list:
       ax.plot(x, c.mean(0), label=rows_lib.title(name), ls="--" if rows_lib.is_teacher(name) else "-")
       ax.fill_between(x, c.mean(0) - c.std(0), c.mean(0) + c.std(0), alpha=0.15)
     ax.set_xlabel("epoch")
-    ax.set_ylabel("test NDCG@8")
+    ax.set_ylabel(f"{split} NDCG@8")
     ax.set_title(f"{res['config']['data']['dataset']}, {loss}")
     ax.legend(fontsize=8)
     fig.tight_layout()
@@ -360,7 +363,7 @@ PRESETS = (
     # validation. This one is also the pilot of the power study on that population (its "Power on the re-drawn
     # population" section), from which 'decisive' is sized.
     Preset('redrawn', 'synthetic-confirmatory', f'--tag=confirmatory --draws={PILOT_DRAWS} --seeds=1 '
-           f'--select_on=vali --synthetic_queries={DRAW_QUERIES} --methods={",".join(distill.METHODS)}',
+           f'--select_on=vali --curves=select --synthetic_queries={DRAW_QUERIES} --methods={",".join(distill.METHODS)}',
            f'Table 2 / Table 4 on the re-drawn population: {PILOT_DRAWS} draws with test and validation sets of '
            f'6,306 queries, validation selection (the power study\'s pilot)'),
     # Sized from the pilot 'redrawn' before it was run (the draws its power table fits in the budget below), on

@@ -33,6 +33,23 @@ def test_validation_selection_picks_the_best_vali_epoch(tiny_device):
   np.testing.assert_array_equal(res.best["test"], res.curves["test"][[0, 1], res.best_epoch])
 
 
+def test_scoring_only_the_selection_split_per_epoch_keeps_every_best_epoch_bit(tiny_device):
+  """curves='select': only validation is scored per epoch; test is scored once, on each model's kept parameters,
+  by the same compiled scorer: the best epochs, parameters and best-epoch metrics of every split are the per-epoch
+  run's bits."""
+  cfg = T.TrainConfig(epochs=5, batch_size=16, select_on="vali")
+  keys = jax.random.split(jax.random.PRNGKey(3), 2)
+  full = distill.train_on_data(keys, cfg, tiny_device, "x")
+  cheap = distill.train_on_data(keys, dataclasses.replace(cfg, curves="select"), tiny_device, "x")
+  assert set(cheap.curves) == {"vali"} and set(cheap.best) == set(full.best) == {"vali", "test"}
+  np.testing.assert_array_equal(cheap.curves["vali"], full.curves["vali"])
+  np.testing.assert_array_equal(cheap.best_epoch, full.best_epoch)
+  for split in ("vali", "test"):
+    np.testing.assert_array_equal(cheap.best[split], full.best[split])
+  for x, y in zip(jax.tree_util.tree_leaves(cheap.params), jax.tree_util.tree_leaves(full.params)):
+    np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+
+
 def test_student_with_alpha_one_ignores_teacher(tiny_device):
   cfg = T.TrainConfig(epochs=2, batch_size=16, alpha=1.0)
   keys = jax.random.split(jax.random.PRNGKey(2), 2)

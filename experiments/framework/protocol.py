@@ -86,6 +86,10 @@ def optimism_text(record: LossRecord, select_on: str) -> str:
     return ("Selection: the best epoch on **test**, scored on the same test set (the paper's protocol; optimistic: a "
             "run with --select_on=vali measures by how much).\n\n")
   chosen, on_test = aggregate(record), test_selected(record)
+  if not on_test:
+    return ("Selection: the best epoch on **validation** (confirmatory). The run scored test at each model's "
+            "selected epoch only (--curves=select), so the paper's test selection on the same runs (its optimism) "
+            "is not measured here.\n\n")
   rows = [[rows_lib.title(k), f"{chosen[k][:, 0].mean():.4f}", f"{v.mean():.4f}",
            f"{100 * (v.mean() / chosen[k][:, 0].mean() - 1):+.1f}%"] for k, v in on_test.items() if k in chosen]
   pfd = rows_lib.primary().name

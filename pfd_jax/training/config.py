@@ -126,6 +126,11 @@ class TrainConfig:
   ks: Tuple[int, ...] = config.option((8, 16, 32), "NDCG cut-offs; the first selects the best epoch.", lo=1, flag=False)
   select_on: str = config.option("test", "Best epoch by NDCG@ks[0] on this split (the paper: test).",
                                  choices=("test", "vali"))
+  curves: str = config.option("all", "Splits scored after every epoch: all (the per-epoch curves of every split: "
+                              "Figure 2, and the paper's test selection beside a validation selection) or select "
+                              "(select_on's only, the others once at each model's best epoch: the same best-epoch "
+                              "bits, about half the cost when evaluation dominates a step, as on large test sets).",
+                              choices=("all", "select"), omit_default=True)
   empty_rule: str = config.option("exclude", "Lists without a positive: excluded from means (paper) or zero.",
                                   choices=("exclude", "zero"))
   data_groups: str = config.option("positive", "Groups of the data loss: positive (paper) or all (Table 5).",

@@ -36,7 +36,7 @@ class TrainResult:
   """Everything one seed-vmapped run produced (numpy, seed axis first).
 
   params: best-epoch parameters [S, ...] (device pytree); curves: {split: [S, E, len(ks)]} mean NDCG per
-  epoch; loss: [S, E, 3] summed (total, data term, teacher term) per epoch; best_epoch: [S] (0-based);
+  epoch of the splits scored every epoch (all, or select_on's alone: cfg.curves); loss: [S, E, 3] summed (total, data term, teacher term) per epoch; best_epoch: [S] (0-based);
   best: {split: [S, len(ks)]} metrics at the best epoch; seconds: wall time.
   """
   params: object
@@ -97,11 +97,12 @@ def train(key, cfg: TrainConfig, train_buckets: list, view: str, eval_sets: dict
   feed = make_feed(cfg, train_buckets, view, teacher, keys, chunk_steps)
   state = feed.init(keys, alpha, init_params)
   scorers = {name: scorer(cfg, es, view) for name, es in eval_sets.items()}
+  later = {} if cfg.curves == "all" else {n: scorers.pop(n) for n in list(scorers) if n != cfg.select_on}
   models = keys.shape[0]
   best_params = jax.tree_util.tree_map(jnp.copy, feed.local(state.params))  # params' buffers are donated
   best_val = jnp.full((models,), -jnp.inf)
   unrun = np.nan if patience else 0.0  # what an epoch that early stopping skips records
-  curves = {name: np.full((models, cfg.epochs, len(cfg.ks)), unrun) for name in eval_sets}
+  curves = {name: np.full((models, cfg.epochs, len(cfg.ks)), unrun) for name in scorers}
   loss_hist = np.full((models, cfg.epochs, 3), unrun)
   best_epoch = np.zeros(models, np.int64)
   phase = teaching.of(cfg).part("phase")  # the teacher term's per-epoch state (top-K: its warm-up is over)
@@ -127,6 +128,8 @@ def train(key, cfg: TrainConfig, train_buckets: list, view: str, eval_sets: dict
     if patience and np.all(epoch - best_epoch >= patience):
       break
   best = {name: c[np.arange(models), best_epoch] for name, c in curves.items()}
+  best.update({name: np.asarray(fn(best_params)) for name, fn in later.items()})  # curves='select': bit for bit
+  best = {name: best[name] for name in eval_sets}
   res = TrainResult(params=best_params, curves=curves, loss=loss_hist, best_epoch=best_epoch, best=best,
                     seconds=time.time() - t0)
   return res if variants is None else [res.part(i, seeds) for i in range(len(variants))]
