@@ -16,8 +16,8 @@ from typing import Any, Dict, Mapping, Tuple
 import numpy as np
 from absl import logging
 
-from experiments.framework import (deploy, lifecycle, monitor, plots, position, practice, protocol, rowstore, rundir,
-                                   schema, setup, tabulate)
+from experiments.framework import (deploy, lifecycle, monitor, pagefiles, plots, position, practice, protocol,
+                                   rowstore, rundir, schema, setup, tabulate)
 from experiments.framework.pairs import aggregate, column_comparisons, comparisons, primary, query_lists
 from experiments.framework.records import FoldRecord, LossRecord, RowRecord, RunRecord
 from experiments.framework.claims import Preset, beats
@@ -67,6 +67,10 @@ class Options:
   search_refine: int = option(1, "--search: the alpha x temperature grid is tried for this many subsets, the best "
                               "on validation at the plain PFD setting (0 = the grid for every subset).", lo=0,
                               omit_default=True)
+  pilot: str = option("", "A re-drawn pilot run's folder (its results.json, or the page's gzipped copy in "
+                      "published/): the run records the plan that pilot gives (protocol.plan: the draws of "
+                      "protocol.BUDGET_MINUTES, each comparison's MDE and power at 2%) and its page sets it beside "
+                      "what the run achieved.", omit_default=True)
 
   def __post_init__(self):
     if self.randomized and not self.position:
@@ -112,6 +116,8 @@ def run(cfg: schema.Config) -> RunRecord:
   if cfg.options.search and cfg.train.select_on != "vali":
     raise ConfigError("search", "the PFD search chooses on validation: add --select_on=vali (a folder with vali.txt)")
   out = RunRecord(config=cfg, env=rundir.environment(), losses={})
+  if cfg.options.pilot:  # before any training: a missing pilot fails the run at once
+    out["pilot"] = protocol.plan(pagefiles.read_results(cfg.options.pilot, "pilot"))
   t_all = time.time()
   methods = cfg.options.methods_for(distributed.comm().count)
   if set(methods) != set(all_methods()) and not cfg.options.methods:
@@ -247,7 +253,7 @@ def to_markdown(res: RunRecord) -> str:
     parts.append(tabulate.markdown_table(["Training method"] + [f"NDCG@{k}" for k in ks] +
                                        [runs_head, f"NDCG@{ks[0]} vs no-distillation (queries)", seeds_head] +
                                        [f"NDCG@{ks[0]} vs {r.label} (runs)" for r in columns], table))
-  return "".join(parts) + protocol.power_text(cfg, records)
+  return "".join(parts) + protocol.power_text(cfg, records, res.get("pilot"))
 
 
 def _ensemble_table(record: LossRecord, compared: Mapping[str, tabulate.Comparisons], ks) -> str:
@@ -329,10 +335,8 @@ def claims(res: RunRecord) -> list:
   return out
 
 
-# A draw's training, validation and test queries: the generator's 400 training queries (training is the cost),
-# validation and test as large as a fold of MSLR-WEB30K's (3:1:1, 6,306 each: the paper's protocol), since scoring
-# is a forward pass. The test set's share of a draw's variance then shrinks 10-fold (78 -> ~820 test queries
-# with a positive).
+# A draw's train, vali, test queries: the generator's 400 for training (the cost); validation and test as large as
+# a fold of MSLR-WEB30K's (3:1:1, 6,306 each: the paper's protocol), ~820 test queries with a positive instead of 78.
 DRAW_QUERIES = "400,6306,6306"
 PILOT_DRAWS = 6  # the pilot: enough for the run and query components' order of magnitude in ~20 minutes
 

@@ -1,5 +1,7 @@
 """experiments.power end to end on a tiny configuration (its canary): per-query lists that are the run metric,
 the analysis and the decisive choice derived from the points, the page's table and plot."""
+import json
+
 import numpy as np
 import pytest
 
@@ -32,3 +34,34 @@ def test_power_driver_end_to_end(tmp_path):
   c = a["choice"]
   assert c["seeds"] >= 2 and c["seconds"] <= 60 * cfg.options.budget_minutes
   assert "The decisive preset" in (tmp_path / "out" / "table.md").read_text()
+
+
+def test_a_decisive_run_records_its_pilots_plan_beside_what_it_achieved(tmp_path):
+  """A re-drawn pilot (3 draws, validation selection, test scored at the kept epochs only) sizes a run given
+  --pilot=<its folder>: the run records the draws protocol.BUDGET_MINUTES holds at the pilot's seconds per draw and
+  each comparison's MDE and power there from the pilot's spread; its power section sets them beside its own, says
+  which variance component dominates, and each claim prints its MDE. A folder without results is refused before
+  anything trains."""
+  from experiments import table2
+  from experiments.framework import outputs, protocol
+  from pfd_jax.config import ConfigError
+  from pfd_jax.ops import stats
+  cfg = tiny(table2.Options(methods=("no_distill", "pfd")), data=dict(draws=3),
+             train=dict(select_on="vali", curves="select"), run=dict(seeds=1, loss="rankbce"))
+  pilot = table2.run(cfg)
+  assert set(pilot["losses"]["rankbce"].folds["fold1"].rows["pfd"].curves) == {"vali"}
+  outputs.write_outputs(str(tmp_path / "pilot"), pilot, table2.DRIVER)
+  with pytest.raises(ConfigError, match="pilot"):
+    table2.run(cfg.replace(options=table2.Options(methods=("no_distill", "pfd"), pilot=str(tmp_path / "none"))))
+  run = table2.run(cfg.replace(options=table2.Options(methods=("no_distill", "pfd"), pilot=str(tmp_path / "pilot")),
+                               data=dict(draws=3, label_seed=1)))
+  plan = run["pilot"]
+  assert plan["pilot_draws"] == 3 and plan["draws"] == int(protocol.BUDGET_MINUTES * 60 // plan["seconds_per_draw"])
+  c = plan["comparisons"]["rankbce/no_distill"]
+  e = stats.Estimate(0.0, 1.0, c["sd"] / np.sqrt(plan["draws"]), plan["draws"] - 1, "draws", plan["draws"])
+  np.testing.assert_allclose([c["mde"], c["power"]], [e.mde(), e.power(0.02)], rtol=1e-9)
+  md = outputs.write_outputs(str(tmp_path / "run"), run, table2.DRIVER)
+  run = json.loads((tmp_path / "run" / "results.json").read_text())
+  assert "planned MDE" in md and "sized by its pilot" in md and f"{plan['draws']} draws in" in md
+  assert "dominates" in md and "Selection: the best epoch on **validation**" in md
+  assert all("MDE " in c.detail for c in table2.claims(run) if c is not None)

@@ -17,6 +17,7 @@ import shutil
 from typing import Optional
 
 from experiments.framework import pagelayout, published
+from pfd_jax.config import ConfigError
 from experiments.framework.staleness import staleness
 
 ARCHIVE = "published"  # beside the page
@@ -47,6 +48,18 @@ def load_run(results: str, e, archive: Optional[str] = None) -> Optional[dict]:
     with open(os.path.join(folder, ORIGIN)) as f:
       shown = f.read().strip()
   return dict(res=res, prov=prov or {}, folder=os.path.realpath(folder), shown=shown)
+
+
+def read_results(folder: str, flag: str) -> dict:
+  """The results.json of a run folder, or the page's gzipped copy of it (published/<anchor>/); a ConfigError naming
+  `flag` and the folder when it has neither."""
+  for name in ("results.json", ARCHIVED):
+    path = os.path.join(folder, name)
+    if os.path.exists(path):
+      with (gzip.open(path, "rt") if path.endswith(".gz") else open(path)) as f:
+        return json.load(f)
+  raise ConfigError(flag, f"{folder}: neither results.json nor {ARCHIVED} is there (a run folder, or the page's copy "
+                    "of one in published/)")
 
 
 def archive_run(run: dict, folder: str) -> None:

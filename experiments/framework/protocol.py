@@ -3,7 +3,7 @@ re-drawn per run with --draws, with the data's fingerprints), the selection of t
 the paper's test selection on the same runs with its optimism), and the power study of a re-drawn population."""
 from __future__ import annotations
 
-from typing import Any, Dict, Mapping
+from typing import Any, Dict, Mapping, Optional
 
 import numpy as np
 
@@ -55,29 +55,76 @@ def redrawn_power(records: Mapping[str, LossRecord]) -> Dict[str, Any]:
   return dict(comparisons=out, seconds_per_draw=seconds, draws=len(next(iter(records.values())).folds))
 
 
-def power_text(cfg: Mapping[str, Any], records: Mapping[str, LossRecord]) -> str:
-  """The re-drawn population's power study and the size of a confirmatory run ('' for fixed data)."""
+def _at(sd: float, draws: int) -> tuple:
+  """(MDE at 80% power, power at a tabulate.POWER_CHANGE change) of the draws' test at `draws` draws whose relative
+  difference has sd `sd` (one-sided 2.5%, the claims' test)."""
+  e = stats.Estimate(0.0, 1.0, sd / np.sqrt(max(draws, 2)), max(draws, 2) - 1, "draws", draws)
+  return e.mde(), e.power(tabulate.POWER_CHANGE)
+
+
+def plan(pilot: Mapping[str, Any], budget_minutes: float = BUDGET_MINUTES) -> Dict[str, Any]:
+  """The decisive run a re-drawn pilot run (its results.json) sizes: the draws its seconds per draw fit in
+  `budget_minutes`, and each PFD comparison's MDE and power at that many draws from the pilot's spread of a draw."""
+  return dict(_sized(redrawn_power({loss: LossRecord.from_json(r) for loss, r in pilot["losses"].items()}),
+                     budget_minutes), pilot_commit=(pilot.get("provenance", {}).get("code", {}).get("git_commit") or ""))
+
+
+def _sized(p: Mapping[str, Any], budget_minutes: float) -> Dict[str, Any]:
+  draws = int(budget_minutes * 60 // p["seconds_per_draw"])
+  return dict(budget_minutes=budget_minutes, seconds_per_draw=p["seconds_per_draw"], pilot_draws=p["draws"],
+              draws=draws, comparisons={k: dict(zip(("mde", "power"), _at(v["sd"], draws)), sd=v["sd"])
+                                        for k, v in p["comparisons"].items()})
+
+
+def power_text(cfg: Mapping[str, Any], records: Mapping[str, LossRecord],
+               pilot: Optional[Mapping[str, Any]] = None) -> str:
+  """The re-drawn population's power study and the size of a decisive run ('' for fixed data); pilot: the plan
+  (:func:`plan`) the run was sized by, set beside what it achieved."""
   if not cfg["data"].get("draws") or len(next(iter(records.values())).folds) < 2:
     return ""
   p = redrawn_power(records)
   change = 100 * tabulate.POWER_CHANGE
-  rows = [[k.replace("/", ": PFD vs "), f"{v['run']:.2e}", f"{v['query']:.2e}", f"{100 * v['sd']:.1f}%",
-           f"{v['power']:.2f}", "n/a" if v["need"] is None else f"{v['need']:,}"] for k, v in p["comparisons"].items()]
+  n = p["draws"]
+  rows = []
+  for k, v in p["comparisons"].items():
+    mde, pw = _at(v["sd"], n)
+    planned = (pilot or {}).get("comparisons", {}).get(k)
+    rows.append([k.replace("/", ": PFD vs "), f"{v['run']:.2e}", f"{v['query'] / v['queries']:.2e}",
+                 f"{v['queries']:.0f}", f"{100 * v['sd']:.1f}%", f"{pw:.2f}", f"{100 * mde:.1f}%"] +
+                ([f"{planned['power']:.2f}", f"{100 * planned['mde']:.1f}%"] if pilot else []) +
+                ["n/a" if v["need"] is None else f"{v['need']:,}"])
+  # the test set's share of a draw's measured variance (sd^2 = run + query / Q, estimated directly)
+  share = [v["query"] / v["queries"] / v["sd"] ** 2 for v in p["comparisons"].values() if v["sd"] > 0] or [np.nan]
+  dominant = ("the run component (training data, labels, initialisation) dominates every comparison: the test set's "
+              f"share of a draw's variance is {100 * min(share):.0f}-{100 * max(share):.0f}%" if max(share) < 0.5 else
+              "the test set's draw (query / Q) dominates " + (f"every comparison ({100 * min(share):.0f}-"
+                                                              f"{100 * max(share):.0f}% of a draw's variance)"
+                                                              if min(share) >= 0.5 else
+                                                              f"some comparisons (up to {100 * max(share):.0f}%)"))
   need = max((v["need"] or 10 ** 9) for v in p["comparisons"].values())
-  fit = int(BUDGET_MINUTES * 60 // p["seconds_per_draw"])
-  low = min(stats.Estimate(0.0, 1.0, v["sd"] / np.sqrt(max(fit, 2)), max(fit, 2) - 1, "draws", fit).power(
-      tabulate.POWER_CHANGE) for v in p["comparisons"].values())
-  return (f"\n## Power on the re-drawn population\n\nPer draw, the paired relative difference of NDCG@8 varies with "
+  sized = _sized(p, BUDGET_MINUTES)
+  head = ["Comparison", "run (relative variance)", "query / Q", "Q (test queries with a positive)", "sd of a draw",
+          f"power for {change:.0f}% here", "MDE here"] + (
+      [f"planned power for {change:.0f}%", "planned MDE"] if pilot else []) + ["draws for 80% at 2%"]
+  text = (f"\n## Power on the re-drawn population\n\nPer draw, the paired relative difference of NDCG@8 varies with "
           f"variance run + query / Q (`pfd_jax.ops.stats.redrawn_components`, unbiased, the run component not "
           f"clipped): run = what re-drawing the training data, labels and initialisation moves, query / Q = the test "
-          f"set's draw. Power: this run's, for a true {change:.0f}% gain (one-sided 2.5%); draws: those a test needs "
-          f"for 80%.\n\n" +
-          tabulate.markdown_table(["Comparison", "run (relative variance)", "query (relative variance)",
-                                   "sd of a draw", f"power for {change:.0f}% here", "draws for 80%"], rows) +
+          f"set's draw; here {dominant}. Power: this run's, for a true {change:.0f}% gain (one-sided 2.5%); MDE: the "
+          f"smallest true change its test finds with 80% power ({n} draws); draws: those a test needs for 80% at "
+          f"2%.\n\n" + tabulate.markdown_table(head, rows) +
           f"\nEvery comparison at 80% power for a {change:.0f}% change needs "
           f"{'more than 1,000,000' if need >= 10 ** 9 else f'{need:,}'} draws at this size; at this run's "
-          f"{p['seconds_per_draw']:.0f} s per draw, {BUDGET_MINUTES:.0f} minutes hold {fit} draws, whose smallest "
-          f"power is {low:.2f}.\n")
+          f"{p['seconds_per_draw']:.0f} s per draw, {BUDGET_MINUTES:.0f} minutes (the decisive run's budget, declared "
+          f"before its pilot ran) hold {sized['draws']} draws, whose largest MDE is "
+          f"{100 * max(v['mde'] for v in sized['comparisons'].values()):.1f}% and smallest power for {change:.0f}% "
+          f"{min(v['power'] for v in sized['comparisons'].values()):.2f}.\n")
+  if pilot:
+    text += (f"\nThis run was sized by its pilot (commit `{pilot['pilot_commit'][:10]}`, {pilot['pilot_draws']} draws at "
+             f"{pilot['seconds_per_draw']:.0f} s per draw): {pilot['draws']} draws in {pilot['budget_minutes']:.0f} "
+             f"minutes; it ran {n} draws in {p['seconds_per_draw'] * n / 60:.0f} minutes of training and scoring. "
+             f"Planned: each comparison's MDE and power from the pilot's sd of a draw at {pilot['draws']} draws; "
+             f"achieved: from this run's own.\n")
+  return text
 
 
 def optimism_text(record: LossRecord, select_on: str) -> str:
