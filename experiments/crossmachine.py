@@ -16,30 +16,20 @@ ratio pooled), which :mod:`experiments.framework.published` reads for the check'
 """
 from __future__ import annotations
 
-import gzip
 import itertools
 import json
-import os
 
 import numpy as np
 from absl import app, flags
 
 from experiments import guards, machine
-from experiments.framework import pairs, published
+from experiments.framework import pagefiles, pairs, published
 from experiments.framework.records import LossRecord
 from pfd_jax.ops import stats
 
 flags.DEFINE_list("runs", [], "The main job's runs under different numerics: run folders or results.json[.gz].")
 flags.DEFINE_string("spread_file", published.SPREAD_FILE, "Where the measured spread is written.")
 REFERENCE = "no_distill"
-
-
-def read(path: str) -> dict:
-  """A run's results.json from its folder, or from a results.json or results.json.gz file."""
-  if os.path.isdir(path):
-    path = os.path.join(path, "results.json")
-  with (gzip.open if path.endswith(".gz") else open)(path, "rt") as f:
-    return json.load(f)
 
 
 def rows_of(res: dict) -> dict:
@@ -96,7 +86,7 @@ def main(argv):
   del argv
   if len(flags.FLAGS.runs) < 2:
     raise app.UsageError("--runs: give at least two runs of the main job under different numerics")
-  results = [read(p) for p in flags.FLAGS.runs]
+  results = [pagefiles.read_results(p, "runs") for p in flags.FLAGS.runs]
   bad = [p for p, res in zip(flags.FLAGS.runs, results) if "losses" not in res or "numerics" not in res.get("env", {})]
   if bad:
     raise app.UsageError(f"--runs: not a main job's results.json with its numerics (python -m experiments.table2): "

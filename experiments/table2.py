@@ -71,6 +71,9 @@ class Options:
                       "published/): the run records the plan that pilot gives (protocol.plan: the draws of "
                       "protocol.BUDGET_MINUTES, each comparison's MDE and power at 2%) and its page sets it beside "
                       "what the run achieved.", omit_default=True)
+  target_mde: float = option(0.0, "With --pilot: size by a target instead of the time budget (the fewest draws at "
+                             "which every PFD comparison's MDE is at most this, relative; 0 = the budget).", lo=0,
+                             omit_default=True)
 
   def __post_init__(self):
     if self.randomized and not self.position:
@@ -117,7 +120,7 @@ def run(cfg: schema.Config) -> RunRecord:
     raise ConfigError("search", "the PFD search chooses on validation: add --select_on=vali (a folder with vali.txt)")
   out = RunRecord(config=cfg, env=rundir.environment(), losses={})
   if cfg.options.pilot:  # before any training: a missing pilot fails the run at once
-    out["pilot"] = protocol.plan(pagefiles.read_results(cfg.options.pilot, "pilot"))
+    out["pilot"] = protocol.plan(pagefiles.read_results(cfg.options.pilot, "pilot"), mde=cfg.options.target_mde)
   t_all = time.time()
   methods = cfg.options.methods_for(distributed.comm().count)
   if set(methods) != set(all_methods()) and not cfg.options.methods:
@@ -335,16 +338,6 @@ def claims(res: RunRecord) -> list:
   return out
 
 
-# A draw's train, vali, test queries: the generator's 400 for training (the cost); validation and test as large as
-# a fold of MSLR-WEB30K's (3:1:1, 6,306 each: the paper's protocol), ~820 test queries with a positive instead of 78.
-DRAW_QUERIES = "400,6306,6306"
-PILOT_DRAWS = 6  # the pilot: enough for the run and query components' order of magnitude in ~20 minutes
-
-# The pilot ('redrawn', its power table) put 80% power for a 2% change out of reach on this population (hundreds
-# of draws), so the decisive run is the largest that the session that chose it could hold at the pilot's time per
-# draw (under 40 minutes; 90 minutes would not reach 80% either).
-DECISIVE_DRAWS = 16
-
 # The runs of RESULTS.md this driver makes (python -m experiments.table2 --preset=<name>).
 PRESETS = (
     Preset('default', 'synthetic', '',
@@ -363,19 +356,20 @@ PRESETS = (
            'Your own data: simulated logs as a LETOR folder, file labels, named privileged features (the modern '
            'ranker, validation selection, seed ensembles)',
            before='python -m experiments.export_logs --out=logs_letor'),
-    # The confirmatory protocol (docs/protocol.md): every run its own draw of the data and labels, the best epoch on
-    # validation. This one is also the pilot of the power study on that population (its "Power on the re-drawn
-    # population" section), from which 'decisive' is sized.
-    Preset('redrawn', 'synthetic-confirmatory', f'--tag=confirmatory --draws={PILOT_DRAWS} --seeds=1 '
-           f'--select_on=vali --curves=select --synthetic_queries={DRAW_QUERIES} --methods={",".join(distill.METHODS)}',
-           f'Table 2 / Table 4 on the re-drawn population: {PILOT_DRAWS} draws with test and validation sets of '
-           f'6,306 queries, validation selection (the power study\'s pilot)'),
-    # Sized from the pilot 'redrawn' before it was run (the draws its power table fits in the budget below), on
-    # other draws and seeds (label_seed 1, seed 1); never re-chosen after its verdicts.
-    Preset('decisive', 'synthetic-decisive_redrawn', f'--tag=decisive_redrawn --draws={DECISIVE_DRAWS} --seeds=1 '
-           f'--select_on=vali --label_seed=1 --seed=1 --methods={",".join(distill.METHODS)}',
-           f'Table 2 / Table 4, decisive, re-drawn population: {DECISIVE_DRAWS} draws, validation selection (sized '
-           'by the pilot)', headline=True),
+    # The confirmatory protocol (docs/protocol.md; protocol.redrawn_flags): every run its own draw of the data and
+    # labels, the best epoch on validation. 'redrawn' is the pilot of the power study on that population, from which
+    # 'decisive' (other draws and seeds; never re-chosen after its verdicts) and 'decisive_gpu' are sized.
+    Preset('redrawn', 'synthetic-confirmatory', protocol.redrawn_flags('confirmatory', protocol.PILOT_DRAWS),
+           f'Table 2 / Table 4 on the re-drawn population: {protocol.PILOT_DRAWS} draws with test and validation sets '
+           f'of 6,306 queries, validation selection (the power study\'s pilot)'),
+    Preset('decisive', 'synthetic-decisive_redrawn', protocol.redrawn_flags(
+        'decisive_redrawn', protocol.DECISIVE_DRAWS, '--label_seed=1 --seed=1 --pilot=' + protocol.PILOT),
+           f'Table 2 / Table 4, decisive, re-drawn population: {protocol.DECISIVE_DRAWS} draws, validation '
+           f'selection (sized by the pilot for {protocol.BUDGET_MINUTES:.0f} minutes on two cores)', headline=True),
+    Preset('decisive_gpu', 'synthetic-decisive_gpu', protocol.redrawn_flags(
+        'decisive_gpu', protocol.GPU_DRAWS, '--label_seed=2 --seed=2 --target_mde=0.02 --pilot=' + protocol.PILOT),
+           f'Table 2 / Table 4, decisive on an accelerator: {protocol.GPU_DRAWS} draws (sized by the pilot for an '
+           'MDE of 2% on every comparison)', accelerator="python -m experiments.accelerator on one GPU"),
     # The fixed-data decisive run (python -m experiments.power chose it, pilot seeds 1000..): one draw of the data
     # shared by its 29 seeds, the best epoch on test; its verdicts speak of that draw.
     Preset('decisive_fixed', 'synthetic-decisive', f'--tag=decisive --synthetic_queries=400,200,6306 --seeds=29 '

@@ -43,7 +43,7 @@ def test_a_decisive_run_records_its_pilots_plan_beside_what_it_achieved(tmp_path
   which variance component dominates, and each claim prints its MDE. A folder without results is refused before
   anything trains."""
   from experiments import table2
-  from experiments.framework import outputs, protocol
+  from experiments.framework import outputs, pagefiles, protocol
   from pfd_jax.config import ConfigError
   from pfd_jax.ops import stats
   cfg = tiny(table2.Options(methods=("no_distill", "pfd")), data=dict(draws=3),
@@ -62,6 +62,9 @@ def test_a_decisive_run_records_its_pilots_plan_beside_what_it_achieved(tmp_path
   np.testing.assert_allclose([c["mde"], c["power"]], [e.mde(), e.power(0.02)], rtol=1e-9)
   md = outputs.write_outputs(str(tmp_path / "run"), run, table2.DRIVER)
   run = json.loads((tmp_path / "run" / "results.json").read_text())
-  assert "planned MDE" in md and "sized by its pilot" in md and f"{plan['draws']} draws in" in md
+  assert "planned MDE" in md and "sized by its pilot" in md and f": {plan['draws']} draws; it ran 3 draws in" in md
+  target = protocol.plan(pagefiles.read_results(str(tmp_path / "pilot"), "pilot"), mde=0.05)  # sized by an MDE
+  at = lambda n: max(protocol._at(c["sd"], n)[0] for c in target["comparisons"].values())
+  assert target["target_mde"] == 0.05 and at(target["draws"]) <= 0.05 < at(target["draws"] - 1)
   assert "dominates" in md and "Selection: the best epoch on **validation**" in md
   assert all("MDE " in c.detail for c in table2.claims(run) if c is not None)

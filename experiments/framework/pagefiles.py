@@ -50,16 +50,15 @@ def load_run(results: str, e, archive: Optional[str] = None) -> Optional[dict]:
   return dict(res=res, prov=prov or {}, folder=os.path.realpath(folder), shown=shown)
 
 
-def read_results(folder: str, flag: str) -> dict:
-  """The results.json of a run folder, or the page's gzipped copy of it (published/<anchor>/); a ConfigError naming
-  `flag` and the folder when it has neither."""
-  for name in ("results.json", ARCHIVED):
-    path = os.path.join(folder, name)
-    if os.path.exists(path):
-      with (gzip.open(path, "rt") if path.endswith(".gz") else open(path)) as f:
+def read_results(path: str, flag: str) -> dict:
+  """A run's results: a results.json or results.json.gz file, or a folder holding one (a run folder, or the page's
+  copy of a run in published/); a ConfigError naming `flag` and the path when there is none."""
+  for p in ([os.path.join(path, "results.json"), os.path.join(path, ARCHIVED)] if os.path.isdir(path) else [path]):
+    if os.path.isfile(p):
+      with (gzip.open(p, "rt") if p.endswith(".gz") else open(p)) as f:
         return json.load(f)
-  raise ConfigError(flag, f"{folder}: neither results.json nor {ARCHIVED} is there (a run folder, or the page's copy "
-                    "of one in published/)")
+  raise ConfigError(flag, f"{path}: no results.json or {ARCHIVED} there (a run folder, the page's copy of one in "
+                    "published/, or the file)")
 
 
 def archive_run(run: dict, folder: str) -> None:

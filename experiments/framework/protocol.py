@@ -26,7 +26,23 @@ def population_text(cfg: Mapping[str, Any], record: LossRecord) -> str:
           f"initialisation and batches only, so a verdict speaks of this draw. Data fingerprints: {prints}.\n")
 
 
-BUDGET_MINUTES = 75.0  # what the decisive re-run may take on the developers' 2-core machine (declared before its pilot ran)
+# A draw's train, vali, test queries: the generator's 400 for training (the cost); validation and test as large as
+# a fold of MSLR-WEB30K's (3:1:1, 6,306 each: the paper's protocol), ~820 test queries with a positive instead of 78.
+DRAW_QUERIES = "400,6306,6306"
+PILOT_DRAWS = 6  # the pilot ('redrawn'): the run and query components' order of magnitude in ~12 minutes
+PILOT = "published/table2-synthetic-confirmatory"  # the page's copy of the pilot, which sizes the decisive runs
+DECISIVE_DRAWS = 40  # plan(pilot): the draws BUDGET_MINUTES holds at the pilot's seconds per draw
+GPU_DRAWS = 174  # plan(pilot, mde=0.02): the draws at which every comparison's MDE is at most 2%
+
+
+def redrawn_flags(tag: str, draws: int, extra: str = "") -> str:
+  """A table2 preset's flags on the re-drawn population: `draws` draws of DRAW_QUERIES queries, one seed each, the
+  best epoch on validation (test scored at the kept epochs only), every PFD row."""
+  return (f"--tag={tag} --draws={draws} --seeds=1 --select_on=vali --curves=select --synthetic_queries={DRAW_QUERIES} "
+          f"{extra + ' ' if extra else ''}--methods={','.join(rows_lib.methods(one_process=False))}")
+
+
+BUDGET_MINUTES = 75.0  # the decisive run's time on the developers' 2-core machine (declared before its pilot ran)
 
 
 def redrawn_power(records: Mapping[str, LossRecord]) -> Dict[str, Any]:
@@ -62,18 +78,31 @@ def _at(sd: float, draws: int) -> tuple:
   return e.mde(), e.power(tabulate.POWER_CHANGE)
 
 
-def plan(pilot: Mapping[str, Any], budget_minutes: float = BUDGET_MINUTES) -> Dict[str, Any]:
+def plan(pilot: Mapping[str, Any], budget_minutes: float = BUDGET_MINUTES, mde: float = 0.0) -> Dict[str, Any]:
   """The decisive run a re-drawn pilot run (its results.json) sizes: the draws its seconds per draw fit in
-  `budget_minutes`, and each PFD comparison's MDE and power at that many draws from the pilot's spread of a draw."""
+  `budget_minutes` (mde > 0: the fewest draws at which every PFD comparison's MDE is at most `mde`), and each
+  comparison's MDE and power at that many draws from the pilot's spread of a draw."""
   return dict(_sized(redrawn_power({loss: LossRecord.from_json(r) for loss, r in pilot["losses"].items()}),
-                     budget_minutes), pilot_commit=(pilot.get("provenance", {}).get("code", {}).get("git_commit") or ""))
+                     budget_minutes, mde),
+              pilot_commit=(pilot.get("provenance", {}).get("code", {}).get("git_commit") or ""))
 
 
-def _sized(p: Mapping[str, Any], budget_minutes: float) -> Dict[str, Any]:
-  draws = int(budget_minutes * 60 // p["seconds_per_draw"])
-  return dict(budget_minutes=budget_minutes, seconds_per_draw=p["seconds_per_draw"], pilot_draws=p["draws"],
-              draws=draws, comparisons={k: dict(zip(("mde", "power"), _at(v["sd"], draws)), sd=v["sd"])
-                                        for k, v in p["comparisons"].items()})
+def _sized(p: Mapping[str, Any], budget_minutes: float, mde: float = 0.0) -> Dict[str, Any]:
+  sds = [v["sd"] for v in p["comparisons"].values()]
+  if mde > 0:  # MDE falls with the draws: bisect for the first count at which the largest reaches `mde`
+    lo, hi = 2, 2
+    while max(_at(sd, hi)[0] for sd in sds) > mde:
+      lo, hi = hi, 2 * hi
+    while lo < hi:
+      mid = (lo + hi) // 2
+      lo, hi = (lo, mid) if max(_at(sd, mid)[0] for sd in sds) <= mde else (mid + 1, hi)
+    draws = hi
+  else:
+    draws = int(budget_minutes * 60 // p["seconds_per_draw"])
+  return dict(budget_minutes=budget_minutes if mde <= 0 else None, target_mde=mde or None,
+              seconds_per_draw=p["seconds_per_draw"], pilot_draws=p["draws"], draws=draws,
+              comparisons={k: dict(zip(("mde", "power"), _at(v["sd"], draws)), sd=v["sd"])
+                           for k, v in p["comparisons"].items()})
 
 
 def power_text(cfg: Mapping[str, Any], records: Mapping[str, LossRecord],
@@ -119,9 +148,11 @@ def power_text(cfg: Mapping[str, Any], records: Mapping[str, LossRecord],
           f"{100 * max(v['mde'] for v in sized['comparisons'].values()):.1f}% and smallest power for {change:.0f}% "
           f"{min(v['power'] for v in sized['comparisons'].values()):.2f}.\n")
   if pilot:
-    text += (f"\nThis run was sized by its pilot (commit `{pilot['pilot_commit'][:10]}`, {pilot['pilot_draws']} draws at "
-             f"{pilot['seconds_per_draw']:.0f} s per draw): {pilot['draws']} draws in {pilot['budget_minutes']:.0f} "
-             f"minutes; it ran {n} draws in {p['seconds_per_draw'] * n / 60:.0f} minutes of training and scoring. "
+    target = (f"the draws at which every comparison's MDE is at most {100 * pilot['target_mde']:.1f}%"
+              if pilot.get("target_mde") else f"the draws {pilot['budget_minutes']:.0f} minutes hold")
+    text += (f"\nThis run was sized by its pilot (commit `{pilot['pilot_commit'][:10]}`, {pilot['pilot_draws']} draws "
+             f"at {pilot['seconds_per_draw']:.0f} s per draw on its machine) to {target}: {pilot['draws']} draws; it ran "
+             f"{n} draws in {p['seconds_per_draw'] * n / 60:.0f} minutes of training and scoring. "
              f"Planned: each comparison's MDE and power from the pilot's sd of a draw at {pilot['draws']} draws; "
              f"achieved: from this run's own.\n")
   return text

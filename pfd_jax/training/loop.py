@@ -36,8 +36,9 @@ class TrainResult:
   """Everything one seed-vmapped run produced (numpy, seed axis first).
 
   params: best-epoch parameters [S, ...] (device pytree); curves: {split: [S, E, len(ks)]} mean NDCG per
-  epoch of the splits scored every epoch (all, or select_on's alone: cfg.curves); loss: [S, E, 3] summed (total, data term, teacher term) per epoch; best_epoch: [S] (0-based);
-  best: {split: [S, len(ks)]} metrics at the best epoch; seconds: wall time.
+  epoch of the splits scored every epoch (all, or select_on's alone: cfg.curves); loss: [S, E, 3] summed (total,
+  data term, teacher term) per epoch; best_epoch: [S] (0-based); best: {split: [S, len(ks)]} metrics at the best
+  epoch; seconds: wall time.
   """
   params: object
   curves: dict
