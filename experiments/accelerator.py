@@ -23,7 +23,7 @@ import tempfile
 import time
 from typing import List, NamedTuple, Tuple
 
-from absl import app, flags
+from absl import flags
 
 from experiments import guards
 

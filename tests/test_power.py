@@ -43,7 +43,7 @@ def test_a_decisive_run_records_its_pilots_plan_beside_what_it_achieved(tmp_path
   which variance component dominates, and each claim prints its MDE. A folder without results is refused before
   anything trains."""
   from experiments import table2
-  from experiments.framework import outputs, pagefiles, protocol
+  from experiments.framework import outputs, protocol
   from pfd_jax.config import ConfigError
   from pfd_jax.ops import stats
   cfg = tiny(table2.Options(methods=("no_distill", "pfd")), data=dict(draws=3),
@@ -63,8 +63,12 @@ def test_a_decisive_run_records_its_pilots_plan_beside_what_it_achieved(tmp_path
   md = outputs.write_outputs(str(tmp_path / "run"), run, table2.DRIVER)
   run = json.loads((tmp_path / "run" / "results.json").read_text())
   assert "planned MDE" in md and "sized by its pilot" in md and f": {plan['draws']} draws; it ran 3 draws in" in md
-  target = protocol.plan(pagefiles.read_results(str(tmp_path / "pilot"), "pilot"), mde=0.05)  # sized by an MDE
-  at = lambda n: max(protocol._at(c["sd"], n)[0] for c in target["comparisons"].values())
-  assert target["target_mde"] == 0.05 and at(target["draws"]) <= 0.05 < at(target["draws"] - 1)
+  # sized by an MDE instead (spreads of a draw 5% and 9%): the fewest draws whose largest MDE is at most 2%, about
+  # ((z.975 + z.8) 9% / 2%)^2 = 159
+  spread = dict(comparisons={"a": dict(sd=0.05), "b": dict(sd=0.09)}, seconds_per_draw=100.0, draws=6)
+  target = protocol._sized(spread, protocol.BUDGET_MINUTES, mde=0.02)
+  at = lambda n: max(protocol._at(sd, n)[0] for sd in (0.05, 0.09))
+  assert target["target_mde"] == 0.02 and at(target["draws"]) <= 0.02 < at(target["draws"] - 1)
+  assert 159 <= target["draws"] <= 170
   assert "dominates" in md and "Selection: the best epoch on **validation**" in md
   assert all("MDE " in c.detail for c in table2.claims(run) if c is not None)

@@ -219,7 +219,10 @@ class Estimate:
     one-sided test at `alpha` reads that the test finds with probability `target`, at this standard error and
     degrees of freedom (the noncentral t quantile, so exact for a t-test's own spread). sides=2: both one-sided
     tests of an equivalence claim (TOST at a true difference of 0: each side needs power (1 + target) / 2, since
-    their failures nearly exclude each other; the smallest margin the test could establish). Absolute, like se."""
+    their failures nearly exclude each other; the smallest margin the test could establish). Absolute, like se;
+    0 for an exact difference (se 0, as :meth:`interval`)."""
+    if self.se == 0:
+      return 0.0
     if not (self.se > 0 and self.df > 0):
       return math.nan
     need = target if sides == 1 else (1 + target) / 2

@@ -129,7 +129,8 @@ class TrainConfig:
   curves: str = config.option("all", "Splits scored after every epoch: all (the per-epoch curves of every split: "
                               "Figure 2, and the paper's test selection beside a validation selection) or select "
                               "(select_on's only, the others once at each model's best epoch: the same best-epoch "
-                              "bits, about half the cost when evaluation dominates a step, as on large test sets).",
+                              "bits, without scoring the other splits every epoch, which large test sets make the "
+                              "bulk of an epoch).",
                               choices=("all", "select"), omit_default=True)
   empty_rule: str = config.option("exclude", "Lists without a positive: excluded from means (paper) or zero.",
                                   choices=("exclude", "zero"))
