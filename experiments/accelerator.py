@@ -47,7 +47,8 @@ class Step(NamedTuple):
 
 
 STEPS = (
-    Step("headline", ("experiments.benchmark",), 0.2, ("--headline_scale=0.002",), ("benchmark",)),
+    Step("headline", ("experiments.benchmark",), 0.2, ("--headline_scale=0.002", "--seed_counts=1,2", "--repeats=1"),
+         ("benchmark",)),
     Step("decisive_gpu", ("experiments.table2", "--preset=decisive_gpu"), 0.5, TOY + ("--draws=2",),
          ("table2/synthetic-decisive_gpu/latest",)),
     Step("web30k", ("experiments.table2", "--preset=web30k"), 0.3, TOY + ("--synthetic_web30k=false", "--seeds=2"),

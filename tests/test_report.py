@@ -91,6 +91,13 @@ def test_report_builds_marks_stale_and_fails_on_a_missing_run(tmp_path, table5_r
   assert staleness.canary_base("table5_positive_groups", str(repo)) == tip
   assert staleness.canary_base("table2", str(repo)) is None  # no canaries: the code rule
   assert staleness.staleness(dict(git_commit=head), "table2", str(repo)).startswith("code changed since")
+  # a run in a tree with uncommitted changes: its commit's code when its sources are the commit's (an untracked
+  # virtualenv link beside them), else not comparable; the digest of a tree is rundir.source_digest of its files
+  assert staleness.sources_at(tip, str(repo)) == rundir.source_digest({"pfd_jax/lib.py": b"A = 3\n"})
+  clean = dict(git_commit=tip, git_dirty=True, source_sha256=staleness.sources_at(tip, str(repo)))
+  assert staleness.staleness(clean, "table6_imputation", str(repo)) is None
+  edited = dict(clean, source_sha256=rundir.source_digest({"pfd_jax/lib.py": b"A = 4\n"}))
+  assert "uncommitted changes" in staleness.staleness(edited, "table6_imputation", str(repo))
 
   results = tmp_path / "results"
   # a real (tiny) Table 5 run, on the old commit: stale

@@ -159,18 +159,31 @@ def data_provenance(d: DataConfig) -> Dict[str, Any]:
   return dict(folder=os.path.abspath(D.resolve_data_dir(d.dataset, d.data_dir)), files=found)
 
 
+SOURCES = ("pfd_jax", "experiments")  # the folders whose .py files are a run's code (source_sha256)
+
+
+def source_digest(files: Dict[str, bytes]) -> str:
+  """SHA-256 of the sources {path relative to the repository: bytes} (the .py files of SOURCES): each file's name
+  and bytes, folder by folder (SOURCES' order, then the folders' paths sorted), names sorted within a folder."""
+  h = hashlib.sha256()
+  key = lambda p: (SOURCES.index(p.split(os.sep)[0]), os.path.dirname(p), os.path.basename(p))
+  for path in sorted(files, key=key):
+    h.update(os.path.basename(path).encode())
+    h.update(files[path])
+  return h.hexdigest()
+
+
 def code_version() -> CodeVersion:
   """pfd_jax's version, the git commit (and whether the tree has changes) when there is one, and the SHA-256
   of the library's and the drivers' sources (what a saved row depends on)."""
   root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the repository
-  h = hashlib.sha256()
-  for sub in ("pfd_jax", "experiments"):
-    for dirpath, _, names in sorted(os.walk(os.path.join(root, sub))):
-      for name in sorted(n for n in names if n.endswith(".py")):
-        h.update(name.encode())
+  files = {}
+  for sub in SOURCES:
+    for dirpath, _, names in os.walk(os.path.join(root, sub)):
+      for name in (n for n in names if n.endswith(".py")):
         with open(os.path.join(dirpath, name), "rb") as f:
-          h.update(f.read())
-  out = dict(pfd_jax=pfd_jax.__version__, source_sha256=h.hexdigest(), git_commit=None, git_dirty=None)
+          files[os.path.relpath(os.path.join(dirpath, name), root)] = f.read()
+  out = dict(pfd_jax=pfd_jax.__version__, source_sha256=source_digest(files), git_commit=None, git_dirty=None)
   try:
     git = lambda *a: subprocess.run(["git", *a], cwd=root, capture_output=True, text=True, timeout=10)
     head = git("rev-parse", "HEAD")

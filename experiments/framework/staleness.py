@@ -26,6 +26,8 @@ import subprocess
 import sys
 from typing import Optional
 
+from experiments.framework import rundir
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CANARIES = "experiments/canaries.json"
 # Library code that loads, checks and exports saved models: it never changes a number a driver records.
@@ -69,7 +71,7 @@ def staleness(code: dict, driver: str, root: str = ROOT) -> Optional[str]:
     return "run outside a git checkout: its code cannot be compared with HEAD"
   if git(root, "cat-file", "-e", f"{commit}^{{commit}}").returncode != 0:
     return f"commit {commit[:10]} is not in this repository: its code cannot be compared with HEAD"
-  if code.get("git_dirty"):
+  if code.get("git_dirty") and code.get("source_sha256") != sources_at(commit, root):
     return f"run on {commit[:10]} with uncommitted changes: its code cannot be compared with HEAD"
   base = canary_base(driver, root)
   if base is not None:
@@ -81,6 +83,16 @@ def staleness(code: dict, driver: str, root: str = ROOT) -> Optional[str]:
     shown = ", ".join(changed[:4]) + (f" and {len(changed) - 4} more" if len(changed) > 4 else "")
     return f"code changed since {commit[:10]} ({shown}) and {driver} has no canaries to show its bits kept"
   return None
+
+
+def sources_at(commit: str, root: str = ROOT) -> str:
+  """The source digest (rundir.source_digest) of `commit`'s tree: a run made in a tree with uncommitted changes
+  that left every source as committed (an untracked virtualenv link, results, data) recorded this digest, and its
+  code is the commit's."""
+  names = [p for p in git(root, "ls-tree", "-r", "--name-only", commit, "--", *rundir.SOURCES).stdout.split()
+           if p.endswith(".py")]
+  show = lambda p: subprocess.run(["git", "show", f"{commit}:{p}"], cwd=root, capture_output=True, timeout=60).stdout
+  return rundir.source_digest({p: show(p) for p in names})
 
 
 class CanaryError(Exception):
