@@ -213,7 +213,7 @@ def test_the_accelerator_commands_dry_run_runs_every_step(tmp_path):
   assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
   assert "3 of 3 steps done" in p.stdout
   out = tmp_path / "out"
-  assert {"headline.log", "decisive_gpu.log", "web30k.log"} <= set(os.listdir(out))
+  assert {"headline.log", "decisive_gpu.log", "web30k.log", "headline"} <= set(os.listdir(out))
   import json
   decisive = json.loads((out / "decisive_gpu" / "latest" / "results.json").read_text())
   assert decisive["pilot"]["target_mde"] == 0.02 and decisive["config"]["data"]["draws"] == 2
