@@ -143,7 +143,7 @@ def test_report_builds_marks_stale_and_fails_on_a_missing_run(tmp_path, table5_r
 
   # the page's own copy of its runs: a clone without the results tree rebuilds the same page from it
   archived = sorted(p.name for p in (out.parent / "published" / "table6_imputation-synthetic").iterdir())
-  assert archived == ["origin.txt", "provenance.json", "results.json.gz", "table.md", "table6.png"]
+  assert archived == ["fingerprint.txt", "origin.txt", "provenance.json", "results.json.gz", "table.md", "table6.png"]
   json_before = (out.parent / "RESULTS.json").read_text()
   shutil.move(str(results), str(tmp_path / "elsewhere"))
   again = report.build(str(results), str(out), root=str(repo), expected=headline, readme=str(readme))

@@ -22,6 +22,8 @@ from experiments.framework.staleness import staleness
 
 ARCHIVE = "published"  # beside the page
 ARCHIVED = "results.json.gz"
+FINGERPRINT = "fingerprint.txt"  # the run's fingerprint (published.fingerprint) before its copy left out HISTORIES
+HISTORIES = ("curves", "loss")
 ORIGIN = "origin.txt"  # the results folder the run was made in, as the page names it
 KEPT = ("provenance.json", "table.md", ORIGIN)
 CARRIED = "**Carried**"
@@ -47,7 +49,11 @@ def load_run(results: str, e, archive: Optional[str] = None) -> Optional[dict]:
   if os.path.exists(os.path.join(folder, ORIGIN)):
     with open(os.path.join(folder, ORIGIN)) as f:
       shown = f.read().strip()
-  return dict(res=res, prov=prov or {}, folder=os.path.realpath(folder), shown=shown)
+  run = dict(res=res, prov=prov or {}, folder=os.path.realpath(folder), shown=shown)
+  if os.path.exists(os.path.join(folder, FINGERPRINT)):
+    with open(os.path.join(folder, FINGERPRINT)) as f:
+      run["fingerprint"] = f.read().strip()
+  return run
 
 
 def read_results(path: str, flag: str) -> dict:
@@ -70,9 +76,12 @@ def archive_run(run: dict, folder: str) -> None:
   os.makedirs(folder)
   base = os.path.dirname(os.path.dirname(os.path.abspath(folder)))  # the page's folder
   # mtime 0: the same results give the same bytes (git sees no change when a page is rebuilt from the same runs)
+  results = os.path.join(run["folder"], "results.json")
   with open(os.path.join(folder, ARCHIVED), "wb") as raw:
     with gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as out:
-      out.write(_portable_json(os.path.join(run["folder"], "results.json"), base).encode())
+      out.write(json.dumps(_without_histories(json.loads(_portable_json(results, base))), indent=1).encode())
+  with open(results) as r, open(os.path.join(folder, FINGERPRINT), "w") as f:  # the whole run's: not the copy's
+    f.write(published.fingerprint(json.load(r)) + "\n")
   for name in sorted(os.listdir(run["folder"])):
     if name == "provenance.json":
       with open(os.path.join(folder, name), "w") as f:
@@ -81,6 +90,20 @@ def archive_run(run: dict, folder: str) -> None:
       shutil.copyfile(os.path.join(run["folder"], name), os.path.join(folder, name))
   with open(os.path.join(folder, ORIGIN), "w") as f:
     f.write(run["shown"] + "\n")
+
+
+def _without_histories(res: dict) -> dict:
+  """A table2-style run without its rows' per-epoch histories (curves, losses), and one seed's per-seed lists (its
+  test_lists): what no page reads back (the figures drawn from them are copied as PNGs, the tables as table.md;
+  claims read the best epochs and per-list NDCG), and most of a many-draw run's bytes."""
+  for loss in (res.get("losses") or {}).values():
+    for fold in (loss.get("folds") or {}).values() if isinstance(loss, dict) else ():
+      for row in (fold.get("rows") or {}).values():
+        for k in HISTORIES:
+          row.pop(k, None)
+        if len(row.get("seed_lists") or ()) == 1:  # one seed: its lists are test_lists
+          del row["seed_lists"]
+  return res
 
 
 def _portable_json(path: str, base: str) -> str:

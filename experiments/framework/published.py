@@ -144,7 +144,8 @@ def _folds(o) -> int:
 def published_record(run: dict, claims: list) -> dict:
   """What RESULTS.json keeps of a run (see the module docstring), with its claims' verdicts."""
   return dict(commit=run["prov"].get("code", {}).get("git_commit"),
-              numerics=run["res"].get("env", {}).get("numerics"), fingerprint=fingerprint(run["res"]),
+              numerics=run["res"].get("env", {}).get("numerics"),
+              fingerprint=run.get("fingerprint") or fingerprint(run["res"]),  # an archived copy: its run's
               cells=cells(_read(os.path.join(run["folder"], "table.md"))),
               verdicts={c.text: c.verdict for c in claims})
 
