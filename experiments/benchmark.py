@@ -44,7 +44,7 @@ from absl import logging
 
 from experiments.framework.records import RunRecord
 from experiments.framework import lifecycle, rundir, schema, tabulate
-from experiments import bench_memory, bench_modern, peers
+from experiments import bench_draws, bench_memory, bench_modern, peers
 from pfd_jax import data as D
 from pfd_jax.data.config import DataConfig
 from pfd_jax import training as T
@@ -62,10 +62,15 @@ class Options:
                      "about 1.5 minutes), memory (seconds), streamed (1x and 4x Web30k written to disk and trained: "
                      "long, not timed on two cores), export (latency of exported rankers at every size: about a "
                      "minute), modern (the ladder and export at --scale, Web30k size by default: long, not timed on "
-                     "two cores).",
-                     choices=("headline", "throughput", "memory", "streamed", "peers", "export", "modern"))
+                     "two cores), draws (re-drawn datasets one after another against vmapped: --draws_count, "
+                     "--draws_scale, --draws_epochs).",
+                     choices=("headline", "throughput", "memory", "streamed", "peers", "export", "modern", "draws"))
   headline_scale: float = option(0.01, "Headline case: fraction of the Web30k-size query counts.", lo=0,
                                  lo_open=True)
+  draws_count: int = option(8, "Draws case: re-drawn datasets.", lo=2)
+  draws_scale: float = option(1.0, "Draws case: fraction of the decisive protocol's query counts per draw.", lo=0,
+                              lo_open=True)
+  draws_epochs: int = option(20, "Draws case: epochs of each draw's row.", lo=1)
   export_sizes: Tuple[int, ...] = option((10, 100, 1000), "Export case: documents per query.", lo=1)
   export_calls: int = option(2000, "Export case: timed calls per size and runtime.", lo=10)
   stream_scales: Tuple[float, ...] = option((1.0, 4.0), "Streamed case: training split sizes, in Web30k folds "
@@ -376,7 +381,7 @@ def peers_only(o: Options) -> tuple:
 def run(cfg: schema.Config) -> RunRecord:
   o = cfg.options
   res, md = {"headline": headline, "throughput": throughput, "memory": bench_memory.memory, "streamed": bench_memory.streamed,
-              "peers": peers_only, "export": bench_modern.export_latency, "modern": bench_modern.modern}[o.case](o)
+              "peers": peers_only, "export": bench_modern.export_latency, "modern": bench_modern.modern, "draws": bench_draws.draws}[o.case](o)
   return RunRecord(**res, config=cfg, markdown=md)
 
 

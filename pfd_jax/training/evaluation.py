@@ -18,6 +18,7 @@ from pfd_jax.data.padding import Padded, bucketize
 from pfd_jax.data.preprocess import positive_groups
 from pfd_jax.ops import metrics as metrics_lib
 from pfd_jax.ops.scoring import features, scoring
+from pfd_jax.training import draws
 from pfd_jax.training.config import TrainConfig
 
 
@@ -67,6 +68,8 @@ def scorer(cfg: TrainConfig, es: EvalSet, view: str, z_override=None):
   `num_lists` lists of the split. Device buckets are scored in one jitted call (their inputs made once);
   on-disk buckets block by block; across processes, the sums and counts of every process are added.
   """
+  if isinstance(es, draws.DrawnEvalSet):  # each model on its own draw's lists
+    return draws.scorer(cfg, es, view)
   sums = scoring(cfg.arch, tuple(cfg.ks)).ndcg_sums
   resident = all(isinstance(b, dict) for b in es.buckets)
   triples = tuple(blocks(es.buckets, view, z_override)) if resident else None

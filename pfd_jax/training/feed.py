@@ -4,6 +4,8 @@
 * :class:`Resident`: every training group on one device (the default; the numbers of every table).
 * :class:`Sharded`: a ``--mesh`` of devices in one process, or N processes (``jax.distributed``), each
   device holding a block of every bucket's groups (in N processes, blocks of that process's own share).
+* :class:`Drawn`: the buckets of D re-drawn datasets on one layout (:mod:`pfd_jax.training.draws`), on one
+  device, the program vmapped over the draws.
 * :class:`Streamed`: the buckets stay on disk (:class:`pfd_jax.data.shards.ShardBucket`); each step gets a
   window holding just the groups it visits, built on a background thread while the device trains the
   previous step (double buffering), so memory holds a few batches, not the data. (On a mesh, Sharded
@@ -26,8 +28,9 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 from pfd_jax import distributed
 from pfd_jax.ops.scoring import features
 from pfd_jax.training import program
+from pfd_jax.training.draws import Draws
 from pfd_jax.training.step import compiled, step_key
-from pfd_jax.training.structures import Bucket
+from pfd_jax.training.structures import Bucket, by_draw
 
 if TYPE_CHECKING:
   from pfd_jax.training.config import TrainConfig
@@ -57,6 +60,7 @@ def split_keys(keys):
 class Resident:
   """Every training group on one device; one program call per epoch (or per `chunk_steps` steps)."""
   shards = None
+  draws = 0
 
   def __init__(self, cfg: TrainConfig, buckets: Sequence, view: str, teacher: Optional[list], keys,
                chunk_steps: int = 0):
@@ -67,7 +71,7 @@ class Resident:
     self.teacher_ndim = 0 if teacher is None else int(teacher[0].ndim)
     self._setup(buckets, teacher, keys)
     fns = compiled(step_key(cfg), self.teacher_ndim > 0, self.num_steps, None if self.shards is None else "data")
-    self.run = program.program(fns.vstep, self.batch, self.teacher_ndim, self.sizes, self.shards)
+    self.run = program.program(fns.vstep, self.batch, self.teacher_ndim, self.sizes, self.shards, self.draws)
 
   def _sizes(self, buckets) -> tuple:
     return tuple(_num_groups(b) for b in buckets)
@@ -221,6 +225,31 @@ class Sharded(Resident):
     return jax.device_put(tree, jax.devices()[0])
 
 
+class Drawn(Resident):
+  """D draws on one layout (:mod:`pfd_jax.training.draws`) on one device: every model's arrays draw-major
+  (D x S), the buckets [D, C_b, ...], one program call per epoch (or per `chunk_steps` steps), vmapped over the
+  draws."""
+
+  def __init__(self, cfg, d: Draws, view, teacher, keys, chunk_steps: int = 0):
+    if keys.shape[0] % d.num_draws:
+      raise ValueError(f"{keys.shape[0]} models do not split into {d.num_draws} draws (keys: D x S, draw-major)")
+    self.draws, self.counts = d.num_draws, jnp.asarray(d.counts, jnp.int32)
+    super().__init__(cfg, d.buckets, view, teacher, keys, chunk_steps)
+
+  def _sizes(self, buckets) -> tuple:
+    return tuple(int(b["x"].shape[1]) for b in buckets)  # the layout's capacities
+
+  def _setup(self, buckets, teacher, keys):
+    self.dim = int(features(buckets[0], self.view).shape[-1])
+    self.buckets = tuple(self._bucket(b, None if teacher is None else by_draw(teacher[i], self.draws))
+                         for i, b in enumerate(buckets))
+
+  def steps(self, state: State, epoch: int) -> tuple:
+    ids, idx, valid = program.draw_plan(by_draw(state.order_keys, self.draws), jnp.int32(epoch), self.sizes,
+                                       self.batch, self.cfg.order_stream, self.counts)
+    return ids, idx, valid, jnp.arange(ids.shape[0], dtype=jnp.int32)
+
+
 def _num_groups(b) -> int:
   return int(b["x"].shape[0]) if isinstance(b, dict) else b.num_groups
 
@@ -319,7 +348,11 @@ def _background(items, ahead: int):
 
 def make_feed(cfg: TrainConfig, buckets, view: str, teacher, keys, chunk_steps: int = 0):
   """The feed of a run: Sharded on a mesh or across processes (resident or streamed), Streamed for on-disk
-  buckets on one device, else Resident."""
+  buckets on one device, Drawn for the draws of a layout, else Resident."""
+  if isinstance(buckets, Draws):
+    if cfg.mesh or jax.process_count() > 1:
+      raise ValueError("draws train on one device (no mesh, one process)")
+    return Drawn(cfg, buckets, view, teacher, keys, chunk_steps)
   if cfg.mesh or jax.process_count() > 1:
     return Sharded(cfg, buckets, view, teacher, keys, chunk_steps)
   if buckets and not isinstance(buckets[0], dict):

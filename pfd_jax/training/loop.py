@@ -6,6 +6,7 @@ shape of a run (its parts: see :mod:`pfd_jax.training`). Every epoch's scalars g
 from __future__ import annotations
 
 import dataclasses
+import functools
 import time
 from typing import TYPE_CHECKING, Optional, Sequence
 
@@ -15,6 +16,7 @@ import numpy as np
 
 from pfd_jax.training.evaluation import keep_best, scorer
 from pfd_jax.training.feed import make_feed
+from pfd_jax.training import draws as draws_lib
 from pfd_jax.training import teaching
 from pfd_jax.training.step import SWEEPABLE
 from pfd_jax.training.teaching import teacher_inputs
@@ -67,7 +69,9 @@ def train(key, cfg: TrainConfig, train_buckets: list, view: str, eval_sets: dict
     key: PRNG key [S] (one per seed) from ``jax.random.split``; the same keys give the same bits.
     cfg: hyper-parameters.
     train_buckets: the groups an epoch visits: :func:`pfd_jax.training.evaluation.device_buckets` (resident: on one device, or on a
-      ``cfg.mesh`` / across processes) or :class:`pfd_jax.data.shards.ShardBucket` s (streamed from disk).
+      ``cfg.mesh`` / across processes), :class:`pfd_jax.data.shards.ShardBucket` s (streamed from disk), or the
+      :class:`pfd_jax.training.draws.Draws` of D re-drawn datasets (keys then D x S, draw-major; eval_sets
+      :class:`pfd_jax.training.draws.DrawnEvalSet` s; no variants).
     view: model input, see :func:`pfd_jax.ops.scoring.features`.
     eval_sets: {split name: :class:`pfd_jax.training.evaluation.EvalSet`} evaluated after every epoch; must contain ``cfg.select_on``.
     teacher: per train bucket, teacher logits ``[S, Q, L]`` or ``[S, K, Q, L]`` (K teachers, multi-teacher
@@ -139,8 +143,11 @@ def train(key, cfg: TrainConfig, train_buckets: list, view: str, eval_sets: dict
 def _models(cfg: TrainConfig, keys, buckets, teacher, variants, init_params) -> tuple:
   """The run's models: (keys [M], teacher inputs per bucket [M, ...] or None, alpha [M], initial params),
   M = S seeds, or V x S for V variants (variant v, seed s at v * S + s, with seed s's key and teacher)."""
+  drawn = isinstance(buckets, draws_lib.Draws)
   if variants is None:
     variants = [{}]
+  elif drawn:
+    raise ValueError("variants of a drawn run: train each variant's draws in a run of their own")
   elif teacher is None:
     raise ValueError("variants change the teacher term: give a teacher")
   bad = sorted({k for v in variants for k in v} - set(SWEEPABLE))
@@ -148,7 +155,10 @@ def _models(cfg: TrainConfig, keys, buckets, teacher, variants, init_params) -> 
     raise ValueError(f"variants may set only {SWEEPABLE} (the settings one compiled step serves), got {bad}")
   cfgs = [dataclasses.replace(cfg, **v) for v in variants]
   tile = lambda t: jnp.concatenate([t] * len(cfgs), axis=0) if len(cfgs) > 1 else t
-  if teacher is not None:
+  if teacher is not None and drawn:
+    targets = functools.partial(teaching.of(cfg).part("targets"), cfg)
+    teacher = [draws_lib.teacher_inputs(targets, t, b, buckets.num_draws) for t, b in zip(teacher, buckets.buckets)]
+  elif teacher is not None:
     masks = [b if isinstance(b, dict) else b.whole(("y", "mask")) for b in buckets]
     teacher = [jnp.concatenate([teacher_inputs(c, t, b) for c in cfgs], axis=0) if len(cfgs) > 1
                else teacher_inputs(cfg, t, b) for t, b in zip(teacher, masks)]

@@ -29,23 +29,32 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, PartitionSpec as P
 
-from pfd_jax.training.structures import Batch, Bucket, Clock
+from pfd_jax.training.structures import Batch, Bucket, Clock, by_draw, by_model
 
 
-def epoch_plan(order_keys, epoch, sizes: Sequence[int], batch: int, stream: int = 0):
+def epoch_plan(order_keys, epoch, sizes: Sequence[int], batch: int, stream: int = 0, counts=None):
   """The batch plan of one epoch: bucket of each step [J], group indices [J, S, Bmax] (bucket b's batches
   in the first min(batch, Q_b) columns; the last batch of a bucket padded with index 0) and their validity
-  [J, Bmax], in the epoch's shuffled interleaving (key PRNGKey(epoch), folded with `stream` when > 0)."""
+  [J, Bmax], in the epoch's shuffled interleaving (key PRNGKey(epoch), folded with `stream` when > 0).
+
+  counts [B] (a draw on a layout shared by draws, :mod:`pfd_jax.training.draws`): bucket b's first counts[b]
+  groups are the draw's own, the rest empty; each seed's permutation puts the own ones first (in a random
+  order), and only they are valid, so a step past them holds none."""
   ep_keys = jax.vmap(lambda k: jax.random.split(jax.random.fold_in(k, epoch), len(sizes)))(order_keys)
   width = max(min(batch, q) for q in sizes)
   ids, idx, valid = [], [], []
   for b, q in enumerate(sizes):
     bb = min(batch, q)
     nb = -(-q // bb)
-    perm = jax.vmap(lambda k: jax.random.permutation(k, q))(ep_keys[:, b])
+    if counts is None:
+      perm, real = jax.vmap(lambda k: jax.random.permutation(k, q))(ep_keys[:, b]), q
+    else:
+      own = jnp.arange(q) < counts[b]
+      perm = jax.vmap(lambda k: jnp.argsort(jnp.where(own, jax.random.uniform(k, (q,)), 2.0)))(ep_keys[:, b])
+      real = counts[b]
     perm = jnp.concatenate([perm, jnp.zeros((perm.shape[0], nb * bb - q), perm.dtype)], 1)
     idx.append(jnp.pad(perm.reshape(-1, nb, bb), ((0, 0), (0, 0), (0, width - bb))))
-    valid.append(jnp.pad((jnp.arange(nb * bb) < q).astype(jnp.float32).reshape(nb, bb), ((0, 0), (0, width - bb))))
+    valid.append(jnp.pad((jnp.arange(nb * bb) < real).astype(jnp.float32).reshape(nb, bb), ((0, 0), (0, width - bb))))
     ids.append(jnp.full((nb,), b, jnp.int32))
   order_key = jax.random.PRNGKey(epoch)
   order = jax.random.permutation(jax.random.fold_in(order_key, stream) if stream else order_key,
@@ -55,6 +64,15 @@ def epoch_plan(order_keys, epoch, sizes: Sequence[int], batch: int, stream: int 
 
 
 plan = jax.jit(epoch_plan, static_argnums=(2, 3, 4))
+
+
+@functools.partial(jax.jit, static_argnums=(2, 3, 4))
+def draw_plan(order_keys, epoch, sizes: Sequence[int], batch: int, stream: int, counts):
+  """The plan of an epoch of D draws on one layout (sizes: its capacities; counts [D, B]; order_keys [D, S, 2]):
+  :func:`epoch_plan` per draw, whose steps' buckets and order the draws share: (bucket [J], group indices
+  [J, D, S, Bmax], validity [J, D, Bmax])."""
+  ids, idx, valid = jax.vmap(lambda k, c: epoch_plan(k, epoch, sizes, batch, stream, c))(order_keys, counts)
+  return ids[0], idx.transpose(1, 0, 2, 3), valid.transpose(1, 0, 2)
 
 
 def steps_per_epoch(sizes: Sequence[int], batch: int) -> int:
@@ -83,7 +101,7 @@ def _own(width: int, slots, idx, valid):
 
 
 @functools.lru_cache(maxsize=None)
-def program(vstep, batch: int, teacher_ndim: int, sizes: tuple, shards: Optional[Shards] = None):
+def program(vstep, batch: int, teacher_ndim: int, sizes: tuple, shards: Optional[Shards] = None, draws: int = 0):
   """``fn(params, opt_state, loss, ep_keys, steps, buckets, alpha, phase) -> (params, opt_state, loss)``,
   jitted with params and optimizer state donated; loss [S, 3] carries the epoch's (total, data, teacher) sums
   from chunk to chunk, so that a chunked epoch adds its steps in the whole epoch's order (the same bits).
@@ -108,7 +126,10 @@ def program(vstep, batch: int, teacher_ndim: int, sizes: tuple, shards: Optional
         return vstep(p, o, ep_keys, Batch(ik, vk), buckets[k], alpha, Clock(j, phase))
 
       branches = [functools.partial(branch, k) for k in range(len(sizes))]
-      params, opt_state, l = jax.lax.switch(b, branches, params, opt_state)
+      new = jax.lax.switch(b, branches, params, opt_state)
+      if draws:  # a draw without a group in this step: no update (Adam's moments and count stay)
+        new = jax.tree_util.tree_map(lambda n, o: jnp.where(jnp.any(v > 0), n, o), new, (params, opt_state, acc * 0))
+      params, opt_state, l = new
       return (params, opt_state, acc + l), None
 
     (params, opt_state, loss), _ = jax.lax.scan(body, (params, opt_state, loss), steps)
@@ -120,6 +141,14 @@ def program(vstep, batch: int, teacher_ndim: int, sizes: tuple, shards: Optional
     bucket = Bucket(P("data"), P("data"), P("data"), P("data"), t, P("data"))
     run = jax.shard_map(run, mesh=shards.mesh, check_vma=False, out_specs=(s, s, s),
                         in_specs=(s, s, s, s, (P(), P(None, shards.seeds), P(), P()), (bucket,) * len(sizes), s, P()))
+  if draws:
+    inner = run
+
+    def run(params, opt_state, loss, ep_keys, steps, buckets, alpha, phase):
+      split = by_draw((params, opt_state, loss, ep_keys, alpha), draws)
+      out = jax.vmap(inner, in_axes=(0, 0, 0, 0, (None, 1, 1, None), 0, 0, None))(
+          *split[:4], steps, buckets, split[4], phase)
+      return by_model(out)
   return jax.jit(run, donate_argnums=(0, 1))
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, NamedTuple, Optional, Protocol, Sequence
 
+import jax
 import numpy as np
 
 
@@ -74,3 +75,13 @@ class Hooks(NamedTuple):
   writers: Sequence[MetricWriter] = ()  # given every epoch's :class:`EpochScalars`
   safe_point: Optional[Callable[[], None]] = None  # called after every epoch, once its state is consistent: the
   #   place to stop a run (it may raise, e.g. on a signal)
+
+
+def by_draw(tree, draws: int):
+  """[D * S, ...] leaves -> [D, S, ...]: a drawn run's draw-major model axis split (:mod:`pfd_jax.training.draws`)."""
+  return jax.tree_util.tree_map(lambda a: a.reshape((draws, -1) + a.shape[1:]), tree)
+
+
+def by_model(tree):
+  """[D, S, ...] leaves -> [D * S, ...]."""
+  return jax.tree_util.tree_map(lambda a: a.reshape((-1,) + a.shape[2:]), tree)

@@ -1,0 +1,72 @@
+"""The benchmark's draws case (python -m experiments.benchmark --case=draws): D re-drawn datasets of the decisive
+protocol's shapes (protocol.DRAW_QUERIES), a row (RankBCE, the paper's MLP, validation scored every epoch)
+trained three ways, each timed whole (compilation included, as a run pays it):
+
+* one draw after another on its own buckets (what ``table2 --draws`` does: every draw its own shapes, so its
+  own compilation);
+* one draw after another on the draws' shared layout (:mod:`pfd_jax.training.draws`: one compilation);
+* the D draws vmapped in one program on that layout.
+"""
+from __future__ import annotations
+
+import time
+
+import jax
+import numpy as np
+
+from experiments.framework import protocol, rundir, tabulate
+from pfd_jax import data as D
+from pfd_jax import training as T
+from pfd_jax.data.config import DataConfig
+from pfd_jax.training import draws as draws_lib
+
+
+def _dataset(k: int, scale: float):
+  queries = tuple(max(2, int(int(q) * scale)) for q in protocol.DRAW_QUERIES.split(","))
+  return D.prepare(DataConfig(), D.synthetic.generate(num_queries=queries, seed=1000 + k))
+
+
+def _timed_train(keys, cfg, buckets, evs) -> float:
+  t0 = time.perf_counter()
+  res = T.train(keys, cfg, buckets, "x", evs)
+  jax.block_until_ready(res.params)
+  return time.perf_counter() - t0
+
+
+def draws(o) -> tuple:
+  """(results, markdown) of o.draws_count draws of o.draws_epochs epochs at o.draws_scale of the decisive shapes."""
+  n, sets = o.draws_count, [_dataset(k, o.draws_scale) for k in range(o.draws_count)]
+  cfg = T.TrainConfig(loss="rankbce", epochs=o.draws_epochs, select_on="vali", curves="select")
+  keys = [jax.random.split(jax.random.PRNGKey(k), 1) for k in range(n)]
+  train = [s["train"] for s in sets]
+  _, counts, cuts = draws_lib.stack(train, o.max_buckets)
+  layout = dict(cuts=cuts, capacity=counts.max(0))
+  ev_layout = {}
+  for split in ("vali", "test"):
+    groups = [s[split] for s in sets]
+    _, c, k = draws_lib.stack(groups, o.max_buckets, [np.flatnonzero(D.positive_groups(g)) for g in groups])
+    ev_layout[split] = dict(cuts=k, capacity=c.max(0))
+  jax.clear_caches()
+  own = sum(_timed_train(keys[k], cfg, T.device_buckets(D.bucketize(s["train"], o.max_buckets)),
+                         {p: T.eval_set(s[p], o.max_buckets) for p in ("vali", "test")}) for k, s in enumerate(sets))
+  jax.clear_caches()
+  shared = sum(_timed_train(keys[k], cfg, draws_lib.draws([s["train"]], **layout),
+                            {p: draws_lib.eval_set([s[p]], **ev_layout[p]) for p in ("vali", "test")})
+               for k, s in enumerate(sets))
+  jax.clear_caches()
+  together = _timed_train(np.concatenate(keys), cfg, draws_lib.draws(train, **layout),
+                          {p: draws_lib.eval_set([s[p] for s in sets], **ev_layout[p]) for p in ("vali", "test")})
+  real = sum(s["train"].num_docs for s in sets)
+  slots = int(sum(c * length for c, length in zip(counts.max(0), cuts))) * n
+  res = dict(env=rundir.environment(), draws=n, epochs=o.draws_epochs, scale=o.draws_scale,
+             queries=protocol.DRAW_QUERIES, seconds=dict(own_buckets=own, shared_layout=shared, vmapped=together),
+             layout_fill=real / slots)
+  rows = [["one after another, own buckets (table2 --draws)", f"{own:.1f}", f"{own / n:.2f}", "1.00"],
+          ["one after another, shared layout", f"{shared:.1f}", f"{shared / n:.2f}", f"{own / shared:.2f}"],
+          [f"{n} draws vmapped, shared layout", f"{together:.1f}", f"{together / n:.2f}", f"{own / together:.2f}"]]
+  md = (f"Draws as a vmapped axis ({jax.devices()[0].platform}): {n} draws of {protocol.DRAW_QUERIES} queries x "
+        f"{o.draws_scale:g}, RankBCE, the paper's MLP, {o.draws_epochs} epochs, validation scored every epoch; wall "
+        f"time of the whole row, compilation included. The shared layout's training slots hold "
+        f"{100 * real / slots:.0f}% real documents.\n\n" +
+        tabulate.markdown_table(["how", "seconds", "seconds / draw", "speed-up"], rows))
+  return res, md

@@ -1,0 +1,110 @@
+"""Draws as a vmapped axis (pfd_jax.training.draws): D re-drawn datasets x S seeds in one compiled program equal
+the same draws trained one at a time on the same layout; each model is scored on its own draw's lists."""
+import functools
+
+import jax
+import numpy as np
+import pytest
+
+from pfd_jax import data as D
+from pfd_jax import training as T
+from pfd_jax.data.config import DataConfig
+from pfd_jax.training import draws
+
+from conftest import assert_close_at_scale
+
+pytestmark = pytest.mark.numeric
+
+SEEDS = 2
+
+
+@functools.lru_cache(maxsize=None)
+def _data(d: int):
+  """Draw d: its own training, validation and test lists (the generator's seed d); draw 2's lists are short, so
+  it has no group in the layout's longest buckets (steps that hold none of its groups)."""
+  kw = dict(num_queries=(40, 24, 24), mean_docs=14.0, max_docs=60, num_features=16, num_strong=4, seed=10 + d)
+  if d == 2:
+    kw.update(max_docs=14)
+  return D.prepare(DataConfig(tau=3.0, num_privileged=4), D.synthetic.generate(**kw))
+
+
+def _run(cfg, which, cuts, capacity, eval_layout, teacher=None):
+  """Trains draws `which` (S seeds each) on the layout (cuts, capacity)."""
+  sets = [_data(d) for d in which]
+  tr = draws.draws([s["train"] for s in sets], cuts=cuts, capacity=capacity)
+  evs = {split: draws.eval_set([s[split] for s in sets], **eval_layout[split]) for split in ("vali", "test")}
+  keys = np.concatenate([jax.random.split(jax.random.PRNGKey(100 + d), SEEDS) for d in which])
+  t = None if teacher is None else [np.concatenate([teacher(d, b) for d in which]) for b in range(len(cuts))]
+  return T.train(keys, cfg, tr, "x", evs, teacher=t), tr
+
+
+def _layout(which):
+  sets = [_data(d) for d in which]
+  _, counts, cuts = draws.stack([s["train"] for s in sets], max_buckets=3)
+  ev = {}
+  for split in ("vali", "test"):
+    groups = [s[split] for s in sets]
+    _, c, k = draws.stack(groups, 3, [np.flatnonzero(D.positive_groups(g)) for g in groups])
+    ev[split] = dict(cuts=k, capacity=c.max(0))
+  return cuts, counts.max(0), counts, ev
+
+
+# one batch per bucket (the decisive protocol), and several (steps past a draw's groups mid-epoch: the slow tier)
+@pytest.mark.parametrize("batch", [64, pytest.param(5, marks=pytest.mark.slow)])
+def test_vmapped_draws_equal_draws_trained_one_at_a_time_on_their_layout(batch):
+  """The tolerance is docs/reproducing.md's for one computation in other shapes (assert_close_at_scale, 1e-6 of
+  the values' scale): the draw axis changes the shapes XLA blocks the step's products by."""
+  which = (0, 1, 2)
+  cuts, capacity, counts, ev = _layout(which)
+  assert (counts == 0).any(), "a draw without a group in some bucket (the no-op steps) is part of the test"
+  cfg = T.TrainConfig(epochs=2, batch_size=batch, hidden=16, layers=3, select_on="vali", lr=3e-3)
+  together, _ = _run(cfg, which, cuts, capacity, ev)
+  assert together.params["params"]["Dense_0"]["kernel"].shape[0] == len(which) * SEEDS
+  for i, d in enumerate(which):
+    alone, _ = _run(cfg, (d,), cuts, capacity, ev)
+    part = together.part(i, SEEDS)
+    np.testing.assert_array_equal(part.best_epoch, alone.best_epoch)
+    for split in ("vali", "test"):
+      assert_close_at_scale(part.curves.get(split, part.best[split]), alone.curves.get(split, alone.best[split]))
+    for x, y in zip(jax.tree_util.tree_leaves(part.params), jax.tree_util.tree_leaves(alone.params)):
+      assert_close_at_scale(np.asarray(x), np.asarray(y))
+    assert_close_at_scale(part.loss, alone.loss)
+  # the draws learn from their own data: distinct models and metrics
+  assert not np.allclose(together.best["test"][:SEEDS], together.best["test"][SEEDS:2 * SEEDS])
+
+
+def test_each_model_is_scored_on_its_own_draws_lists():
+  """The drawn scorer against the plain one of each draw's own split (another bucketing: float sums in another
+  order), and the empty-list rule's denominator per draw."""
+  which = (0, 1, 2)
+  sets = [_data(d) for d in which]
+  cfg = T.TrainConfig(epochs=1, hidden=8, layers=2)
+  init = T.step.compiled(T.step.step_key(cfg), False, 1).init
+  params, _ = init(jax.random.split(jax.random.PRNGKey(0), len(which) * SEEDS), int(sets[0]["test"].x.shape[1]))
+  for rule in ("exclude", "zero"):
+    c = T.TrainConfig(epochs=1, hidden=8, layers=2, empty_rule=rule)
+    got = T.evaluate(c, params, draws.eval_set([s["test"] for s in sets], 3), "x")
+    for i, s in enumerate(sets):
+      mine = jax.tree_util.tree_map(lambda a: a[i * SEEDS:(i + 1) * SEEDS], params)
+      want = T.evaluate(c, mine, T.eval_set(s["test"]), "x")
+      assert_close_at_scale(got[i * SEEDS:(i + 1) * SEEDS], want)
+
+
+@pytest.mark.slow
+def test_a_teacher_teaches_the_students_of_its_own_draw():
+  """Teacher inputs per draw (draws.predict, draws.teacher_inputs): the students of a drawn PFD run equal those
+  trained one draw at a time with their draw's teacher logits."""
+  which = (0, 1)
+  cuts, capacity, _, ev = _layout(which)
+  cfg = T.TrainConfig(epochs=2, batch_size=64, hidden=16, layers=3, select_on="vali", alpha=0.5)
+  teachers, tr = _run(cfg, which, cuts, capacity, ev)
+  logits = draws.predict(cfg, teachers.params, tr, "x")  # [D * S, C, L] per bucket
+  per_draw = lambda d, b: np.asarray(logits[b])[which.index(d) * SEEDS:(which.index(d) + 1) * SEEDS]
+  together, _ = _run(cfg, which, cuts, capacity, ev, teacher=per_draw)
+  for i, d in enumerate(which):
+    alone, _ = _run(cfg, (d,), cuts, capacity, ev, teacher=per_draw)
+    part = together.part(i, SEEDS)
+    assert_close_at_scale(part.loss, alone.loss)
+    assert part.loss[:, :, 2].sum() > 0  # the teacher term is on
+  with pytest.raises(ValueError, match="below a draw's groups"):
+    draws.draws([_data(0)["train"]], cuts=cuts, capacity=capacity - 1)
