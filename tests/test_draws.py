@@ -1,6 +1,7 @@
 """Draws as a vmapped axis (pfd_jax.training.draws): D re-drawn datasets x S seeds in one compiled program equal
 the same draws trained one at a time on the same layout; each model is scored on its own draw's lists."""
 import functools
+import json
 
 import jax
 import numpy as np
@@ -49,11 +50,16 @@ def _layout(which):
   return cuts, counts.max(0), counts, ev
 
 
-# one batch per bucket (the decisive protocol), and several (steps past a draw's groups mid-epoch: the slow tier)
-@pytest.mark.parametrize("batch", [64, pytest.param(5, marks=pytest.mark.slow)])
-def test_vmapped_draws_equal_draws_trained_one_at_a_time_on_their_layout(batch):
-  """The tolerance is docs/reproducing.md's for one computation in other shapes (assert_close_at_scale, 1e-6 of
-  the values' scale): the draw axis changes the shapes XLA blocks the step's products by."""
+# One batch per bucket (the decisive protocol), and several (steps past a draw's groups mid-epoch); the draws looped
+# inside the program (a CPU's default: the alone-run's bits) and batched (an accelerator's).
+@pytest.mark.parametrize("batch,batching", [(64, "loop"), pytest.param(64, "vmap", marks=pytest.mark.slow),
+                                            pytest.param(5, "loop", marks=pytest.mark.slow)])
+def test_vmapped_draws_equal_draws_trained_one_at_a_time_on_their_layout(batch, batching, monkeypatch):
+  """Looped: bit for bit. Batched: within docs/reproducing.md's tolerance for one computation in other shapes
+  (assert_close_at_scale, 1e-6 of the values' scale), as the draw axis changes the shapes XLA blocks products by."""
+  from pfd_jax.training import feed
+  monkeypatch.setattr(feed.Drawn, "batching", batching)
+  same = np.testing.assert_array_equal if batching == "loop" else assert_close_at_scale
   which = (0, 1, 2)
   cuts, capacity, counts, ev = _layout(which)
   assert (counts == 0).any(), "a draw without a group in some bucket (the no-op steps) is part of the test"
@@ -65,10 +71,10 @@ def test_vmapped_draws_equal_draws_trained_one_at_a_time_on_their_layout(batch):
     part = together.part(i, SEEDS)
     np.testing.assert_array_equal(part.best_epoch, alone.best_epoch)
     for split in ("vali", "test"):
-      assert_close_at_scale(part.curves.get(split, part.best[split]), alone.curves.get(split, alone.best[split]))
+      same(part.curves.get(split, part.best[split]), alone.curves.get(split, alone.best[split]))
     for x, y in zip(jax.tree_util.tree_leaves(part.params), jax.tree_util.tree_leaves(alone.params)):
-      assert_close_at_scale(np.asarray(x), np.asarray(y))
-    assert_close_at_scale(part.loss, alone.loss)
+      same(np.asarray(x), np.asarray(y))
+    same(part.loss, alone.loss)
   # the draws learn from their own data: distinct models and metrics
   assert not np.allclose(together.best["test"][:SEEDS], together.best["test"][SEEDS:2 * SEEDS])
 
@@ -108,3 +114,36 @@ def test_a_teacher_teaches_the_students_of_its_own_draw():
     assert part.loss[:, :, 2].sum() > 0  # the teacher term is on
   with pytest.raises(ValueError, match="below a draw's groups"):
     draws.draws([_data(0)["train"]], cuts=cuts, capacity=capacity - 1)
+
+
+@pytest.mark.slow
+def test_table2_trains_the_draws_of_a_chunk_side_by_side_and_records_each_as_its_fold(tmp_path):
+  """--draws_per_program: 3 draws in chunks of 2 (a chunk of two, then one). Each draw is a fold whose rows' per-list
+  test NDCG (its models split out of the chunk's, scored on the draw's own test lists by the plain scorer) averages
+  to the best-epoch test NDCG the drawn scorer gave them: the draws are not mixed up. Options it cannot serve are
+  refused before anything trains."""
+  from experiments import table2
+  from experiments.framework import outputs
+  from pfd_jax.config import ConfigError
+  from conftest import tiny
+  methods = ("no_distill", "pfd", "placebo")
+  cfg = tiny(table2.Options(methods=methods, draws_per_program=2), data=dict(draws=3),
+             train=dict(select_on="vali", curves="select"), run=dict(seeds=2, loss="rankbce"))
+  run = table2.run(cfg)
+  folds = run["losses"]["rankbce"].folds
+  assert list(folds) == ["fold1", "fold2", "fold3"]
+  fingerprints = {f.data["data_fingerprint"] for f in folds.values()}
+  assert len(fingerprints) == 3
+  for f in folds.values():
+    valid = np.asarray(f.test_lists_valid, bool)
+    assert set(f.rows) == {"no_distill", "pfd_teacher", "pfd", "placebo_teacher", "placebo"}
+    for name, r in f.rows.items():
+      lists = np.asarray(r.seed_lists)[:, valid]
+      assert_close_at_scale(lists.mean(1), np.asarray(r.best["test"])[:, 0])
+  md = outputs.write_outputs(str(tmp_path), run, table2.DRIVER)  # the pages read it as any re-drawn run
+  assert "Population: re-drawn" in md and "Power on the re-drawn population" in md
+  assert all("(draws)" in c.detail for c in table2.claims(json.loads((tmp_path / "results.json").read_text())) if c)
+  with pytest.raises(ConfigError, match="draws_per_program"):
+    table2.run(cfg.replace(options=table2.Options(methods=("no_distill", "lambdamart"), draws_per_program=2)))
+  with pytest.raises(ConfigError, match="draws_per_program"):
+    table2.run(cfg.replace(data=dict(draws=0)))

@@ -61,29 +61,52 @@ def fold_setup(cfg: Config, loss: Optional[str] = None, fold: int = 1, ds: Optio
     # memory maps (a process has 65,530 on Linux; a 12-draw run once died of "LLVM: Cannot allocate memory").
     jax.clear_caches()
   ds = load_dataset(cfg.data, fold) if ds is None else ds
+  tc = train_config_of(cfg, loss, fold, **overrides)
+  _need(cfg, ds, tc, fold)
+  dd = device_data(cfg, ds, tc, fold)
+  _positives(cfg, ds, tc, fold, {s: bool(dd.eval_sets[s].buckets) for s in eval_splits(tc)}, dd.num_positive_groups)
+  return ds, dd, tc, draw_keys(cfg, fold)
+
+
+def train_config_of(cfg: Config, loss: Optional[str], fold: int, **overrides) -> TrainConfig:
+  """The loss's TrainConfig for one fold (with --draws, draw k's step order from stream k)."""
   tc = cfg.train_config(loss, **overrides)
-  if cfg.data.draws:
-    tc = dataclasses.replace(tc, order_stream=fold)
+  return dataclasses.replace(tc, order_stream=fold) if cfg.data.draws else tc
+
+
+def draw_keys(cfg: Config, fold: int):
+  """The run's S seed keys (with --draws, draw k's: the run seed folded with k)."""
+  root = jax.random.PRNGKey(cfg.run.seed)
+  return jax.random.split(jax.random.fold_in(root, fold) if cfg.data.draws else root, cfg.run.seeds)
+
+
+def check_splits(cfg: Config, ds: D.Dataset, tc: TrainConfig, fold: int) -> None:
+  """fold_setup's checks of a dataset held whole in this process (its splits, and a positive where training and
+  evaluation need one), before anything is put on the device."""
+  _need(cfg, ds, tc, fold)
+  _positives(cfg, ds, tc, fold, {s: bool(D.positive_groups(ds[s]).any()) for s in eval_splits(tc)},
+             int(D.positive_groups(ds["train"]).sum()))
+
+
+def _need(cfg: Config, ds: D.Dataset, tc: TrainConfig, fold: int) -> None:
   need = {"train", "test", tc.select_on}
   if not need <= set(ds.splits):
     raise D.DataError(f"dataset {cfg.data.dataset!r} fold {fold} needs the splits {sorted(need)}; it has "
-                     f"{list(ds.splits)}")
-  splits = eval_splits(tc)
-  dd = device_data(cfg, ds, tc, fold)
+                      f"{list(ds.splits)}")
+
+
+def _positives(cfg: Config, ds: D.Dataset, tc: TrainConfig, fold: int, has: dict, positive_train: int) -> None:
   labels = ds.config.get("labels", "gumbel")
   how = (f"labels={labels}" + (f", t={ds.config.get('t')}, tau={ds.config.get('tau')}, label_seed="
                                f"{ds.config.get('seed')}" if labels == "gumbel" else
                                f", positive_grade={ds.config.get('positive_grade')}"))
-  for split in splits:
-    if not dd.eval_sets[split].buckets:
+  for split in eval_splits(tc):
+    if not has[split]:
       raise D.DataError(f"dataset {ds.name!r} fold {fold}: no {split} list has a positive label ({how}), so NDCG on "
                         f"{split} is undefined; {'selection and ' if split == tc.select_on else ''}evaluation need "
                         "one (lower --tau, or --positive_grade, or check the file)")
-  if dd.num_positive_groups == 0:
+  if positive_train == 0:
     raise D.DataError(f"dataset {ds.name!r} fold {fold}: no training query group has a positive label ({how})")
-  root = jax.random.PRNGKey(cfg.run.seed)
-  keys = jax.random.split(jax.random.fold_in(root, fold) if cfg.data.draws else root, cfg.run.seeds)
-  return ds, dd, tc, keys
 
 
 def eval_splits(tc: TrainConfig) -> tuple:

@@ -49,6 +49,7 @@ from pfd_jax.data.padding import bucketize
 from pfd_jax.data.preprocess import positive_groups
 from pfd_jax.methods import debias, gbdt
 from pfd_jax.methods import rows as rows_lib
+from pfd_jax.training import draws
 from pfd_jax.training.evaluation import EvalSet, device_buckets, eval_buckets, predict
 from pfd_jax.training.loop import Hooks, TrainResult, train
 
@@ -108,6 +109,24 @@ def to_device(ds: Dataset, max_buckets: Optional[int] = None, eval_splits: Seque
   return DeviceData(train_all=buckets["train_all"], train_pos=buckets["train_pos"], eval_sets=evals,
                     num_train_groups=int(comm.sum(tr.num_queries)), num_positive_groups=int(comm.sum(pos.size)),
                     max_buckets=max_buckets, shards=folder)
+
+
+def to_device_draws(sets: Sequence[Dataset], max_buckets: Optional[int] = None,
+                    eval_splits: Sequence[str] = ("test", "vali"), data_groups: str = "positive") -> DeviceData:
+  """:func:`to_device` of D draws at once (:mod:`pfd_jax.training.draws`): every part on a layout the draws share,
+  the training parts :class:`~pfd_jax.training.draws.Draws`, the eval splits
+  :class:`~pfd_jax.training.draws.DrawnEvalSet` s; the group counts are the draws' totals. Rows train every draw's
+  models in one program (keys draw-major, D x S)."""
+  if max_buckets is None:
+    max_buckets = DataConfig.max_buckets
+  trs = [ds["train"] for ds in sets]
+  pos = [np.flatnonzero(positive_groups(t)) for t in trs]
+  visit = pos if data_groups == "positive" else None
+  return DeviceData(train_all=draws.draws(trs, max_buckets), train_pos=draws.draws(trs, max_buckets, visit),
+                    eval_sets={s: draws.eval_set([ds[s] for ds in sets], max_buckets) for s in eval_splits
+                               if s in sets[0].splits},
+                    num_train_groups=sum(t.num_queries for t in trs), num_positive_groups=sum(p.size for p in pos),
+                    max_buckets=max_buckets)
 
 
 def shard_key(ds: Dataset, max_buckets: int, data_groups: str) -> str:

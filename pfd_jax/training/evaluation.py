@@ -103,7 +103,12 @@ def evaluate(cfg: TrainConfig, params, es: EvalSet, view: str, z_override=None) 
 
 
 def predict(cfg: TrainConfig, params, buckets: list, view: str, z_override=None) -> list:
-  """Logits [S, Q, L] per bucket of S seed-stacked models (NumPy for on-disk buckets)."""
+  """Logits [S, Q, L] per bucket of S seed-stacked models (NumPy for on-disk buckets; the draws of a layout,
+  :class:`pfd_jax.training.draws.Draws`: each model's of its own draw's groups)."""
+  if isinstance(buckets, draws.Draws):
+    if z_override is not None:
+      raise ValueError("z_override: not for a drawn run's buckets")
+    return draws.predict(cfg, params, buckets, view)
   fn = scoring(cfg.arch, tuple(cfg.ks)).predict
   out = []
   for b in buckets:

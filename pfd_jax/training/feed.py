@@ -60,7 +60,7 @@ def split_keys(keys):
 class Resident:
   """Every training group on one device; one program call per epoch (or per `chunk_steps` steps)."""
   shards = None
-  draws = 0
+  draws, draw_batching = 0, "vmap"
 
   def __init__(self, cfg: TrainConfig, buckets: Sequence, view: str, teacher: Optional[list], keys,
                chunk_steps: int = 0):
@@ -71,7 +71,8 @@ class Resident:
     self.teacher_ndim = 0 if teacher is None else int(teacher[0].ndim)
     self._setup(buckets, teacher, keys)
     fns = compiled(step_key(cfg), self.teacher_ndim > 0, self.num_steps, None if self.shards is None else "data")
-    self.run = program.program(fns.vstep, self.batch, self.teacher_ndim, self.sizes, self.shards, self.draws)
+    self.run = program.program(fns.vstep, self.batch, self.teacher_ndim, self.sizes, self.shards, self.draws,
+                               self.draw_batching)
 
   def _sizes(self, buckets) -> tuple:
     return tuple(_num_groups(b) for b in buckets)
@@ -228,12 +229,15 @@ class Sharded(Resident):
 class Drawn(Resident):
   """D draws on one layout (:mod:`pfd_jax.training.draws`) on one device: every model's arrays draw-major
   (D x S), the buckets [D, C_b, ...], one program call per epoch (or per `chunk_steps` steps), vmapped over the
-  draws."""
+  draws on an accelerator, looped over them inside the program on a CPU (`batching` sets it: 'vmap' or 'loop')."""
+  batching = None
 
   def __init__(self, cfg, d: Draws, view, teacher, keys, chunk_steps: int = 0):
     if keys.shape[0] % d.num_draws:
       raise ValueError(f"{keys.shape[0]} models do not split into {d.num_draws} draws (keys: D x S, draw-major)")
     self.draws, self.counts = d.num_draws, jnp.asarray(d.counts, jnp.int32)
+    # a CPU trains a draw as fast inside a loop as batched, and then with its alone-run's bits (tests/test_draws.py)
+    self.draw_batching = self.batching or ("loop" if jax.default_backend() == "cpu" else "vmap")
     super().__init__(cfg, d.buckets, view, teacher, keys, chunk_steps)
 
   def _sizes(self, buckets) -> tuple:

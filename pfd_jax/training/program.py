@@ -101,7 +101,8 @@ def _own(width: int, slots, idx, valid):
 
 
 @functools.lru_cache(maxsize=None)
-def program(vstep, batch: int, teacher_ndim: int, sizes: tuple, shards: Optional[Shards] = None, draws: int = 0):
+def program(vstep, batch: int, teacher_ndim: int, sizes: tuple, shards: Optional[Shards] = None, draws: int = 0,
+            draw_batching: str = "vmap"):
   """``fn(params, opt_state, loss, ep_keys, steps, buckets, alpha, phase) -> (params, opt_state, loss)``,
   jitted with params and optimizer state donated; loss [S, 3] carries the epoch's (total, data, teacher) sums
   from chunk to chunk, so that a chunked epoch adds its steps in the whole epoch's order (the same bits).
@@ -145,10 +146,11 @@ def program(vstep, batch: int, teacher_ndim: int, sizes: tuple, shards: Optional
     inner = run
 
     def run(params, opt_state, loss, ep_keys, steps, buckets, alpha, phase):
+      ids, idx, valid, js = steps
       split = by_draw((params, opt_state, loss, ep_keys, alpha), draws)
-      out = jax.vmap(inner, in_axes=(0, 0, 0, 0, (None, 1, 1, None), 0, 0, None))(
-          *split[:4], steps, buckets, split[4], phase)
-      return by_model(out)
+      one = lambda a: inner(*a[:4], (ids, a[4], a[5], js), a[6], a[7], phase)
+      args = (*split[:4], idx.swapaxes(0, 1), valid.swapaxes(0, 1), buckets, split[4])
+      return by_model(jax.lax.map(one, args) if draw_batching == "loop" else jax.vmap(one)(args))
   return jax.jit(run, donate_argnums=(0, 1))
 
 

@@ -1,0 +1,84 @@
+"""Table 2 on re-drawn data with the draws as a vmapped axis (``--draws=N --draws_per_program=K``): each chunk of
+K draws is put on one layout (:mod:`pfd_jax.training.draws`) and every row trains the chunk's K x S models in one
+compiled program (a teacher's logits taught to the students of its own draw), then each draw is recorded as the
+fold it is (its rows' best-epoch metrics, curves and per-list test NDCG on its own test lists), so the claims,
+the power section and the pages read it as they read draws run one after another.
+
+The layout is part of the recipe: the same draws run one at a time (``--draws_per_program=0``) take other batches
+in another order (each draw's own buckets), so their numbers differ within the run-to-run spread, not bit for bit;
+the chunk's step order is that of its first draw's stream. The MLP rows only (no LightGBM row, --position or
+--search), and nothing is saved before the run ends (no row is resumed: a stopped run starts again).
+"""
+from __future__ import annotations
+
+import functools
+import time
+from typing import Dict
+
+import jax
+import numpy as np
+
+from experiments.framework import monitor, schema, setup
+from experiments.framework.records import FoldRecord, RowRecord
+from pfd_jax import config as C
+from pfd_jax import data as D
+from pfd_jax import training as T
+from pfd_jax.methods import distill
+from pfd_jax.methods import rows as rows_lib
+
+
+def check(cfg: schema.Config, methods: tuple) -> None:
+  """What a drawn run cannot do, said before anything trains."""
+  o = cfg.options
+  if not cfg.data.draws:
+    raise C.ConfigError("draws_per_program", "needs --draws (the draws it trains side by side)")
+  other = sorted(set(methods) - set(rows_lib.methods(one_process=False)))
+  if other or o.position or o.search or cfg.run.ensembles:
+    raise C.ConfigError("draws_per_program", "trains the MLP rows only (no LightGBM row, --position, --search or "
+                        f"--ensembles); got {other or 'an option'}")
+
+
+def run_folds(cfg: schema.Config, loss: str, methods: tuple) -> Dict[str, FoldRecord]:
+  """{fold name: FoldRecord} of every draw of `cfg` for one loss, cfg.options.draws_per_program draws at a time."""
+  check(cfg, methods)
+  folds, per = setup.folds_of(cfg.data), cfg.options.draws_per_program
+  out = {}
+  for a in range(0, len(folds), per):
+    out.update(_chunk(cfg, loss, folds[a:a + per], methods))
+  return out
+
+
+def _chunk(cfg: schema.Config, loss: str, chunk: list, methods: tuple) -> Dict[str, FoldRecord]:
+  t0 = time.time()
+  jax.clear_caches()  # the previous chunk's programs (another layout) never run again
+  sets = [setup.load_dataset(cfg.data, k) for k in chunk]
+  tc = setup.train_config_of(cfg, loss, chunk[0])
+  for k, ds in zip(chunk, sets):
+    setup.check_splits(cfg, ds, tc, k)
+  splits = setup.eval_splits(tc)
+  mb = cfg.data.max_buckets
+  dd = distill.to_device_draws(sets, mb, splits, tc.data_groups)
+  placebo = functools.cache(lambda: distill.to_device_draws(
+      [D.with_placebo_privileged(ds, cfg.run.placebo_within, cfg.run.seed) for ds in sets], mb, splits, tc.data_groups))
+  keys = np.concatenate([np.asarray(setup.draw_keys(cfg, k)) for k in chunk])
+  log = monitor.progress(f"[{loss} draws {chunk[0]}-{chunk[-1]}]")
+  ctx = distill.Context(keys, tc, dd, fit=lambda row, config, train_fn: train_fn(), hooks=log, placebo=placebo)
+  plan = rows_lib.plan(methods)
+  rows = distill.run_rows(ctx, plan)
+  baseline = next(r.name for r in plan if r.baseline)
+  seeds, seconds = cfg.run.seeds, (time.time() - t0) / len(chunk)
+  out = {}
+  for i, (k, ds) in enumerate(zip(chunk, sets)):
+    test = {False: T.eval_set(ds["test"], mb)}
+    if any(rows_lib.REGISTRY[n].permuted for n in rows):
+      test[True] = T.eval_set(D.with_placebo_privileged(ds, cfg.run.placebo_within, cfg.run.seed)["test"], mb)
+    recs, valid = {}, None
+    for name, t in rows.items():
+      part = t.result.part(i, seeds)
+      lists, has = T.per_list_ndcg(t.config, part.params, test[rows_lib.REGISTRY[name].permuted], t.view)
+      recs[name] = RowRecord.of(part, lists)
+      valid = has if name == baseline else valid
+    pos = int(D.positive_groups(ds["train"]).sum())
+    out[f"fold{k}"] = FoldRecord(data=ds.config, train_groups=ds["train"].num_queries, positive_train_groups=pos,
+                                 seconds=seconds, rows=recs, test_lists_valid=valid)
+  return out
