@@ -7,6 +7,7 @@
 * :mod:`~pfd_jax.training.feed`: where the data lives (one device, a mesh or N processes, or disk) and how
   each epoch's steps reach the program;
 * :mod:`~pfd_jax.training.evaluation`: evaluation sets, scoring and best keeping;
+* :mod:`~pfd_jax.training.draws`: re-drawn datasets on one layout, their models trained in one program;
 * :mod:`~pfd_jax.training.loop`: :func:`train`, the shape of a run.
 """
 from pfd_jax import lazy as _lazy

@@ -5,7 +5,7 @@
 * :class:`Sharded`: a ``--mesh`` of devices in one process, or N processes (``jax.distributed``), each
   device holding a block of every bucket's groups (in N processes, blocks of that process's own share).
 * :class:`Drawn`: the buckets of D re-drawn datasets on one layout (:mod:`pfd_jax.training.draws`), on one
-  device, the program vmapped over the draws.
+  device, every draw's models trained by one program.
 * :class:`Streamed`: the buckets stay on disk (:class:`pfd_jax.data.shards.ShardBucket`); each step gets a
   window holding just the groups it visits, built on a background thread while the device trains the
   previous step (double buffering), so memory holds a few batches, not the data. (On a mesh, Sharded
