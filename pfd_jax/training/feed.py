@@ -71,8 +71,8 @@ class Resident:
     self.teacher_ndim = 0 if teacher is None else int(teacher[0].ndim)
     self._setup(buckets, teacher, keys)
     fns = compiled(step_key(cfg), self.teacher_ndim > 0, self.num_steps, None if self.shards is None else "data")
-    self.run = program.program(fns.vstep, self.batch, self.teacher_ndim, self.sizes, self.shards, self.draws,
-                               self.draw_batching)
+    self.run = program.program(fns.vstep, self.batch, self.teacher_ndim, self.sizes, self.shards,
+                               draws=self.draws, draw_batching=self.draw_batching)
 
   def _sizes(self, buckets) -> tuple:
     return tuple(_num_groups(b) for b in buckets)

@@ -101,7 +101,7 @@ def _own(width: int, slots, idx, valid):
 
 
 @functools.lru_cache(maxsize=None)
-def program(vstep, batch: int, teacher_ndim: int, sizes: tuple, shards: Optional[Shards] = None, draws: int = 0,
+def program(vstep, batch: int, teacher_ndim: int, sizes: tuple, shards: Optional[Shards] = None, *, draws: int = 0,
             draw_batching: str = "vmap"):
   """``fn(params, opt_state, loss, ep_keys, steps, buckets, alpha, phase) -> (params, opt_state, loss)``,
   jitted with params and optimizer state donated; loss [S, 3] carries the epoch's (total, data, teacher) sums
