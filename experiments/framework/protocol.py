@@ -33,9 +33,11 @@ PILOT_DRAWS = 6  # the pilot ('redrawn'): the run and query components' order of
 PILOT = "published/table2-synthetic-confirmatory"  # the page's copy of the pilot, which sizes the decisive runs
 DECISIVE_DRAWS = 40  # plan(pilot): the draws BUDGET_MINUTES holds at the pilot's seconds per draw
 GPU_DRAWS = 174  # plan(pilot, mde=0.02): the draws at which every comparison's MDE is at most 2%
-# decisive_gpu trains its draws side by side (experiments/framework/drawn.py), 58 per program: three programs per row,
-# each holding about 58 x 2 x 6,306 scored lists (~15 GB at the generator's ~40 documents and 136 features)
-GPU_DRAWS_PER_PROGRAM = 58
+# decisive_gpu trains all its draws side by side (experiments/framework/drawn.py): one layout, so each row compiles
+# once per loss. On the device, estimated: every draw's training groups and its validation and test lists with a
+# positive (~800 each), ~80 MB a draw at the generator's ~40 documents and 136 features, twice that with the
+# placebo's copy: ~28 GB for 174 draws, within an H100's 78 GB.
+GPU_DRAWS_PER_PROGRAM = GPU_DRAWS
 
 
 def redrawn_flags(tag: str, draws: int, extra: str = "") -> str:
