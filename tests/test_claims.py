@@ -130,18 +130,33 @@ def test_forms_on_known_cases(form, margin, rel, half, expect):
 
 
 def test_the_per_query_verdict_is_in_its_claims_form():
-  """A row that is its reference (the PFD search keeping no distillation): the claim that it is no worse by 1%
-  holds by run and per query alike; a superiority claim on it does not reproduce, and is not called reversed."""
+  """A row that differs from its reference by a constant per run (an exact difference): the claim that it is no
+  worse by 1% holds by run and per query alike; a superiority claim on a row below its reference does not
+  reproduce, marked reversed."""
+  rng = np.random.default_rng(3)
+  runs, q = 0.6 + rng.normal(0, 0.01, 5), 0.6 + rng.normal(0, 0.2, 40)
+  rows, queries = {"a": runs[:, None] - 0.001, "b": runs[:, None]}, {"a": q - 0.001, "b": q}
+  c = claims.beats("a no worse", rows, "a", "b", queries=queries, form="non-inferiority", margin=0.01)
+  assert c.verdict == "holds" and c.queries.startswith("holds")
+  worse = {"a": q - 0.05, "b": q}
+  assert "(reversed)" in claims.beats("a beats b", rows, "a", "b", queries=worse).queries
+
+
+def test_a_row_compared_with_itself_is_vacuous_and_in_no_holm_family():
+  """The PFD search that kept no distillation, against no distillation: one model compared with itself. Every
+  form's claim on it is vacuous (by run and per query), with no p, so Holm leaves it out of the family; the
+  intersection over a sweep of such points too."""
   rng = np.random.default_rng(3)
   runs, q = 0.6 + rng.normal(0, 0.01, 5), 0.6 + rng.normal(0, 0.2, 40)
   rows, queries = {"a": runs[:, None], "b": runs[:, None]}, {"a": q, "b": q}
-  c = claims.beats("a no worse", rows, "a", "b", queries=queries, form="non-inferiority", margin=0.01)
-  assert c.verdict == "holds" and c.queries.startswith("holds")
-  c = claims.beats("a beats b", rows, "a", "b", queries=queries)
-  assert c.verdict == "does not reproduce" and c.queries.startswith("does not reproduce")
-  assert "reversed" not in c.queries
-  worse = {"a": q - 0.05, "b": q}
-  assert "(reversed)" in claims.beats("a beats b", rows, "a", "b", queries=worse).queries
+  for form, margin in (("superiority", 0.0), ("non-inferiority", 0.01), ("equivalence", 0.01)):
+    c = claims.beats("a vs b", rows, "a", "b", queries=queries, form=form, margin=margin, source="PFD")
+    assert c.verdict == "vacuous" and c.queries.startswith("vacuous") and math.isnan(c.p)
+    assert "no test" in c.detail and "p<" not in c.detail and "p=" not in c.detail
+  real = claims.Claim("r", "holds", "", source="PFD", p=0.02)
+  (pv, vv), (pr, vr) = claims.adjust([c, real])
+  assert math.isnan(pv) and vv == "vacuous" and (pr, vr) == (0.02, "holds")  # a family of one
+  assert claims.every("x", {"p1": c, "p2": c}).verdict == "vacuous"
 
 
 def test_equivalence_p_is_statsmodels_tost():

@@ -19,6 +19,10 @@ so a claim holds exactly when its 95% interval lies inside the region it claims)
 **Verdicts, symmetric**: **holds** when the interval lies inside the claimed region, **does not reproduce** when it
 lies outside it (it excludes every effect the claim makes), **undecided at n <unit>** otherwise, with the units a
 test would need for 80% power at a 2% change. A claim's p is the one-sided p of its test (holds iff p < ALPHA).
+**Vacuous** when every unit scores the same in both rows (a model compared with itself: the PFD search that kept
+no distillation, against no distillation): no p, no Holm family, a verdict of its own in every count. One rule for
+a zero standard error otherwise (:class:`pfd_jax.ops.stats.Estimate`): an exact difference, its interval the point,
+a one-sided p 0 or 1 by the side of the threshold it lies on.
 
 **Units**: every claim reads one interval for its unit (:func:`estimate_of`): over the runs' data draws when the
 runs re-draw their data (``--draws``: each run its own data, labels and test set); over seeds and test queries
@@ -43,6 +47,7 @@ from pfd_jax.ops import stats
 MARGIN = tabulate.POWER_CHANGE  # the relative change the tables' power columns are about (2%)
 ALPHA = (1 - stats.LEVEL) / 2   # one-sided level of every claim's test (its 95% interval's bound)
 FORMS = ("superiority", "non-inferiority", "equivalence", "trend", "shape", "check")
+VACUOUS = "vacuous"  # judge(): the rows are one model (every unit scores the same in both)
 PFD = "PFD"  # the main paper (Yang et al., NeurIPS 2022) as a claim's source
 
 
@@ -117,7 +122,11 @@ def _need(e: stats.Estimate, folds: int = 1) -> str:
 
 
 def judge(e: stats.Estimate, form: str = "superiority", margin: float = 0.0) -> tuple:
-  """(verdict, one-sided p) of a superiority, non-inferiority or equivalence claim on the estimate `e`."""
+  """(verdict, one-sided p) of a superiority, non-inferiority or equivalence claim on the estimate `e`; 'vacuous'
+  (p nan: no test, no Holm family) when every unit scores the same in both rows, a model compared with itself (the
+  PFD search that kept no distillation, against no distillation)."""
+  if e.se == 0 and e.diff == 0:
+    return VACUOUS, math.nan
   m = margin * e.reference
   lo, hi = e.interval()
   if not (np.isfinite(lo) and np.isfinite(hi)):
@@ -174,6 +183,10 @@ def claim(text: str, e: stats.Estimate, *, form: str = "superiority", margin: fl
   """The claim `text` in `form` on the estimate `e` (its unit's interval); run: the run-level comparison record,
   shown as a diagnostic when `e` is another unit, and the basis of the fragility mark."""
   word, p = judge(e, form, margin)
+  if word == VACUOUS:
+    return Claim(text, word, f"vacuous: the two rows score the same on every one of {e.n} {e.unit} (one model "
+                 "compared with itself); no test", queries=queries, form=form, margin=margin, source=source, p=p,
+                 unit=e.unit)
   mde = detectable(e, form)
   detail = _cell(e, p) + f" ({e.unit})" + (f"; MDE {100 * mde:.1f}%" if np.isfinite(mde) else "")
   if word.startswith("undecided") and form == "superiority":
@@ -230,13 +243,17 @@ def every(text: str, claims: Mapping[str, Claim], *, source: str = "") -> Option
   for point, c in claims.items():
     found.setdefault(c.verdict.split(" at ")[0], []).append(str(point))
   first = next(iter(claims.values()))
+  if set(found) == {VACUOUS}:
+    return Claim(text, VACUOUS, f"vacuous at every point ({', '.join(found[VACUOUS])})", form=first.form,
+                 margin=first.margin, source=source, unit=first.unit)
   word = ("does not reproduce" if "does not reproduce" in found else "holds" if set(found) == {"holds"} else
           f"undecided at {len(found.get('undecided', []))} of {len(claims)} points")
   fragile = [str(k) for k, c in claims.items() if c.fragile]
   return Claim(text, word, "; ".join(f"{k} at {', '.join(v)}" for k, v in found.items()) +
                (f"; fragile at {', '.join(fragile)} (another machine's rounding could move those points' verdicts)"
                 if fragile else ""), fragile=bool(fragile), form=first.form, margin=first.margin, source=source,
-               p=max(c.p for c in claims.values()), unit=first.unit, power=min(c.power for c in claims.values()),
+               p=max(c.p for c in claims.values() if c.verdict != VACUOUS), unit=first.unit,
+               power=min(c.power for c in claims.values()),
                mde=float(np.max([c.mde for c in claims.values()])))
 
 
