@@ -152,7 +152,7 @@ def test_a_row_compared_with_itself_is_vacuous_and_in_no_holm_family():
   for form, margin in (("superiority", 0.0), ("non-inferiority", 0.01), ("equivalence", 0.01)):
     c = claims.beats("a vs b", rows, "a", "b", queries=queries, form=form, margin=margin, source="PFD")
     assert c.verdict == "vacuous" and c.queries.startswith("vacuous") and math.isnan(c.p)
-    assert "no test" in c.detail and "p<" not in c.detail and "p=" not in c.detail
+    assert all("no test" in d and "p<" not in d and "p=" not in d for d in (c.detail, c.queries))
   real = claims.Claim("r", "holds", "", source="PFD", p=0.02)
   (pv, vv), (pr, vr) = claims.adjust([c, real])
   assert math.isnan(pv) and vv == "vacuous" and (pr, vr) == (0.02, "holds")  # a family of one

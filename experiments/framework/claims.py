@@ -153,6 +153,8 @@ def verdict(c: tabulate.ComparisonRecord, folds: int = 1, margin: float = MARGIN
   an interval wholly below zero (two identical rows do not reproduce a superiority claim, unreversed)."""
   e = estimate_of(c)
   word, p = judge(e, form, claim_margin)
+  if word == VACUOUS:
+    return word, f"every one of {e.n} {e.unit} scores the same (one model); no test"
   detail = tabulate.change_cell(c)
   if word.startswith("undecided"):
     detail += ((f" (a gain of {100 * margin:.0f}% or more is ruled out)" if form == "superiority" and
