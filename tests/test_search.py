@@ -116,3 +116,16 @@ def test_search_drops_a_copy_of_the_label_and_keeps_the_useful_column():
   teacher = distill.train_on_data(keys, cfg, d, "xz")
   alone = distill.train_student(keys, cfg, d, distill.teacher_targets(cfg, [(teacher, "xz")], d))
   np.testing.assert_array_equal(res.chosen.curves["vali"], alone.curves["vali"])
+
+
+def test_the_searchs_complexity_order_is_declared():
+  """Candidate.simplicity, the order the choice's 'simplest' reads: no distillation; fewer columns; at equal columns
+  the setting closest to plain PFD (alpha nearest plain's, then T nearest 1, then of two alphas as near the
+  larger); last the columns' indices."""
+  C = search.Candidate
+  order = [C(), C((0,), 0.5, 1.0), C((2,), 0.5, 1.0), C((0,), 0.5, 3.0), C((0,), 0.8, 1.0), C((0,), 0.2, 1.0),
+           C((0,), 0.8, 3.0), C((0, 1), 0.5, 1.0)]
+  shuffled = [order[i] for i in np.random.default_rng(0).permutation(len(order))]
+  assert sorted(shuffled, key=lambda c: c.simplicity(0.5)) == order
+  # plain PFD at another alpha moves the order with it
+  assert sorted([C((0,), 0.5, 1.0), C((0,), 0.2, 1.0)], key=lambda c: c.simplicity(0.2))[0] == C((0,), 0.2, 1.0)

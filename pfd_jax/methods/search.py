@@ -20,8 +20,9 @@ PFD setting, then alpha x temperature for the best subset only); the chosen cand
 is, every seed and every epoch, and that model is the row "PFD, searched".
 
 The choice is :func:`pfd_jax.ops.stats.tied_with_best` over every candidate's per-list validation NDCG: the
-simplest candidate that a paired test over the validation lists cannot tell from the best (no distillation before
-any teacher; fewer columns; a larger alpha; T = 1), so the search is never worse than no distillation by more
+simplest candidate that a paired test over the validation lists cannot tell from the best, in the declared order of
+:meth:`Candidate.simplicity` (no distillation before any teacher; fewer columns; at equal columns the setting
+closest to plain PFD), so the search is never worse than no distillation by more
 than validation can see and says when nothing beats it. The test split is never read here.
 """
 from __future__ import annotations
@@ -59,9 +60,13 @@ class Candidate(NamedTuple):
       return "no distillation"
     return f"z[{','.join(map(str, self.columns))}], alpha {self.alpha:g}, T {self.temperature:g}"
 
-  def simplicity(self) -> tuple:
-    """Smallest first: no distillation; fewer columns; a larger alpha (less weight on the teacher); T = 1."""
-    return (bool(self.columns), len(self.columns), -self.alpha, abs(np.log(self.temperature)), self.columns)
+  def simplicity(self, plain_alpha: float = 0.5) -> tuple:
+    """The declared complexity order the choice reads (smallest first), each level breaking the previous one's ties:
+    no distillation; then fewer columns; at equal columns the setting closest to plain PFD (alpha `plain_alpha`,
+    T = 1): the alpha nearest plain's, then the temperature nearest 1 (|log T|), then of two alphas as near the
+    larger (less weight on the teacher); last the columns' indices."""
+    return (bool(self.columns), len(self.columns), round(abs(self.alpha - plain_alpha), 9),
+            abs(np.log(self.temperature)), -self.alpha, self.columns)
 
 
 def column_strength(ds: Dataset, split: str = "train") -> np.ndarray:
@@ -187,7 +192,7 @@ def search(keys, cfg: TrainConfig, ds: Dataset, to_device: Callable[[Dataset], o
     rest = [v for v in full if v != plain]
     for cols in sorted(stage1, key=stage1.get, reverse=True)[:refine] if rest else ():
       screen(cols, rest, targets[cols])
-  choice = stats.tied_with_best(lists, Candidate.simplicity, level)
+  choice = stats.tied_with_best(lists, lambda c: c.simplicity(cfg.alpha), level)
   c = choice["chosen"]
   if plain_pfd is not None and c == Candidate(tuple(range(len(strength))), cfg.alpha, 1.0):
     chosen = plain_pfd
