@@ -24,4 +24,7 @@ def test_debias_driver_end_to_end(tmp_path):
   assert not np.array_equal(r["truth"]["two_tower"], r["truth"]["position_feature"])
   assert not np.array_equal(r["truth"]["pfd_position_top"], r["truth"]["pfd_position"])  # the teacher at the top
   claims = [c for c in debias_driver.claims(res) if c]  # those of LambdaMART and the placebo: absent rows
-  assert len(claims) == 13 and all(c.detail.startswith(("holds", "undecided", "does not", "mixed")) for c in claims)
+  assert len(claims) == 13 and all(c.detail.startswith(("holds", "undecided", "does not", "mixed", "vacuous"))
+                                    for c in claims)
+  # IPS with known propensities is no-distillation at eta = 0: its claims against it compare one model with itself
+  assert all(c.verdict == "vacuous" for c in claims if c.detail.startswith("vacuous"))

@@ -186,7 +186,7 @@ def claim(text: str, e: stats.Estimate, *, form: str = "superiority", margin: fl
   shown as a diagnostic when `e` is another unit, and the basis of the fragility mark."""
   word, p = judge(e, form, margin)
   if word == VACUOUS:
-    return Claim(text, word, f"vacuous: the two rows score the same on every one of {e.n} {e.unit} (one model "
+    return Claim(text, word, f"vacuous: the two rows score the same on every one of {e.n} {e.unit} (as one model "
                  "compared with itself); no test", queries=queries, form=form, margin=margin, source=source, p=p,
                  unit=e.unit)
   mde = detectable(e, form)
