@@ -12,11 +12,10 @@ may be loaded from an earlier run instead of compiled.
 """
 from __future__ import annotations
 
-import time
-
 import jax
 import numpy as np
 
+from experiments import bench_modern
 from experiments.framework import protocol, rundir, tabulate
 from pfd_jax import data as D
 from pfd_jax import training as T
@@ -30,10 +29,7 @@ def _dataset(k: int, scale: float):
 
 
 def _timed_train(keys, cfg, buckets, evs) -> float:
-  t0 = time.perf_counter()
-  res = T.train(keys, cfg, buckets, "x", evs)
-  jax.block_until_ready(res.params)
-  return time.perf_counter() - t0
+  return bench_modern.timed(lambda: jax.block_until_ready(T.train(keys, cfg, buckets, "x", evs).params))
 
 
 def draws(o) -> tuple:
@@ -42,13 +38,9 @@ def draws(o) -> tuple:
   cfg = T.TrainConfig(loss="rankbce", epochs=o.draws_epochs, select_on="vali", curves="select")
   keys = [jax.random.split(jax.random.PRNGKey(k), 1) for k in range(n)]
   train = [s["train"] for s in sets]
-  _, counts, cuts = draws_lib.stack(train, o.max_buckets)
-  layout = dict(cuts=cuts, capacity=counts.max(0))
-  ev_layout = {}
-  for split in ("vali", "test"):
-    groups = [s[split] for s in sets]
-    _, c, k = draws_lib.stack(groups, o.max_buckets, [np.flatnonzero(D.positive_groups(g)) for g in groups])
-    ev_layout[split] = dict(cuts=k, capacity=c.max(0))
+  layout = draws_lib.layout(train, o.max_buckets)
+  ev_layout = {p: draws_lib.layout([s[p] for s in sets], o.max_buckets, draws_lib.positive([s[p] for s in sets]))
+               for p in ("vali", "test")}
   jax.clear_caches()
   own = sum(_timed_train(keys[k], cfg, T.device_buckets(D.bucketize(s["train"], o.max_buckets)),
                          {p: T.eval_set(s[p], o.max_buckets) for p in ("vali", "test")}) for k, s in enumerate(sets))
@@ -60,18 +52,21 @@ def draws(o) -> tuple:
   together = _timed_train(np.concatenate(keys), cfg, draws_lib.draws(train, **layout),
                           {p: draws_lib.eval_set([s[p] for s in sets], **ev_layout[p]) for p in ("vali", "test")})
   real = sum(s["train"].num_docs for s in sets)
-  slots = int(sum(c * length for c, length in zip(counts.max(0), cuts))) * n
+  slots = int(sum(c * length for c, length in zip(layout["capacity"], layout["cuts"]))) * n
   cache = bool(jax.config.jax_compilation_cache_dir)
   res = dict(env=rundir.environment(), draws=n, epochs=o.draws_epochs, scale=o.draws_scale,
              queries=protocol.DRAW_QUERIES, seconds=dict(own_buckets=own, shared_layout=shared, one_program=together),
              layout_fill=real / slots, persistent_compile_cache=cache)
   rows = [["one after another, own buckets (table2 --draws)", f"{own:.1f}", f"{own / n:.2f}", "1.00"],
           ["one after another, shared layout", f"{shared:.1f}", f"{shared / n:.2f}", f"{own / shared:.2f}"],
-          [f"{n} draws in one program, shared layout", f"{together:.1f}", f"{together / n:.2f}", f"{own / together:.2f}"]]
+          [f"{n} draws in one program, shared layout", f"{together:.1f}", f"{together / n:.2f}",
+           f"{own / together:.2f}"]]
   how = "looped inside the program" if jax.default_backend() == "cpu" else "batched"
+  compiled = ("programs loaded from the persistent compilation cache where it held them" if cache else
+              "the persistent compilation cache off: every program compiled")
   md = (f"Draws in one program ({jax.devices()[0].platform}: {how}): {n} draws of {protocol.DRAW_QUERIES} queries x "
         f"{o.draws_scale:g}, RankBCE, the paper's MLP, {o.draws_epochs} epochs, validation scored every epoch; wall "
-        f"time of the whole row, compilation included ({'programs loaded from the persistent compilation cache where it held them' if cache else 'the persistent compilation cache off: every program compiled'}). The shared layout's training slots hold "
+        f"time of the whole row, compilation included ({compiled}). The shared layout's training slots hold "
         f"{100 * real / slots:.0f}% real documents.\n\n" +
         tabulate.markdown_table(["how", "seconds", "seconds / draw", "speed-up"], rows))
   return res, md

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+import time
 
 import jax
 import jax.numpy as jnp
@@ -36,6 +37,26 @@ assert LADDER["+ noise (modern)"] == ARCHS["modern"]
 def dense_shapes(d: int, hidden: int, layers: int) -> list:
   """The (in, out) shapes of the MLP's Dense kernels on d input features."""
   return [(d, hidden)] + [(hidden, hidden)] * (layers - 2) + [(hidden, 1)]
+
+
+def mlp_matmul_flops(dim: int, hidden: int, layers: int) -> int:
+  """Forward multiply-add FLOPs of the MLP's Dense layers per document: 2 * sum(in * out)."""
+  return 2 * sum(a * b for a, b in dense_shapes(dim, hidden, layers))
+
+
+def matmul_chain(ws, x):
+  """The sum of the MLP's bias-free products on x (the roofline's reference: its fwd + bwd are the step's
+  products)."""
+  for w in ws:
+    x = x @ w
+  return jnp.sum(x)
+
+
+def timed(f) -> float:
+  """Seconds of one call of f (which blocks)."""
+  t0 = time.perf_counter()
+  f()
+  return time.perf_counter() - t0
 
 
 def training_macs(arch: Arch, d: int) -> int:

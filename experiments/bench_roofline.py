@@ -12,8 +12,6 @@ chain's rows that are no document) and the rest of an epoch (biases and activati
 """
 from __future__ import annotations
 
-import time
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -30,28 +28,14 @@ def _chain(shapes: list, rows: list, ids: np.ndarray):
   keys = jax.random.split(jax.random.PRNGKey(1), len(shapes) + len(rows))
   ws = [jax.random.normal(k, s) * 0.05 for k, s in zip(keys, shapes)]
   xs = [jax.random.normal(k, (r, shapes[0][0])) for k, r in zip(keys[len(shapes):], rows)]
-
-  def chain(ws, x):
-    for w in ws:
-      x = x @ w
-    return jnp.sum(x)
+  grad = jax.grad(bench_modern.matmul_chain)
 
   def run(ws, xs):
     def body(acc, b):
-      g = jax.lax.switch(b, [lambda ws, x=x: jax.grad(chain)(ws, x) for x in xs], ws)
+      g = jax.lax.switch(b, [lambda ws, x=x: grad(ws, x) for x in xs], ws)
       return jax.tree_util.tree_map(jnp.add, acc, g), None
     return jax.lax.scan(body, jax.tree_util.tree_map(jnp.zeros_like, ws), jnp.asarray(ids))[0]
   return jax.jit(run), ws, xs
-
-
-def _best(fn, repeats: int) -> float:
-  """Minimum seconds of `repeats` calls of fn (which blocks)."""
-  out = []
-  for _ in range(repeats):
-    t0 = time.perf_counter()
-    fn()
-    out.append(time.perf_counter() - t0)
-  return min(out)
 
 
 def roofline(groups, cfg: T.TrainConfig, max_buckets: int, repeats: int = 20) -> dict:
@@ -62,7 +46,7 @@ def roofline(groups, cfg: T.TrainConfig, max_buckets: int, repeats: int = 20) ->
   rows = [min(batch, b.x.shape[0]) * b.x.shape[1] for b in host]
   steps = [-(-b.x.shape[0] // min(batch, b.x.shape[0])) for b in host]
   padded = sum(r * n for r, n in zip(rows, steps))
-  flops = 3 * sum(a * b for a, b in bench_modern.dense_shapes(dim, cfg.hidden, cfg.layers)) * 2
+  flops = 3 * bench_modern.mlp_matmul_flops(dim, cfg.hidden, cfg.layers)
   keys = jax.random.split(jax.random.PRNGKey(0), 1)
   feed = feed_lib.make_feed(cfg, T.device_buckets(host), "x", None, keys)
   state = [feed.init(keys, jnp.ones(1))]
@@ -76,7 +60,7 @@ def roofline(groups, cfg: T.TrainConfig, max_buckets: int, repeats: int = 20) ->
   epoch(), chain()  # compile
   t_epoch, t_chain = np.inf, np.inf
   for _ in range(repeats):  # interleaved: a slow spell hits both
-    t_epoch, t_chain = min(t_epoch, _best(epoch, 1)), min(t_chain, _best(chain, 1))
+    t_epoch, t_chain = min(t_epoch, bench_modern.timed(epoch)), min(t_chain, bench_modern.timed(chain))
   useful, executed = flops * groups.num_docs / t_epoch, flops * padded / t_chain
   return dict(epoch_seconds=t_epoch, chain_seconds=t_chain, useful_flops_per_s=useful, chain_flops_per_s=executed,
               fraction=useful / executed, fill=groups.num_docs / padded, steps=int(sum(steps)),
@@ -86,9 +70,9 @@ def roofline(groups, cfg: T.TrainConfig, max_buckets: int, repeats: int = 20) ->
 def markdown(name: str, r: dict) -> str:
   other = r["chain_seconds"] / r["epoch_seconds"]
   return (f"Roofline, {name} (the paper's MLP, RankBCE, 1 seed; {r['docs']:,} training documents in {r['steps']} "
-          f"steps of {min(r['rows']):,}-{max(r['rows']):,} rows): the training epoch's {r['useful_flops_per_s'] / 1e9:.1f} "
-          f"GFLOP/s on real documents against {r['chain_flops_per_s'] / 1e9:.1f} GFLOP/s of its own matmul chain at "
-          f"its own batch shapes, timed interleaved: **{100 * r['fraction']:.0f}%** (the chain {1e3 * r['chain_seconds']:.1f} "
-          f"ms, the epoch {1e3 * r['epoch_seconds']:.1f} ms). The rest: padding (the batches hold "
-          f"{100 * r['fill']:.0f}% real documents) and {100 * (1 - other):.0f}% of the epoch outside the products "
-          f"(biases and ReLUs, the loss, the gathers, Adam).\n")
+          f"steps of {min(r['rows']):,}-{max(r['rows']):,} rows): the training epoch's "
+          f"{r['useful_flops_per_s'] / 1e9:.1f} GFLOP/s on real documents against {r['chain_flops_per_s'] / 1e9:.1f} "
+          f"GFLOP/s of its own matmul chain at its own batch shapes, timed interleaved: **{100 * r['fraction']:.0f}%** "
+          f"(the chain {1e3 * r['chain_seconds']:.1f} ms, the epoch {1e3 * r['epoch_seconds']:.1f} ms). The rest: "
+          f"padding (the batches hold {100 * r['fill']:.0f}% real documents) and {100 * (1 - other):.0f}% of the epoch "
+          f"outside the products (biases and ReLUs, the loss, the gathers, Adam).\n")

@@ -123,33 +123,16 @@ def host_overhead(repeats: int) -> dict:
           for p, v in out.items()}
 
 
-def mlp_matmul_flops(dim: int, hidden: int, layers: int) -> int:
-  """Forward multiply-add FLOPs of the MLP's Dense layers per document: 2 * sum(in * out)."""
-  return 2 * sum(a * b for a, b in bench_modern.dense_shapes(dim, hidden, layers))
-
-
 def matmul_rate(rows: int, dim: int, hidden: int, layers: int, repeats: int = 5) -> float:
   """FLOP/s of a jitted forward + backward of the model's bias-free matmul chain on `rows` documents."""
   shapes = bench_modern.dense_shapes(dim, hidden, layers)
   keys = jax.random.split(jax.random.PRNGKey(1), len(shapes) + 1)
   ws = [jax.random.normal(k, s) * 0.05 for k, s in zip(keys[1:], shapes)]
   x = jax.random.normal(keys[0], (rows, dim))
-
-  def chain(ws, x):
-    for w in ws:
-      x = x @ w
-    return jnp.sum(x)
-
-  fn = jax.jit(jax.grad(chain))
+  fn = jax.jit(jax.grad(bench_modern.matmul_chain))
   jax.block_until_ready(fn(ws, x))
-  best = min(_timed(lambda: jax.block_until_ready(fn(ws, x))) for _ in range(repeats))
-  return 3 * mlp_matmul_flops(dim, hidden, layers) * rows / best
-
-
-def _timed(f) -> float:
-  t0 = time.perf_counter()
-  f()
-  return time.perf_counter() - t0
+  best = min(bench_modern.timed(lambda: jax.block_until_ready(fn(ws, x))) for _ in range(repeats))
+  return 3 * bench_modern.mlp_matmul_flops(dim, hidden, layers) * rows / best
 
 
 def torch_reference(host_buckets, cfg: T.TrainConfig, n_batches: int, seed: int = 0):
@@ -236,7 +219,7 @@ def _cases(res: dict, o: Options, loss: str, timings: dict, host: list) -> list:
     rate = docs * s / sec
     case = dict(epoch_seconds=sec, epoch_seconds_all=t, docs_per_s=rate, time_ratio=sec / base)
     if loss == "rankbce":
-      flops = 3 * mlp_matmul_flops(dim, cfg.hidden, cfg.layers)
+      flops = 3 * bench_modern.mlp_matmul_flops(dim, cfg.hidden, cfg.layers)
       case.update(useful_flops_per_s=flops * docs * s / sec, executed_flops_per_s=flops * padded * s / sec)
     res["cases"][f"{loss}/seeds={s}"] = case
     rows.append([loss, s, f"{sec:.2f} ({min(t):.2f}-{max(t):.2f})", f"{rate:,.0f}", f"{sec / base:.2f}"])
@@ -268,7 +251,7 @@ def _roofline(res: dict, o: Options, host: list, params, full_test) -> float:
                          executed_fraction=one["executed_flops_per_s"] / peak)
   one_seed = jax.tree_util.tree_map(lambda a: a[:1], params)
   T.evaluate(cfg, one_seed, full_test, "x")  # compile
-  return _timed(lambda: T.evaluate(cfg, one_seed, full_test, "x"))
+  return bench_modern.timed(lambda: T.evaluate(cfg, one_seed, full_test, "x"))
 
 
 def _throughput_markdown(res: dict, o: Options, rows: list) -> str:
@@ -360,7 +343,7 @@ def headline(o: Options) -> tuple:
   host = D.bucketize(ds["train"], o.max_buckets)
   cfg, dim = T.TrainConfig(loss="rankbce", epochs=2, data_groups="all"), int(ds["train"].x.shape[1])
   rows_per_batch, peak = roofline_peak(host, dim, cfg)
-  useful = 3 * mlp_matmul_flops(dim, cfg.hidden, cfg.layers) * res["one_seed"]["paper MLP"]["docs_per_s"]
+  useful = 3 * bench_modern.mlp_matmul_flops(dim, cfg.hidden, cfg.layers) * res["one_seed"]["paper MLP"]["docs_per_s"]
   res["roofline"] = dict(matmul_flops_per_s=peak, rows=rows_per_batch, useful_flops_per_s=useful,
                          useful_fraction=useful / peak)
   md += (f"\nThe one-seed epoch above (evaluation included) against the matmul chain at one shape, the mean batch's "

@@ -74,10 +74,8 @@ class Options:
   target_mde: float = option(0.0, "With --pilot: size by a target instead of the time budget (the fewest draws at "
                              "which every PFD comparison's MDE is at most this, relative; 0 = the budget).", lo=0,
                              omit_default=True)
-  draws_per_program: int = option(0, "With --draws: train this many draws of a row side by side in one compiled "
-                                  "program, on a layout they share (experiments/framework/drawn.py; the MLP rows; "
-                                  "other batches than one draw at a time); 0 = one draw after another.", lo=0,
-                                  omit_default=True)
+  draws_per_program: int = option(0, "With --draws: this many draws of an MLP row in one program, on one layout "
+                                  "(experiments/framework/drawn.py); 0 = one after another.", lo=0, omit_default=True)
 
   def __post_init__(self):
     if self.randomized and not self.position:
@@ -132,9 +130,12 @@ def run(cfg: schema.Config) -> RunRecord:
                  "the MLP rows only", distributed.comm().count)
   shared = {}  # LightGBM results that no loss changes (the LambdaMART rows, out-of-fold teacher scores), per fold
   for loss in cfg.losses:
-    folds = drawn.run_folds(cfg, loss, methods) if cfg.options.draws_per_program else {}
-    for fold in setup.folds_of(cfg.data) if not folds else ():
-      folds[f"fold{fold}"] = run_fold(cfg, loss, fold, methods, shared.setdefault(fold, {}), first=not folds)
+    if cfg.options.draws_per_program:
+      folds = drawn.run_folds(cfg, loss, methods)
+    else:
+      folds = {}
+      for fold in setup.folds_of(cfg.data):
+        folds[f"fold{fold}"] = run_fold(cfg, loss, fold, methods, shared.setdefault(fold, {}), first=not folds)
     record = out["losses"][loss] = LossRecord(train_config=cfg.train_config(loss).record(), folds=folds)
     record.comparisons = comparisons(record)
     if cfg.run.ensembles:
@@ -372,8 +373,8 @@ PRESETS = (
            f'Table 2 / Table 4, decisive, re-drawn population: {protocol.DECISIVE_DRAWS} draws, validation '
            f'selection (sized by the pilot for {protocol.BUDGET_MINUTES:.0f} minutes on two cores)', headline=True),
     Preset('decisive_gpu', 'synthetic-decisive_gpu', protocol.redrawn_flags(
-        'decisive_gpu', protocol.GPU_DRAWS, f'--label_seed=2 --seed=2 --draws_per_program={protocol.GPU_DRAWS_PER_PROGRAM} '
-        '--target_mde=0.02 --pilot=' + protocol.PILOT),
+        'decisive_gpu', protocol.GPU_DRAWS, '--label_seed=2 --seed=2 --target_mde=0.02 --draws_per_program='
+        f'{protocol.GPU_DRAWS_PER_PROGRAM} --pilot={protocol.PILOT}'),
            f'Table 2 / Table 4, decisive on an accelerator: {protocol.GPU_DRAWS} draws (sized by the pilot for an '
            'MDE of 2% on every comparison)', accelerator="python -m experiments.accelerator on one GPU"),
     # The fixed-data decisive run (python -m experiments.power chose it, pilot seeds 1000..): one draw of the data

@@ -40,14 +40,12 @@ def _run(cfg, which, cuts, capacity, eval_layout, teacher=None):
 
 
 def _layout(which):
+  """The training layout of draws `which` (cuts, capacity), their counts [D, B], and their eval splits' layouts."""
   sets = [_data(d) for d in which]
-  _, counts, cuts = draws.stack([s["train"] for s in sets], max_buckets=3)
-  ev = {}
-  for split in ("vali", "test"):
-    groups = [s[split] for s in sets]
-    _, c, k = draws.stack(groups, 3, [np.flatnonzero(D.positive_groups(g)) for g in groups])
-    ev[split] = dict(cuts=k, capacity=c.max(0))
-  return cuts, counts.max(0), counts, ev
+  _, counts, _ = draws.stack([s["train"] for s in sets], max_buckets=3)
+  train = draws.layout([s["train"] for s in sets], 3)
+  ev = {p: draws.layout([s[p] for s in sets], 3, draws.positive([s[p] for s in sets])) for p in ("vali", "test")}
+  return train["cuts"], train["capacity"], counts, ev
 
 
 # One batch per bucket (the decisive protocol), and several (steps past a draw's groups mid-epoch); the draws looped
@@ -79,6 +77,7 @@ def test_vmapped_draws_equal_draws_trained_one_at_a_time_on_their_layout(batch, 
   assert not np.allclose(together.best["test"][:SEEDS], together.best["test"][SEEDS:2 * SEEDS])
 
 
+@pytest.mark.slow  # the default tier keeps the bit-exact training test; this one compiles 3 scorers
 def test_each_model_is_scored_on_its_own_draws_lists():
   """The drawn scorer against the plain one of each draw's own split (another bucketing: float sums in another
   order), and the empty-list rule's denominator per draw."""

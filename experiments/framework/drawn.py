@@ -58,8 +58,9 @@ def _chunk(cfg: schema.Config, loss: str, chunk: list, methods: tuple) -> Dict[s
   splits = setup.eval_splits(tc)
   mb = cfg.data.max_buckets
   dd = distill.to_device_draws(sets, mb, splits, tc.data_groups)
-  placebo = functools.cache(lambda: distill.to_device_draws(
-      [D.with_placebo_privileged(ds, cfg.run.placebo_within, cfg.run.seed) for ds in sets], mb, splits, tc.data_groups))
+  permuted = functools.cache(lambda: [D.with_placebo_privileged(ds, cfg.run.placebo_within, cfg.run.seed)
+                                      for ds in sets])
+  placebo = functools.cache(lambda: distill.to_device_draws(permuted(), mb, splits, tc.data_groups))
   keys = np.concatenate([np.asarray(setup.draw_keys(cfg, k)) for k in chunk])
   log = monitor.progress(f"[{loss} draws {chunk[0]}-{chunk[-1]}]")
   ctx = distill.Context(keys, tc, dd, fit=lambda row, config, train_fn: train_fn(), hooks=log, placebo=placebo)
@@ -69,9 +70,9 @@ def _chunk(cfg: schema.Config, loss: str, chunk: list, methods: tuple) -> Dict[s
   seeds, seconds = cfg.run.seeds, (time.time() - t0) / len(chunk)
   out = {}
   for i, (k, ds) in enumerate(zip(chunk, sets)):
-    test = {False: T.eval_set(ds["test"], mb)}
+    test = {False: T.eval_set(ds["test"], mb)}  # a row that reads the permuted z is scored on the placebo data
     if any(rows_lib.REGISTRY[n].permuted for n in rows):
-      test[True] = T.eval_set(D.with_placebo_privileged(ds, cfg.run.placebo_within, cfg.run.seed)["test"], mb)
+      test[True] = T.eval_set(permuted()[i]["test"], mb)
     recs, valid = {}, None
     for name, t in rows.items():
       part = t.result.part(i, seeds)

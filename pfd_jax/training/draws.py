@@ -48,25 +48,42 @@ class DrawnEvalSet(NamedTuple):
   num_lists: np.ndarray  # i64[D]
 
 
-def stack(groups: Sequence, max_buckets: int = 8, query_index: Optional[Sequence] = None,
-          capacity: Optional[Sequence[int]] = None, cuts: Optional[np.ndarray] = None) -> tuple:
-  """(host buckets: dicts of NumPy arrays [D, C_b, L_b, ...], counts [D, B], cuts [B]) of the groups of D draws
-  (all, or query_index[d] of draw d) on a shared layout; `cuts` and `capacity` (at least each draw's count) fix
-  the layout instead of these draws' own (a draw trained alone on the layout of a run of several)."""
+def layout(groups: Sequence, max_buckets: int = 8, query_index: Optional[Sequence] = None) -> dict:
+  """The layout D draws' groups (all, or query_index[d] of draw d) share: {cuts: the bucket lengths, capacity: each
+  bucket's groups}, for :func:`stack` (a draw trained alone on the layout of a run of several)."""
+  _, counts, cuts = _counts(groups, max_buckets, query_index)
+  return dict(cuts=cuts, capacity=counts.max(0))
+
+
+def positive(groups: Sequence) -> list:
+  """Each draw's lists with a y = 1 (what an evaluation split scores)."""
+  return [np.flatnonzero(positive_groups(g)) for g in groups]
+
+
+def _counts(groups: Sequence, max_buckets: int, query_index: Optional[Sequence], cuts=None) -> tuple:
+  """(each draw's bucket of each of its groups, counts [D, B], cuts [B]); cuts None: cut over every draw's groups."""
   index = [np.arange(g.num_queries) if query_index is None else np.asarray(query_index[d], np.int64)
            for d, g in enumerate(groups)]
   sizes = [g.sizes[i] for g, i in zip(groups, index)]
   if cuts is None:
     cuts = bucket_cuts(np.concatenate(sizes), max_buckets)
-  which = [np.searchsorted(cuts, s) for s in sizes]
-  counts = np.array([[int(np.sum(w == b)) for b in range(len(cuts))] for w in which], np.int64).reshape(
-      len(groups), len(cuts))
+  which = [(i, np.searchsorted(cuts, s)) for i, s in zip(index, sizes)]
+  counts = np.array([np.bincount(w, minlength=len(cuts)) for _, w in which], np.int64).reshape(len(groups), len(cuts))
+  return which, counts, np.asarray(cuts)
+
+
+def stack(groups: Sequence, max_buckets: int = 8, query_index: Optional[Sequence] = None,
+          capacity: Optional[Sequence[int]] = None, cuts: Optional[np.ndarray] = None) -> tuple:
+  """(host buckets: dicts of NumPy arrays [D, C_b, L_b, ...], counts [D, B], cuts [B]) of the groups of D draws
+  (all, or query_index[d] of draw d) on a shared layout; `cuts` and `capacity` (at least each draw's count; a
+  :func:`layout`) fix the layout instead of these draws' own."""
+  which, counts, cuts = _counts(groups, max_buckets, query_index, cuts)
   cap = counts.max(0) if capacity is None else np.asarray(capacity, np.int64)
   if np.any(cap < counts):
     raise ValueError(f"capacity {list(cap)} is below a draw's groups per bucket {counts.max(0).tolist()}")
   out = []
   for b, length in enumerate(cuts):
-    parts = [pad(g, i[w == b], int(length)) for g, i, w in zip(groups, index, which)]
+    parts = [pad(g, i[w == b], int(length)) for g, (i, w) in zip(groups, which)]
     fields = {"x": [p.x for p in parts], "y": [p.y for p in parts], "mask": [p.mask for p in parts]}
     if parts[0].z is not None:
       fields["z"] = [p.z for p in parts]
@@ -77,15 +94,16 @@ def stack(groups: Sequence, max_buckets: int = 8, query_index: Optional[Sequence
   return out, counts, cuts
 
 
-def draws(groups: Sequence, max_buckets: int = 8, query_index: Optional[Sequence] = None, **layout) -> Draws:
-  """The training buckets of D draws (:func:`stack`) on the device."""
-  host, counts, _ = stack(groups, max_buckets, query_index, **layout)
+def draws(groups: Sequence, max_buckets: int = 8, query_index: Optional[Sequence] = None, **fixed) -> Draws:
+  """The training buckets of D draws (:func:`stack`; `fixed`: a :func:`layout`) on the device."""
+  host, counts, _ = stack(groups, max_buckets, query_index, **fixed)
   return Draws([{k: jnp.asarray(v) for k, v in b.items()} for b in host], counts)
 
 
-def eval_set(groups: Sequence, max_buckets: int = 8, **layout) -> DrawnEvalSet:
-  """A :class:`DrawnEvalSet` of D draws' labelled splits (their lists with a y = 1), on the device."""
-  host, _, _ = stack(groups, max_buckets, [np.flatnonzero(positive_groups(g)) for g in groups], **layout)
+def eval_set(groups: Sequence, max_buckets: int = 8, **fixed) -> DrawnEvalSet:
+  """A :class:`DrawnEvalSet` of D draws' labelled splits (their lists with a y = 1, :func:`positive`; a layout of
+  them: ``layout(groups, max_buckets, positive(groups))``), on the device."""
+  host, _, _ = stack(groups, max_buckets, positive(groups), **fixed)
   return DrawnEvalSet([{k: jnp.asarray(v) for k, v in b.items() if k != "pos"} for b in host],
                       np.array([g.num_queries for g in groups], np.int64))
 

@@ -146,11 +146,14 @@ def program(vstep, batch: int, teacher_ndim: int, sizes: tuple, shards: Optional
     inner = run
 
     def run(params, opt_state, loss, ep_keys, steps, buckets, alpha, phase):
-      ids, idx, valid, js = steps
-      split = by_draw((params, opt_state, loss, ep_keys, alpha), draws)
-      one = lambda a: inner(*a[:4], (ids, a[4], a[5], js), a[6], a[7], phase)
-      args = (*split[:4], idx.swapaxes(0, 1), valid.swapaxes(0, 1), buckets, split[4])
-      return by_model(jax.lax.map(one, args) if draw_batching == "loop" else jax.vmap(one)(args))
+      ids, idx, valid, js = steps  # the steps' buckets and numbers are shared; idx, valid per draw
+
+      def one(draw):
+        p, o, l, k, i, v, bs, a = draw
+        return inner(p, o, l, k, (ids, i, v, js), bs, a, phase)
+      params, opt_state, loss, ep_keys, alpha = by_draw((params, opt_state, loss, ep_keys, alpha), draws)
+      per_draw = (params, opt_state, loss, ep_keys, idx.swapaxes(0, 1), valid.swapaxes(0, 1), buckets, alpha)
+      return by_model(jax.lax.map(one, per_draw) if draw_batching == "loop" else jax.vmap(one)(per_draw))
   return jax.jit(run, donate_argnums=(0, 1))
 
 
