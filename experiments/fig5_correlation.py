@@ -19,6 +19,7 @@ from experiments.framework import lifecycle, monitor, plots, rowstore, rundir, s
 from experiments.framework.claims import PFD, Preset, runs_per_fold, shape, sweep
 from pfd_jax import data as D
 from pfd_jax.methods import distill
+from pfd_jax.ops import stats, theory
 from pfd_jax.config import option
 
 
@@ -53,8 +54,10 @@ def run(cfg: schema.Config) -> RunRecord:
       student = rows(f"pfd_tau_priv{tp}", "x", tc, lambda: distill.train_student(
           keys, tc, dd, distill.teacher_targets(tc, [(teacher, "xz")], dd), log("pfd")))
       tr = ds["train"]
-      r = per.setdefault(tp, dict(corr=[], teacher=[], student=[]))
+      r = per.setdefault(tp, dict(corr=[], teacher=[], student=[], predicted=[]))
       r["corr"].append(float(np.corrcoef(tr.z[:, 0], tr.y)[0, 1]))
+      # Theorem 2 at plug-in estimates: labelled, the groups the teacher trains on (issue 60)
+      r["predicted"].append(theory.predicted_gain(tr.x, tr.z, tr.y, np.repeat(D.positive_groups(tr), tr.sizes), (0,)).gain)
       r["teacher"].append(teacher.best["test"])
       r["student"].append(student.best["test"])
   base = np.concatenate(base)
@@ -62,6 +65,7 @@ def run(cfg: schema.Config) -> RunRecord:
   for tp, r in per.items():
     st, te = np.concatenate(r["student"]), np.concatenate(r["teacher"])
     out["tau_privs"][str(tp)] = dict(corr=float(np.mean(r["corr"])), teacher=te, student=st,
+                                     predicted=float(np.mean(r["predicted"])),
                                      student_rel=tabulate.ratio(st[:, 0].mean(), base[:, 0].mean()),
                                      comparison=tabulate.compare(dict(base=base, pfd=st), "base")["pfd"])
   out["seconds"] = time.time() - t0
@@ -71,11 +75,13 @@ def run(cfg: schema.Config) -> RunRecord:
 def to_markdown(res: RunRecord) -> str:
   cfg, base = res["config"], np.asarray(res["no_distill"])
   folds = max(1, len(base) // cfg["run"]["seeds"])
+  predicted = all("predicted" in r for r in res["tau_privs"].values())
   rows = [[tp, f"{r['corr']:.3f}", f"{np.asarray(r['teacher'])[:, 0].mean():.3f} ± {np.asarray(r['teacher'])[:, 0].std():.3f}",
            f"{np.asarray(r['student'])[:, 0].mean():.3f} ± {np.asarray(r['student'])[:, 0].std():.3f}",
            "n/a" if r["student_rel"] is None else f"{r['student_rel']:.3f}"] +
           tabulate.change_cells(r.get("comparison") or tabulate.compare(dict(base=base, pfd=np.asarray(r["student"])),
-                                                                    "base")["pfd"], folds)
+                                                                    "base")["pfd"], folds) +
+          ([f"{100 * r['predicted']:+.2f}%"] if predicted else [])
           for tp, r in res["tau_privs"].items()]
   best = max(res["tau_privs"].items(), key=lambda kv: np.asarray(kv[1]["student"])[:, 0].mean())
   top = max(res["tau_privs"].items(), key=lambda kv: kv[1]["corr"])
@@ -86,7 +92,23 @@ def to_markdown(res: RunRecord) -> str:
           f"{np.asarray(top[1]['student'])[:, 0].mean():.3f}.\n" +
           tabulate.stats_note("no-distillation", len(base), folds) + "\n" +
           tabulate.markdown_table(["tau_priv", "corr(z, y)", "PFD teacher* NDCG@8", "PFD student NDCG@8",
-                                 "student / no-distillation"] + tabulate.change_header("no-distillation", 8), rows))
+                                 "student / no-distillation"] + tabulate.change_header("no-distillation", 8) +
+                                 (["Theorem 2's predicted gain"] if predicted else []), rows) + _prediction(res))
+
+
+def _prediction(res: RunRecord) -> str:
+  """Theorem 2's plug-in prediction (pfd_jax.ops.theory.predicted_gain) against the measured student gains: their
+  rank correlation over the tau_priv levels ('' for a run from before the prediction)."""
+  tp = res["tau_privs"]
+  if not all("predicted" in r for r in tp.values()):
+    return ""
+  rho, (lo, hi) = stats.rank_correlation([r["predicted"] for r in tp.values()],
+                                         [r["student_rel"] for r in tp.values()])
+  return (f"\nTheorem 2's prediction at plug-in estimates from each level's training documents (the linear model's "
+          f"student error; n: documents of the groups with a positive, m: the others) against the measured student / "
+          f"no-distillation over the {len(tp)} levels: Spearman's rho {rho:+.2f} [{lo:+.2f}, {hi:+.2f}] (95%, Fisher's "
+          f"z). One privileged column: Theorem 2's non-monotone term is in d_z, so along this axis it predicts a gain "
+          f"that grows with what z explains.\n")
 
 
 def plot(res: RunRecord, path: str) -> None:

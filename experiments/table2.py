@@ -55,9 +55,11 @@ class Options:
   ips_clip: float = option(0.05, "IPS rows: propensities are clipped from below at this value.", lo=0, hi=1,
                            lo_open=True, omit_default=True)
   search: bool = option(False, "Adds the row 'PFD, searched on validation' (pfd_jax.methods.search): teachers on "
-                        "subsets of the privileged columns, students over alpha x teacher temperature, no "
-                        "distillation a candidate, the simplest candidate validation cannot tell from the best "
-                        "chosen; needs --select_on=vali (on by default for your own data).", omit_default=True)
+                        "subsets of the privileged columns, students over alpha x teacher temperature, chosen by "
+                        "the fallback procedure against no distillation; needs --select_on=vali (on by default "
+                        "for your own data).", omit_default=True)
+  search_folds: int = option(3, "--search: cross-fitting folds over the training lists, every candidate also scored "
+                             "on its held-out lists (0 = the validation lists only).", lo=0, omit_default=True)
   search_columns: int = option(4, "--search: the most predictive privileged columns tried one by one (alone, and "
                                "removed in turn from all of them).", lo=1, omit_default=True)
   search_seeds: int = option(2, "--search: the seeds each candidate is screened with (the chosen one is then "
@@ -98,21 +100,18 @@ class Options:
     return (("search",) if self.search else ()) + (("position",) if self.position else ()) + (
         ("randomized",) if ps is not None and "randomized" in ps.propensities else ())
 
+  def searching(self) -> "search.SearchOptions":
+    return search.SearchOptions(self.search_columns, self.search_seeds or None, self.search_patience,
+                                self.search_refine or None, self.search_folds)
+
 
 def num_rows(cfg: schema.Config) -> int:
   """How many models a run trains (the progress line's count): per loss and fold, the rows of its methods and
   options and the teachers they need (a search counts its subsets' teachers and students)."""
   o = cfg.options
   plan = rows_lib.plan(o.methods_for(cfg.output.num_processes), o.offered() + (("randomized",) if o.randomized else ()))
-  per_fold = len(plan) + (_search_rows(o) - 1 if o.search else 0)
+  per_fold = len(plan) + (o.searching().programs - 1 if o.search else 0)
   return len(cfg.losses) * len(setup.folds_of(cfg.data)) * per_fold
-
-
-def _search_rows(o: Options) -> int:
-  """The progress count of a search: at most 1 + 2 k subsets (k = --search_columns), a teacher and a student
-  program each, the refined subsets' grids, and the chosen candidate's teacher and student."""
-  subsets = 1 + 2 * o.search_columns
-  return 2 * subsets + o.search_refine + 2
 
 
 def run(cfg: schema.Config) -> RunRecord:
@@ -160,8 +159,7 @@ def run_fold(cfg: schema.Config, loss: str, fold: int, methods: tuple, shared: D
   placebo = setup.placebo_data(cfg, ds, tc, fold)
   ctx = distill.Context(keys, tc, dd, ds, fit=store.fit(), hooks=log, placebo=placebo, lightgbm=o.gbdt,
                         device_data=lambda d: setup.device_data(cfg, d, tc, fold), seed=cfg.run.seed, cache=shared,
-                        position=where, search=search.SearchOptions(o.search_columns, o.search_seeds or None,
-                                                                       o.search_patience, o.search_refine or None))
+                        position=where, search=o.searching())
   plan = rows_lib.plan(methods, o.offered(pos))
   rows = distill.run_rows(ctx, plan)
   baseline = next(r.name for r in plan if r.baseline)

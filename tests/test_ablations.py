@@ -50,6 +50,10 @@ def test_fig5_correlation(tmp_path):
     assert r["student_rel"] == pytest.approx(np.asarray(r["student"])[:, 0].mean() / base, rel=1e-12)
   # another privileged column, another teacher (and student): the column reaches training
   assert not np.array_equal(js["tau_privs"]["2.0"]["teacher"], js["tau_privs"]["4.0"]["teacher"])
+  # Theorem 2's plug-in prediction per level: z = y explains more of what x leaves than the weaker z, so with one
+  # column it predicts the larger gain; the page sets it beside the measured gains
+  assert js["tau_privs"]["4.0"]["predicted"] > js["tau_privs"]["2.0"]["predicted"]
+  assert "Theorem 2's predicted gain" in fig5_correlation.to_markdown(js)
 
 
 def test_synthetic_privileged_feature_is_y_at_tau_target():

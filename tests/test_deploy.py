@@ -5,7 +5,7 @@ import numpy as np
 from scipy import stats as sps
 
 from experiments.framework import deploy
-from pfd_jax.ops import stats
+from pfd_jax.ops import choice
 
 
 def _candidates(names, kinds=("single", "ensemble")):
@@ -23,7 +23,7 @@ def test_equal_candidates_that_differ_by_noise_keep_the_simplest():
   for _ in range(200):
     truth = rng.uniform(0.1, 0.6, size=42)  # the lists' difficulty, shared by every candidate
     lists = {c: np.clip(truth + 0.08 * rng.normal(size=42), 0, 1) for c in cands}
-    pick = stats.tied_with_best(lists, deploy.simplicity)
+    pick = choice.tied_with_best(lists, deploy.simplicity)
     chose_simplest += pick["chosen"] == ("no_distill", "single")
     best_was_simplest += pick["best"] == ("no_distill", "single")
     # the rule's own terms, from a float64 reference: the best is the arg max, the chosen not worse than it by a
@@ -42,7 +42,7 @@ def test_a_real_gain_is_chosen_and_the_simplest_of_equals_wins():
   noise = lambda: 0.05 * rng.normal(size=300)
   lists = {("no_distill", "single"): truth + noise(), ("pfd", "single"): truth + 0.05 + noise(),
            ("pfd", "ensemble"): truth + 0.05 + noise(), ("self_distill", "single"): truth + noise()}
-  pick = stats.tied_with_best(lists, deploy.simplicity)
+  pick = choice.tied_with_best(lists, deploy.simplicity)
   assert pick["chosen"] == ("pfd", "single")  # a clear gain; the ensemble ties with it and is more complex
   assert set(pick["within"]) == {("pfd", "single"), ("pfd", "ensemble")}
   # simplicity: no teacher < a teacher's student; single < ensemble; then the registry's order

@@ -164,11 +164,17 @@ def test_table2_on_own_data_adds_ensemble_rows(tmp_path):
   # the own-data defaults' two stages: 3 subsets (all; the strongest alone; all but it) at alpha 0.5, T 1, then the
   # other 3 x 2 - 1 alphas x temperatures for the best subset; and no distillation
   assert len(s["candidates"]) == 1 + 3 + 5 and s["chosen"] in s["candidates"]
+  # the fallback procedure over the declared order, plain PFD first at half the level, on validation and 3
+  # cross-fitted folds' held-out training lists; the rule's operating characteristics simulated at these sizes
+  assert s["order"][0].endswith("], alpha 0.5, T 1") and s["order"][0].count(",") > 2 and s["levels"][0] == pytest.approx(0.025)
+  assert s["folds"] == 3 and s["pooled_lists"] > s["lists"] and set(s["gains"]) == set(s["order"])
+  assert s["chosen"] == "no distillation" or s["chosen"] in s["passed"]
+  assert 0 <= s["operating"]["false"] <= 1 and set(s["operating"]["power"]) == {"0.03", "0.05"}
   single = np.asarray(fold["ensembles"]["pfd_searched"]["vali_single_lists"])
   assert single[np.asarray(fold["ensembles"]["pfd_searched"]["vali_valid"], bool)].mean() == pytest.approx(
       s["candidates"][s["chosen"]], rel=1e-6)
   # the deploy choice reads validation only: each candidate's validation NDCG is the row's own (its seeds' mean, the
-  # ensemble's), from the per-list values it pairs; the chosen one is the best or tied with it (stats.tied_with_best)
+  # ensemble's), from the per-list values it pairs; the chosen one is the best or tied with it (choice.tied_with_best)
   vali = {f"{n}/single": float(np.mean(np.asarray(fold["rows"][n]["best"]["vali"])[:, 0])) for n in fold["rows"]}
   vali.update({f"{n}/ensemble": fold["ensembles"][n]["vali_ndcg"][0] for n in fold["ensembles"]})
   d = lr["deploy"]
@@ -178,6 +184,7 @@ def test_table2_on_own_data_adds_ensemble_rows(tmp_path):
   assert "No-distillation, seed ensemble" in md and "vs LambdaMART ensemble (queries)" in md
   assert "**Which to deploy**" in md and "p50 / p99" in md
   assert "**PFD searched on validation**" in md and "| PFD, searched on validation" in md
+  assert "is found with probability" in md and "the smallest gain found with probability 0.8" in md
   with pytest.raises(ConfigError, match="select_on=vali"):
     table2.run(cfg.replace(train=dict(select_on="test")))
 

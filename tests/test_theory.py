@@ -128,3 +128,27 @@ def test_theory_driver_end_to_end(tmp_path):
   assert row["placebo_cf"] == pytest.approx(th.theorem2_placebo(p.n, p.m, 10, 5, p.sigma, p.v).total)
   mc = th.monte_carlo(jax.random.PRNGKey(c["seed"]), p, "pfd", trials=8, reduce_noise=c["reduce_noise"])
   assert row["pfd_mc"] == pytest.approx(mc.mean, rel=1e-6) and row["pfd_se"] == pytest.approx(mc.stderr, rel=1e-6)
+
+
+def test_predicted_gain_recovers_theorem2_on_section5_data():
+  """theory.predicted_gain on documents drawn from Section 5's model (x, u standard normal, z the first d_z
+  coordinates of u, y = x'w + u'v + eps; the first n documents labelled): its plug-in risks are Theorem 1's and
+  Theorem 2's at the true sigma and v within sampling error; a column of pure noise predicts a loss (it costs a
+  degree of freedom and explains nothing), a column x determines is dropped (it adds nothing beyond x)."""
+  rng = np.random.default_rng(0)
+  n, m, d_x, sigma = 4000, 12000, 10, 0.5
+  v = np.array([1.0, 0.6, 0.3])
+  x, u = rng.normal(size=(n + m, d_x)), rng.normal(size=(n + m, v.size))
+  y = x @ rng.normal(size=d_x) + u @ v + sigma * rng.normal(size=n + m)
+  labelled = np.arange(n + m) < n
+  z = np.concatenate([u, rng.normal(size=(n + m, 1)), x[:, :1] * 2 + 1], 1)  # u's 3, noise, a copy of x
+  for cols in ((0,), (0, 1), (0, 1, 2)):
+    got = th.predicted_gain(x, z, y, labelled, cols)
+    want_reg = th.theorem1_regression(n, d_x, sigma, float(v @ v))
+    want_pfd = th.theorem2_pfd(n, m, d_x, len(cols), sigma, v).total
+    assert got.regression == pytest.approx(want_reg, rel=0.05) and got.pfd == pytest.approx(want_pfd, rel=0.05)
+    assert got.gain == pytest.approx(1 - want_pfd / want_reg, abs=0.02) and (got.n, got.m) == (n, m)
+  assert th.predicted_gain(x, z, y, labelled, (3,)).gain < 0  # noise: n - d_z degrees of freedom, nothing explained
+  assert th.predicted_gain(x, z, y, labelled, (4,)).gain == 0.0  # x determines it
+  with pytest.raises(ValueError, match="labelled documents"):
+    th.predicted_gain(x, z, y, np.arange(n + m) < 12, (0,))

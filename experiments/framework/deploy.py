@@ -17,7 +17,7 @@ import numpy as np
 from experiments.framework import tabulate
 from pfd_jax.methods import gbdt
 from pfd_jax.methods import rows as rows_lib
-from pfd_jax.ops import stats
+from pfd_jax.ops import choice, stats
 from pfd_jax.ops.scoring import features, scoring
 
 QUERY_DOCS = 100  # documents per timed query
@@ -105,7 +105,7 @@ def simplicity(candidate: tuple) -> tuple:
 
 
 def choose(fold_results: list, ensembles: bool) -> Choice:
-  """The model to deploy: :func:`pfd_jax.ops.stats.tied_with_best` over the candidates (rows a service can run,
+  """The model to deploy: :func:`pfd_jax.ops.choice.tied_with_best` over the candidates (rows a service can run,
   as single models and seed ensembles), on every fold's validation lists with a positive, from table2's
   :class:`experiments.framework.records.FoldRecord` s (their ensembles' per-list validation NDCG). With it, the
   chosen candidate against no-distillation on the same lists (the paired difference's 95% interval). {} when
@@ -123,7 +123,7 @@ def choose(fold_results: list, ensembles: bool) -> Choice:
   if not lists:
     return {}
   lists = {c: np.concatenate(v) for c, v in lists.items()}
-  pick = stats.tied_with_best(lists, simplicity)
+  pick = choice.tied_with_best(lists, simplicity)
   (row, kind), key = pick["chosen"], lambda c: f"{c[0]}/{c[1]}"
   out = dict(row=row, kind=kind, vali=pick["means"][pick["chosen"]], best=key(pick["best"]),
              within=[key(c) for c in pick["within"]], gap=list(pick["gap"]), threshold=pick["threshold"],

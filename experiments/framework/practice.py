@@ -17,16 +17,29 @@ from pfd_jax.ops import stats
 
 def search_record(found: search.Search, ds) -> dict:
   """What results.json keeps of a fold's PFD search: each privileged column's strength (|corr| with the label
-  on train), each subset teacher's and each candidate's validation NDCG, the choice and the search's time."""
+  on train), each subset teacher's and each candidate's validation NDCG (and its mean over every part), the fallback
+  procedure's order, levels and p-values, each candidate's gain over no distillation, the rule's operating
+  characteristics, the choice and the search's time."""
   key = lambda c: "+".join(map(str, c))
-  base = found.lists[search.Candidate()]
+  base, choice = found.lists[search.Candidate()], found.choice
+  gain = lambda e: dict(diff=e.diff, se=e.se, df=e.df, reference=e.reference, unit=e.unit, n=e.n,
+                        interval=list(e.interval()))
+  plain = choice["order"][0] if choice["order"] else None  # the first subset at the plain PFD setting
+  measured = {c.columns: e.diff / e.reference for c, e in found.estimates.items()
+              if plain and (c.alpha, c.temperature) == (plain.alpha, plain.temperature) and e.reference}
   return dict(feature_ids=[int(i) + 1 for i in ds.privileged] if ds.privileged is not None else None,
               strength=found.strength, teachers={key(c): float(v.mean()) for c, v in found.teachers.items()},
               candidates={c.label: float(v.mean()) for c, v in found.lists.items()},
+              pooled={c.label: v for c, v in choice["means"].items()},
               single={key(c.columns): max(float(v.mean()) for d, v in found.lists.items() if d.columns == c.columns)
                       for c in found.lists if len(c.columns) == 1},
-              chosen=found.candidate.label, best=found.choice["best"].label, tied=len(found.choice["within"]),
-              gap=list(found.choice["gap"]), threshold=found.choice["threshold"], lists=int(found.valid.sum()),
+              chosen=found.candidate.label, best=choice["best"].label, order=[c.label for c in choice["order"]],
+              levels=choice["levels"], p=choice["p"], passed=[c.label for c in choice["passed"]],
+              gains={c.label: gain(e) for c, e in found.estimates.items()}, operating=found.operating,
+              folds=found.folds, lists=int(found.valid.sum()),
+              subsets={key(c): dict(predicted=p.gain, explained=p.explained, measured=measured.get(c))
+                       for c, p in found.predicted.items()},
+              pooled_lists=int(sum(v.shape[1] for v in found.scores[search.Candidate()])),
               seconds=found.seconds, seeds=found.seeds, patience=found.patience,
               vs_no_distill=tabulate.comparison_record(stats.per_query(found.lists[found.candidate][None], base[None])))
 
@@ -72,39 +85,101 @@ def deploy_text(record: LossRecord, compared: Mapping[str, tabulate.Comparisons]
 
 def search_text(record: LossRecord) -> str:
   """The PFD search's report ('' without --search): per fold the chosen configuration and why, the search's time
-  against one PFD row's (teacher + student); per privileged column (folds' mean) its strength, its teacher's and
-  its best student's validation gain over no-distillation."""
+  against one PFD row's (teacher + student), and what the rule could have found at these sizes; per privileged
+  column (folds' mean) its strength, its teacher's and its best student's validation gain over no-distillation. A
+  record of the earlier rule (the simplest candidate tied with the best) reads as that rule."""
   folds = {k: f for k, f in record.folds.items() if f.search}
   if not folds:
     return ""
   lines = []
   for k, f in folds.items():
     s, base = f.search, f.search["candidates"]["no distillation"]
-    why = ("no candidate beats no-distillation by more than validation noise" if s["chosen"] == "no distillation"
-           else f"the simplest of the {s['tied']} candidates validation cannot tell from the best ({s['best']})")
     primary = rows_lib.primary()
     pfd = sum(f.rows[n].seconds for n in (primary.teacher, primary.name) if n in f.rows)
-    vs = (f"; against no-distillation on these lists {tabulate.change_cell(s['vs_no_distill'])}"
-          if s.get("vs_no_distill") and s["chosen"] != "no distillation" else "")
     screened = (f", screened with {s['seeds']} seed{'s' * (s['seeds'] > 1)}" if s.get("seeds") else "") + (
         f", patience {s['patience']} epochs" if s.get("patience") else "")
-    lines.append(f"- {k}: **{s['chosen']}** (validation {s['candidates'][s['chosen']]:.4f}, no-distillation "
-                 f"{base:.4f}, {s['lists']} lists{vs}): {why}; {len(s['candidates'])} candidates{screened}, in "
-                 f"{s['seconds']:.0f} s with the chosen one's training on every seed" +
-                 (f" ({s['seconds'] / pfd:.1f}x one PFD teacher and student)" if pfd else "") + ".")
-  first = next(iter(folds.values())).search
-  ids = first["feature_ids"] or list(range(len(first["strength"])))
+    cost = (f"{len(s['candidates'])} candidates{screened}, in {s['seconds']:.0f} s with the chosen one's training on "
+            f"every seed" + (f" ({s['seconds'] / pfd:.1f}x one PFD teacher and student)" if pfd else ""))
+    if "order" not in s:
+      lines.append(_tied_line(k, s, base, cost))
+      continue
+    first = s["order"][0]
+    why = (f"found better than no distillation, {_gain(s['gains'][s['chosen']])}; {len(s['passed'])} of the "
+           f"{len(s['order'])} candidates passed" if s["chosen"] != "no distillation" else
+           f"no candidate found better than no distillation; the first, {first}: {_gain(s['gains'][first])} "
+           f"(p={s['p'][0]:.2g} at level {s['levels'][0]:.3g})")
+    where = (f"{s['pooled_lists']} lists: {s['lists']} validation" +
+             (f" and the training lists out of {s['folds']} cross-fitted folds" if s.get("folds") else ""))
+    lines.append(f"- {k}: **{s['chosen']}** ({why}; {where}); {cost}." + _operating(s.get("operating"), first))
+  head = next(iter(folds.values())).search
+  ids = head["feature_ids"] or list(range(len(head["strength"])))
   mean = lambda get: np.mean([get(f.search) for f in folds.values()])
+  theory = "subsets" in head  # a record of the earlier rule has no prediction
+  cell = lambda j, k: (f"{100 * mean(lambda s: s['subsets'][str(j)][k]):+.1f}%"
+                       if all(s["subsets"].get(str(j), {}).get(k) is not None for s in (f.search for f in folds.values()))
+                       else "-")
   rows = [[f"feature {ids[j]} (z[{j}])", f"{mean(lambda s: s['strength'][j]):.3f}",
            f"{mean(lambda s: s['teachers'][str(j)] - s['candidates']['no distillation']):+.4f}",
-           f"{mean(lambda s: s['single'][str(j)] - s['candidates']['no distillation']):+.4f}"]
-          for j in range(len(ids)) if str(j) in first["teachers"]]
+           f"{mean(lambda s: s['single'][str(j)] - s['candidates']['no distillation']):+.4f}"] +
+          ([cell(j, "predicted"), cell(j, "measured")] if theory else [])
+          for j in range(len(ids)) if str(j) in head["teachers"]]
+  rule = ("the fallback procedure over a declared order (plain PFD against no distillation first at half the 5% "
+          "level, the other subsets sharing the rest, each subset's settings after it at the level it passed with; "
+          "seeds x lists crossed over the validation lists and the cross-fitted training lists): of the candidates "
+          "found better than no distillation the one with the largest gain, none: no distillation; a candidate "
+          "without a gain is chosen with probability at most 5%" if "order" in head else
+          "the simplest candidate that a one-sided paired test over the validation lists (Bonferroni over the "
+          "candidates) cannot tell from the best")
   return ("**PFD searched on validation** (pfd_jax.methods.search; test never read): teachers on subsets of the "
           "privileged columns (all, each alone, backward elimination from the most predictive), students over "
           "alpha x teacher temperature (for the subsets best at the plain PFD setting), no distillation a "
-          "candidate; chosen: the simplest candidate that a one-sided paired test over the validation lists "
-          "(Bonferroni over the candidates) cannot tell from the best, then trained with every seed as a PFD row "
+          f"candidate; chosen: {rule}, then trained with every seed as a PFD row "
           "is (the row 'PFD, searched on validation').\n\n" + "\n".join(lines) + "\n\n" +
           tabulate.markdown_table(["Privileged column", "abs corr with the label (train)",
                                    "its teacher alone vs no-distillation (vali NDCG)",
-                                   "its best student vs no-distillation (vali NDCG)"], rows) + "\n")
+                                   "its best student vs no-distillation (vali NDCG)"] +
+                                  (["Theorem 2's predicted gain (linear, train)",
+                                    "its student's measured gain (plain setting, every part)"] if theory else []),
+                                  rows) + "\n" + (_agreement(folds) if theory else ""))
+
+
+def _agreement(folds) -> str:
+  """How well Theorem 2's plug-in prediction orders the searched subsets: Spearman's rho between predicted and
+  measured gains over every fold's subsets at the plain setting (stats.rank_correlation)."""
+  pairs = [(v["predicted"], v["measured"]) for f in folds.values() for v in f.search["subsets"].values()
+           if v.get("measured") is not None]
+  rho, (lo, hi) = stats.rank_correlation(*zip(*pairs)) if len(pairs) >= 4 else (np.nan, (np.nan, np.nan))
+  if not np.isfinite(lo):
+    return ""
+  return (f"\nTheorem 2's plug-in prediction (pfd_jax.ops.theory.predicted_gain: the linear model's estimation error "
+          f"of the student, a prediction of order, not of NDCG) against the measured gains of the {len(pairs)} "
+          f"searched subsets: Spearman's rho {rho:+.2f} [{lo:+.2f}, {hi:+.2f}].\n")
+
+
+def _gain(g: dict) -> str:
+  """A candidate's gain over no distillation as the search estimated it: relative, with its 95% interval."""
+  rel = lambda x: f"{100 * x / g['reference']:+.1f}%" if g["reference"] else "nan"
+  return f"{rel(g['diff'])} [{rel(g['interval'][0])}, {rel(g['interval'][1])}]"
+
+
+def _operating(o, first: str) -> str:
+  """What the rule could have found at this fold's sizes (simulated; '' without two screening seeds)."""
+  if not o:
+    return ""
+  pw = " / ".join(f"{100 * float(g):g}%" for g in o["power"])
+  return (f" At these sizes ({o['seeds']} seeds x {o['lists']} lists, {o['trials']} simulated studies) a true gain "
+          f"of {pw} in {first} is found with probability {' / '.join(f'{v:.2f}' for v in o['power'].values())} "
+          f"(closed form {' / '.join(f'{v:.2f}' for v in o['closed'].values())}); a candidate without a gain is "
+          f"chosen with probability at most 5% (the first comparison's simulated false rate at its level "
+          f"{o['level']:.3g}: {o['false']:.3f}); the smallest gain found with probability 0.8: "
+          f"{100 * o['mde']:.1f}%.")
+
+
+def _tied_line(k: str, s: dict, base: float, cost: str) -> str:
+  """A fold's line under the earlier rule (the simplest candidate tied with the best), as its record says."""
+  why = ("no candidate beats no-distillation by more than validation noise" if s["chosen"] == "no distillation"
+         else f"the simplest of the {s['tied']} candidates validation cannot tell from the best ({s['best']})")
+  vs = (f"; against no-distillation on these lists {tabulate.change_cell(s['vs_no_distill'])}"
+        if s.get("vs_no_distill") and s["chosen"] != "no distillation" else "")
+  return (f"- {k}: **{s['chosen']}** (validation {s['candidates'][s['chosen']]:.4f}, no-distillation "
+          f"{base:.4f}, {s['lists']} lists{vs}): {why}; {cost}.")

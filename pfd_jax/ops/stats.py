@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Callable, Optional
+from typing import Optional
 
 import numpy as np
 from scipy import stats as sps
@@ -180,12 +180,13 @@ def variance_components(d, clip: bool = True) -> tuple:
   return (max(seed, 0.0) if clip else seed), ms_res
 
 
-def _mean_squares(d: np.ndarray) -> tuple:
-  """(MS seeds, MS queries, MS residual) of the two-way layout d [S, Q] without replication."""
-  s, q = d.shape
-  rm, cm, g = d.mean(1), d.mean(0), d.mean()
-  return (q * float(((rm - g) ** 2).sum()) / (s - 1), s * float(((cm - g) ** 2).sum()) / (q - 1),
-          float(((d - rm[:, None] - cm[None, :] + g) ** 2).sum()) / ((s - 1) * (q - 1)))
+def mean_squares(d: np.ndarray) -> tuple:
+  """(MS seeds, MS queries, MS residual) of the two-way layout d [..., S, Q] without replication (each over the
+  leading axes)."""
+  s, q = d.shape[-2:]
+  rm, cm, g = d.mean(-1, keepdims=True), d.mean(-2, keepdims=True), d.mean((-2, -1), keepdims=True)
+  return (q * ((rm - g) ** 2).sum((-2, -1)) / (s - 1), s * ((cm - g) ** 2).sum((-2, -1)) / (q - 1),
+          ((d - rm - cm + g) ** 2).sum((-2, -1)) / ((s - 1) * (q - 1)))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -268,59 +269,63 @@ def redrawn_components(lists) -> tuple:
   return float(means.var(ddof=1) - np.mean(within / [d.size for d in lists])), float(within.mean())
 
 
-def crossed(blocks, reference: float) -> Estimate:
+def crossed(blocks, reference: float, weights=None) -> Estimate:
   r"""The mean paired difference over seeds and test queries *crossed*: it generalises to new seeds and new queries.
 
   blocks: one d [S, Q_f] per fold (seed s of both rows on test query q of fold f; the folds fixed, their seeds and
   queries random). Within a fold, d_sq = mu + a_s + b_q + e_sq (seed, query and residual effects), and the fold's
   grand mean varies with Var = s_a^2 / S + s_b^2 / Q + s_e^2 / (S Q), estimated without bias by
   (MS_seed + MS_query - MS_res) / (S Q) (the two-way ANOVA mean squares: E[MS_seed] = s_e^2 + Q s_a^2,
-  E[MS_query] = s_e^2 + S s_b^2, E[MS_res] = s_e^2). The estimate is the mean of the folds' means, its variance
-  the sum of theirs / F^2, with Satterthwaite's degrees of freedom. A fold's estimate below its residual term
-  alone (possible by chance) is raised to that term, MS_res / (S Q). The run-level interval leaves out the query
-  term, the per-query one the seed term; this one has both."""
+  E[MS_query] = s_e^2 + S s_b^2, E[MS_res] = s_e^2). The estimate is the weighted mean of the folds' means
+  (weights: one per fold, summing to 1; None: 1 / F each), its variance the sum of theirs times their weights
+  squared, with Satterthwaite's degrees of freedom. A fold's estimate below its residual term alone (possible by
+  chance) is raised to that term, MS_res / (S Q). The run-level interval leaves out the query term, the per-query
+  one the seed term; this one has both."""
   blocks = [np.asarray(b, np.float64) for b in blocks]
   if not blocks or any(b.ndim != 2 or min(b.shape) < 2 for b in blocks):
     raise ValueError(f"crossed needs [seeds, queries] blocks of at least 2 x 2, got {[b.shape for b in blocks]}")
-  w = 1.0 / len(blocks) ** 2
-  var, terms = 0.0, []
-  for b in blocks:
-    s, q = b.shape
-    ms_s, ms_q, ms_e = _mean_squares(b)
-    c = w / (s * q)
-    parts = [(c * ms_s, s - 1), (c * ms_q, q - 1), (-c * ms_e, (s - 1) * (q - 1))]
-    if ms_s + ms_q - ms_e < ms_e:
-      parts = [(c * ms_e, (s - 1) * (q - 1))]
-    var += sum(v for v, _ in parts)
-    terms += parts
-  denom = sum(v * v / k for v, k in terms)
-  df = var ** 2 / denom if denom > 0 else math.inf  # identical rows: no spread, the difference is exact
-  return Estimate(float(np.mean([b.mean() for b in blocks])), float(reference), math.sqrt(var), float(df),
-                  "seeds x queries", int(sum(b.size for b in blocks)))
+  mean, var, df = crossed_moments(blocks, weights)
+  return Estimate(float(mean), float(reference), math.sqrt(float(var)), float(df), "seeds x queries",
+                  int(sum(b.size for b in blocks)))
 
 
-def tied_with_best(lists: dict, simplicity: Callable, alpha: float = 0.05) -> dict:
-  """The simplest candidate that validation cannot tell from the best one.
+def crossed_moments(blocks, weights=None) -> tuple:
+  """:func:`crossed`'s (estimate, variance, degrees of freedom), each over the blocks' leading axes (a block
+  [..., S, Q]: :func:`pfd_jax.ops.choice.simulated_power` draws many studies at once)."""
+  if weights is None:
+    w2, means = [1.0 / len(blocks) ** 2] * len(blocks), np.mean([b.mean((-2, -1)) for b in blocks], 0)
+  else:
+    w = np.asarray(weights, np.float64)
+    if w.shape != (len(blocks),) or abs(w.sum() - 1) > 1e-9 or np.any(w < 0):
+      raise ValueError(f"crossed's weights: one per block, >= 0, summing to 1; got {weights}")
+    w2, means = w ** 2, sum(wi * b.mean((-2, -1)) for wi, b in zip(w, blocks))
+  var = denom = 0.0
+  for wf, b in zip(w2, blocks):
+    s, q = b.shape[-2:]
+    ms_s, ms_q, ms_e = mean_squares(b)
+    c = wf / (s * q)
+    low = ms_s + ms_q - ms_e < ms_e  # raised to the residual term alone
+    var = var + np.where(low, c * ms_e, c * ms_s + c * ms_q + -c * ms_e)
+    for v, k, alone in ((c * ms_s, s - 1, 0.0), (c * ms_q, q - 1, 0.0), (-c * ms_e, (s - 1) * (q - 1), c * ms_e)):
+      denom = denom + np.where(low, alone * alone / k, v * v / k)  # the terms summed in order, as one list
+  with np.errstate(divide="ignore", invalid="ignore"):
+    df = np.where(denom > 0, var ** 2 / np.where(denom > 0, denom, 1), np.inf)  # identical rows: exact
+  return means, var, df
 
-  lists: {candidate: f[Q]} each candidate's NDCG on the same Q validation lists (a single model's: the mean over
-  its seeds). The candidate with the highest mean is the winner of m noisy scores, and with many candidates and
-  few lists the winner is mostly its noise (the winner's curse). So a candidate counts as tied with the best unless
-  a one-sided paired t-test over the lists (the per-list difference: the lists' shared difficulty cancels) finds it
-  worse at level alpha, Bonferroni-adjusted over the m - 1 candidates the best was compared with (the best is
-  itself the maximum of m); the simplest of the tied (the smallest `simplicity(candidate)`) is chosen. Twelve
-  candidates equal in truth, on 42 lists (tests/test_deploy.py, with experiments.framework.deploy.simplicity):
-  the plain maximum was no-distillation in 18 of 200 draws of the noise, this rule chose it in 196. Returns {chosen, best, means, within: [tied candidates, simplest first],
-  gap: (best - chosen mean, its paired SE), threshold: the t quantile a gap must exceed, in SEs}."""
-  means = {c: float(np.mean(v)) for c, v in lists.items()}
-  best = max(means, key=means.get)
-  n = len(lists[best])
-  threshold = float(sps.t.ppf(1 - alpha / max(len(lists) - 1, 1), max(n - 1, 1)))
-  gaps = {}
-  for c, v in lists.items():
-    d = np.asarray(lists[best], np.float64) - np.asarray(v, np.float64)
-    gaps[c] = (float(d.mean()), float(d.std(ddof=1) / np.sqrt(d.size)) if d.size > 1 else 0.0)
-  within = sorted((c for c, (g, se) in gaps.items() if g <= threshold * se), key=simplicity)
-  return dict(chosen=within[0], best=best, means=means, within=within, gap=gaps[within[0]], threshold=threshold)
+
+def rank_correlation(a, b, level: float = LEVEL) -> tuple:
+  """(Spearman's rho of paired values a, b, its `level` interval by Fisher's z with standard error
+  1.06 / sqrt(k - 3) (Fieller, Hartley and Pearson 1957)); the interval NaN below 4 pairs, all NaN for a constant
+  side."""
+  a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+  if a.size < 2 or np.ptp(a) == 0 or np.ptp(b) == 0:
+    return math.nan, (math.nan, math.nan)
+  rho = float(sps.spearmanr(a, b)[0])
+  if a.size < 4:
+    return rho, (math.nan, math.nan)
+  half = sps.norm.ppf(0.5 + level / 2) * 1.06 / math.sqrt(a.size - 3)
+  z = np.arctanh(np.clip(rho, -1 + 1e-12, 1 - 1e-12))
+  return rho, (float(np.tanh(z - half)), float(np.tanh(z + half)))
 
 
 def holm(p) -> np.ndarray:

@@ -89,6 +89,49 @@ def theorem2_placebo(n: int, m: int, d_x: int, d_z: int, sigma: float, v: np.nda
   return PFDTerms(a, 0.0, a)
 
 
+class Predicted(NamedTuple):
+  """Theorem 2's prediction for a team's own data (:func:`predicted_gain`)."""
+  gain: float        # 1 - PFD's risk / regression's: the relative reduction of the student's estimation error
+  regression: float  # Theorem 1's risk at the plug-in estimates
+  pfd: float         # Theorem 2's
+  explained: float   # ||v_z||^2 / (sigma^2 + ||v||^2): the share of what x leaves of y that the columns explain
+  n: int             # labelled documents (the groups the teacher and the data-only models train on)
+  m: int             # unlabelled documents (the student's other groups)
+
+
+def predicted_gain(x, z, y, labelled, columns) -> Predicted:
+  r"""Theorem 2's predicted gain of PFD over no distillation with the privileged `columns` of z, at plug-in estimates
+  from a team's own training documents (float64 NumPy least squares).
+
+  The mapping onto Section 5's model: the documents are the samples; the labelled ones (n) are those of the groups
+  the teacher and the data-only models train on (`labelled`, bool per document: the groups with a positive), the
+  unlabelled ones (m) the student's other groups; d_x the regular columns; z the chosen columns residualised on x
+  over every document (the theorem's z is independent of x, and only what z adds beyond x can teach), d_z their
+  count. sigma^2 + ||v*||^2 is the residual variance of y on x over the labelled documents (Theorem 1's noise),
+  sigma^2 + ||v*||^2 - ||v_z*||^2 that of y on x and the residualised z: the risks are d_x times these over
+  inverse-Wishart degrees of freedom exactly as in :func:`theorem1_regression` and :func:`theorem2_pfd`, and the
+  predicted gain is their relative difference (the scale of w* cancels). A linear model's prediction for a neural
+  ranker's NDCG: its order across columns and subsets is what the search reports against the measured gains."""
+  x, z = np.asarray(x, np.float64), np.asarray(z, np.float64)[:, list(columns)]
+  y, labelled = np.asarray(y, np.float64), np.asarray(labelled, bool)
+  ones = np.ones((x.shape[0], 1))
+  xa = np.concatenate([ones, x], 1)
+  zr = z - xa @ np.linalg.lstsq(xa, z, rcond=None)[0]
+  keep = zr.std(0) > 1e-9 * (1 + np.abs(z).max(0))  # a column x determines adds nothing
+  zr = zr[:, keep]
+  n, m, d_x, d_z = int(labelled.sum()), int((~labelled).sum()), x.shape[1], zr.shape[1]
+  _check(n > d_x + d_z + 2, f"the prediction needs more labelled documents ({n}) than d_x + d_z + 2 = {d_x + d_z + 2}")
+  # unbiased residual variances (the residual sum of squares over n - parameters)
+  resid = lambda a: float(np.sum((y[labelled] - a @ np.linalg.lstsq(a, y[labelled], rcond=None)[0]) ** 2)) / (
+      n - a.shape[1])
+  noise = resid(xa[labelled])
+  left = resid(np.concatenate([xa, zr], 1)[labelled]) if d_z else noise
+  regression = noise * inverse_wishart_trace(d_x, n)
+  pfd = left * inverse_wishart_trace(d_x, n - d_z) + (noise - left) * inverse_wishart_trace(d_x, n + m)
+  return Predicted(1.0 - pfd / regression if regression else 0.0, regression, pfd,
+                   (noise - left) / noise if noise else 0.0, n, m)
+
+
 # ---------------------------------------------------------------- estimators (linear in the labels)
 
 def _lstsq(a, b):
