@@ -57,7 +57,8 @@ def run(cfg: schema.Config) -> RunRecord:
       r = per.setdefault(tp, dict(corr=[], teacher=[], student=[], predicted=[]))
       r["corr"].append(float(np.corrcoef(tr.z[:, 0], tr.y)[0, 1]))
       # Theorem 2 at plug-in estimates: labelled, the groups the teacher trains on (issue 60)
-      r["predicted"].append(theory.predicted_gain(tr.x, tr.z, tr.y, np.repeat(D.positive_groups(tr), tr.sizes), (0,)).gain)
+      labelled = np.repeat(D.positive_groups(tr), tr.sizes)
+      r["predicted"].append(theory.predicted_gain(tr.x, tr.z, tr.y, labelled, (0,)).gain)
       r["teacher"].append(teacher.best["test"])
       r["student"].append(student.best["test"])
   base = np.concatenate(base)
@@ -93,7 +94,8 @@ def to_markdown(res: RunRecord) -> str:
           tabulate.stats_note("no-distillation", len(base), folds) + "\n" +
           tabulate.markdown_table(["tau_priv", "corr(z, y)", "PFD teacher* NDCG@8", "PFD student NDCG@8",
                                  "student / no-distillation"] + tabulate.change_header("no-distillation", 8) +
-                                 (["Theorem 2's predicted gain"] if predicted else []), rows) + _prediction(res))
+                                 (["Theorem 2: the linear student's error reduction"] if predicted else []),
+                                 rows) + _prediction(res))
 
 
 def _prediction(res: RunRecord) -> str:

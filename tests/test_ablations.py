@@ -53,7 +53,7 @@ def test_fig5_correlation(tmp_path):
   # Theorem 2's plug-in prediction per level: z = y explains more of what x leaves than the weaker z, so with one
   # column it predicts the larger gain; the page sets it beside the measured gains
   assert js["tau_privs"]["4.0"]["predicted"] > js["tau_privs"]["2.0"]["predicted"]
-  assert "Theorem 2's predicted gain" in fig5_correlation.to_markdown(js)
+  assert "Theorem 2: the linear student's error reduction" in fig5_correlation.to_markdown(js)
 
 
 def test_synthetic_privileged_feature_is_y_at_tau_target():

@@ -164,9 +164,9 @@ def test_the_search_at_practitioner_size_keeps_its_error_and_states_its_power():
   """The search as table2 runs it (2 screening seeds, patience 10, two stages, 3 cross-fitted folds) on 20 re-drawn
   constructed folders of each kind (_folder). Null folders (no candidate gains beyond +0.4%): distillation chosen in
   at most 1 of 20, the rule's 5%. Gain folders (about 7% in z[0], plain PFD and its refinements; 3.7% in the noise
-  column alone, from the unlabelled lists): the rate at which a distilling candidate is chosen agrees with the power the report states at these sizes, the
-  simulated power of the first comparison at the folders' mean estimated gain, within 0.25 (20 folders: the rate's
-  own sd is up to 0.11). At these sizes only about 45 training and 10 validation lists hold a positive, and that
+  column alone, from the unlabelled lists): the rate at which a distilling candidate is chosen agrees with the power
+  the report states at these sizes, the simulated power of the first comparison at the folders' mean estimated
+  gain, within 0.25 (20 folders: the rate's own sd is up to 0.11). At these sizes only about 45 training and 10 validation lists hold a positive, and that
   power is far below 80%: a 5% gain is not findable from them (the report's MDE says so)."""
   cfg = TrainConfig(epochs=30, hidden=16, layers=3, select_on="vali", batch_size=25, lr=1e-2, lr_halve_every=10,
                     ks=(8,))

@@ -106,18 +106,17 @@ def search_text(record: LossRecord) -> str:
     first = s["order"][0]
     why = (f"found better than no distillation, {_gain(s['gains'][s['chosen']])}; {len(s['passed'])} of the "
            f"{len(s['order'])} candidates passed" if s["chosen"] != "no distillation" else
-           f"no candidate found better than no distillation; the first, {first}: {_gain(s['gains'][first])} "
+           f"no candidate found better than no distillation; the first, plain PFD: {_gain(s['gains'][first])} "
            f"(p={s['p'][0]:.2g} at level {s['levels'][0]:.3g})")
     where = (f"{s['pooled_lists']} lists: {s['lists']} validation" +
              (f" and the training lists out of {s['folds']} cross-fitted folds" if s.get("folds") else ""))
-    lines.append(f"- {k}: **{s['chosen']}** ({why}; {where}); {cost}." + _operating(s.get("operating"), first))
+    lines.append(f"- {k}: **{s['chosen']}** ({why}; {where}); {cost}." + _operating(s.get("operating")))
   head = next(iter(folds.values())).search
   ids = head["feature_ids"] or list(range(len(head["strength"])))
   mean = lambda get: np.mean([get(f.search) for f in folds.values()])
   theory = "subsets" in head  # a record of the earlier rule has no prediction
-  cell = lambda j, k: (f"{100 * mean(lambda s: s['subsets'][str(j)][k]):+.1f}%"
-                       if all(s["subsets"].get(str(j), {}).get(k) is not None for s in (f.search for f in folds.values()))
-                       else "-")
+  known = lambda j, k: all(f.search["subsets"].get(str(j), {}).get(k) is not None for f in folds.values())
+  cell = lambda j, k: f"{100 * mean(lambda s: s['subsets'][str(j)][k]):+.1f}%" if known(j, k) else "-"
   rows = [[f"feature {ids[j]} (z[{j}])", f"{mean(lambda s: s['strength'][j]):.3f}",
            f"{mean(lambda s: s['teachers'][str(j)] - s['candidates']['no distillation']):+.4f}",
            f"{mean(lambda s: s['single'][str(j)] - s['candidates']['no distillation']):+.4f}"] +
@@ -138,7 +137,7 @@ def search_text(record: LossRecord) -> str:
           tabulate.markdown_table(["Privileged column", "abs corr with the label (train)",
                                    "its teacher alone vs no-distillation (vali NDCG)",
                                    "its best student vs no-distillation (vali NDCG)"] +
-                                  (["Theorem 2's predicted gain (linear, train)",
+                                  (["Theorem 2: the linear student's error reduction (train)",
                                     "its student's measured gain (plain setting, every part)"] if theory else []),
                                   rows) + "\n" + (_agreement(folds) if theory else ""))
 
@@ -162,13 +161,13 @@ def _gain(g: dict) -> str:
   return f"{rel(g['diff'])} [{rel(g['interval'][0])}, {rel(g['interval'][1])}]"
 
 
-def _operating(o, first: str) -> str:
+def _operating(o) -> str:
   """What the rule could have found at this fold's sizes (simulated; '' without two screening seeds)."""
   if not o:
     return ""
   pw = " / ".join(f"{100 * float(g):g}%" for g in o["power"])
   return (f" At these sizes ({o['seeds']} seeds x {o['lists']} lists, {o['trials']} simulated studies) a true gain "
-          f"of {pw} in {first} is found with probability {' / '.join(f'{v:.2f}' for v in o['power'].values())} "
+          f"of {pw} in plain PFD is found with probability {' / '.join(f'{v:.2f}' for v in o['power'].values())} "
           f"(closed form {' / '.join(f'{v:.2f}' for v in o['closed'].values())}); a candidate without a gain is "
           f"chosen with probability at most 5% (the first comparison's simulated false rate at its level "
           f"{o['level']:.3g}: {o['false']:.3f}); the smallest gain found with probability 0.8: "

@@ -3,7 +3,7 @@
 The paper's Figure 5 finds PFD's gain non-monotone in how predictive the privileged features are, and a teacher
 that reads a near-copy of the label teaches targets that a student on x alone cannot follow (HA-PFD removes the
 most predictive privileged features for that reason). So on a team's own data the privileged columns are a
-choice, and so is the strength of the distillation. :func:`search` makes the choice on the validation lists alone:
+choice, and so is the strength of the distillation. :func:`search` makes the choice without reading test:
 
 * **subsets** of the privileged columns (:func:`subsets`): all; each column alone; and backward elimination from
   the most predictive column (all but the first, all but the first two, ...), the columns ordered by their
@@ -12,7 +12,7 @@ choice, and so is the strength of the distillation. :func:`search` makes the cho
 * **how hard**: alpha (Eq. 1's weight of the data term) and the teacher's temperature (sigmoid(t / T) for the
   pointwise and pairwise teachers, softmax(t / T) for the listwise one), the grid of every subset's students
   trained side by side in one program (:func:`pfd_jax.training.train`'s ``variants``).
-* **no distillation** itself is a candidate, the simplest.
+* **no distillation**, the reference: a distilling candidate is chosen only when it is shown better.
 
 A team's run searches cheaply (experiments.table2's defaults for its own data; :func:`search`'s arguments): the
 candidates are screened with two seeds and stop early on validation, and in two stages (every subset at the plain
@@ -194,11 +194,12 @@ def sequence(candidates, subset_list, plain: dict, plain_alpha: float) -> tuple:
 
 
 def operating(blocks, reference: float, level: float, gains=GAINS, trials: int = 4000) -> dict:
-  """The rule's operating characteristics at the user's sizes: the first comparison of the sequence (blocks: its
-  paired per-list differences [S, Q_p] on every part) decides whether any distillation is chosen, so with the
-  variance components measured there (:func:`pfd_jax.ops.choice.components`) simulated studies of the same sizes
-  give P(a distilling candidate is chosen) when its true gain is 0 (the rule's false choice, at most `level` by
-  construction) and each relative gain in `gains` (its power), beside the closed form's power; and the smallest
+  """The rule's operating characteristics at the user's sizes, for its first comparison (plain PFD against no
+  distillation at its `level`; blocks: the paired per-list differences [S, Q_p] on every part): with the variance
+  components measured there (:func:`pfd_jax.ops.choice.components`), simulated studies of the same sizes give the
+  probability that it is found better when its true gain is 0 (its real false rate; the whole rule's is at most the
+  search's level by construction) and when it is each relative gain in `gains` (its power: the rule's power to find
+  a gain that plain PFD has, before the later subsets add theirs), beside the closed form's power; and the smallest
   relative gain found with probability 0.8 (the measured estimate's MDE). The parts are weighted by their lists, as
   the search weighs them."""
   shapes = [b.shape for b in blocks]
@@ -328,7 +329,8 @@ class _Screening:
       if not row:
         self.targets[p, cols] = got
         if p == 0:
-          self.teachers[cols] = per_list_ndcg(cfg, teacher.params, dev.eval_sets["vali"], "xz")[0].mean(0)[self.valid[0]]
+          lists = per_list_ndcg(cfg, teacher.params, dev.eval_sets["vali"], "xz")[0]
+          self.teachers[cols] = lists.mean(0)[self.valid[0]]
     else:
       got = self.targets[p, cols]
     students = train(ks, cfg, dev.train_all, "x", dev.eval_sets, teacher=got,

@@ -21,9 +21,10 @@ from pfd_jax.ops import stats
 
 def fallback(estimates, weights, level: float = 0.05) -> dict:
   """The fallback procedure (Wiens 2003) over candidates declared in order, each one-sided (H0: no gain over the
-  reference, :meth:`pfd_jax.ops.stats.Estimate.p_above` 0): candidate i is tested at level * weights[i] plus, when candidate i - 1 was
-  found better, the level candidate i - 1 was tested at. Its family-wise error is at most `level` (the weights sum to
-  at most 1), so choosing any candidate found better chooses one without a gain with probability at most `level`.
+  reference, :meth:`pfd_jax.ops.stats.Estimate.p_above` 0): candidate i is tested at level * weights[i] plus, when
+  candidate i - 1 was found better, the level candidate i - 1 was tested at. Its family-wise error is at most
+  `level` (the weights sum to at most 1), so choosing any candidate found better chooses one without a gain with
+  probability at most `level`.
   Weights (1, 0, 0, ...) are the fixed sequence (every candidate at the full level until the first failure ends
   it); spreading them keeps a candidate late in the order within reach when an earlier one fails, at the price of
   the first one's level.
@@ -61,7 +62,8 @@ def crossed_power(shapes, parts, effect: float, level: float = 0.05, weights=Non
   w2 = np.full(len(shapes), 1.0 / len(shapes) ** 2) if weights is None else np.asarray(weights, np.float64) ** 2
   var = denom = 0.0
   for wf, (s, q), (a, b, e) in zip(w2, shapes, parts):
-    terms = [(wf * (e + q * a) / (s * q), s - 1), (wf * (e + s * b) / (s * q), q - 1), (-wf * e / (s * q), (s - 1) * (q - 1))]
+    terms = [(wf * (e + q * a) / (s * q), s - 1), (wf * (e + s * b) / (s * q), q - 1),
+             (-wf * e / (s * q), (s - 1) * (q - 1))]
     var += sum(v for v, _ in terms)
     denom += sum(v * v / k for v, k in terms)
   if not var > 0:  # no spread: the difference is exact
@@ -71,8 +73,8 @@ def crossed_power(shapes, parts, effect: float, level: float = 0.05, weights=Non
 
 def simulated_power(shapes, parts, effect: float, level: float = 0.05, weights=None, *, trials: int = 4000,
                     seed: int = 0) -> float:
-  """The probability that the one-sided crossed test (:func:`pfd_jax.ops.stats.crossed`, H0: no gain, at `level`) finds a true mean
-  difference `effect` above 0, by simulating `trials` studies of the two-way model at the user's sizes: blocks of
+  """The probability that the one-sided crossed test (:func:`pfd_jax.ops.stats.crossed`, H0: no gain, at `level`)
+  finds a true mean difference `effect` above 0, by simulating `trials` studies of the two-way model at the user's sizes: blocks of
   shapes [(S_f, Q_f)], each d_sq = effect + a_s + b_q + e_sq with normal effects of variances parts [(a, b, e)]
   (:func:`components` of measured blocks). At effect 0 it is the test's real false-positive rate, which
   Satterthwaite's degrees of freedom only approximate at few seeds."""
