@@ -100,8 +100,9 @@ def test_search_drops_a_copy_of_the_label_and_keeps_the_useful_column():
   and a teacher given both columns leans on it. Column 1 is rel + N(0, 0.1^2), weaker on the label
   (|corr| ~0.4, P(y = 1) = sigmoid(4 (rel - tau)) is noisy) but a teacher reading it predicts the label's
   expectation: the paper's variance reduction. With 40 training queries the student of column 1 alone must be
-  chosen, and validation (600 queries, 4 seeds) must tell it from no distillation, the copy and both columns.
-  Measured here on two draws of the data: those gaps were 4.3-6.0 paired SEs against a threshold of 2.16."""
+  chosen: validation (600 queries, 2 screening seeds) must find it better than no distillation, and its gain must be
+  the largest of the candidates found better (the copy alone is tested at a quarter of the level: a gain of its
+  own is not ruled out, only a larger one)."""
   ds = _dataset(queries=(40, 600, 20), noise=0.1)
   strength = search.column_strength(ds)
   assert strength[0] == pytest.approx(1.0) and strength[1] < 0.6
@@ -112,7 +113,9 @@ def test_search_drops_a_copy_of_the_label_and_keeps_the_useful_column():
   res = search.search(keys, cfg, ds, dev, alphas=(0.5,), temperatures=(1.0,), seeds=2, patience=10, refine=1)
   assert set(c.columns for c in res.lists) == {(), (0, 1), (0,), (1,)}  # all; each alone; all but the copy
   assert res.candidate == search.Candidate((1,), 0.5, 1.0)
-  assert res.choice["within"] == [res.candidate]  # every other candidate is worse on validation
+  # the fallback procedure: found better than no distillation, and the largest gain of those that were
+  assert res.candidate in res.choice["passed"]
+  assert res.candidate == max(res.choice["passed"], key=lambda c: res.estimates[c].diff)
   # the row is the chosen configuration trained as a PFD row is: every seed, every epoch
   d = dev(search.masked(ds, (1,)))
   teacher = distill.train_on_data(keys, cfg, d, "xz")
