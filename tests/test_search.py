@@ -59,6 +59,9 @@ def test_search_reads_no_test_label_and_trains_each_candidate_as_its_own_run():
   assert len(res.lists) == 1 + 3 * 2 and search.Candidate() in res.lists  # 3 subsets x 2 temperatures
   assert res.choice["chosen"] in [search.Candidate()] + res.choice["passed"]
   assert res.choice["order"][0] == search.Candidate((0, 1), 0.5, 1.0)  # plain PFD first
+  # the whole grid at an alpha outside it: plain PFD is still a candidate, first, at half the level
+  off = search.search(keys, dataclasses.replace(cfg, alpha=0.3), ds, dev, alphas=(0.5,), temperatures=(1.0,))
+  assert off.choice["order"][0] == search.Candidate((0, 1), 0.3, 1.0) and off.choice["levels"][0] == 0.025
   rng = np.random.default_rng(1)
   shuffled = dict(ds.splits, test=dataclasses.replace(ds["test"], y=rng.permutation(ds["test"].y)))
   again = search.search(keys, cfg, Dataset(name=ds.name, splits=shuffled, privileged=ds.privileged,

@@ -259,8 +259,9 @@ def search(keys, cfg: TrainConfig, ds: Dataset, to_device: Callable[[Dataset], o
   subset_list = [tuple(int(i) for i in cols) for cols in subset_list]
   sc = _Screening(keys, cfg, ds, to_device, hooks=hooks or (lambda name: Hooks()), seeds=seeds, patience=patience,
                   folds=folds, split_seed=split_seed, baseline=baseline)
-  full = [dict(alpha=a, temperature=t) for a in alphas for t in temperatures]
   plain = dict(alpha=cfg.alpha, temperature=1.0)
+  full = [dict(alpha=a, temperature=t) for a in alphas for t in temperatures]
+  full += [] if plain in full else [plain]  # the rule starts from plain PFD: always a candidate
   for cols in subset_list:
     sc.screen(cols, full if refine is None else [plain])
   if refine is not None:  # the second stage: the grid for the subsets best on every part pooled, their targets kept
