@@ -147,8 +147,8 @@ def _agreement(folds) -> str:
   measured gains over every fold's subsets at the plain setting (stats.rank_correlation)."""
   pairs = [(v["predicted"], v["measured"]) for f in folds.values() for v in f.search["subsets"].values()
            if v.get("measured") is not None]
-  rho, (lo, hi) = stats.rank_correlation(*zip(*pairs)) if len(pairs) >= 4 else (np.nan, (np.nan, np.nan))
-  if not np.isfinite(lo):
+  rho, (lo, hi) = stats.rank_correlation(*zip(*pairs)) if pairs else (np.nan, (np.nan, np.nan))
+  if not np.isfinite(lo):  # under 4 subsets, or one side constant
     return ""
   return (f"\nTheorem 2's plug-in prediction (pfd_jax.ops.theory.predicted_gain: the linear model's estimation error "
           f"of the student, a prediction of order, not of NDCG) against the measured gains of the {len(pairs)} "

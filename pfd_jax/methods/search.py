@@ -193,6 +193,12 @@ def sequence(candidates, subset_list, plain: dict, plain_alpha: float) -> tuple:
   return order, weights
 
 
+def by_lists(blocks) -> np.ndarray:
+  """The parts' weights in the pooled gain: each part's lists over all lists (blocks [S, Q_p])."""
+  q = np.array([b.shape[-1] for b in blocks], np.float64)
+  return q / q.sum()
+
+
 def operating(blocks, reference: float, level: float, gains=GAINS, trials: int = 4000) -> dict:
   """The rule's operating characteristics at the user's sizes, for its first comparison (plain PFD against no
   distillation at its `level`; blocks: the paired per-list differences [S, Q_p] on every part): with the variance
@@ -202,8 +208,7 @@ def operating(blocks, reference: float, level: float, gains=GAINS, trials: int =
   a gain that plain PFD has, before the later subsets add theirs), beside the closed form's power; and the smallest
   relative gain found with probability 0.8 (the measured estimate's MDE). The parts are weighted by their lists, as
   the search weighs them."""
-  shapes = [b.shape for b in blocks]
-  weights = np.array([q for _, q in shapes], np.float64) / sum(q for _, q in shapes)
+  shapes, weights = [b.shape for b in blocks], by_lists(blocks)
   parts = [choice.components(b) for b in blocks]
   est = stats.crossed(blocks, reference, weights)
   sim = lambda g: choice.simulated_power(shapes, parts, g * reference, level, weights, trials=trials)
@@ -313,8 +318,7 @@ class _Screening:
       self.valid.append(ok)
       self.scores[Candidate()].append(lists[:n][:, ok])
     self.models = {Candidate(): self.baseline}
-    self.weights = np.array([v.shape[1] for v in self.scores[Candidate()]], np.float64)
-    self.weights /= self.weights.sum()
+    self.weights = by_lists(self.scores[Candidate()])
 
   def pfd(self, cols, grid, p, row=False):
     """The students of `grid` of subset `cols` on part p with its teacher's targets (trained here on first use):

@@ -60,15 +60,11 @@ def crossed_power(shapes, parts, effect: float, level: float = 0.05, weights=Non
   give (Var = sum_f w_f^2 (a_f / S_f + b_f / Q_f + e_f / (S_f Q_f))) and Satterthwaite's degrees of freedom of the
   expected mean squares (noncentral t)."""
   w2 = np.full(len(shapes), 1.0 / len(shapes) ** 2) if weights is None else np.asarray(weights, np.float64) ** 2
-  var = denom = 0.0
-  for wf, (s, q), (a, b, e) in zip(w2, shapes, parts):
-    terms = [(wf * (e + q * a) / (s * q), s - 1), (wf * (e + s * b) / (s * q), q - 1),
-             (-wf * e / (s * q), (s - 1) * (q - 1))]
-    var += sum(v for v, _ in terms)
-    denom += sum(v * v / k for v, k in terms)
+  expected = [(e + q * a, e + s * b, e) for (s, q), (a, b, e) in zip(shapes, parts)]  # E[MS] of the two-way model
+  var, df = (float(x) for x in stats.satterthwaite(expected, shapes, w2))
   if not var > 0:  # no spread: the difference is exact
     return float(effect > 0)
-  return stats.Estimate(effect, 1.0, math.sqrt(var), var ** 2 / denom, "seeds x queries", 0).power(effect, level)
+  return stats.Estimate(effect, 1.0, math.sqrt(var), df, "seeds x queries", 0).power(effect, level)
 
 
 def simulated_power(shapes, parts, effect: float, level: float = 0.05, weights=None, *, trials: int = 4000,

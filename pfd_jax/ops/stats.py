@@ -299,10 +299,16 @@ def crossed_moments(blocks, weights=None) -> tuple:
     if w.shape != (len(blocks),) or abs(w.sum() - 1) > 1e-9 or np.any(w < 0):
       raise ValueError(f"crossed's weights: one per block, >= 0, summing to 1; got {weights}")
     w2, means = w ** 2, sum(wi * b.mean((-2, -1)) for wi, b in zip(w, blocks))
+  return (means,) + satterthwaite([mean_squares(b) for b in blocks], [b.shape[-2:] for b in blocks], w2)
+
+
+def satterthwaite(squares, shapes, w2) -> tuple:
+  """(variance, degrees of freedom) of the weighted mean of blocks' grand means from each block's two-way mean
+  squares (MS seeds, MS queries, MS residual; arrays over any leading axes, or their expectations) at its shape
+  (S, Q) and squared weight: Var = sum_f w_f^2 (MS_seed + MS_query - MS_res) / (S Q), a block whose estimate falls
+  below its residual term raised to that term (:func:`crossed`), and Satterthwaite's df of the terms."""
   var = denom = 0.0
-  for wf, b in zip(w2, blocks):
-    s, q = b.shape[-2:]
-    ms_s, ms_q, ms_e = mean_squares(b)
+  for wf, (s, q), (ms_s, ms_q, ms_e) in zip(w2, shapes, squares):
     c = wf / (s * q)
     low = ms_s + ms_q - ms_e < ms_e  # raised to the residual term alone
     var = var + np.where(low, c * ms_e, c * ms_s + c * ms_q + -c * ms_e)
@@ -310,7 +316,7 @@ def crossed_moments(blocks, weights=None) -> tuple:
       denom = denom + np.where(low, alone * alone / k, v * v / k)  # the terms summed in order, as one list
   with np.errstate(divide="ignore", invalid="ignore"):
     df = np.where(denom > 0, var ** 2 / np.where(denom > 0, denom, 1), np.inf)  # identical rows: exact
-  return means, var, df
+  return var, df
 
 
 def rank_correlation(a, b, level: float = LEVEL) -> tuple:
