@@ -108,7 +108,7 @@ def plot(res: RunRecord, path: str) -> None:
 
 
 DRIVER = ablation.driver("fig3_alpha", run, to_markdown, title="Figure 3: alpha", plot=plot, options=Options,
-                         rows_per_fold=lambda cfg: 2 + len(cfg.options.alphas), claims=claims)
+                         rows_per_fold=lambda cfg: 2 + len(cfg.options.alphas), claims=claims, redrawn=True)
 
 if __name__ == "__main__":
   lifecycle.main(DRIVER)

@@ -14,7 +14,7 @@ from typing import Tuple
 import numpy as np
 
 from experiments.framework.records import RunRecord
-from experiments.framework import lifecycle, monitor, plots, rowstore, rundir, schema, setup, tabulate
+from experiments.framework import lifecycle, monitor, plots, protocol, rowstore, rundir, schema, setup, tabulate
 from experiments.framework.claims import PFD, Preset, runs_per_fold, sweep, trend
 from pfd_jax.methods import distill
 from pfd_jax.methods import rows as rows_lib
@@ -130,7 +130,8 @@ def claims(res: RunRecord) -> list:
 
 DRIVER = schema.Driver("fig4_sparsity", run, to_markdown, plot, "fig4_sparsity.png", options=Options,
                        rows_per_fold=lambda cfg: len(cfg.options.taus) * distill.num_rows(cfg.options.methods),
-                       presets=(Preset("default", "synthetic", "", "Figure 4: label sparsity"),),
+                       presets=(Preset("default", "synthetic", "", "Figure 4: label sparsity"),
+                                protocol.redrawn_preset("Figure 4: label sparsity")),
                        claims=claims)
 
 if __name__ == "__main__":

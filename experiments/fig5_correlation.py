@@ -15,7 +15,7 @@ from typing import Tuple
 import numpy as np
 
 from experiments.framework.records import RunRecord
-from experiments.framework import lifecycle, monitor, plots, rowstore, rundir, schema, setup, tabulate
+from experiments.framework import lifecycle, monitor, plots, protocol, rowstore, rundir, schema, setup, tabulate
 from experiments.framework.claims import PFD, Preset, runs_per_fold, shape, sweep
 from pfd_jax import data as D
 from pfd_jax.methods import distill
@@ -141,7 +141,8 @@ def claims(res: RunRecord) -> list:
 
 DRIVER = schema.Driver("fig5_correlation", run, to_markdown, plot, "fig5_correlation.png", options=Options,
                        rows_per_fold=lambda cfg: 1 + 2 * len(cfg.options.tau_privs or OFFSETS),
-                       presets=(Preset("default", "synthetic", "", "Figure 5: correlation of z with y"),),
+                       presets=(Preset("default", "synthetic", "", "Figure 5: correlation of z with y"),
+                                protocol.redrawn_preset("Figure 5: correlation of z with y")),
                        claims=claims)
 
 if __name__ == "__main__":

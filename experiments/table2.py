@@ -347,7 +347,7 @@ PRESETS = (
     # takes Table 2's claims from the decisive run, sized to judge them.
     Preset('default', 'synthetic', '', 'Table 2 / Table 4: synthetic default (main job)'),
     Preset('ohsumed', 'ohsumed', '--dataset=ohsumed --loss=rankbce',
-           'Table 2 / Table 4: OHSUMED, 5 folds', headline=True),
+           'Table 2 / Table 4: OHSUMED, 5 folds'),
     # All five of OHSUMED's folds: ApproxNDCG on its lists of up to 320 documents and the cross-fitted search make a
     # fold of this run long on two cores (its wall time is on the page); an interrupted run resumes by fold and row.
     Preset('ohsumed_own', 'letor-ohsumed_letor3', '--dataset=letor --data_dir=../shared/data/ohsumed_letor3 '
@@ -369,7 +369,7 @@ PRESETS = (
     Preset('decisive', 'synthetic-decisive_redrawn', protocol.redrawn_flags(
         'decisive_redrawn', protocol.DECISIVE_DRAWS, '--label_seed=1 --seed=1 --pilot=' + protocol.PILOT),
            f'Table 2 / Table 4, decisive, re-drawn population: {protocol.DECISIVE_DRAWS} draws, validation '
-           f'selection (sized by the pilot for {protocol.BUDGET_MINUTES:.0f} minutes on two cores)', headline=True),
+           f'selection (sized by the pilot for {protocol.BUDGET_MINUTES:.0f} minutes on two cores)'),
     Preset('decisive_gpu', 'synthetic-decisive_gpu', protocol.redrawn_flags(
         'decisive_gpu', protocol.GPU_DRAWS, '--label_seed=2 --seed=2 --target_mde=0.02 --draws_per_program='
         f'{protocol.GPU_DRAWS_PER_PROGRAM} --pilot={protocol.PILOT}'),

@@ -176,7 +176,7 @@ def claims(res: RunRecord) -> list:
 # The runs of RESULTS.md this driver makes (python -m experiments.table3_logs --preset=<name>).
 PRESETS = (
     Preset('default', 'logs', '',
-           'Table 3 analogue: simulated e-commerce logs', headline=True),
+           'Table 3 analogue: simulated e-commerce logs'),
 )
 
 

@@ -180,7 +180,7 @@ def claims(res: RunRecord) -> list:
 # The runs of RESULTS.md this driver makes (python -m experiments.theory --preset=<name>).
 PRESETS = (
     Preset('default', 'fig6', '',
-           'Linear theory: Theorems 1-2, Figure 6', headline=True),
+           'Linear theory: Theorems 1-2, Figure 6'),
 )
 
 

@@ -12,7 +12,7 @@ from scipy import stats as sps
 
 from conftest import tiny
 from experiments import report, table5_positive_groups, table6_imputation
-from experiments.framework import claims, outputs, pagefiles, published, rundir, staleness, tabulate
+from experiments.framework import claims, family, outputs, pagefiles, published, rundir, staleness, tabulate
 from pfd_jax.ops import stats
 
 
@@ -112,16 +112,23 @@ def test_report_builds_marks_stale_and_fails_on_a_missing_run(tmp_path, table5_r
               seconds=1.0)
   _write_run(results, "table6_imputation", "synthetic", res6, head)
 
-  expected = [e for e in report.EXPECTED if e.driver in ("table5_positive_groups", "table6_imputation")]
+  expected = [e for e in report.EXPECTED if e.driver in ("table5_positive_groups", "table6_imputation") and
+              e.label == "synthetic"]
   out = tmp_path / "page" / "RESULTS.md"
   out.parent.mkdir()
   readme = tmp_path / "README.md"
   readme.write_text(f"# x\n\n{report.BEGIN}\nPLACEHOLDER\n{report.END}\n\nafter\n")
-  headline = [e._replace(headline=True) if e.driver == "table6_imputation" else e for e in expected]
-  s = report.build(str(results), str(out), root=str(repo), expected=headline, readme=str(readme))
+  # a family declared for these runs: Table 6's two claims, decided by its fixed-data run, and Table 5's (whose run
+  # is stale, so not decided)
+  members = tuple(family.Member("Tables 5 and 6", f"{d}/synthetic", t, "superiority", population="fixed", unit="runs")
+                  for d, t in (("table6_imputation", "No-distillation beats the PFD teacher served with mean"),
+                               ("table6_imputation", "No-distillation beats the PFD teacher served with zero"),
+                               ("table5_positive_groups", "Data loss on positive groups beats all groups")))
+  s = report.build(str(results), str(out), root=str(repo), expected=expected, readme=str(readme), members=members)
   text = readme.read_text()
   assert "PLACEHOLDER" not in text and text.endswith("\n\nafter\n") and f"commit `{tip[:10]}`" in text
-  assert "mean-imputed z (paper, Table 6) | **holds** |" in text and "Table 5" not in text
+  assert "mean | **holds (p=" in text and "Tables 5 and 6** (3 claims): after Holm, 1 holds" in text
+  assert "Data loss on positive groups beats all groups | **not decided: stale (the canaries" in text
   md = out.read_text()
   assert s["stale"] == ["table5_positive_groups/synthetic"]
   assert ("**Stale**: the canaries of table5_positive_groups changed bits after " + old[:10] +
@@ -129,10 +136,11 @@ def test_report_builds_marks_stale_and_fails_on_a_missing_run(tmp_path, table5_r
   assert md.count("**Stale**") == 1 and "| current |" in md
   found = {t: v for _, t, v in s["claims"]}
   assert found["No-distillation beats the PFD teacher served with mean-imputed z (paper, Table 6)"] == "holds"
-  # the paper's claims first, each with its form, population, selection and Holm-adjusted verdict (a family of
-  # the page's paper claims: here Table 5's first and Table 6's two); ours marked exploratory
+  # the paper's claims first, each with its form, the run that decides it, population, selection and
+  # Holm-adjusted verdict (the declared family of three); ours marked exploratory
   top = md[md.index("## The paper's claims"):md.index("## The runs")]
-  assert top.count("| PFD | superiority | fixed (one draw) | test |") == 3 and "exploratory" not in top
+  assert top.count("| PFD | superiority | [table6_imputation/synthetic](#table6_imputation-synthetic) | fixed (one "
+                   "draw) | test |") == 2 and "exploratory" not in top and "| **not decided: stale (" in top
   assert "| exploratory |" in md and "After Holm" in md
   assert found["No-distillation beats the PFD teacher served with zero-imputed z (paper, Table 6)"] != "holds"
   # each run's own table, command, commit and figure
@@ -146,7 +154,7 @@ def test_report_builds_marks_stale_and_fails_on_a_missing_run(tmp_path, table5_r
   assert archived == ["fingerprint.txt", "origin.txt", "provenance.json", "results.json.gz", "table.md", "table6.png"]
   json_before = (out.parent / "RESULTS.json").read_text()
   shutil.move(str(results), str(tmp_path / "elsewhere"))
-  again = report.build(str(results), str(out), root=str(repo), expected=headline, readme=str(readme))
+  again = report.build(str(results), str(out), root=str(repo), expected=expected, readme=str(readme), members=members)
   assert out.read_text() == md and (out.parent / "RESULTS.json").read_text() == json_before
   assert again["claims"] == s["claims"] and again["stale"] == s["stale"]
   shutil.move(str(tmp_path / "elsewhere"), str(results))
@@ -207,7 +215,7 @@ def test_a_run_without_files_is_carried_from_the_page_it_replaces(tmp_path, tabl
   note = carried[carried.index("**Carried**"):carried.index("\n\n", carried.index("**Carried**")) + 2]
   assert carried.replace(note, "") == section  # verbatim, figure links included
   assert (page.parent / "published" / t6.anchor / "table6.png").exists()
-  assert "| current, **carried** |" in md and "Not in this family: the runs carried" in md
+  assert "| carried from an older page | current, **carried** |" in md  # its verdicts are that page's: in no tally
   assert json.loads((page.parent / "RESULTS.json").read_text())[t6.key]["verdicts"]
   report.build(str(results), str(page), root=str(tmp_path), expected=[t5, t6], carry=True)
   assert page.read_text() == md
@@ -366,7 +374,7 @@ def test_per_query_second_verdict_on_a_constructed_case():
   rng = np.random.default_rng(0)
   base = rng.uniform(0.2, 0.6, (s, q))
   swing = np.array([0.3, -0.3, 0.25, -0.25, 0.0])  # per-seed effects, mean 0 over the seeds
-  for delta, want in ((0.05, "holds"), (-0.05, "does not reproduce")):
+  for delta, want in ((0.05, "inside the claimed region"), (-0.05, "outside the claimed region")):
     pfd = base + delta + swing[:, None]
     valid = np.ones(q, bool)
     valid[:3] = False  # lists without a positive: not counted
@@ -448,3 +456,34 @@ def test_recording_canaries_refuses_to_drop_a_driver_it_did_not_reach(tmp_path):
   new, notes = staleness.collect(str(folder), str(path))
   assert new["drivers"] == {"table2": {"tests/c.py::t": "f2"}} and new["verified_since"] == {}
   assert notes == ["table2: canary tests re-recorded under new node ids (gone: tests/b.py::t; new: tests/c.py::t)"]
+
+
+def test_the_plan_lists_what_the_page_lacks_with_its_expected_time(tmp_path):
+  """report --plan: the runs table's wall times read back; a re-drawn preset that never ran estimated from its
+  driver's fixed run x draws / seeds x the page's measured cost of a draw against a seed; a run whose recorded
+  settings differ from its preset's now is lacking, one with the preset's own settings is not."""
+  from experiments import table5_positive_groups as t5
+  from experiments.framework import pageplan
+  page = tmp_path / "RESULTS.md"
+  page.write_text("| Question | Run | Claims | Code | Configuration | Commit | Wall time |\n|---|---|---|---|---|---|---|\n"
+                  "| paper | [main](#table2-synthetic) | - | current | reference | abc | 5 min 0 s |\n"
+                  "| paper | [decisive](#table2-synthetic-decisive_redrawn) | - | current | reference | abc | 100 min 0 s |\n"
+                  "| paper | [T5](#table5_positive_groups-synthetic) | - | current | reference | abc | 50 s |\n")
+  walls = pageplan.walls(str(page))
+  assert walls == {"table2-synthetic": 300, "table2-synthetic-decisive_redrawn": 6000,
+                   "table5_positive_groups-synthetic": 50}
+  expected = [e for e in report.EXPECTED if e.driver == "table5_positive_groups"]
+  steps = pageplan.needed(str(tmp_path / "no_results"), str(page), expected, str(tmp_path))
+  redrawn = next(s for s in steps if s.key == "table5_positive_groups/synthetic-redrawn")
+  # 50 s / 5 seeds x 20 draws x (6000 s / 40 draws) / (300 s / 5 seeds)
+  assert redrawn.why == "missing" and redrawn.seconds == pytest.approx(50 / 5 * 20 * (6000 / 40) / (300 / 5))
+  assert "python -m experiments.table5_positive_groups --preset=redrawn" in pageplan.show(steps)
+  # the preset's own settings: not lacking; other folds than its preset has now: lacking, the field named
+  fv = pageplan.absl_flags.FlagValues()
+  pageplan.cli.define_flags(t5.DRIVER, fv)
+  fv(["prog", "--tag=redrawn", "--draws=20", "--seeds=1", "--select_on=vali", "--curves=select",
+      "--synthetic_queries=400,6306,6306"])
+  now = outputs.as_json(pageplan.cli.config_from_flags(t5.DRIVER, fv))
+  assert pageplan.changed(t5.DRIVER, "redrawn", {"config": now}) == ""
+  was = dict(now, data=dict(now["data"], draws=6))
+  assert pageplan.changed(t5.DRIVER, "redrawn", {"config": was}) == "data.draws"

@@ -19,6 +19,11 @@
 * :mod:`~experiments.framework.plots`: PNG plots (matplotlib, imported on first use);
 * :mod:`~experiments.framework.claims`: claims in their forms, their verdicts, Holm's adjustment, and the presets a
   driver declares;
+* :mod:`~experiments.framework.family`: the papers' claims declared once, each with the run that decides it (the
+  page's Holm family), and the conclusion they support;
+* :mod:`~experiments.framework.familypage`: how RESULTS.md shows that family (conclusion, claims table, each
+  claim's 'After Holm' cell);
+* :mod:`~experiments.framework.pageplan`: the runs the page lacks, their commands and expected times;
 * :mod:`~experiments.framework.published`: what RESULTS.md publishes of a run, and ``--check`` against it;
 * :mod:`~experiments.framework.pagefiles`: the page's copy of its runs (published/), from which any clone rebuilds it;
 * :mod:`~experiments.framework.staleness`: when a published run is still the code's result (canaries).

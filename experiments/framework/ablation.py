@@ -16,7 +16,7 @@ from pfd_jax.methods import distill
 from pfd_jax.methods import gbdt
 from pfd_jax.training import TrainConfig
 from experiments.framework.records import RunRecord
-from experiments.framework import plots, rundir, schema, tabulate
+from experiments.framework import plots, protocol, rundir, schema, tabulate
 from experiments.framework.claims import Preset
 from experiments.framework.monitor import progress
 from experiments.framework.rowstore import Rows
@@ -75,11 +75,13 @@ def results(cfg: Config, rows: Dict[str, list], t0: float, **extra) -> RunRecord
 
 
 def driver(name: str, run, to_markdown, *, title: str, rows_per_fold, claims, plot=None, bars: Optional[dict] = None,
-           png: Optional[str] = None, options=None) -> schema.Driver:
-  """An ablation driver's record: its one preset (the synthetic default, `title` on RESULTS.md) and its plot
-  (`plot`, or bars of NDCG@8 of the rows labelled by `bars`) written as `png` (default <name>.png)."""
+           png: Optional[str] = None, options=None, redrawn: bool = False) -> schema.Driver:
+  """An ablation driver's record: its presets (the synthetic default, `title` on RESULTS.md; with `redrawn`, the
+  paper's claims' confirmatory run on the re-drawn population too, protocol.redrawn_preset) and its plot (`plot`,
+  or bars of NDCG@8 of the rows labelled by `bars`) written as `png` (default <name>.png)."""
   if bars is not None:
     plot = functools.partial(plots.bar_plot, labels=bars)
   return schema.Driver(name, run, to_markdown, plot, png or f"{name}.png", options=options,
-                       rows_per_fold=rows_per_fold, presets=(Preset("default", "synthetic", "", title),),
+                       rows_per_fold=rows_per_fold, presets=(Preset("default", "synthetic", "", title),) +
+                       ((protocol.redrawn_preset(title),) if redrawn else ()),
                        claims=claims)

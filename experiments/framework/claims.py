@@ -61,10 +61,12 @@ class Claim(NamedTuple):
   margin: float = 0.0  # relative (0.01 = 1%)
   source: str = ""     # the paper that makes the claim ('' = ours, exploratory)
   p: float = math.nan  # one-sided p of the claim's test (holds iff p < ALPHA)
+  p_against: float = math.nan  # one-sided p of the test against it (small: the evidence lies outside its region)
   unit: str = "runs"   # what its interval generalises over
   power: float = math.nan  # achieved: its test's power at a true MARGIN gain (non-inferiority: at no difference)
   mde: float = math.nan    # relative: the smallest true distance from the claim's threshold its test finds with 80%
                            # power (equivalence: the smallest margin it could establish); :func:`detectable`
+  need: int = 0            # an undecided claim: the units that would decide it (80% power, :func:`_need`); 0 unknown
 
   @property
   def confirmatory(self) -> bool:
@@ -83,7 +85,6 @@ class Preset(NamedTuple):
   label: str
   flags: str          # the flags it stands for ('' = the driver's defaults)
   title: str          # its section's title on RESULTS.md
-  headline: bool = False  # its claims go into the README's summary too
   before: str = ""    # a command to run first (e.g. one that writes the data folder)
   accelerator: str = ""  # where it needs an accelerator: its projected cost; absent from the page until run
 
@@ -107,18 +108,24 @@ def _cell(e: stats.Estimate, p: float) -> str:
   return f"{100 * e.diff / ref:+.1f}% [{100 * lo / ref:+.1f}%, {100 * hi / ref:+.1f}%] {ptxt}"
 
 
-def _need(e: stats.Estimate, folds: int = 1) -> str:
-  """How many units would give 80% power at a MARGIN change (or the observed one, if larger)."""
+def _need(e: stats.Estimate, folds: int = 1, form: str = "superiority", margin: float = 0.0) -> tuple:
+  """(units, text): how many units would give 80% power to decide the claim: superiority at a MARGIN change (or the
+  observed one, if larger); non-inferiority and equivalence at no true change against their margin. (0, '') where
+  the unit's count cannot be scaled (seeds x queries crossed) or the spread is unknown."""
   if e.unit == "seeds x queries" or not np.isfinite(e.se):
-    return ""
+    return 0, ""
   sd = e.se * math.sqrt(e.n)
-  effect = max(abs(e.diff), MARGIN * abs(e.reference))
-  need = stats.runs_for_power(effect, sd)
-  size = "the observed change" if abs(e.diff) > MARGIN * abs(e.reference) else f"a {100 * MARGIN:.0f}% change"
+  if form == "superiority":
+    effect = max(abs(e.diff), MARGIN * abs(e.reference))
+    size = "the observed change" if abs(e.diff) > MARGIN * abs(e.reference) else f"a {100 * MARGIN:.0f}% change"
+  else:
+    effect, size = margin * abs(e.reference), f"no change within the {100 * margin:g}% margin"
+  need = stats.runs_for_power(effect, sd, alpha=2 * ALPHA / (2 if form == "equivalence" else 1))
   what = {"queries": "test queries", "draws": "draws"}.get(e.unit, "seeds")
   per = folds if what == "seeds" else 1  # runs are folds x seeds; draws and queries are counted whole
   count = "more than 100,000" if need is None else f"~{-(-need // per):,}"
-  return f"; {count} {what}{' per fold' if folds > 1 and what == 'seeds' else ''} would detect {size} with 80% power"
+  return ((need or 100_000) // per, f"; {count} {what}{' per fold' if folds > 1 and what == 'seeds' else ''} would "
+          f"detect {size} with 80% power")
 
 
 def judge(e: stats.Estimate, form: str = "superiority", margin: float = 0.0) -> tuple:
@@ -146,6 +153,16 @@ def judge(e: stats.Estimate, form: str = "superiority", margin: float = 0.0) -> 
   return f"undecided at {e.n} {e.unit}", p
 
 
+def against(e: stats.Estimate, form: str = "superiority", margin: float = 0.0) -> float:
+  """The one-sided p of the test against the claim (H0: the claim is true; small when the estimate lies outside the
+  region the claim makes): what a 'does not reproduce' reads, as p is what 'holds' reads (nan: no test)."""
+  if e.se == 0 and e.diff == 0:
+    return math.nan
+  m = margin * e.reference
+  return {"superiority": lambda: e.p_below(m), "non-inferiority": lambda: e.p_below(-m),
+          "equivalence": lambda: min(e.p_below(-m), e.p_above(m))}[form]()
+
+
 def verdict(c: tabulate.ComparisonRecord, folds: int = 1, margin: float = MARGIN, form: str = "superiority",
             claim_margin: float = 0.0) -> tuple:
   """(verdict, detail) of a diagnostic claim in `form` with `claim_margin` on a comparison record (the per-query
@@ -158,10 +175,18 @@ def verdict(c: tabulate.ComparisonRecord, folds: int = 1, margin: float = MARGIN
   detail = tabulate.change_cell(c)
   if word.startswith("undecided"):
     detail += ((f" (a gain of {100 * margin:.0f}% or more is ruled out)" if form == "superiority" and
-                e.interval()[1] < margin * e.reference else "") + (_need(e, folds) if form == "superiority" else ""))
+                e.interval()[1] < margin * e.reference else "") + _need(e, folds, form, claim_margin)[1])
   elif word == "does not reproduce" and e.interval()[1] < 0:
     detail += " (reversed)"
   return word, detail
+
+
+def reading(word: str) -> str:
+  """A diagnostic's word for where its interval lies against the claim's region: never a verdict's word (a
+  diagnostic decides nothing; the claim's own unit does)."""
+  if word.startswith("undecided"):
+    return "inconclusive" + word[len("undecided"):]
+  return {"holds": "inside the claimed region", "does not reproduce": "outside the claimed region"}.get(word, word)
 
 
 def fragility(c: tabulate.ComparisonRecord, bounds: Optional[tuple] = None, thresholds: tuple = (0.0,)) -> str:
@@ -191,14 +216,15 @@ def claim(text: str, e: stats.Estimate, *, form: str = "superiority", margin: fl
                  unit=e.unit)
   mde = detectable(e, form)
   detail = _cell(e, p) + f" ({e.unit})" + (f"; MDE {100 * mde:.1f}%" if np.isfinite(mde) else "")
-  if word.startswith("undecided") and form == "superiority":
-    detail += _need(e, folds)
+  need, needed = _need(e, folds, form, margin) if word.startswith("undecided") else (0, "")
+  detail += needed
   if run is not None and (e.unit not in ("runs", "draws") or e.n != run["n"]):  # another interval: a diagnostic
     detail += f"; runs: {tabulate.change_cell(run)}"
   thresholds = {"superiority": (margin,), "non-inferiority": (-margin,), "equivalence": (-margin, margin)}[form]
   why = fragility(run, e.interval() if e.unit in ("runs", "draws") else None, thresholds) if run else ""
   return Claim(text, word, detail + (f"; {why}" if why else ""), queries=queries, fragile=bool(why), form=form,
-               margin=margin, source=source, p=p, unit=e.unit, power=achieved_power(e, form, margin), mde=mde)
+               margin=margin, source=source, p=p, p_against=against(e, form, margin), unit=e.unit,
+               power=achieved_power(e, form, margin), mde=mde, need=need)
 
 
 def detectable(e: stats.Estimate, form: str) -> float:
@@ -230,8 +256,9 @@ def beats(text: str, rows: tabulate.Runs, a: str, b: str, folds: int = 1, col: i
   c = tabulate.compare({a: np.asarray(rows[a]), b: np.asarray(rows[b])}, b, col=col)[a]
   second = ""
   if queries and a in queries and b in queries:
-    second = ": ".join(verdict(tabulate.comparison_record(stats.paired(queries[a], queries[b], unit="queries")),
-                               form=form, claim_margin=margin))
+    word, detail = verdict(tabulate.comparison_record(stats.paired(queries[a], queries[b], unit="queries")),
+                           form=form, claim_margin=margin)
+    second = f"{reading(word)}: {detail}"
   return claim(text, estimate or estimate_of(c), form=form, margin=margin, source=source, run=c, queries=second,
                folds=folds)
 
@@ -251,12 +278,16 @@ def every(text: str, claims: Mapping[str, Claim], *, source: str = "") -> Option
   word = ("does not reproduce" if "does not reproduce" in found else "holds" if set(found) == {"holds"} else
           f"undecided at {len(found.get('undecided', []))} of {len(claims)} points")
   fragile = [str(k) for k, c in claims.items() if c.fragile]
+  need = max((c.need for c in claims.values() if c.verdict.startswith("undecided")), default=0)
   return Claim(text, word, "; ".join(f"{k} at {', '.join(v)}" for k, v in found.items()) +
+               (f"; ~{need:,} {first.unit} would decide the hardest undecided point (80% power)"
+                if need and word.startswith("undecided") else "") +
                (f"; fragile at {', '.join(fragile)} (another machine's rounding could move those points' verdicts)"
                 if fragile else ""), fragile=bool(fragile), form=first.form, margin=first.margin, source=source,
-               p=max(c.p for c in claims.values() if c.verdict != VACUOUS), unit=first.unit,
+               p=max(c.p for c in claims.values() if c.verdict != VACUOUS),
+               p_against=_union([c.p_against for c in claims.values() if c.verdict != VACUOUS]), unit=first.unit,
                power=min(c.power for c in claims.values()),
-               mde=float(np.max([c.mde for c in claims.values()])))
+               mde=float(np.max([c.mde for c in claims.values()])), need=need if word.startswith("undecided") else 0)
 
 
 def sweep(text: str, records: Mapping[str, tabulate.ComparisonRecord], folds: int = 1, *, form: str = "superiority",
@@ -276,7 +307,9 @@ def trend(text: str, x, gains, *, decreasing: bool = False, source: str = "") ->
   sign = -1 if decreasing else 1
   detail = (f"slope {sign * e.diff:+.3g} [{min(sign * lo, sign * hi):+.3g}, {max(sign * lo, sign * hi):+.3g}] per "
             f"unit over {len(x)} points, {e.n} runs, p={p:.2g}")
-  return Claim(text, word, detail, form="trend", source=source, p=p, unit=e.unit)
+  need = _slope_need([e]) if word.startswith("undecided") else 0
+  return Claim(text, word, detail + (f"; ~{need:,} runs would detect the observed slope (80% power)" if need else ""),
+               form="trend", source=source, p=p, p_against=against(e), unit=e.unit, need=need)
 
 
 def shape(text: str, x, gains, *, source: str = "") -> Claim:
@@ -291,21 +324,55 @@ def shape(text: str, x, gains, *, source: str = "") -> Claim:
   (l0, l1), (r0, r1) = el.interval(), er.interval()
   detail = (f"slope at x = {np.min(x):.3g}: {el.diff:+.3g} [{l0:+.3g}, {l1:+.3g}] p={pl:.2g}; at x = "
             f"{np.max(x):.3g}: {-er.diff:+.3g} [{-r1:+.3g}, {-r0:+.3g}] p={pr:.2g} (quadratic per run)")
-  return Claim(text, word, detail, form="shape", source=source, p=max(pl, pr), unit=el.unit)
+  need = _slope_need([el, er]) if word.startswith("undecided") else 0
+  return Claim(text, word, detail + (f"; ~{need:,} runs would detect both observed end slopes (80% power each)"
+                                     if need else ""), form="shape", source=source, p=max(pl, pr),
+               p_against=_union([against(el), against(er)]), unit=el.unit, need=need)
+
+
+def _slope_need(estimates: list) -> int:
+  """The runs at which every per-run slope estimate's test finds its observed slope with 80% power (0: unknown)."""
+  needs = [stats.runs_for_power(abs(e.diff), e.se * math.sqrt(e.n)) for e in estimates]
+  return 0 if any(n is None for n in needs) else max(needs)
+
+
+def _union(ps: list) -> float:
+  """The p against a claim that holds only where each of its parts holds: it fails where any part fails, so the
+  parts' smallest p against, Bonferroni over the parts (the raw verdict reads any part's failure unadjusted)."""
+  ps = [p for p in ps if np.isfinite(p)]
+  return min(1.0, len(ps) * min(ps)) if ps else math.nan
 
 
 def check(text: str, ok: bool, detail: str, source: str = "") -> Claim:
   return Claim(text, "holds" if ok else "does not reproduce", detail, form="check", source=source)
 
 
-def adjust(claims: list) -> list:
-  """[(adjusted p, adjusted verdict)] of each claim: Holm's step-down adjustment over the confirmatory claims
-  with a p-value (the page's family); a raw 'holds' whose adjusted p reaches ALPHA becomes 'undecided after
-  Holm'. Exploratory claims and checks keep their raw verdict (adjusted p nan)."""
-  family = [i for i, c in enumerate(claims) if c.confirmatory and np.isfinite(c.p)]
-  adj = stats.holm([claims[i].p for i in family]) if family else []
-  out = [(math.nan, c.verdict) for c in claims]
-  for i, p in zip(family, adj):
-    c = claims[i]
-    out[i] = (float(p), c.verdict if c.verdict != "holds" or p < ALPHA else "undecided after Holm")
+NOT_DECIDED = "not decided"
+
+
+def adjust(family: list) -> list:
+  """[(adjusted p, adjusted verdict)] of a declared family of claims (:mod:`experiments.framework.family`; None: a
+  member without a current run, 'not decided', counted at p = 1 so that it never drops out): Holm's step-down
+  adjustment **in both directions**. Each claim's test reads the smaller of its two one-sided p-values (p: for the
+  claim; p_against: against it), so the family is Holm's over two-sided tests at 2 x ALPHA with the verdict taking
+  the side of the smaller p: a claim holds after Holm when that side is 'holds' and its adjusted p < ALPHA, does not
+  reproduce when that side is 'does not reproduce' and its adjusted p < ALPHA; a raw verdict that does not survive
+  reads 'undecided after Holm'. A wrong verdict of either kind somewhere in the family has probability at most
+  2 x ALPHA (ALPHA where no true change sits exactly on a claim's threshold). A claim without a test (a check; a
+  vacuous one) keeps its raw verdict (adjusted p nan) and is no member of the adjustment."""
+  sides = [(1.0, "holds") if c is None else
+           (c.p, "holds") if not c.p_against < c.p else (c.p_against, "does not reproduce") for c in family]
+  tested = [i for i, c in enumerate(family) if c is None or np.isfinite(c.p)]
+  adj = dict(zip(tested, stats.holm([sides[i][0] for i in tested]))) if tested else {}
+  out = []
+  for i, c in enumerate(family):
+    if c is None:
+      out.append((math.nan, NOT_DECIDED))
+    elif i not in adj:
+      out.append((math.nan, c.verdict))
+    else:
+      p, side = float(adj[i]), sides[i][1]
+      decided = c.verdict in ("holds", "does not reproduce")
+      out.append((p, side if p < ALPHA and c.verdict == side else
+                  "undecided after Holm" if decided else c.verdict))
   return out

@@ -8,6 +8,7 @@ from typing import Any, Dict, Mapping, Optional
 import numpy as np
 
 from experiments.framework import tabulate
+from experiments.framework.claims import Preset
 from experiments.framework.pairs import aggregate, test_selected
 from experiments.framework.records import LossRecord
 from pfd_jax.methods import rows as rows_lib
@@ -45,6 +46,22 @@ def redrawn_flags(tag: str, draws: int, extra: str = "") -> str:
   best epoch on validation (test scored at the kept epochs only), every PFD row."""
   return (f"--tag={tag} --draws={draws} --seeds=1 --select_on=vali --curves=select --synthetic_queries={DRAW_QUERIES} "
           f"{extra + ' ' if extra else ''}--methods={','.join(rows_lib.methods(one_process=False))}")
+
+
+# The ablations' confirmatory runs (Tables 5 and 6, Figures 3, 4 and 5; experiments/framework/family.py): the
+# population of Table 2's decisive run (each draw its own data, labels and validation and test sets of DRAW_QUERIES
+# queries), one seed a draw, the best epoch on validation. Declared before any of them ran: half the decisive run's
+# draws, so that each fits an afternoon on two cores (report --plan estimates each from its fixed-data run).
+ABLATION_DRAWS = 20
+
+
+def redrawn_preset(title: str, draws: int = ABLATION_DRAWS, extra: str = "") -> Preset:
+  """An ablation driver's confirmatory preset ('redrawn', results label synthetic-redrawn): `draws` draws of the
+  re-drawn population, validation selection."""
+  return Preset("redrawn", "synthetic-redrawn", f"--tag=redrawn --draws={draws} --seeds=1 --select_on=vali "
+                f"--curves=select --synthetic_queries={DRAW_QUERIES}{' ' + extra if extra else ''}",
+                f"{title}, re-drawn population: {draws} draws with test and validation sets of 6,306 queries, "
+                "validation selection")
 
 
 BUDGET_MINUTES = 75.0  # the decisive run's time on the developers' 2-core machine (declared before its pilot ran)

@@ -1,0 +1,79 @@
+"""How RESULTS.md shows the declared family (:mod:`experiments.framework.family`): the conclusion and 'The paper's
+claims' table at the top of the page, and each claim's 'After Holm' cell in its run's section (a member's adjusted
+verdict, a diagnostic of a member, or ours: exploratory)."""
+from __future__ import annotations
+
+from typing import Mapping
+
+import numpy as np
+
+from experiments.framework import claims as claims_lib
+from experiments.framework import family, tabulate
+from experiments.framework.claims import MARGIN, Claim
+
+
+def adjusted_cell(d: family.Decided) -> str:
+  """A member's verdict after Holm with its adjusted p (why, when not decided)."""
+  p, word = d.adjusted
+  if d.claim is None:
+    return f"not decided: {d.why}"
+  return word if not np.isfinite(p) else f"{word} (p={p:.2g})"
+
+
+def page_verdict(key: str, c: Claim, decided: list) -> tuple:
+  """(the claim's 'After Holm' cell, the word it counts as in the runs table): a member's adjusted verdict, a
+  diagnostic (a paper's claim another run decides) or exploratory (ours)."""
+  d = family.member_of(decided, key, c)
+  if d is not None:
+    return adjusted_cell(d), d.adjusted[1].split(" at ")[0]
+  if c.confirmatory:
+    decider = next((d.member.run for d in decided if c.text.startswith(d.member.text)), None)
+    return ((f"diagnostic: decided by {decider}" if decider and decider != key else "diagnostic: no member of the "
+             "family"), "diagnostic")
+  return "exploratory", "exploratory"
+
+
+def population(res: dict) -> str:
+  """Which data the run's runs saw: re-drawn per run (--draws) or one fixed draw; a file's folds."""
+  data = res.get("config", {}).get("data", {})
+  if data.get("draws"):
+    return f"re-drawn: {data['draws']} draws"
+  if not data:
+    return "-"
+  return "fixed (one draw)" if data.get("dataset", "synthetic") == "synthetic" else "the files' folds"
+
+
+def selection(res: dict) -> str:
+  return res.get("config", {}).get("train", {}).get("select_on", "-")
+
+
+def paper_claims(decided: list, runs: Mapping[str, dict], conclusion: list, anchors: Mapping[str, str]) -> str:
+  """'The paper's claims': the conclusion, then one row per declared member (experiments/framework/family.py) with
+  the run that decides it, its population, selection, raw and adjusted verdicts, power and MDE."""
+  table = []
+  for d in decided:
+    m, c, anchor = d.member, d.claim, anchors.get(d.member.run)
+    run = runs.get(m.run)
+    link = f"[{m.run}](#{anchor})" if anchor else m.run
+    table.append([m.group, m.text if c is None else c.text, m.source, c.form_text if c else m.form, link,
+                  population(run["res"]) if run and c and m.population != "computed" else m.population,
+                  selection(run["res"]) if run and c and m.population != "computed" else "-", f"**{c.verdict}**" if c else "-",
+                  f"**{adjusted_cell(d)}**", "-" if c is None or not np.isfinite(c.power) else f"{c.power:.2f}",
+                  "-" if c is None or not np.isfinite(c.mde) else f"{100 * c.mde:.1f}%"])
+  return ("## Conclusion\n\n" + "\n".join(f"- {c}" for c in conclusion) + "\n\n## The paper's claims\n\n"
+          f"Every claim of the papers on this page, declared once with its form, margin, unit, population and the run "
+          "that decides it before those runs were made (experiments/framework/family.py): the page's family, "
+          f"whatever runs the page holds. Each is tested in the form its paper states it (one-sided tests at "
+          f"{100 * claims_lib.ALPHA:g}%: a claim holds when its 95% interval lies inside the region it claims, does "
+          "not reproduce when the interval lies outside it) and adjusted with the others by Holm's step-down method "
+          "in both directions (claims.adjust: a wrong verdict of either kind in the family at most "
+          f"{200 * claims_lib.ALPHA:g}%). A member whose run is missing, stale, carried from an older page or not "
+          "run is **not decided** and counts at p = 1. The same claim in any other run is a diagnostic of it "
+          "(labelled so there, counted nowhere). Population: re-drawn (each unit its own draw of the data and "
+          "labels), fixed (one draw: its verdicts speak of that draw), files (a data set's folds), computed (the "
+          "theory's checks). Selection: the split of the best epoch. Power: the achieved power of the claim's test "
+          f"to find a true {100 * MARGIN:.0f}% gain at its measured spread (the smallest over a sweep's points). "
+          "MDE: the smallest true change beyond the claim's threshold that its test finds with 80% power at that "
+          "spread (equivalence: the smallest margin it could establish; the largest over a sweep's points).\n\n" +
+          tabulate.markdown_table(["Group", "Claim", "Source", "Form", "Decided by", "Population", "Selection",
+                                   "Verdict (raw)", "After Holm", "Power", "MDE"], table) + "\n")

@@ -1,0 +1,125 @@
+"""What the page lacks, and the commands that complete it over several sittings (issue 61):
+
+  python -m experiments.report --plan        # every run the page lacks, in the page's order, with its expected time
+  python -m experiments.report --plan_run    # runs them, in that order, one after another; again to go on
+
+A run is lacking when it is missing, stale (:mod:`experiments.framework.staleness`), carried from an older page, or
+made with other settings than its preset has now (the preset changed since). The accelerator's runs are listed
+apart (:mod:`experiments.accelerator`). Each driver resumes the rows it saved, so a sitting that stops loses at most
+the row it was training; ``--plan_run`` stops at the first command that fails.
+
+Expected times, on the developers' two cores: a run the page has (or carried) takes its recorded wall time again; a
+re-drawn preset that never ran (protocol.redrawn_preset) is its driver's fixed-data run scaled by draws per seed and
+by the cost of a draw against a seed, measured on the page (Table 2's decisive run against the main job: a draw's
+validation and test sets of 6,306 queries are scored at the kept epochs).
+"""
+from __future__ import annotations
+
+import importlib
+import os
+import re
+import shlex
+import subprocess
+import sys
+from typing import NamedTuple, Optional
+
+from absl import flags as absl_flags
+
+from experiments.framework import cli, lifecycle, pagefiles, schema
+from experiments.framework.outputs import as_json
+from experiments.framework.staleness import staleness
+
+_WALL = re.compile(r"(?:(\d+) min )?(\d+) s$")
+
+
+class Step(NamedTuple):
+  key: str
+  command: str
+  why: str
+  seconds: Optional[float]
+  basis: str
+
+
+def walls(page: str) -> dict:
+  """{anchor: wall seconds} of the runs table of `page` (RESULTS.md's last column)."""
+  out = {}
+  for line in open(page).read().splitlines() if os.path.exists(page) else []:
+    anchor = re.search(r"\]\(#([\w.-]+)\)", line)
+    cells = [c.strip() for c in line.strip().strip("|").split("|")]
+    wall = _WALL.match(cells[-1]) if anchor and len(cells) > 5 else None
+    if wall and anchor.group(1) not in out:
+      out[anchor.group(1)] = 60 * int(wall.group(1) or 0) + int(wall.group(2))
+  return out
+
+
+def changed(driver: schema.Driver, preset: str, res: dict) -> str:
+  """'' or what the run's recorded settings differ in from its preset's now (data, run and the driver's options)."""
+  fv = absl_flags.FlagValues()
+  cli.define_flags(driver, fv)
+  fv(["prog"] + lifecycle.expand_preset(driver, ["prog", f"--preset={preset}"])[1:])
+  now, was = as_json(cli.config_from_flags(driver, fv)), res.get("config", {})
+  diff = [f"{g}.{k}" for g in ("data", "run", "options") for k in set(now.get(g) or {}) | set(was.get(g) or {})
+          if (now.get(g) or {}).get(k) != (was.get(g) or {}).get(k)]
+  return ", ".join(sorted(diff))
+
+
+def _redrawn_estimate(e, flags: str, walls_: dict, expected: list) -> tuple:
+  """(seconds, basis) of a re-drawn preset that never ran (its `flags`): its driver's fixed run x draws/seeds x a
+  draw's cost."""
+  draws = re.search(r"--draws=(\d+)", flags)
+  base = next((x for x in expected if x.driver == e.driver and x.label == "synthetic"), None)
+  main, decisive = walls_.get("table2-synthetic"), walls_.get("table2-synthetic-decisive_redrawn")
+  if not (draws and base and base.anchor in walls_ and main and decisive):
+    return None, "no basis on the page"
+  per_draw = (decisive / 40) / (main / 5)
+  seconds = walls_[base.anchor] / 5 * int(draws.group(1)) * per_draw
+  return seconds, (f"{base.key}'s {walls_[base.anchor]:.0f} s / 5 seeds x {draws.group(1)} draws x {per_draw:.2f} "
+                   "(a draw against a seed: Table 2's decisive run against the main job)")
+
+
+def needed(results: str, page: str, expected: list, root: str) -> list:
+  """[Step] of every run `page` lacks (module docstring), in the page's order; the accelerator's last."""
+  walls_, steps, text = walls(page), [], open(page).read() if os.path.exists(page) else ""
+  archive = os.path.join(os.path.dirname(os.path.abspath(page)), pagefiles.ARCHIVE)
+  for e in expected:
+    run = pagefiles.load_run(results, e, archive)
+    driver = importlib.import_module(f"experiments.{e.driver}").DRIVER
+    preset = next(p for p in driver.presets if p.label == e.label)
+    section = text.split(f'<a id="{e.anchor}"></a>', 1)[1].split('<a id="', 1)[0] if f'<a id="{e.anchor}"></a>' in text else ""
+    if run is None:
+      why = ("not run: an accelerator's (python -m experiments.accelerator)" if e.accelerator else
+             "carried from an older page" if pagefiles.CARRIED in section else "missing")
+    else:
+      why = staleness(run["prov"].get("code", {}), e.driver, root)
+      why = f"stale: {why}" if why else ""
+      if not why:
+        diff = changed(driver, preset.name, run["res"])
+        why = f"its preset changed since it ran ({diff})" if diff else ""
+    if not why:
+      continue
+    seconds, basis = ((walls_[e.anchor], "its last wall time on the page") if e.anchor in walls_ else
+                      _redrawn_estimate(e, preset.flags, walls_, expected))
+    steps.append(Step(e.key, e.command, why, seconds, basis))
+  return sorted(steps, key=lambda s: s.why.startswith("not run"))
+
+
+def show(steps: list) -> str:
+  total = sum(s.seconds or 0 for s in steps if not s.why.startswith("not run"))
+  lines = [f"{len(steps)} runs the page lacks; about {total / 3600:.1f} h on two cores (the accelerator's apart):"]
+  for s in steps:
+    t = "?" if s.seconds is None else f"{s.seconds / 60:.0f} min"
+    lines.append(f"  {s.key}: {s.why}\n    {s.command}\n    expected {t} ({s.basis})")
+  return "\n".join(lines)
+
+
+def run(steps: list) -> int:
+  """Runs the steps' commands in order (the accelerator's skipped); the first failing one's exit code, else 0."""
+  for s in steps:
+    if s.why.startswith("not run"):
+      continue
+    print(f"=== {s.key} ({s.why}; expected {'?' if s.seconds is None else f'{s.seconds / 60:.0f} min'}): "
+          f"{s.command}", flush=True)
+    code = subprocess.call(["bash", "-c", s.command.replace("python -m ", shlex.quote(sys.executable) + " -m ")])
+    if code:
+      return code
+  return 0
