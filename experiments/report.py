@@ -28,6 +28,7 @@ from typing import Any, Callable, Mapping, NamedTuple, Optional
 from absl import flags
 
 from experiments import guards, machine
+from experiments.framework import claims as claims_lib
 from experiments.framework import family, familypage, outputs, pagefiles, pagelayout, pageplan, published, tabulate
 from experiments.framework.claims import MARGIN
 from experiments.framework.records import RunRecord
@@ -60,7 +61,8 @@ class Entry(NamedTuple):
     return f"{self.driver}-{self.label}"
 
   def claims_of(self, res: Mapping[str, Any]) -> list:
-    return [c for c in (self.claims(RunRecord.from_json(res)) if self.claims else []) if c is not None]
+    out = [c for c in (self.claims(RunRecord.from_json(res)) if self.claims else []) if c is not None]
+    return [claims_lib.in_draws(c) for c in out] if claims_lib.redrawn(res) else out
 
 
 def entries(page: tuple = PAGE) -> list:

@@ -1,11 +1,14 @@
 """Each ablation driver end to end on a tiny configuration (seconds): structure, not numbers."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 
 from experiments import (alpha_robustness, fig3_alpha, fig4_sparsity, fig5_correlation,  # noqa: F401
                          table3_logs, table5_positive_groups, table6_imputation)
-from experiments.framework import outputs, setup
+from experiments.framework import claims, outputs, setup
+from experiments.framework.records import RunRecord
 from pfd_jax import data as D
 from pfd_jax.data import logs
 
@@ -104,3 +107,19 @@ def test_table3_logs(tmp_path):
   assert not np.array_equal(js["rows"]["click_placebo_teacher"], js["rows"]["click_teacher"])
   cfg = tiny(table3_logs.Options(sessions=(60, 10, 60), placebo=False, lightgbm=False))
   assert table3_logs.DRIVER.rows(cfg) == len(table3_logs.ROWS) - 1 - table3_logs.GBDT_ROWS - table3_logs.PLACEBO_ROWS
+
+
+@pytest.mark.slow
+def test_table3_logs_redrawn_gives_each_draw_its_own_simulation():
+  """--draws=N: N simulations (draw k's simulator seed and training keys its own), one run each; the rows' runs
+  stack over the draws, and the claims speak of draws."""
+  opts = table3_logs.Options(sessions=(60, 10, 60), placebo=False, lightgbm=False, draws=2)
+  res = table3_logs.run(tiny(opts).replace(run=dict(seeds=1)))
+  assert all(np.shape(v)[0] == 2 for v in res["rows"].values())
+  one = table3_logs.run(tiny(dataclasses.replace(opts, draws=0)).replace(run=dict(seeds=1)))
+  assert not np.array_equal(res["rows"]["no_distill"][1], res["rows"]["no_distill"][0])
+  assert "draws" not in outputs.as_json(one["config"])["options"]  # omitted at its default: old runs' bits stand
+  js = outputs.as_json(res)
+  assert claims.redrawn(js) and claims.runs_per_fold(2, js) == 1
+  c = claims.in_draws(table3_logs.DRIVER.claims(RunRecord.from_json(js))[0])
+  assert c.unit == "draws" and " runs" not in c.verdict + c.detail

@@ -37,6 +37,7 @@ and the adjusted verdict side by side. A claim with no source is ours (controls,
 from __future__ import annotations
 
 import math
+import re
 from typing import Any, Mapping, NamedTuple, Optional
 
 import numpy as np
@@ -90,8 +91,25 @@ class Preset(NamedTuple):
 
 
 def runs_per_fold(n_runs: int, res: Mapping[str, Any]) -> int:
-  """How many folds `n_runs` paired runs span (runs are folds x seeds)."""
-  return max(1, n_runs // res["config"]["run"]["seeds"])
+  """How many folds `n_runs` paired runs span (runs are folds x seeds); 1 for a run that re-drew its data, whose
+  draws are its units (counted whole, :func:`in_draws`)."""
+  return 1 if redrawn(res) else max(1, n_runs // res["config"]["run"]["seeds"])
+
+
+def redrawn(res: Mapping[str, Any]) -> bool:
+  """Whether the run re-drew its data with one seed a draw (--draws --seeds=1): its runs are draws."""
+  cfg = res.get("config", {})
+  draws = (cfg.get("data") or {}).get("draws") or (cfg.get("options") or {}).get("draws")
+  return bool(draws) and cfg.get("run", {}).get("seeds") == 1
+
+
+def in_draws(c: Claim) -> Claim:
+  """A claim over runs of a re-drawn run (:func:`redrawn`) said in its unit, the draw."""
+  if c.unit != "runs":
+    return c
+  said = lambda t: re.sub(r"([\d,~]+) (runs|seeds) ", r"\1 draws ", re.sub(r"([\d,~]+) runs\b", r"\1 draws", t)).replace(
+      "(runs)", "(draws)")
+  return c._replace(verdict=said(c.verdict), detail=said(c.detail), unit="draws")
 
 
 def estimate_of(c: tabulate.ComparisonRecord) -> stats.Estimate:

@@ -67,7 +67,7 @@ def _redrawn_estimate(e, flags: str, walls_: dict, expected: list) -> tuple:
   """(seconds, basis) of a re-drawn preset that never ran (its `flags`): its driver's fixed run x draws/seeds x a
   draw's cost."""
   draws = re.search(r"--draws=(\d+)", flags)
-  base = next((x for x in expected if x.driver == e.driver and x.label == "synthetic"), None)
+  base = next((x for x in expected if x.command == f"python -m experiments.{e.driver}"), None)  # its default preset
   main, decisive = walls_.get("table2-synthetic"), walls_.get("table2-synthetic-decisive_redrawn")
   if not (draws and base and base.anchor in walls_ and main and decisive):
     return None, "no basis on the page"
