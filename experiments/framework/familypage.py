@@ -27,9 +27,11 @@ def page_verdict(key: str, c: Claim, decided: list) -> tuple:
   if d is not None:
     return adjusted_cell(d), d.adjusted[1].split(" at ")[0]
   if c.confirmatory:
-    decider = next((d.member.run for d in decided if c.text.startswith(d.member.text)), None)
-    return ((f"diagnostic: decided by {decider}" if decider and decider != key else "diagnostic: no member of the "
-             "family"), "diagnostic")
+    decider = next((d for d in decided if c.text.startswith(d.member.text)), None)
+    if decider is not None and decider.member.run == key:  # this run's member, not decided (a stale run)
+      return adjusted_cell(decider), "not decided"
+    return (f"diagnostic: decided by {decider.member.run}" if decider else "diagnostic: no member of the family",
+            "diagnostic")
   return "exploratory", "exploratory"
 
 

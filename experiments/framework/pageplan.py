@@ -97,8 +97,9 @@ def needed(results: str, page: str, expected: list, root: str) -> list:
         why = f"its preset changed since it ran ({diff})" if diff else ""
     if not why:
       continue
-    seconds, basis = ((walls_[e.anchor], "its last wall time on the page") if e.anchor in walls_ else
-                      _redrawn_estimate(e, preset.flags, walls_, expected))
+    seconds, basis = ((walls_[e.anchor], "its last wall time on the page" + (
+        ", made with other settings: no more than a guess" if why.startswith("its preset changed") else ""))
+                      if e.anchor in walls_ else _redrawn_estimate(e, preset.flags, walls_, expected))
     steps.append(Step(e.key, e.command, why, seconds, basis))
   return sorted(steps, key=lambda s: s.why.startswith("not run"))
 
