@@ -223,8 +223,8 @@ def test_the_family_is_fixed_by_its_declaration():
   member's claim in another form than declared is an error."""
   C = lambda text, p, **k: claims.Claim(text, "holds" if p < claims.ALPHA else "undecided at 9 runs", "",
                                         source=k.pop("source", "PFD"), p=p, p_against=1 - p, **k)
-  members = (family.Member("g", "a/x", "A beats", "superiority"), family.Member("g", "b/x", "B beats", "superiority"),
-             family.Member("h", "c/x", "C beats", "superiority"))
+  members = tuple(family.Member(g, f"{k}/x", f"{k.upper()} beats", "superiority", unit="runs")
+                  for g, k in (("g", "a"), ("g", "b"), ("h", "c")))
   runs = {"a/x": ([C("A beats one", 0.004), C("ours beats", 0.001, source="")], ""),
           "b/x": ([C("B beats two", 0.02)], ""), "c/x": ([C("C beats three", 0.01)], "")}
   full = family.resolve(runs, members)
@@ -244,6 +244,8 @@ def test_the_family_is_fixed_by_its_declaration():
   text = " ".join(family.conclusion(less))
   assert "**g** (2 claims): after Holm, 1 holds, 1 undecided after Holm (B beats: undecided after Holm)" in text
   assert "**h** (1 claim): after Holm, 1 not decided (C beats: not decided, stale (x))" in text
+  other = family.resolve(dict(runs, **{"c/x": ([C("C beats three", 0.01, unit="draws")], "")}), members)
+  assert other[2].claim is None and "judged it over draws, the declaration over runs" in other[2].why
   with pytest.raises(family.DeclarationError, match="a/x states 'A beats one' as equivalence"):
     family.resolve({"a/x": ([C("A beats one", 0.01, form="equivalence", margin=0.02)], "")}, members)
 

@@ -103,7 +103,8 @@ class Decided(NamedTuple):
 def resolve(runs: Mapping[str, tuple], family: Sequence[Member] = FAMILY) -> list:
   """[Decided] of every member, in the declaration's order, adjusted together (claims.adjust). runs: {driver/label:
   (its claims, '' when current else why it decides nothing: stale, carried, not run)}; a run absent from `runs` is
-  missing. Raises DeclarationError when a run words a member's claim in another form than declared."""
+  missing; a run that judged a member over another unit than declared (another protocol's) decides nothing. Raises
+  DeclarationError when a run words a member's claim in another form than declared."""
   found = []
   for m in family:
     claims, why = runs.get(m.run, ((), f"no run of {m.run}"))
@@ -113,6 +114,8 @@ def resolve(runs: Mapping[str, tuple], family: Sequence[Member] = FAMILY) -> lis
                              f"family declares it {m.form}, margin {m.margin:g} ({m.source})")
     if claim is None and not why:
       why = f"{m.run} states no such claim (a row it needs is absent)"
+    elif claim is not None and m.form != "check" and claim.unit != m.unit and not why:
+      why = f"{m.run} judged it over {claim.unit}, the declaration over {m.unit} (another protocol's run)"
     found.append((m, None if why else claim, why))
   adjusted = claims_lib.adjust([c for _, c, _ in found])
   return [Decided(m, c, why, a) for (m, c, why), a in zip(found, adjusted)]
