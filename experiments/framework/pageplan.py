@@ -25,7 +25,7 @@ from typing import NamedTuple, Optional
 
 from absl import flags as absl_flags
 
-from experiments.framework import cli, lifecycle, pagefiles, schema
+from experiments.framework import cli, lifecycle, pagefiles, protocol, schema
 from experiments.framework.outputs import as_json
 from experiments.framework.staleness import staleness
 
@@ -63,23 +63,24 @@ def changed(driver: schema.Driver, preset: str, res: dict) -> str:
   return ", ".join(sorted(diff))
 
 
-def _redrawn_estimate(e, flags: str, walls_: dict, expected: list) -> tuple:
+def _redrawn_estimate(e, flags: str, times: dict, expected: list) -> tuple:
   """(seconds, basis) of a re-drawn preset that never ran (its `flags`): its driver's fixed run x draws/seeds x a
   draw's cost."""
   draws = re.search(r"--draws=(\d+)", flags)
   base = next((x for x in expected if x.command == f"python -m experiments.{e.driver}"), None)  # its default preset
-  main, decisive = walls_.get("table2-synthetic"), walls_.get("table2-synthetic-decisive_redrawn")
-  if not (draws and base and base.anchor in walls_ and main and decisive):
+  main, decisive = times.get("table2-synthetic"), times.get("table2-synthetic-decisive_redrawn")
+  if not (draws and base and base.anchor in times and main and decisive):
     return None, "no basis on the page"
-  per_draw = (decisive / 40) / (main / 5)
-  seconds = walls_[base.anchor] / 5 * int(draws.group(1)) * per_draw
-  return seconds, (f"{base.key}'s {walls_[base.anchor]:.0f} s / 5 seeds x {draws.group(1)} draws x {per_draw:.2f} "
+  seeds = schema.RunConfig().seeds  # the default presets' (and the main job's)
+  per_draw = (decisive / protocol.DECISIVE_DRAWS) / (main / seeds)
+  seconds = times[base.anchor] / seeds * int(draws.group(1)) * per_draw
+  return seconds, (f"{base.key}'s {times[base.anchor]:.0f} s / {seeds} seeds x {draws.group(1)} draws x {per_draw:.2f} "
                    "(a draw against a seed: Table 2's decisive run against the main job)")
 
 
 def needed(results: str, page: str, expected: list, root: str) -> list:
   """[Step] of every run `page` lacks (module docstring), in the page's order; the accelerator's last."""
-  walls_, steps, text = walls(page), [], open(page).read() if os.path.exists(page) else ""
+  times, steps, text = walls(page), [], open(page).read() if os.path.exists(page) else ""
   archive = os.path.join(os.path.dirname(os.path.abspath(page)), pagefiles.ARCHIVE)
   for e in expected:
     run = pagefiles.load_run(results, e, archive)
@@ -97,9 +98,9 @@ def needed(results: str, page: str, expected: list, root: str) -> list:
         why = f"its preset changed since it ran ({diff})" if diff else ""
     if not why:
       continue
-    seconds, basis = ((walls_[e.anchor], "its last wall time on the page" + (
+    seconds, basis = ((times[e.anchor], "its last wall time on the page" + (
         ", made with other settings: no more than a guess" if why.startswith("its preset changed") else ""))
-                      if e.anchor in walls_ else _redrawn_estimate(e, preset.flags, walls_, expected))
+                      if e.anchor in times else _redrawn_estimate(e, preset.flags, times, expected))
     steps.append(Step(e.key, e.command, why, seconds, basis))
   return sorted(steps, key=lambda s: s.why.startswith("not run"))
 
