@@ -98,6 +98,9 @@ def needed(results: str, page: str, expected: list, root: str) -> list:
         why = f"its preset changed since it ran ({diff})" if diff else ""
     if not why:
       continue
+    if e.accelerator:
+      steps.append(Step(e.key, e.command, why, None, e.accelerator))
+      continue
     seconds, basis = ((times[e.anchor], "its last wall time on the page" + (
         ", made with other settings: no more than a guess" if why.startswith("its preset changed") else ""))
                       if e.anchor in times else _redrawn_estimate(e, preset.flags, times, expected))
@@ -110,7 +113,8 @@ def show(steps: list) -> str:
   lines = [f"{len(steps)} runs the page lacks; about {total / 3600:.1f} h on two cores (the accelerator's apart):"]
   for s in steps:
     t = "?" if s.seconds is None else f"{s.seconds / 60:.0f} min"
-    lines.append(f"  {s.key}: {s.why}\n    {s.command}\n    expected {t} ({s.basis})")
+    lines.append(f"  {s.key}: {s.why}\n    {s.command}\n    " +
+                 (s.basis if s.why.startswith("not run") else f"expected {t} on two cores ({s.basis})"))
   return "\n".join(lines)
 
 
