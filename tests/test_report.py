@@ -490,3 +490,11 @@ def test_the_plan_lists_what_the_page_lacks_with_its_expected_time(tmp_path):
   assert pageplan.changed(t5.DRIVER, "redrawn", {"config": now}) == ""
   was = dict(now, data=dict(now["data"], draws=6))
   assert pageplan.changed(t5.DRIVER, "redrawn", {"config": was}) == "data.draws"
+  # once the page has a re-drawn ablation run, its own ratio (a draw's seconds against a seed's of its fixed run)
+  page.write_text(page.read_text() +
+                  "| paper | [T6](#table6_imputation-synthetic) | - | current | reference | abc | 100 s |\n"
+                  "| paper | [T6r](#table6_imputation-synthetic-redrawn) | - | current | reference | abc | 4 min 0 s |\n")
+  t6 = [e for e in report.EXPECTED if e.driver == "table6_imputation"]
+  steps = pageplan.needed(str(tmp_path / "no_results"), str(page), expected + t6, str(tmp_path))
+  redrawn = next(s for s in steps if s.key == "table5_positive_groups/synthetic-redrawn")
+  assert redrawn.seconds == pytest.approx(50 / 5 * 20 * (240 / 20) / (100 / 5)) and "median over" in redrawn.basis

@@ -23,6 +23,7 @@ import subprocess
 import sys
 from typing import NamedTuple, Optional
 
+import numpy as np
 from absl import flags as absl_flags
 
 from experiments.framework import cli, lifecycle, pagefiles, protocol, schema
@@ -65,17 +66,30 @@ def changed(driver: schema.Driver, preset: str, res: dict) -> str:
 
 def _redrawn_estimate(e, flags: str, times: dict, expected: list) -> tuple:
   """(seconds, basis) of a re-drawn preset that never ran (its `flags`): its driver's fixed run x draws/seeds x a
-  draw's cost."""
+  draw's cost against a seed, the median of that ratio over the page's re-drawn ablation runs (each against its
+  driver's fixed run), else Table 2's (its decisive run against the main job)."""
   draws = re.search(r"--draws=(\d+)", flags)
-  base = next((x for x in expected if x.command == f"python -m experiments.{e.driver}"), None)  # its default preset
-  main, decisive = times.get("table2-synthetic"), times.get("table2-synthetic-decisive_redrawn")
-  if not (draws and base and base.anchor in times and main and decisive):
-    return None, "no basis on the page"
+  base = _default(e.driver, expected)
   seeds = schema.RunConfig().seeds  # the default presets' (and the main job's)
-  per_draw = (decisive / protocol.DECISIVE_DRAWS) / (main / seeds)
+  ratios = [(times[x.anchor] / int(n.group(1))) / (times[b.anchor] / seeds) for x in expected
+            if x.label.endswith("-redrawn") and x.anchor in times and (b := _default(x.driver, expected)) is not None
+            and b.anchor in times and (n := re.search(r"--draws=(\d+)", _flags(x)))]
+  main, decisive = times.get("table2-synthetic"), times.get("table2-synthetic-decisive_redrawn")
+  if not (draws and base and base.anchor in times and (ratios or (main and decisive))):
+    return None, "no basis on the page"
+  per_draw = (float(np.median(ratios)) if ratios else (decisive / protocol.DECISIVE_DRAWS) / (main / seeds))
   seconds = times[base.anchor] / seeds * int(draws.group(1)) * per_draw
-  return seconds, (f"{base.key}'s {times[base.anchor]:.0f} s / {seeds} seeds x {draws.group(1)} draws x {per_draw:.2f} "
-                   "(a draw against a seed: Table 2's decisive run against the main job)")
+  return seconds, (f"{base.key}'s {times[base.anchor]:.0f} s / {seeds} seeds x {draws.group(1)} draws x {per_draw:.2f}"
+                   f" (a draw against a seed: " + (f"the median over the page's {len(ratios)} re-drawn ablation runs"
+                                                  if ratios else "Table 2's decisive run against the main job") + ")")
+
+
+def _default(driver: str, expected: list):
+  return next((x for x in expected if x.command == f"python -m experiments.{driver}"), None)
+
+
+def _flags(e) -> str:
+  return next(p.flags for p in importlib.import_module(f"experiments.{e.driver}").DRIVER.presets if p.label == e.label)
 
 
 def needed(results: str, page: str, expected: list, root: str) -> list:
