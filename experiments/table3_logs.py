@@ -192,10 +192,8 @@ PRESETS = (
            'Table 3 analogue: simulated e-commerce logs'),
     # The paper's Table 3 claims' confirmatory run (experiments/framework/family.py): each draw its own simulation,
     # validation and test sets as large as the other re-drawn runs' (protocol.DRAW_QUERIES), validation selection.
-    Preset('redrawn', 'logs-redrawn', f'--tag=redrawn --draws={protocol.ABLATION_DRAWS} --seeds=1 --select_on=vali '
-           f'--curves=select --sessions=800,6306,6306',
-           f'Table 3 analogue, re-drawn population: {protocol.ABLATION_DRAWS} simulations with validation and test '
-           'sets of 6,306 sessions, validation selection'),
+    protocol.redrawn_preset('Table 3 analogue', 'logs-redrawn', '--sessions=800,6306,6306',
+                            'simulations with validation and test sets of 6,306 sessions'),
 )
 
 

@@ -73,7 +73,7 @@ def _redrawn_estimate(e, flags: str, times: dict, expected: list) -> tuple:
   seeds = schema.RunConfig().seeds  # the default presets' (and the main job's)
   ratios = [(times[x.anchor] / int(n.group(1))) / (times[b.anchor] / seeds) for x in expected
             if x.label.endswith("-redrawn") and x.anchor in times and (b := _default(x.driver, expected)) is not None
-            and b.anchor in times and (n := re.search(r"--draws=(\d+)", _flags(x)))]
+            and b.anchor in times and (n := re.search(r"--draws=(\d+)", _preset(x)[1].flags))]
   main, decisive = times.get("table2-synthetic"), times.get("table2-synthetic-decisive_redrawn")
   if not (draws and base and base.anchor in times and (ratios or (main and decisive))):
     return None, "no basis on the page"
@@ -88,8 +88,10 @@ def _default(driver: str, expected: list):
   return next((x for x in expected if x.command == f"python -m experiments.{driver}"), None)
 
 
-def _flags(e) -> str:
-  return next(p.flags for p in importlib.import_module(f"experiments.{e.driver}").DRIVER.presets if p.label == e.label)
+def _preset(e) -> tuple:
+  """(the entry's driver, its preset)."""
+  driver = importlib.import_module(f"experiments.{e.driver}").DRIVER
+  return driver, next(p for p in driver.presets if p.label == e.label)
 
 
 def needed(results: str, page: str, expected: list, root: str) -> list:
@@ -98,8 +100,7 @@ def needed(results: str, page: str, expected: list, root: str) -> list:
   archive = os.path.join(os.path.dirname(os.path.abspath(page)), pagefiles.ARCHIVE)
   for e in expected:
     run = pagefiles.load_run(results, e, archive)
-    driver = importlib.import_module(f"experiments.{e.driver}").DRIVER
-    preset = next(p for p in driver.presets if p.label == e.label)
+    driver, preset = _preset(e)
     section = text.split(f'<a id="{e.anchor}"></a>', 1)[1].split('<a id="', 1)[0] if f'<a id="{e.anchor}"></a>' in text else ""
     if run is None:
       why = ("not run: an accelerator's (python -m experiments.accelerator)" if e.accelerator else

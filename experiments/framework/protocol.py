@@ -55,13 +55,14 @@ def redrawn_flags(tag: str, draws: int, extra: str = "") -> str:
 ABLATION_DRAWS = 20
 
 
-def redrawn_preset(title: str, draws: int = ABLATION_DRAWS, extra: str = "") -> Preset:
-  """An ablation driver's confirmatory preset ('redrawn', results label synthetic-redrawn): `draws` draws of the
-  re-drawn population, validation selection."""
-  return Preset("redrawn", "synthetic-redrawn", f"--tag=redrawn --draws={draws} --seeds=1 --select_on=vali "
-                f"--curves=select --synthetic_queries={DRAW_QUERIES}{' ' + extra if extra else ''}",
-                f"{title}, re-drawn population: {draws} draws with test and validation sets of 6,306 queries, "
-                "validation selection")
+def redrawn_preset(title: str, label: str = "synthetic-redrawn", sizes: str = f"--synthetic_queries={DRAW_QUERIES}",
+                   drawn: str = "draws with test and validation sets of 6,306 queries") -> Preset:
+  """An ablation driver's confirmatory preset ('redrawn', results `label`): ABLATION_DRAWS draws of the re-drawn
+  population at `sizes` (the driver's flags; `drawn` says them on the page), one seed a draw, validation
+  selection."""
+  return Preset("redrawn", label, f"--tag=redrawn --draws={ABLATION_DRAWS} --seeds=1 --select_on=vali "
+                f"--curves=select {sizes}", f"{title}, re-drawn population: {ABLATION_DRAWS} {drawn}, validation "
+                "selection")
 
 
 BUDGET_MINUTES = 75.0  # the decisive run's time on the developers' 2-core machine (declared before its pilot ran)
