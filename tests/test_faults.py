@@ -114,6 +114,24 @@ def test_checkpoint_raises_only_after_a_request():
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
+def test_compiled_programs_are_released_only_past_half_the_mapping_limit(monkeypatch):
+  import jax
+  import jax.numpy as jnp
+  f = jax.jit(lambda x: jnp.tanh(x).sum())
+  y = f(jnp.arange(3.0))
+  held = 1000
+  monkeypatch.setattr(guards, "_mappings", lambda: (held, 2 * held))  # exactly half: kept
+  assert not guards.release_compiled() and f._cache_size() == 1
+  monkeypatch.setattr(guards, "_mappings", lambda: (held + 1, 2 * held))  # past half: released
+  assert guards.release_compiled() and f._cache_size() == 0
+  assert f(jnp.arange(3.0)) == y  # compiled again, same bits
+  monkeypatch.setattr(guards, "_mappings", lambda: (0, 0))  # no /proc (not Linux): nothing to do
+  assert not guards.release_compiled()
+  monkeypatch.undo()
+  held, limit = guards._mappings()  # this machine's own numbers
+  assert limit == 0 or 0 < held < limit
+
+
 # ------------------------------------------------------------------------------------------------ the launcher
 
 @pytest.mark.slow

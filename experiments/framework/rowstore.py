@@ -77,6 +77,7 @@ class Rows:
     paths = [os.path.join(self.store, n + ".msgpack") for n in names] if self.store else None
     comm = distributed.comm()
     guards.checkpoint(comm)  # a safe point: every earlier row is saved
+    guards.release_compiled()
     PROGRESS.begin_row()
     saved = bool(paths) and all(map(os.path.exists, paths)) and not self.cfg.run.restart
     loaded = [_read(p) for p in paths] if saved else []
