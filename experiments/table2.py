@@ -157,9 +157,9 @@ def run_fold(cfg: schema.Config, loss: str, fold: int, methods: tuple, shared: D
   store = rowstore.Rows(cfg, ds, fold, loss)
   log = monitor.progress(f"[{loss} fold{fold}]")
   placebo = setup.placebo_data(cfg, ds, tc, fold)
-  ctx = distill.Context(keys, tc, dd, ds, fit=store.fit(), hooks=log, placebo=placebo, lightgbm=o.gbdt,
-                        device_data=lambda d: setup.device_data(cfg, d, tc, fold), seed=cfg.run.seed, cache=shared,
-                        position=where, search=o.searching())
+  ctx = distill.Context(keys, tc, dd, ds, fit=store.fit(), found=store.found(), hooks=log, placebo=placebo,
+                        lightgbm=o.gbdt, device_data=lambda d: setup.device_data(cfg, d, tc, fold), seed=cfg.run.seed,
+                        cache=shared, position=where, search=o.searching())
   plan = rows_lib.plan(methods, o.offered(pos))
   rows = distill.run_rows(ctx, plan)
   baseline = next(r.name for r in plan if r.baseline)

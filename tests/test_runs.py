@@ -1,4 +1,5 @@
 """Runs that survive interruption, never overwrite each other, and never report silent garbage."""
+import dataclasses
 import os
 import subprocess
 import sys
@@ -76,6 +77,32 @@ def test_saved_rows_round_trip(tmp_path):
   restart = rowstore.Rows(TINY.replace(output=dict(run_dir=str(tmp_path)), run=dict(restart=True)), ds)
   restart("no_distill", "x", tc, lambda: calls.append(3) or first)
   assert calls == [1, 3]
+
+
+def test_what_a_row_found_is_saved_and_loaded_like_its_models(tmp_path):
+  """The PFD search (a row's `found`) is kept beside the rows: a resumed run loads it instead of screening again,
+  a row trained with another configuration screens again, and --restart always does."""
+  import jax.numpy as jnp
+  from pfd_jax.methods import rows as rows_lib, search
+  cfg = TINY.replace(output=dict(run_dir=str(tmp_path)))
+  ds, dd, tc, keys = setup.fold_setup(cfg)
+  entry = rows_lib.REGISTRY["pfd_searched"]
+  pick = search.Candidate((1,), 0.5, 2.0)
+  made = []
+  def make():
+    made.append(1)
+    return search.Search(lists={pick: np.arange(3.0)}, choice=dict(chosen=pick), strength=np.ones(2), teachers={},
+                         chosen=jnp.arange(4.0), baseline=None, valid=np.arange(3), seconds=1.5)
+  first = rowstore.Rows(cfg, ds).found()(entry, tc, make)
+  again = rowstore.Rows(cfg, ds).found()(entry, tc, make)  # a resumed run: loaded
+  assert made == [1] and os.path.exists(tmp_path / "runs" / tc.loss / "fold1" / "pfd_searched.found.pickle")
+  assert again.candidate == pick and again.seconds == 1.5
+  np.testing.assert_array_equal(again.chosen, first.chosen)
+  np.testing.assert_array_equal(again.lists[pick], first.lists[pick])
+  rowstore.Rows(cfg, ds).found()(entry, dataclasses.replace(tc, alpha=0.3), make)  # another configuration
+  restart = TINY.replace(output=dict(run_dir=str(tmp_path)), run=dict(restart=True))
+  rowstore.Rows(restart, ds).found()(entry, tc, make)
+  assert made == [1, 1, 1]
 
 
 def jax_leaves(tree):

@@ -6,6 +6,7 @@ import dataclasses
 import hashlib
 import json
 import os
+import pickle
 from typing import Callable, Optional
 
 import flax.serialization
@@ -102,6 +103,33 @@ class Rows:
         make_ranker(r, tc, view, self.ds.config, dataset=self.ds.name, data_dir=self.cfg.data.data_dir,
                             fold=self.fold, row=row).save(os.path.join(self.models, name))
     return results
+
+
+  def found(self, prefix: str = "") -> Callable:
+    """The ``found(row, config, make)`` of :class:`pfd_jax.methods.distill.Context`: what a row's training found
+    besides its models (the PFD search's Search: its screening, choice and chosen models), computed by `make()`,
+    saved beside the rows as ``<prefix><row>.found.pickle`` with the row's :func:`fingerprint`, and loaded instead
+    when a stopped run resumes, as a saved row is (a search costs several PFD rows: about 15 minutes a fold on
+    OHSUMED). Pickle, not msgpack: the object is the library's own dataclass of candidates, arrays and trained
+    models, written and read only by the run's own folder."""
+    def keep(row, config, make):
+      path = os.path.join(self.store, prefix + row.name + ".found.pickle") if self.store else None
+      now, saved = fingerprint(row.view, config, row), None
+      if path and os.path.exists(path) and not self.cfg.run.restart:
+        with open(path, "rb") as f:
+          saved = pickle.load(f)
+        saved = saved if saved.get("fingerprint") == now else None
+      comm = distributed.comm()
+      if comm.count > 1 and int(comm.sum(int(saved is not None))) < comm.count:  # all load, or all compute
+        saved = None
+      if saved is not None:
+        logging.info("%s: what its training found loaded from %s", row.name, path)
+        return saved["found"]
+      found = make()
+      if path and comm.index == 0:
+        write_atomic(path, pickle.dumps(dict(found=found, fingerprint=now)))
+      return found
+    return keep
 
 
 def fingerprint(view: str, tc: TrainConfig, entry=None) -> str:

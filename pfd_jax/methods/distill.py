@@ -171,7 +171,9 @@ class Context:
   an interrupted run saved; default: train); hooks(name) -> Hooks; placebo() -> the placebo rows' DeviceData;
   device_data(Dataset) -> DeviceData: a variant of ds on the device as dd was; lightgbm: LightGBM's settings;
   seed: LightGBM's base seed; cache: kept across the losses of one fold (what no loss changes: the LambdaMART rows,
-  out-of-fold teacher scores); position: the debiasing rows' :class:`Position`; search: the search's settings."""
+  out-of-fold teacher scores); position: the debiasing rows' :class:`Position`; search: the search's settings;
+  found(row, config, make) -> what a row's training found besides its models (the PFD search's Search), kept as
+  the driver keeps it (a driver loads the one an interrupted run saved; default: make())."""
   keys: Any
   cfg: Any
   dd: Any
@@ -185,6 +187,7 @@ class Context:
   cache: Dict[str, Any] = dataclasses.field(default_factory=dict)
   position: Optional[Position] = None
   search: Any = None  # pfd_jax.methods.search.SearchOptions
+  found: Callable = lambda row, config, make: make()
   scratch: Dict[Any, Any] = dataclasses.field(default_factory=dict)  # kept for this call only
 
   def once(self, key, make: Callable, keep: bool = True):
@@ -213,7 +216,8 @@ class Context:
 
   @staticmethod
   def trained(result, view: str, config, found=None) -> Trained:
-    """A row's Trained, for a function that keeps its result its own way (the PFD search)."""
+    """A row's Trained, for a function that keeps its result its own way (the PFD search: its models in what it
+    found, kept by :attr:`found`)."""
     return Trained(result, view, config, found)
 
 

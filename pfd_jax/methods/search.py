@@ -388,12 +388,13 @@ class SearchOptions(NamedTuple):
 
 def train_row(ctx: Context, row: Row, done: Done, baseline: str = "no_distill", plain: str = "pfd") -> Trained:
   """A row's training (:mod:`pfd_jax.methods.distill`'s ``train(ctx, row, done) -> Trained``): PFD searched on
-  validation (:func:`search`, its own teachers), the chosen candidate trained with every seed. baseline / plain:
+  validation (:func:`search`, its own teachers; kept by ctx.found), the chosen one with every seed. baseline / plain:
   the rows of this run the search reuses (no-distillation, and the plain PFD student kept when the search chooses
   its setting)."""
   o = ctx.search or SearchOptions()
-  found = search(ctx.keys, ctx.cfg, ctx.ds, ctx.device_data, hooks=ctx.hooks, top=o.top,
-                 baseline=done[baseline].result, plain_pfd=done[plain].result if plain in done else None,
-                 seeds=o.seeds, patience=o.patience, refine=o.refine, folds=o.folds)
+  found = ctx.found(dataclasses.replace(row, view=ctx.view(row)), ctx.cfg, lambda: search(
+      ctx.keys, ctx.cfg, ctx.ds, ctx.device_data, hooks=ctx.hooks, top=o.top, baseline=done[baseline].result,
+      plain_pfd=done[plain].result if plain in done else None, seeds=o.seeds, patience=o.patience, refine=o.refine,
+      folds=o.folds))
   config = dataclasses.replace(ctx.cfg, alpha=found.candidate.alpha, temperature=found.candidate.temperature)
   return ctx.trained(found.chosen, "x", config, found)
