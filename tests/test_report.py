@@ -145,6 +145,7 @@ def test_report_builds_marks_stale_and_fails_on_a_missing_run(tmp_path, table5_r
   # the runs table counts the verdicts after Holm (ours apart); the stale run's member is not decided
   assert "| [Table 6: the teacher served with imputed z](#table6_imputation-synthetic) | 1 holds; 1 undecided |" in md
   assert "](#table5_positive_groups-synthetic) | 1 not decided; 1 exploratory |" in md
+  assert "The 2 runs with results files took 24 s of wall time in all" in " ".join(md.split())
   assert found["No-distillation beats the PFD teacher served with zero-imputed z (paper, Table 6)"] != "holds"
   # each run's own table, command, commit and figure
   assert "### Table 6: PFD teacher with imputed privileged features" in md
