@@ -104,7 +104,6 @@ class Rows:
                             fold=self.fold, row=row).save(os.path.join(self.models, name))
     return results
 
-
   def found(self, prefix: str = "") -> Callable:
     """The ``found(row, config, make)`` of :class:`pfd_jax.methods.distill.Context`: what a row's training found
     besides its models (the PFD search's Search: its screening, choice and chosen models), computed by `make()`,
