@@ -298,8 +298,10 @@ def every(text: str, claims: Mapping[str, Claim], *, source: str = "") -> Option
   fragile = [str(k) for k, c in claims.items() if c.fragile]
   need = max((c.need for c in claims.values() if c.verdict.startswith("undecided")), default=0)
   return Claim(text, word, "; ".join(f"{k} at {', '.join(v)}" for k, v in found.items()) +
-               (f"; ~{need:,} {first.unit} would decide the hardest undecided point (80% power)"
-                if need and word.startswith("undecided") else "") +
+               (f"; ~{need:,} {first.unit} would give the hardest undecided point's test 80% power at " +
+                (f"a {100 * MARGIN:.0f}% change (or the observed one, if larger)" if first.form == "superiority" else
+                 f"no change within the {100 * first.margin:g}% margin") if need and word.startswith("undecided")
+                else "") +
                (f"; fragile at {', '.join(fragile)} (another machine's rounding could move those points' verdicts)"
                 if fragile else ""), fragile=bool(fragile), form=first.form, margin=first.margin, source=source,
                p=max(c.p for c in claims.values() if c.verdict != VACUOUS),
