@@ -1,4 +1,5 @@
 """pfd_jax.ops.stats against SciPy and closed-form cases."""
+import dataclasses
 import math
 
 import numpy as np
@@ -205,3 +206,21 @@ def test_the_rules_simulated_power_matches_its_closed_form():
     assert sim == pytest.approx(closed, abs=0.05), effect
   assert choice.simulated_power(shapes, parts, 0.0, 0.05, w, trials=4000) < 0.065
   assert choice.crossed_power(shapes, [(0.0, 0.0, 0.0)] * 3, 0.01, 0.05, w) == 1.0
+
+
+def test_the_test_queries_a_crossed_estimate_needs_at_its_seeds():
+  """choice.queries_for_power against the closed form of the crossed variance, Var(Q) = s_a^2 / S + (s_b^2 +
+  s_e^2 / S) / Q: the queries at which the one-sided 2.5% test has 80% power (normal approximation); None where the
+  seed term s_a^2 / S alone is wider than that power allows. Components estimated from one large study."""
+  rng = np.random.default_rng(7)
+  s, q, sa, sb, se = 5, 4000, 0.005, 0.1, 0.05
+  d = rng.normal(0, sa, (s, 1)) + rng.normal(0, sb, (1, q)) + rng.normal(0, se, (s, q))
+  e = stats.crossed([d], 1.0)
+  assert e.queries == q and 0 < e.seed_var < e.se ** 2  # the seed term: a part of the variance (4 df: loose)
+  z = sps.norm.ppf(0.975) + sps.norm.ppf(0.8)
+  effect = 0.03
+  e_true = dataclasses.replace(e, se=math.sqrt(sa ** 2 / s + (sb ** 2 + se ** 2 / s) / q), seed_var=sa ** 2 / s)
+  want = (sb ** 2 + se ** 2 / s) / ((effect / z) ** 2 - sa ** 2 / s)
+  assert choice.queries_for_power(e_true, effect) == math.ceil(want)
+  assert choice.queries_for_power(e_true, 0.5 * z * sa / math.sqrt(s)) is None  # the seed term alone is too wide
+  assert choice.queries_for_power(e, effect) == pytest.approx(want, rel=0.3)  # from the estimated components

@@ -17,22 +17,19 @@ so a claim holds exactly when its 95% interval lies inside the region it claims)
 * **check**: a computed property (the linear theory's), holds or not.
 
 **Verdicts, symmetric**: **holds** when the interval lies inside the claimed region, **does not reproduce** when it
-lies outside it (it excludes every effect the claim makes), **undecided at n <unit>** otherwise, with the units a
-test would need for 80% power at a 2% change. A claim's p is the one-sided p of its test (holds iff p < ALPHA).
-**Vacuous** when every unit scores the same in both rows (a model compared with itself: the PFD search that kept
-no distillation, against no distillation): no p, no Holm family, a verdict of its own in every count. One rule for
-a zero standard error otherwise (:class:`pfd_jax.ops.stats.Estimate`): an exact difference, its interval the point,
-a one-sided p 0 or 1 by the side of the threshold it lies on.
+lies outside it, **undecided at n <unit>** otherwise, with the units (crossed: test queries at the run's seeds) for
+80% power at a 2% change. Its p: its test's one-sided p. **Vacuous** when every unit scores the same in both rows (a
+model compared with itself): no p, no Holm family, a verdict of its own in every count. One rule for a zero standard
+error otherwise (:class:`pfd_jax.ops.stats.Estimate`): an exact difference, its interval the point, a one-sided p 0
+or 1 by the side of the threshold it lies on.
 
-**Units**: every claim reads one interval for its unit (:func:`estimate_of`): over the runs' data draws when the
-runs re-draw their data (``--draws``: each run its own data, labels and test set); over seeds and test queries
-crossed when the data are fixed and the run kept each seed's per-query NDCG (:func:`pfd_jax.ops.stats.crossed`);
-else over the runs. The run-level and per-test-query intervals stay in the evidence as diagnostics.
+**Units**: one interval per claim (:func:`estimate_of`): over the data draws when the runs re-draw their data
+(``--draws``); over seeds and test queries crossed when the data are fixed and the run kept each seed's per-query
+NDCG (:func:`pfd_jax.ops.stats.crossed`); else over the runs. Run-level and per-query intervals are diagnostics.
 
-**Sources**: a claim of a paper (``source``: "PFD" for the main paper, or the related paper's name) is
-*confirmatory*: the report adjusts the page's confirmatory p-values by Holm's step-down method and shows the raw
-and the adjusted verdict side by side. A claim with no source is ours (controls, the incumbent, debiasing):
-*exploratory*, shown raw.
+**Sources**: a claim of a paper (``source``: "PFD", or the related paper's name) is *confirmatory*: the report
+adjusts the family's p-values by Holm (:func:`adjust`), raw and adjusted verdicts side by side. A claim with no
+source is ours (controls, the incumbent, debiasing): *exploratory*, shown raw.
 """
 from __future__ import annotations
 
@@ -43,10 +40,11 @@ from typing import Any, Mapping, NamedTuple, Optional
 import numpy as np
 
 from experiments.framework import published, tabulate
-from pfd_jax.ops import stats
+from pfd_jax.ops import choice, stats
 
 MARGIN = tabulate.POWER_CHANGE  # the relative change the tables' power columns are about (2%)
 ALPHA = (1 - stats.LEVEL) / 2   # one-sided level of every claim's test (its 95% interval's bound)
+QUERIES = "test queries at these seeds"  # what a crossed (seeds x queries) claim's count of units counts
 FORMS = ("superiority", "non-inferiority", "equivalence", "trend", "shape", "check")
 VACUOUS = "vacuous"  # judge(): the rows are one model (every unit scores the same in both)
 PFD = "PFD"  # the main paper (Yang et al., NeurIPS 2022) as a claim's source
@@ -127,18 +125,22 @@ def _cell(e: stats.Estimate, p: float) -> str:
 
 
 def _need(e: stats.Estimate, folds: int = 1, form: str = "superiority", margin: float = 0.0) -> tuple:
-  """(units, text): how many units would give 80% power to decide the claim: superiority at a MARGIN change (or the
-  observed one, if larger); non-inferiority and equivalence at no true change against their margin. (0, '') where
-  the unit's count cannot be scaled (seeds x queries crossed) or the spread is unknown."""
-  if e.unit == "seeds x queries" or not np.isfinite(e.se):
+  """(units, text): the units that give the claim's test 80% power: superiority at a MARGIN change (or the observed
+  one, if larger), non-inferiority and equivalence at no change against their margin; crossed seeds x queries: test
+  queries at the run's seeds (choice.queries_for_power). (0, '') where the spread is unknown."""
+  if not np.isfinite(e.se):
     return 0, ""
-  sd = e.se * math.sqrt(e.n)
   if form == "superiority":
     effect = max(abs(e.diff), MARGIN * abs(e.reference))
     size = "the observed change" if abs(e.diff) > MARGIN * abs(e.reference) else f"a {100 * MARGIN:.0f}% change"
   else:
     effect, size = margin * abs(e.reference), f"no change within the {100 * margin:g}% margin"
-  need = stats.runs_for_power(effect, sd, alpha=2 * ALPHA / (2 if form == "equivalence" else 1))
+  alpha = 2 * ALPHA / (2 if form == "equivalence" else 1)  # two-sided, as runs_for_power reads it
+  if e.unit == "seeds x queries":  # None: no number of queries can
+    need = choice.queries_for_power(e, effect, alpha=alpha) if e.queries else 0
+    return need or 0, "" if need == 0 else f"; {f'~{need:,}' if need else 'no number of'} {QUERIES} would detect " \
+        f"{size} with 80% power"
+  need = stats.runs_for_power(effect, e.se * math.sqrt(e.n), alpha=alpha)
   what = {"queries": "test queries", "draws": "draws"}.get(e.unit, "seeds")
   per = folds if what == "seeds" else 1  # runs are folds x seeds; draws and queries are counted whole
   count = "more than 100,000" if need is None else f"~{-(-need // per):,}"
@@ -297,11 +299,11 @@ def every(text: str, claims: Mapping[str, Claim], *, source: str = "") -> Option
           f"undecided at {len(found.get('undecided', []))} of {len(claims)} points")
   fragile = [str(k) for k, c in claims.items() if c.fragile]
   need = max((c.need for c in claims.values() if c.verdict.startswith("undecided")), default=0)
+  unit = QUERIES if first.unit == "seeds x queries" else first.unit
+  at = "a 2% change or the observed one" if first.form == "superiority" else "no change within the margin"
   return Claim(text, word, "; ".join(f"{k} at {', '.join(v)}" for k, v in found.items()) +
-               (f"; ~{need:,} {first.unit} would give the hardest undecided point's test 80% power at " +
-                (f"a {100 * MARGIN:.0f}% change (or the observed one, if larger)" if first.form == "superiority" else
-                 f"no change within the {100 * first.margin:g}% margin") if need and word.startswith("undecided")
-                else "") +
+               (f"; ~{need:,} {unit} would give the hardest undecided point's test 80% power at {at}"
+                if need and word.startswith("undecided") else "") +
                (f"; fragile at {', '.join(fragile)} (another machine's rounding could move those points' verdicts)"
                 if fragile else ""), fragile=bool(fragile), form=first.form, margin=first.margin, source=source,
                p=max(c.p for c in claims.values() if c.verdict != VACUOUS),

@@ -11,7 +11,7 @@
 from __future__ import annotations
 
 import math
-from typing import Callable
+from typing import Callable, Optional
 
 import numpy as np
 from scipy import stats as sps
@@ -108,3 +108,16 @@ def tied_with_best(lists: dict, simplicity: Callable, alpha: float = 0.05) -> di
     gaps[c] = (float(d.mean()), float(d.std(ddof=1) / np.sqrt(d.size)) if d.size > 1 else 0.0)
   within = sorted((c for c, (g, se) in gaps.items() if g <= threshold * se), key=simplicity)
   return dict(chosen=within[0], best=best, means=means, within=within, gap=gaps[within[0]], threshold=threshold)
+
+
+def queries_for_power(e: stats.Estimate, effect: float, target: float = 0.8,
+                      alpha: float = 1 - stats.LEVEL) -> Optional[int]:
+  """Test queries that give a crossed seeds x queries estimate `e` (:func:`pfd_jax.ops.stats.crossed`) power `target` for a true
+  difference `effect` (the one-sided test at alpha / 2; normal approximation) at its seeds: its variance's seed term
+  stays, the rest shrinks as 1 / queries. None where the seed term alone is wider than that power allows (more
+  seeds are needed, not queries)."""
+  z = sps.norm.ppf
+  var = (effect / (z(1 - alpha / 2) + z(target))) ** 2
+  if var <= e.seed_var:
+    return None
+  return max(2, math.ceil(e.queries * (e.se ** 2 - e.seed_var) / (var - e.seed_var)))

@@ -199,6 +199,8 @@ class Estimate:
   df: float
   unit: str         # what it generalises over: "runs", "draws", "seeds x queries", "queries"
   n: int            # independent units (runs, draws, queries) or seeds x queries cells
+  queries: int = 0       # crossed: the test queries of every block
+  seed_var: float = 0.0  # crossed: the variance's seed term, (MS_seed - MS_res) / (S Q) weighted as the variance
 
   def interval(self, level: float = LEVEL) -> tuple:
     if self.se == 0:
@@ -280,13 +282,15 @@ def crossed(blocks, reference: float, weights=None) -> Estimate:
   (weights: one per fold, summing to 1; None: 1 / F each), its variance the sum of theirs times their weights
   squared, with Satterthwaite's degrees of freedom. A fold's estimate below its residual term alone (possible by
   chance) is raised to that term, MS_res / (S Q). The run-level interval leaves out the query term, the per-query
-  one the seed term; this one has both."""
+  one the seed term; this one has both. Its seed term (more queries at these seeds never shrink it) is kept."""
   blocks = [np.asarray(b, np.float64) for b in blocks]
   if not blocks or any(b.ndim != 2 or min(b.shape) < 2 for b in blocks):
     raise ValueError(f"crossed needs [seeds, queries] blocks of at least 2 x 2, got {[b.shape for b in blocks]}")
   mean, var, df = crossed_moments(blocks, weights)
+  w2 = [1.0 / len(blocks) ** 2] * len(blocks) if weights is None else np.asarray(weights, np.float64) ** 2
+  seed = sum(wf * max(m[0] - m[2], 0.0) / b.size for wf, b, m in zip(w2, blocks, map(mean_squares, blocks)))
   return Estimate(float(mean), float(reference), math.sqrt(float(var)), float(df), "seeds x queries",
-                  int(sum(b.size for b in blocks)))
+                  int(sum(b.size for b in blocks)), int(sum(b.shape[1] for b in blocks)), min(float(seed), float(var)))
 
 
 def crossed_moments(blocks, weights=None) -> tuple:
