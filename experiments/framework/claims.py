@@ -18,10 +18,10 @@ so a claim holds exactly when its 95% interval lies inside the region it claims)
 
 **Verdicts, symmetric**: **holds** when the interval lies inside the claimed region, **does not reproduce** when it
 lies outside it, **undecided at n <unit>** otherwise, with the units (crossed: test queries at the run's seeds) for
-80% power at a 2% change. Its p: its test's one-sided p. **Vacuous** when every unit scores the same in both rows (a
+80% power at a MARGIN change. Its p: its test's one-sided p. **Vacuous** when every unit scores the same in both rows (a
 model compared with itself): no p, no Holm family, a verdict of its own in every count. One rule for a zero standard
-error otherwise (:class:`pfd_jax.ops.stats.Estimate`): an exact difference, its interval the point, a one-sided p 0
-or 1 by the side of the threshold it lies on.
+error otherwise (:class:`pfd_jax.ops.stats.Estimate`): an exact difference, its interval the point, a one-sided p 0 or
+1 by the side of the threshold it lies on.
 
 **Units**: one interval per claim (:func:`estimate_of`): over the data draws when the runs re-draw their data
 (``--draws``); over seeds and test queries crossed when the data are fixed and the run kept each seed's per-query
@@ -128,7 +128,7 @@ def _need(e: stats.Estimate, folds: int = 1, form: str = "superiority", margin: 
   """(units, text): the units that give the claim's test 80% power: superiority at a MARGIN change (or the observed
   one, if larger), non-inferiority and equivalence at no change against their margin; crossed seeds x queries: test
   queries at the run's seeds (choice.queries_for_power). (0, '') where the spread is unknown."""
-  if not np.isfinite(e.se):
+  if not np.isfinite(e.se) or (e.unit == "seeds x queries" and not e.queries):  # the spread is unknown
     return 0, ""
   if form == "superiority":
     effect = max(abs(e.diff), MARGIN * abs(e.reference))
@@ -137,9 +137,9 @@ def _need(e: stats.Estimate, folds: int = 1, form: str = "superiority", margin: 
     effect, size = margin * abs(e.reference), f"no change within the {100 * margin:g}% margin"
   alpha = 2 * ALPHA / (2 if form == "equivalence" else 1)  # two-sided, as runs_for_power reads it
   if e.unit == "seeds x queries":  # None: no number of queries can
-    need = choice.queries_for_power(e, effect, alpha=alpha) if e.queries else 0
-    return need or 0, "" if need == 0 else f"; {f'~{need:,}' if need else 'no number of'} {QUERIES} would detect " \
-        f"{size} with 80% power"
+    need = choice.queries_for_power(e, effect, alpha=alpha)
+    count = "no number of" if need is None else f"~{need:,}"
+    return need or 0, f"; {count} {QUERIES} would detect {size} with 80% power"
   need = stats.runs_for_power(effect, e.se * math.sqrt(e.n), alpha=alpha)
   what = {"queries": "test queries", "draws": "draws"}.get(e.unit, "seeds")
   per = folds if what == "seeds" else 1  # runs are folds x seeds; draws and queries are counted whole
@@ -300,7 +300,7 @@ def every(text: str, claims: Mapping[str, Claim], *, source: str = "") -> Option
   fragile = [str(k) for k, c in claims.items() if c.fragile]
   need = max((c.need for c in claims.values() if c.verdict.startswith("undecided")), default=0)
   unit = QUERIES if first.unit == "seeds x queries" else first.unit
-  at = "a 2% change or the observed one" if first.form == "superiority" else "no change within the margin"
+  at = f"a {100 * MARGIN:.0f}% change or the observed one" if first.form == "superiority" else "no change within the margin"
   return Claim(text, word, "; ".join(f"{k} at {', '.join(v)}" for k, v in found.items()) +
                (f"; ~{need:,} {unit} would give the hardest undecided point's test 80% power at {at}"
                 if need and word.startswith("undecided") else "") +
