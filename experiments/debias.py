@@ -32,7 +32,8 @@ import numpy as np
 
 from experiments.framework.records import RunRecord
 from experiments.framework import lifecycle, monitor, plots, rowstore, rundir, schema, setup, tabulate
-from experiments.framework.claims import Preset, sweep
+from experiments.framework.claims import Preset
+from experiments.framework.sweeps import sweep
 from pfd_jax.data.logs import SimulatorOptions
 from pfd_jax import data as D
 from pfd_jax.config import ConfigError, option

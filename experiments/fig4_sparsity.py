@@ -15,7 +15,8 @@ import numpy as np
 
 from experiments.framework.records import RunRecord
 from experiments.framework import lifecycle, monitor, plots, protocol, rowstore, rundir, schema, setup, tabulate
-from experiments.framework.claims import PFD, Preset, runs_per_fold, sweep, trend
+from experiments.framework.claims import PFD, Preset, runs_per_fold
+from experiments.framework.sweeps import sweep, trend
 from pfd_jax.methods import distill
 from pfd_jax.methods import rows as rows_lib
 from pfd_jax.config import option

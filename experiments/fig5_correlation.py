@@ -16,7 +16,8 @@ import numpy as np
 
 from experiments.framework.records import RunRecord
 from experiments.framework import lifecycle, monitor, plots, protocol, rowstore, rundir, schema, setup, tabulate
-from experiments.framework.claims import PFD, Preset, runs_per_fold, shape, sweep
+from experiments.framework.claims import PFD, Preset, runs_per_fold
+from experiments.framework.sweeps import shape, sweep
 from pfd_jax import data as D
 from pfd_jax.methods import distill
 from pfd_jax.ops import stats, theory

@@ -18,7 +18,8 @@ import numpy as np
 
 from experiments.framework.records import RunRecord
 from experiments.framework import ablation, lifecycle, plots, schema, tabulate
-from experiments.framework.claims import runs_per_fold, sweep
+from experiments.framework.claims import runs_per_fold
+from experiments.framework.sweeps import sweep
 from pfd_jax.methods import distill
 from pfd_jax.methods import rows as rows_lib
 from pfd_jax.config import option

@@ -25,7 +25,8 @@ import numpy as np
 
 from experiments.framework.records import RunRecord
 from experiments.framework import deploy, lifecycle, monitor, plots, rowstore, rundir, schema, setup, tabulate
-from experiments.framework.claims import Preset, runs_per_fold, sweep
+from experiments.framework.claims import Preset, runs_per_fold
+from experiments.framework.sweeps import sweep
 from pfd_jax.methods import distill
 from pfd_jax.ops import models
 from pfd_jax.ops import topk as rank_distill

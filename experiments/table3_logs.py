@@ -21,7 +21,8 @@ import numpy as np
 
 from experiments.framework.records import RunRecord
 from experiments.framework import lifecycle, monitor, plots, protocol, rowstore, rundir, schema, setup, tabulate
-from experiments.framework.claims import PFD, Preset, beats, sweep
+from experiments.framework.claims import PFD, Preset, beats
+from experiments.framework.sweeps import sweep
 from pfd_jax.methods import distill
 from pfd_jax.methods import rows as rows_lib
 from pfd_jax import training as T

@@ -7,7 +7,7 @@ import jax
 import numpy as np
 import pytest
 
-from experiments.framework import claims, family, setup
+from experiments.framework import claims, family, setup, sweeps
 from pfd_jax.data.config import DataConfig
 from pfd_jax.ops import stats
 from pfd_jax.training import program
@@ -156,7 +156,7 @@ def test_a_row_compared_with_itself_is_vacuous_and_in_no_holm_family():
   real = claims.Claim("r", "holds", "", source="PFD", p=0.02, p_against=0.98)
   (pv, vv), (pr, vr) = claims.adjust([c, real])
   assert math.isnan(pv) and vv == "vacuous" and (pr, vr) == (0.02, "holds")  # a family of one
-  assert claims.every("x", {"p1": c, "p2": c}).verdict == "vacuous"
+  assert sweeps.every("x", {"p1": c, "p2": c}).verdict == "vacuous"
 
 
 def test_equivalence_p_is_statsmodels_tost():
@@ -174,25 +174,49 @@ def test_trend_and_shape_on_constructed_sweeps():
   x = np.array([5.0, 10.0, 20.0, 40.0, 60.0])
   runs = 12
   falling = 0.08 - 0.001 * x[:, None] + rng.normal(0, 0.005, (5, runs))
-  assert claims.trend("t", x, falling, decreasing=True).verdict == "holds"
-  assert claims.trend("t", x, falling).verdict == "does not reproduce"
+  assert sweeps.trend("t", x, falling, decreasing=True).verdict == "holds"
+  assert sweeps.trend("t", x, falling).verdict == "does not reproduce"
   flat = rng.normal(0, 0.005, (5, runs))
-  assert claims.trend("t", x, flat, decreasing=True).verdict.startswith("undecided")
+  assert sweeps.trend("t", x, flat, decreasing=True).verdict.startswith("undecided")
   u = 0.05 - 0.0001 * (x[:, None] - 30) ** 2 + rng.normal(0, 0.003, (5, runs))  # inverted U, peak inside
-  assert claims.shape("s", x, u).verdict == "holds"
+  assert sweeps.shape("s", x, u).verdict == "holds"
   rising = 0.001 * x[:, None] + rng.normal(0, 0.003, (5, runs))  # monotone: its slope at the top end is > 0
-  assert claims.shape("s", x, rising).verdict == "does not reproduce"
+  assert sweeps.shape("s", x, rising).verdict == "does not reproduce"
+
+
+def _slope_mde(slopes: np.ndarray) -> float:
+  """The one-sided t-test's MDE at 80% power and 2.5% for the mean of per-run slopes, from scipy's noncentral t."""
+  from scipy import optimize, stats as sps
+  n = slopes.size
+  se, crit = slopes.std(ddof=1) / math.sqrt(n), sps.t.ppf(0.975, n - 1)
+  return se * optimize.brentq(lambda nc: sps.nct.sf(crit, n - 1, nc) - 0.8, 0.0, 20.0)
+
+
+def test_a_trend_and_a_shape_state_their_mde_across_the_sweep():
+  """A slope's MDE reads over x's span: the smallest end-to-end change of the gain (relative) at the slope its test
+  finds with 80% power; for a shape the larger of its two end slopes'. Slopes fitted here by numpy alone."""
+  rng = np.random.default_rng(3)
+  x = np.array([0.1, 0.3, 0.5, 0.8, 1.0])
+  gains = 0.02 * x[:, None] + rng.normal(0, 0.01, (5, 15))
+  t = sweeps.trend("t", x, gains)
+  fits = [np.polyfit(x, gains[:, r], 1)[0] for r in range(15)]
+  np.testing.assert_allclose(t.mde, _slope_mde(np.asarray(fits)) * 0.9, rtol=1e-6)
+  assert f"MDE {100 * t.mde:.1f}% across x's span of 0.9" in t.detail
+  quads = [np.polyder(np.polyfit(x, gains[:, r], 2)) for r in range(15)]
+  ends = [np.asarray([np.polyval(q, end) for q in quads]) for end in (0.1, 1.0)]
+  s = sweeps.shape("s", x, gains)
+  np.testing.assert_allclose(s.mde, max(_slope_mde(e) for e in ends) * 0.9, rtol=1e-6)
 
 
 def test_every_point_is_an_intersection():
   hold, und = claims.claim("a", _est(0.05, 0.02)), claims.claim("b", _est(0.005, 0.01))
   bad = claims.claim("c", _est(-0.05, 0.02))
-  assert claims.every("x", {"a": hold, "b": hold}).verdict == "holds"
-  c = claims.every("x", {"a": hold, "b": und})
+  assert sweeps.every("x", {"a": hold, "b": hold}).verdict == "holds"
+  c = sweeps.every("x", {"a": hold, "b": und})
   assert c.verdict == "undecided at 1 of 2 points" and "holds at a" in c.detail and c.p == und.p
   # what would decide it: the units for 80% power at a 2% change, not at the observed +0.5% (which needs far more)
   assert c.need == und.need > 0 and "80% power at a 2% change or the observed one" in c.detail
-  assert claims.every("x", {"a": hold, "b": und, "c": bad}).verdict == "does not reproduce"
+  assert sweeps.every("x", {"a": hold, "b": und, "c": bad}).verdict == "does not reproduce"
 
 
 def test_holm_in_both_directions_equals_statsmodels_on_a_fixed_list():

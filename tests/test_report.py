@@ -12,7 +12,7 @@ from scipy import stats as sps
 
 from conftest import tiny
 from experiments import report, table5_positive_groups, table6_imputation
-from experiments.framework import claims, family, outputs, pagefiles, published, rundir, staleness, tabulate
+from experiments.framework import claims, family, outputs, pagefiles, published, rundir, staleness, sweeps, tabulate
 from pfd_jax.ops import stats
 
 
@@ -39,7 +39,7 @@ def test_verdicts_follow_the_interval():
   assert claims.judge(e, "equivalence", 0.02)[0] == "holds"
   assert claims.judge(claims.estimate_of(_record(0.05, 0.01)), "equivalence", 0.02)[0] == "does not reproduce"
   assert claims.judge(claims.estimate_of(_record(0.0, 0.05)), "equivalence", 0.02)[0] == "undecided at 10 runs"
-  s = claims.sweep("x", {"a": _record(0.05, 0.01), "b": _record(0.01, 0.05)})
+  s = sweeps.sweep("x", {"a": _record(0.05, 0.01), "b": _record(0.01, 0.05)})
   assert s.verdict == "undecided at 1 of 2 points" and "holds at a" in s.detail and "undecided at b" in s.detail
 
 

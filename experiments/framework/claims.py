@@ -16,6 +16,8 @@ so a claim holds exactly when its 95% interval lies inside the region it claims)
   does not reproduce when one does not; its p is the largest);
 * **check**: a computed property (the linear theory's), holds or not.
 
+The claims over a sweep (every point, trend, shape) are built in :mod:`experiments.framework.sweeps`.
+
 **Verdicts, symmetric**: **holds** when the interval lies inside the claimed region, **does not reproduce** when it
 lies outside it, **undecided at n <unit>** otherwise, with the units (crossed: test queries at the run's seeds) for
 80% power at a MARGIN change. Its p: its test's one-sided p. **Vacuous** when every unit scores the same in both rows (a
@@ -281,88 +283,6 @@ def beats(text: str, rows: tabulate.Runs, a: str, b: str, folds: int = 1, col: i
     second = f"{reading(word)}: {detail}"
   return claim(text, estimate or estimate_of(c), form=form, margin=margin, source=source, run=c, queries=second,
                folds=folds)
-
-
-def every(text: str, claims: Mapping[str, Claim], *, source: str = "") -> Optional[Claim]:
-  """The claim that holds at every point of a sweep ({point: Claim}): the intersection-union test (holds when every
-  point holds, does not reproduce when one does not; p = the largest)."""
-  if not claims:
-    return None
-  found = {}
-  for point, c in claims.items():
-    found.setdefault(c.verdict.split(" at ")[0], []).append(str(point))
-  first = next(iter(claims.values()))
-  if set(found) == {VACUOUS}:
-    return Claim(text, VACUOUS, f"vacuous at every point ({', '.join(found[VACUOUS])})", form=first.form,
-                 margin=first.margin, source=source, unit=first.unit)
-  word = ("does not reproduce" if "does not reproduce" in found else "holds" if set(found) == {"holds"} else
-          f"undecided at {len(found.get('undecided', []))} of {len(claims)} points")
-  fragile = [str(k) for k, c in claims.items() if c.fragile]
-  need = max((c.need for c in claims.values() if c.verdict.startswith("undecided")), default=0)
-  unit = QUERIES if first.unit == "seeds x queries" else first.unit
-  at = f"a {100 * MARGIN:.0f}% change or the observed one" if first.form == "superiority" else "no change within the margin"
-  return Claim(text, word, "; ".join(f"{k} at {', '.join(v)}" for k, v in found.items()) +
-               (f"; ~{need:,} {unit} would give the hardest undecided point's test 80% power at {at}"
-                if need and word.startswith("undecided") else "") +
-               (f"; fragile at {', '.join(fragile)} (another machine's rounding could move those points' verdicts)"
-                if fragile else ""), fragile=bool(fragile), form=first.form, margin=first.margin, source=source,
-               p=max(c.p for c in claims.values() if c.verdict != VACUOUS),
-               p_against=_union([c.p_against for c in claims.values() if c.verdict != VACUOUS]), unit=first.unit,
-               power=min(c.power for c in claims.values()),
-               mde=float(np.max([c.mde for c in claims.values()])), need=need if word.startswith("undecided") else 0)
-
-
-def sweep(text: str, records: Mapping[str, tabulate.ComparisonRecord], folds: int = 1, *, form: str = "superiority",
-          margin: float = 0.0, source: str = "") -> Optional[Claim]:
-  """The claim of `text` at every point of a sweep ({point: run-level comparison record}), in `form`."""
-  return every(text, {p: claim(str(p), estimate_of(c), form=form, margin=margin, run=c, folds=folds)
-                      for p, c in records.items()}, source=source)
-
-
-def trend(text: str, x, gains, *, decreasing: bool = False, source: str = "") -> Claim:
-  """The claim that a gain grows with x (decreasing: shrinks): gains [points, runs] (relative, paired by run across
-  the points), x [points]; the per-run least-squares slopes' t interval, per unit of x."""
-  slopes = stats.per_run_slopes(x, gains) * (-1 if decreasing else 1)
-  e = stats.runs_estimate(slopes, 1.0)
-  word, p = judge(e)
-  lo, hi = e.interval()
-  sign = -1 if decreasing else 1
-  detail = (f"slope {sign * e.diff:+.3g} [{min(sign * lo, sign * hi):+.3g}, {max(sign * lo, sign * hi):+.3g}] per "
-            f"unit over {len(x)} points, {e.n} runs, p={p:.2g}")
-  need = _slope_need([e]) if word.startswith("undecided") else 0
-  return Claim(text, word, detail + (f"; ~{need:,} runs would detect the observed slope (80% power)" if need else ""),
-               form="trend", source=source, p=p, p_against=against(e), unit=e.unit, need=need)
-
-
-def shape(text: str, x, gains, *, source: str = "") -> Claim:
-  """The claim that a gain has an interior maximum over x (an inverted U): gains [points, runs] (paired by run),
-  x [points]; the per-run quadratic's slopes at min(x) (> 0) and at max(x) (< 0), each with its t interval
-  (Lind and Mehlum 2010; the intersection of the two one-sided tests)."""
-  left, right = stats.end_slopes(x, gains)
-  el, er = stats.runs_estimate(left, 1.0), stats.runs_estimate(-right, 1.0)
-  (wl, pl), (wr, pr) = judge(el), judge(er)
-  word = ("does not reproduce" if "does not reproduce" in (wl, wr) else "holds" if wl == wr == "holds" else
-          f"undecided at {el.n} runs")
-  (l0, l1), (r0, r1) = el.interval(), er.interval()
-  detail = (f"slope at x = {np.min(x):.3g}: {el.diff:+.3g} [{l0:+.3g}, {l1:+.3g}] p={pl:.2g}; at x = "
-            f"{np.max(x):.3g}: {-er.diff:+.3g} [{-r1:+.3g}, {-r0:+.3g}] p={pr:.2g} (quadratic per run)")
-  need = _slope_need([el, er]) if word.startswith("undecided") else 0
-  return Claim(text, word, detail + (f"; ~{need:,} runs would detect both observed end slopes (80% power each)"
-                                     if need else ""), form="shape", source=source, p=max(pl, pr),
-               p_against=_union([against(el), against(er)]), unit=el.unit, need=need)
-
-
-def _slope_need(estimates: list) -> int:
-  """The runs at which every per-run slope estimate's test finds its observed slope with 80% power (0: unknown)."""
-  needs = [stats.runs_for_power(abs(e.diff), e.se * math.sqrt(e.n)) for e in estimates]
-  return 0 if any(n is None for n in needs) else max(needs)
-
-
-def _union(ps: list) -> float:
-  """The p against a claim that holds only where each of its parts holds: it fails where any part fails, so the
-  parts' smallest p against, Bonferroni over the parts (the raw verdict reads any part's failure unadjusted)."""
-  ps = [p for p in ps if np.isfinite(p)]
-  return min(1.0, len(ps) * min(ps)) if ps else math.nan
 
 
 def check(text: str, ok: bool, detail: str, source: str = "") -> Claim:

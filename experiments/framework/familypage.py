@@ -76,6 +76,8 @@ def paper_claims(decided: list, runs: Mapping[str, dict], conclusion: list, anch
           "theory's checks). Selection: the split of the best epoch. Power: the achieved power of the claim's test "
           f"to find a true {100 * MARGIN:.0f}% gain at its measured spread (the smallest over a sweep's points). "
           "MDE: the smallest true change beyond the claim's threshold that its test finds with 80% power at that "
-          "spread (equivalence: the smallest margin it could establish; the largest over a sweep's points).\n\n" +
+          "spread (equivalence: the smallest margin it could establish; the largest over a sweep's points; a trend or a "
+          "shape: the gain's change across the sweep at the smallest slope its test finds, experiments/framework/"
+          "sweeps.py).\n\n" +
           tabulate.markdown_table(["Group", "Claim", "Source", "Form", "Decided by", "Population", "Selection",
                                    "Verdict (raw)", "After Holm", "Power", "MDE"], table) + "\n")
