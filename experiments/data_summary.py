@@ -6,7 +6,7 @@ r"""Table 1 of the paper for any loadable dataset: features, query groups, docs/
 import time
 
 from experiments.framework.records import RunRecord
-from experiments.framework import lifecycle, schema, setup, tabulate
+from experiments.framework import lifecycle, rundir, schema, setup, tabulate
 from experiments.framework.claims import Preset
 from pfd_jax import data as D
 
@@ -19,7 +19,7 @@ def run(cfg: schema.Config) -> RunRecord:
     s = D.summary(ds, cfg.data.max_buckets)
     s["load_seconds"] = time.time() - t0
     out[f"fold{fold}"] = s
-  return RunRecord(config=cfg, folds=out)
+  return RunRecord(config=cfg, env=rundir.environment(), folds=out)  # env: the page's configuration column
 
 
 def to_markdown(res: RunRecord) -> str:

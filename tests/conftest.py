@@ -124,6 +124,7 @@ def driver_end_to_end(driver, cfg: schema.Config, rows: tuple, tmp_path) -> dict
   md = outputs.write_outputs(str(tmp_path / "out"), res, driver)
   js = json.loads((tmp_path / "out" / "results.json").read_text())
   assert (tmp_path / "out" / "table.md").read_text() == md == driver.to_markdown(js)
+  assert js.get("env", {}).get("numerics"), f"{driver.name} records no env: the page cannot tell its configuration"
   if driver.png:
     assert (tmp_path / "out" / driver.png).stat().st_size > 1000
   key, names = rows
