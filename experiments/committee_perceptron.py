@@ -245,7 +245,7 @@ def claims(res: RunRecord) -> list:
   """The claims of a run of this driver, with their verdicts (:mod:`experiments.framework.claims`)."""
   cmp = res["comparisons"]
   return [claim(f"The {k} is within ±{100 * MARGIN:.0f}% of RankSVM, NDCG@10 paired by fold (Committee Perceptron)",
-                estimate_of(cmp[k]), form="equivalence", margin=MARGIN, source="Committee Perceptron", run=cmp[k])
+                estimate_of(dict(cmp[k], unit="folds")), form="equivalence", margin=MARGIN, source="Committee Perceptron", run=cmp[k])
           for k in ("committee (avg), K chosen", "committee (vote), K chosen") if k in cmp]
 
 

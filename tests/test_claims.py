@@ -360,3 +360,7 @@ def test_the_units_a_test_needs_are_counted_in_the_claims_unit():
   assert c.verdict == "undecided at 16 draws" and f"~{need} draws would detect the observed change" in c.detail
   e = stats.Estimate(0.0164, 0.182, 0.038 / 4, 15, "runs", 16)
   assert f"~{-(-need // 4)} seeds per fold" in cl.claim("x", e, folds=4).detail
+  # a method run once a fold (the Committee Perceptron's): folds, counted whole, and its interval is the run's own
+  e = stats.Estimate(0.0164, 0.182, 0.038 / 4, 15, "folds", 16)
+  c = cl.claim("x", e, run=dict(n=16, diff=0.0164, reference=0.182, sd=0.038, rel=0.0164 / 0.182))
+  assert c.verdict == "undecided at 16 folds" and f"~{need} folds would detect" in c.detail and "runs:" not in c.detail

@@ -46,6 +46,7 @@ from pfd_jax.ops import choice, stats
 
 MARGIN = tabulate.POWER_CHANGE  # the relative change the tables' power columns are about (2%)
 ALPHA = (1 - stats.LEVEL) / 2   # one-sided level of every claim's test (its 95% interval's bound)
+RUN_UNITS = ("runs", "draws", "folds")  # units that are the runs of a run (folds: one run a fold)
 QUERIES = "test queries at these seeds"  # what a crossed (seeds x queries) claim's count of units counts
 FORMS = ("superiority", "non-inferiority", "equivalence", "trend", "shape", "check")
 VACUOUS = "vacuous"  # judge(): the rows are one model (every unit scores the same in both)
@@ -143,7 +144,7 @@ def _need(e: stats.Estimate, folds: int = 1, form: str = "superiority", margin: 
     count = "no number of" if need is None else f"~{need:,}"
     return need or 0, f"; {count} {QUERIES} would detect {size} with 80% power"
   need = stats.runs_for_power(effect, e.se * math.sqrt(e.n), alpha=alpha)
-  what = {"queries": "test queries", "draws": "draws"}.get(e.unit, "seeds")
+  what = {"queries": "test queries", "draws": "draws", "folds": "folds"}.get(e.unit, "seeds")
   per = folds if what == "seeds" else 1  # runs are folds x seeds; draws and queries are counted whole
   count = "more than 100,000" if need is None else f"~{-(-need // per):,}"
   return ((need or 100_000) // per, f"; {count} {what}{' per fold' if folds > 1 and what == 'seeds' else ''} would "
@@ -240,10 +241,10 @@ def claim(text: str, e: stats.Estimate, *, form: str = "superiority", margin: fl
   detail = _cell(e, p) + f" ({e.unit})" + (f"; MDE {100 * mde:.1f}%" if np.isfinite(mde) else "")
   need, needed = _need(e, folds, form, margin) if word.startswith("undecided") else (0, "")
   detail += needed
-  if run is not None and (e.unit not in ("runs", "draws") or e.n != run["n"]):  # another interval: a diagnostic
+  if run is not None and (e.unit not in RUN_UNITS or e.n != run["n"]):  # another interval: a diagnostic
     detail += f"; runs: {tabulate.change_cell(run)}"
   thresholds = {"superiority": (margin,), "non-inferiority": (-margin,), "equivalence": (-margin, margin)}[form]
-  why = fragility(run, e.interval() if e.unit in ("runs", "draws") else None, thresholds) if run else ""
+  why = fragility(run, e.interval() if e.unit in RUN_UNITS else None, thresholds) if run else ""
   return Claim(text, word, detail + (f"; {why}" if why else ""), queries=queries, fragile=bool(why), form=form,
                margin=margin, source=source, p=p, p_against=against(e, form, margin), unit=e.unit,
                power=achieved_power(e, form, margin), mde=mde, need=need)

@@ -83,7 +83,7 @@ FAMILY: tuple = (
     Member("Related systems", "rank_distill/synthetic", "Ranking distillation beats the student trained alone",
            "superiority", source="Ranking Distillation", population="fixed", unit="runs"),
     *(Member("Related systems", "committee_perceptron/ohsumed", f"The committee ({how}), K chosen is within",
-             "equivalence", 0.02, source="Committee Perceptron", population="files", unit="runs")
+             "equivalence", 0.02, source="Committee Perceptron", population="files", unit="folds")
       for how in ("avg", "vote")),
 )
 

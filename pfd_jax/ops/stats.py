@@ -197,7 +197,7 @@ class Estimate:
   reference: float  # the reference row's mean (relative changes divide by it)
   se: float
   df: float
-  unit: str         # what it generalises over: "runs", "draws", "seeds x queries", "queries"
+  unit: str         # what it generalises over: "runs", "draws", "folds", "seeds x queries", "queries"
   n: int            # independent units (runs, draws, queries) or seeds x queries cells
   queries: int = 0       # crossed: the test queries of every block
   seed_var: float = 0.0  # crossed: the variance's seed term, (MS_seed - MS_res) / (S Q) weighted as the variance
