@@ -24,7 +24,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from experiments.framework.records import RunRecord
-from experiments.framework import deploy, lifecycle, monitor, plots, rowstore, rundir, schema, setup, tabulate
+from experiments.framework import (deploy, lifecycle, monitor, plots, protocol, rowstore, rundir, schema, setup,
+                                   tabulate)
 from experiments.framework.claims import Preset, runs_per_fold
 from experiments.framework.sweeps import sweep
 from pfd_jax.methods import distill
@@ -144,7 +145,8 @@ def claims(res: RunRecord) -> list:
 DRIVER = schema.Driver("rank_distill", run, to_markdown, plot, "rank_distill.png", options=Options,
                        needs_privileged=False,
                        rows_per_fold=lambda cfg: 2 + len(cfg.options.schemes),
-                       presets=(Preset("default", "synthetic", "", "Ranking Distillation"),),
+                       presets=(Preset("default", "synthetic", "", "Ranking Distillation"),
+                                protocol.redrawn_preset("Ranking Distillation")),
                        claims=claims)
 
 if __name__ == "__main__":

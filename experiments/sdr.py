@@ -28,7 +28,7 @@ from typing import Dict, Tuple
 import numpy as np
 
 from experiments.framework.records import RunRecord
-from experiments.framework import lifecycle, monitor, plots, rowstore, rundir, schema, setup, tabulate
+from experiments.framework import lifecycle, monitor, plots, protocol, rowstore, rundir, schema, setup, tabulate
 from experiments.framework.claims import Preset, beats, runs_per_fold
 from pfd_jax import data as D
 from pfd_jax.methods import distill
@@ -175,7 +175,8 @@ def claims(res: RunRecord) -> list:
 DRIVER = schema.Driver("sdr", run, to_markdown, plot, "sdr.png", options=Options, needs_privileged=False,
                        defaults=(("loss", "softmax"),), losses=("softmax",),
                        rows_per_fold=lambda cfg: 7 + len(cfg.options.temperatures),
-                       presets=(Preset("default", "synthetic", "", "Self-Distilled neural Rankers (SDR)"),),
+                       presets=(Preset("default", "synthetic", "", "Self-Distilled neural Rankers (SDR)"),
+                                protocol.redrawn_preset("Self-Distilled neural Rankers (SDR)")),
                        claims=claims)
 
 if __name__ == "__main__":

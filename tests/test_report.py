@@ -12,7 +12,8 @@ from scipy import stats as sps
 
 from conftest import tiny
 from experiments import report, table5_positive_groups, table6_imputation
-from experiments.framework import claims, family, outputs, pagefiles, published, rundir, staleness, sweeps, tabulate
+from experiments.framework import (claims, family, familypage, outputs, pagefiles, published, rundir, staleness, sweeps,
+                                  tabulate)
 from pfd_jax.ops import stats
 
 
@@ -499,3 +500,12 @@ def test_the_plan_lists_what_the_page_lacks_with_its_expected_time(tmp_path):
   steps = pageplan.needed(str(tmp_path / "no_results"), str(page), expected + t6, str(tmp_path))
   redrawn = next(s for s in steps if s.key == "table5_positive_groups/synthetic-redrawn")
   assert redrawn.seconds == pytest.approx(50 / 5 * 20 * (240 / 20) / (100 / 5)) and "median over" in redrawn.basis
+
+
+def test_the_selection_column_reads_the_split_a_run_chose_on():
+  """A driver that chooses by hand records the split per fold (the Committee Perceptron's K and C on vali, while its
+  training configuration keeps the default best-epoch split 'test'); else the configuration's split."""
+  hand = {"config": {"train": {"select_on": "test"}}, "folds": {f"fold{i}": {"selected_on": "vali"} for i in (1, 2)}}
+  assert familypage.selection(hand) == "vali"
+  assert familypage.selection({"config": {"train": {"select_on": "vali"}}, "folds": {"fold1": {}}}) == "vali"
+  assert familypage.selection({}) == "-"

@@ -46,7 +46,12 @@ def population(res: dict) -> str:
 
 
 def selection(res: dict) -> str:
-  return res.get("config", {}).get("train", {}).get("select_on", "-")
+  """The split a run chose its models on: the one its folds recorded (a driver that chooses by hand, as the
+  Committee Perceptron's K and C), else its training configuration's best-epoch split."""
+  folds = res.get("folds")
+  chosen = {f.get("selected_on") for f in folds.values() if isinstance(f, dict)} if isinstance(folds, dict) else set()
+  chosen.discard(None)
+  return chosen.pop() if len(chosen) == 1 else res.get("config", {}).get("train", {}).get("select_on", "-")
 
 
 def paper_claims(decided: list, runs: Mapping[str, dict], conclusion: list, anchors: Mapping[str, str]) -> str:
