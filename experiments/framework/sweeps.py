@@ -67,10 +67,10 @@ def trend(text: str, x, gains, *, decreasing: bool = False, source: str = "") ->
   detail = (f"slope {sign * e.diff:+.3g} [{min(sign * lo, sign * hi):+.3g}, {max(sign * lo, sign * hi):+.3g}] per "
             f"unit over {len(x)} points, {e.n} runs, p={p:.2g}")
   need = _slope_need([e]) if word.startswith("undecided") else 0
-  mde, span = _over_span([e], x)
-  return Claim(text, word, detail + span + (f"; ~{need:,} runs would detect the observed slope (80% power)"
-                                            if need else ""),
-               form="trend", source=source, p=p, p_against=against(e), unit=e.unit, need=need, mde=mde)
+  mde, said = _over_span([e], x)
+  return Claim(text, word, detail + said + (f"; ~{need:,} runs would detect the observed slope (80% power)"
+                                            if need else ""), form="trend", source=source, p=p, p_against=against(e),
+               unit=e.unit, need=need, mde=mde)
 
 
 def shape(text: str, x, gains, *, source: str = "") -> Claim:
@@ -86,8 +86,8 @@ def shape(text: str, x, gains, *, source: str = "") -> Claim:
   detail = (f"slope at x = {np.min(x):.3g}: {el.diff:+.3g} [{l0:+.3g}, {l1:+.3g}] p={pl:.2g}; at x = "
             f"{np.max(x):.3g}: {-er.diff:+.3g} [{-r1:+.3g}, {-r0:+.3g}] p={pr:.2g} (quadratic per run)")
   need = _slope_need([el, er]) if word.startswith("undecided") else 0
-  mde, span = _over_span([el, er], x)
-  return Claim(text, word, detail + span + (f"; ~{need:,} runs would detect both observed end slopes (80% power "
+  mde, said = _over_span([el, er], x)
+  return Claim(text, word, detail + said + (f"; ~{need:,} runs would detect both observed end slopes (80% power "
                                             "each)" if need else ""), form="shape", source=source, p=max(pl, pr),
                p_against=_union([against(el), against(er)]), unit=el.unit, need=need, mde=mde)
 
