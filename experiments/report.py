@@ -363,7 +363,7 @@ def main(argv):
   for _, _, v in s["family"]:
     verdicts[v.split(" at ")[0]] = verdicts.get(v.split(" at ")[0], 0) + 1
   print(f"wrote {flags.FLAGS.out}: {len(s['entries'])} runs, {len(s['claims'])} claims; the papers' "
-        f"{len(s['family'])} after Holm: {', '.join(f'{n} {k}' for k, n in verdicts.items())}; stale: "
+        f"{len(s['family'])} after Holm: {', '.join(f'{n} {k}' for k, n in verdicts.items())}; stale or missing: "
         f"{', '.join(s['stale']) or 'none'}; "
         f"carried: {', '.join(s['carried']) or 'none'}")
 
