@@ -1,14 +1,13 @@
 """Verdicts in the form each claim is stated (experiments.framework.claims): runs that re-draw their data, the
 crossed seeds x queries interval, the claim forms on cases with a known answer, Holm's adjustment and TOST against
 statsmodels."""
-import importlib
 import math
 
 import jax
 import numpy as np
 import pytest
 
-from experiments.framework import claims, family, setup, sweeps
+from experiments.framework import claims, family, pageplan, setup, sweeps
 from pfd_jax.data.config import DataConfig
 from pfd_jax.ops import stats
 from pfd_jax.training import program
@@ -286,8 +285,7 @@ def test_every_member_of_the_declared_family_is_a_claim_its_run_states():
   assert len({(m.run, m.text) for m in family.FAMILY}) == len(family.FAMILY) == 26  # each claim once
   assert sum(m.source == claims.PFD for m in family.FAMILY) == 21  # the main paper's 21 claims
   # a member declared over the re-drawn population is decided by a preset that re-draws and selects on validation
-  flags = {e.key: next(p.flags for p in importlib.import_module(f"experiments.{e.driver}").DRIVER.presets
-                       if p.label == e.label) for e in report.EXPECTED}
+  flags = {e.key: pageplan._preset(e)[1].flags for e in report.EXPECTED}
   for m in family.FAMILY:
     if m.population == "re-drawn":
       assert "--draws=" in flags[m.run] and "--select_on=vali" in flags[m.run], (m.run, flags[m.run])
