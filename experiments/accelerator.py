@@ -9,16 +9,18 @@ is stopped at its deadline (its share, plus what the steps before it left unused
 finished, so the same command resumes it) and the steps after it still run.
 The runs land where every run does (``<out_root>/<driver>/<label>/latest``) under table2's presets 'decisive_gpu' and
 'web30k', so ``python -m experiments.report`` publishes them beside the CPU runs (another configuration: the GPU's
-numerics). With $OUT set (the device tool's output folder), each step's log and run folder are copied there. The
-GPU image this targets has JAX with its CUDA plugin, flax, optax, chex, absl-py, NumPy, SciPy and scikit-learn but
-not LightGBM: no step has a LightGBM row.
+numerics). With $OUT set (the device tool's output folder, which returns at most 8 files), each step leaves two
+files there: its log and ``<step>.tar.gz``, its runs' folders relative to out_root (``tar xzf <step>.tar.gz -C
+results`` puts it where the report reads it; TensorBoard events and saved models left out). The GPU image this
+targets has JAX with its CUDA plugin, flax, optax, chex, absl-py, NumPy, SciPy and scikit-learn but neither
+LightGBM nor tensorboardX: no step has a LightGBM row, and every step runs with --notensorboard.
 """
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
+import tarfile
 import tempfile
 import time
 from typing import List, NamedTuple, Tuple
@@ -43,14 +45,14 @@ class Step(NamedTuple):
   args: Tuple[str, ...]   # after `python -m`
   share: float            # of the call's minutes
   dry: Tuple[str, ...]    # the dry run's extra flags
-  outputs: Tuple[str, ...]  # what it writes, relative to out_root (copied to $OUT)
+  outputs: Tuple[str, ...]  # what it writes, relative to out_root (packed into $OUT/<name>.tar.gz)
 
 
 STEPS = (  # the decisive protocol first (the page's claims), the benchmark last (it takes what the others left)
     Step("decisive_gpu", ("experiments.table2", "--preset=decisive_gpu"), 0.5, TOY + ("--draws=2",),
-         ("table2/synthetic-decisive_gpu/latest",)),
+         ("table2/synthetic-decisive_gpu",)),
     Step("web30k", ("experiments.table2", "--preset=web30k"), 0.3, TOY + ("--synthetic_web30k=false", "--seeds=2"),
-         ("table2/synthetic-web30k/latest",)),
+         ("table2/synthetic-web30k",)),
     Step("headline", ("experiments.benchmark",), 0.2, ("--headline_scale=0.005", "--seed_counts=1,2", "--repeats=1"),
          ("benchmark",)),
 )
@@ -59,8 +61,19 @@ STEPS = (  # the decisive protocol first (the page's claims), the benchmark last
 def command(step: Step, out_root: str, dry: bool) -> List[str]:
   """The step's command line: its driver and preset, its output root, and the dry run's toy flags."""
   driver = step.args[0].split(".")[-1]
-  return [sys.executable, "-m", *step.args, f"--out_dir={os.path.join(out_root, driver)}"] + list(
+  return [sys.executable, "-m", *step.args, f"--out_dir={os.path.join(out_root, driver)}", "--notensorboard"] + list(
       step.dry if dry else ())
+
+
+def pack(step: Step, out_root: str, out: str) -> None:
+  """The step's outputs into `out`/<step>.tar.gz, paths relative to out_root (a stopped run's saved rows too),
+  without TensorBoard events, saved models or locks."""
+  def keep(t: tarfile.TarInfo):
+    return None if os.path.basename(t.name) in ("tensorboard", "models", ".lock") else t
+  with tarfile.open(os.path.join(out, f"{step.name}.tar.gz"), "w:gz") as tar:
+    for rel in step.outputs:
+      if os.path.exists(os.path.join(out_root, rel)):
+        tar.add(os.path.join(out_root, rel), rel, filter=keep)
 
 
 def run_step(step: Step, out_root: str, dry: bool, seconds: float, out: str) -> dict:
@@ -75,11 +88,7 @@ def run_step(step: Step, out_root: str, dry: bool, seconds: float, out: str) -> 
     except subprocess.TimeoutExpired:
       rc = "stopped at its share"
   if out:
-    for rel in step.outputs:
-      src = os.path.join(out_root, rel)
-      if os.path.exists(src):
-        shutil.copytree(os.path.realpath(src), os.path.join(out, step.name, os.path.basename(rel)),
-                        dirs_exist_ok=True)
+    pack(step, out_root, out)
   return dict(step=step.name, rc=rc, seconds=round(time.time() - t0, 1), command=" ".join(cmd[1:]), log=log)
 
 

@@ -148,3 +148,20 @@ def test_table2_trains_the_draws_of_a_chunk_side_by_side_and_records_each_as_its
     table2.run(cfg.replace(options=table2.Options(methods=("no_distill", "lambdamart"), draws_per_program=2)))
   with pytest.raises(ConfigError, match="draws_per_program"):
     table2.run(cfg.replace(data=dict(draws=0)))
+
+
+def test_a_chunks_draws_loaded_side_by_side_have_the_bits_each_has_loaded_alone():
+  """drawn.load generates a chunk's draws on a thread pool (an accelerator's chunk holds 174): each draw, in chunk
+  order, is bit for bit the draw setup.load_dataset gives alone, and no two draws are the same."""
+  from experiments import table2
+  from experiments.framework import drawn, setup
+  from conftest import tiny
+  cfg = tiny(table2.Options(draws_per_program=3), data=dict(draws=3))
+  together = drawn.load(cfg, [3, 1, 2])
+  for k, ds in zip([3, 1, 2], together):
+    alone = setup.load_dataset(cfg.data, k)
+    assert ds.config == alone.config
+    for split in ("train", "vali", "test"):
+      np.testing.assert_array_equal(ds[split].x, alone[split].x)
+      np.testing.assert_array_equal(ds[split].y, alone[split].y)
+  assert len({ds.config["data_fingerprint"] for ds in together}) == 3

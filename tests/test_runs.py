@@ -232,16 +232,24 @@ def test_second_run_loads_its_programs_from_the_persistent_compilation_cache(tmp
 def test_the_accelerator_commands_dry_run_runs_every_step(tmp_path):
   """python -m experiments.accelerator --dry_run: the benchmark's headline, the decisive protocol (sized by the
   page's pilot, its plan recorded) and the Web30k-size preset at toy size, each a step with its log; with $OUT set,
-  each step's run folder is copied there as on the device machine. The command's own budget (--minutes) stops it
-  before the test's timeout."""
+  each step's runs are packed there as on the device machine (two files a step: the device tool returns at most 8),
+  and unpacked into a results folder they are where the report reads them. The command's own budget (--minutes)
+  stops it before the test's timeout."""
   env = dict(os.environ, OUT=str(tmp_path / "out"))
   p = subprocess.run([sys.executable, "-m", "experiments.accelerator", "--dry_run", "--minutes=4.5"], cwd=ROOT,
                      env=env, capture_output=True, text=True, timeout=330)
   assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
   assert "3 of 3 steps done" in p.stdout
   out = tmp_path / "out"
-  assert {"headline.log", "decisive_gpu.log", "web30k.log", "headline"} <= set(os.listdir(out))
+  steps = ("headline", "decisive_gpu", "web30k")
+  assert sorted(os.listdir(out)) == sorted(f"{s}.{x}" for s in steps for x in ("log", "tar.gz"))
   import json
-  decisive = json.loads((out / "decisive_gpu" / "latest" / "results.json").read_text())
+  import tarfile
+  for s in steps:
+    with tarfile.open(out / f"{s}.tar.gz") as tar:
+      assert not [n for n in tar.getnames() if os.path.basename(n) in ("tensorboard", "models", ".lock")]
+      tar.extractall(tmp_path / "results", filter="tar")
+  table2 = tmp_path / "results" / "table2"
+  decisive = json.loads((table2 / "synthetic-decisive_gpu" / "latest" / "results.json").read_text())
   assert decisive["pilot"]["target_mde"] == 0.02 and decisive["config"]["data"]["draws"] == 2
-  assert (out / "web30k" / "latest" / "table.md").exists()
+  assert (table2 / "synthetic-web30k" / "latest" / "table.md").exists()
