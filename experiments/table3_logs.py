@@ -150,20 +150,22 @@ def to_markdown(res: RunRecord) -> str:
           ([tabulate.change_cell(vs_multi.get(k))] if vs_multi else [])
           for k, label in ROWS if k in res["rows"]]
   corr = ", ".join(f"{k} {v:+.2f}" for k, v in res["privileged_corr"].items())
+  draws = cfg["options"].get("draws", 0)
+  runs = f"{draws} draws (one seed each)" if draws else f"{cfg['run']['seeds']} seeds"
   return (f"# Table 3 on simulated logs ({cfg['run']['loss']})\n\nPurchase NDCG@k at each row's best epoch, mean over "
-          f"{cfg['run']['seeds']} seeds, scaled to the baseline (absolute baseline NDCG@8/16/32: "
+          f"{runs}, scaled to the baseline (absolute baseline NDCG@8/16/32: "
           f"{' / '.join(f'{b:.3f}' for b in base)}). {res['positive_train_sessions_pct']:.1f}% of training "
           f"sessions have a purchase; corr with purchase: {corr}. {res['seconds']:.0f} s.\n" +
-          tabulate.stats_note("the baseline", len(res["rows"]["no_distill"]), 1) + "\n" +
+          tabulate.stats_note("the baseline", len(res["rows"]["no_distill"]), 1, draws=bool(draws)) + "\n" +
           ("Placebo rows: the teachers and the multi-teacher student again with the privileged columns permuted "
            f"{'within each session' if cfg['run'].get('placebo_within', 'query') == 'query' else 'across the split'} "
            "(values kept, link to purchase broken); 'vs its placebo' pairs each PFD student with its placebo by "
-           "seed: the privileged information's gain beyond distillation.\n\n" if vs_pl else "") +
+           "run: the privileged information's gain beyond distillation.\n\n" if vs_pl else "") +
           ("LightGBM rows (pfd_jax.methods.gbdt) are early-stopped on the selection split's NDCG@8; 'vs multi-teacher' "
            "pairs their seeds with the multi-teacher PFD student's by index.\n\n" if vs_multi else "") +
           tabulate.markdown_table(["Model", "NDCG@8", "NDCG@16", "NDCG@32"] + tabulate.change_header("baseline", 8) +
-                                (["NDCG@8 vs its placebo (seeds)"] if vs_pl else []) +
-                                (["NDCG@8 vs multi-teacher (seeds)"] if vs_multi else []), rows))
+                                (["NDCG@8 vs its placebo (runs)"] if vs_pl else []) +
+                                (["NDCG@8 vs multi-teacher (runs)"] if vs_multi else []), rows))
 
 
 def plot(res: RunRecord, path: str) -> None:

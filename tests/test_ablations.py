@@ -1,6 +1,7 @@
 """Each ablation driver end to end on a tiny configuration (seconds): structure, not numbers."""
 
 import dataclasses
+import re
 
 import numpy as np
 import pytest
@@ -123,3 +124,5 @@ def test_table3_logs_redrawn_gives_each_draw_its_own_simulation():
   assert claims.redrawn(js) and claims.runs_per_fold(2, js) == 1
   c = claims.in_draws(table3_logs.DRIVER.claims(RunRecord.from_json(js))[0])
   assert c.unit == "draws" and " runs" not in c.verdict + c.detail
+  md = table3_logs.to_markdown(RunRecord.from_json(js))  # the table counts draws, not the one seed of each
+  assert "mean over 2 draws (one seed each)" in md and "over the 2 draws," in md and not re.search(r"\d seeds", md)

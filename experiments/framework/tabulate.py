@@ -129,13 +129,15 @@ def change_cells(c: Optional[ComparisonRecord], folds: int = 1) -> list:
   return [change_cell(c), "n/a" if n is None else f"{-(-n // folds):,}"]
 
 
-def stats_note(reference: str, runs: int, folds: int, k: int = 8) -> str:
-  """The sentence under a table header that says what the comparison columns are."""
-  unit = f"{runs} runs (folds x seeds)" if folds > 1 else f"{runs} seeds"
+def stats_note(reference: str, runs: int, folds: int, k: int = 8, draws: bool = False) -> str:
+  """The sentence under a table header that says what the comparison columns are. draws: the runs are draws of
+  the population (one seed each) that the driver does not record as folds."""
+  unit = f"{runs} draws" if draws else f"{runs} runs (folds x seeds)" if folds > 1 else f"{runs} seeds"
+  need = "draws" if draws else "seeds per fold" if folds > 1 else "seeds"
   return (f"Change vs {reference}: mean paired difference of NDCG@{k} over the {unit}, each run of a row paired "
           f"with the same run of the reference (same keys, same data), relative to the reference mean; 95% "
           f"paired-t interval; paired t-test p-value, † = p < 0.05 (bootstrap intervals and Wilcoxon p-values in "
-          f"results.json). Seeds for ±{100 * POWER_CHANGE:.0f}%: seeds{' per fold' if folds > 1 else ''} a paired "
+          f"results.json). Seeds for ±{100 * POWER_CHANGE:.0f}%: {need} a paired "
           f"t-test would need to detect a {100 * POWER_CHANGE:.0f}% change with 80% power at this row's spread.\n")
 
 
