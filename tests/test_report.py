@@ -1,6 +1,7 @@
 """experiments.report: RESULTS.md from results folders, verdicts from the intervals, stale runs marked, a
 missing run an error."""
 import gzip
+import importlib
 import json
 import os
 import shutil
@@ -492,6 +493,15 @@ def test_the_plan_lists_what_the_page_lacks_with_its_expected_time(tmp_path):
   assert pageplan.changed(t5.DRIVER, "redrawn", {"config": now}) == ""
   was = dict(now, data=dict(now["data"], draws=6))
   assert pageplan.changed(t5.DRIVER, "redrawn", {"config": was}) == "data.draws"
+  # a group the driver has no flags for is what its run derived (table3_logs: data.draws from its --draws)
+  t3 = importlib.import_module("experiments.table3_logs").DRIVER
+  fv = pageplan.absl_flags.FlagValues()
+  pageplan.cli.define_flags(t3, fv)
+  fv(["prog"] + pageplan.lifecycle.expand_preset(t3, ["prog", "--preset=redrawn"])[1:])
+  now = outputs.as_json(pageplan.cli.config_from_flags(t3, fv))
+  ran = dict(now, data=dict(now["data"], draws=20))
+  assert pageplan.changed(t3, "redrawn", {"config": ran}) == ""
+  assert pageplan.changed(t3, "redrawn", {"config": dict(ran, options=dict(now["options"], draws=6))}) == "options.draws"
   # once the page has a re-drawn ablation run, its own ratio (a draw's seconds against a seed's of its fixed run)
   page.write_text(page.read_text() +
                   "| paper | [T6](#table6_imputation-synthetic) | - | current | reference | abc | 100 s |\n"

@@ -54,12 +54,15 @@ def walls(page: str) -> dict:
 
 
 def changed(driver: schema.Driver, preset: str, res: dict) -> str:
-  """'' or what the run's recorded settings differ in from its preset's now (data, run and the driver's options)."""
+  """'' or what the run's recorded settings differ in from its preset's now: the data and run groups where the driver
+  has their flags, and its options (a group it has no flags for is the run's own doing: table3_logs records the
+  data.draws it derives from its --draws)."""
   fv = absl_flags.FlagValues()
   cli.define_flags(driver, fv)
   fv(["prog"] + lifecycle.expand_preset(driver, ["prog", f"--preset={preset}"])[1:])
   now, was = as_json(cli.config_from_flags(driver, fv)), res.get("config", {})
-  diff = [f"{g}.{k}" for g in ("data", "run", "options") for k in set(now.get(g) or {}) | set(was.get(g) or {})
+  groups = [g for g in ("data", "run") if g in driver.groups] + ["options"]
+  diff = [f"{g}.{k}" for g in groups for k in set(now.get(g) or {}) | set(was.get(g) or {})
           if (now.get(g) or {}).get(k) != (was.get(g) or {}).get(k)]
   return ", ".join(sorted(diff))
 
