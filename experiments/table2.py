@@ -128,9 +128,10 @@ def run(cfg: schema.Config) -> RunRecord:
     logging.info("the LightGBM rows need the whole training split in one process: this %d-process run trains "
                  "the MLP rows only", distributed.comm().count)
   shared = {}  # LightGBM results that no loss changes (the LambdaMART rows, out-of-fold teacher scores), per fold
+  side_by_side = drawn.run_folds(cfg, methods) if cfg.options.draws_per_program else None
   for loss in cfg.losses:
-    if cfg.options.draws_per_program:
-      folds = drawn.run_folds(cfg, loss, methods)
+    if side_by_side:
+      folds = side_by_side[loss]
     else:
       folds = {}
       for fold in setup.folds_of(cfg.data):

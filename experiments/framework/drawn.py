@@ -42,13 +42,19 @@ def check(cfg: schema.Config, methods: tuple) -> None:
                         f"--ensembles); got {other or 'an option'}")
 
 
-def run_folds(cfg: schema.Config, loss: str, methods: tuple) -> Dict[str, FoldRecord]:
-  """{fold name: FoldRecord} of every draw of `cfg` for one loss, cfg.options.draws_per_program draws at a time."""
+def run_folds(cfg: schema.Config, methods: tuple) -> Dict[str, Dict[str, FoldRecord]]:
+  """{loss: {fold name: FoldRecord}} of every draw of `cfg`, cfg.options.draws_per_program draws at a time: each
+  chunk's draws generated once and trained for every loss of the run."""
   check(cfg, methods)
   folds, per = setup.folds_of(cfg.data), cfg.options.draws_per_program
-  out = {}
+  out = {loss: {} for loss in cfg.losses}
   for a in range(0, len(folds), per):
-    out.update(_chunk(cfg, loss, folds[a:a + per], methods))
+    t0, chunk = time.time(), folds[a:a + per]
+    sets = load(cfg, chunk)
+    logging.info("[draws %d-%d] %d draws loaded in %.0f s", chunk[0], chunk[-1], len(chunk), time.time() - t0)
+    share = (time.time() - t0) / len(cfg.losses)  # of the loading, in each loss's seconds
+    for loss in cfg.losses:
+      out[loss].update(_chunk(cfg, loss, chunk, sets, methods, share))
   return out
 
 
@@ -60,11 +66,10 @@ def load(cfg: schema.Config, chunk: list) -> list:
     return list(pool.map(lambda k: setup.load_dataset(cfg.data, k), chunk))
 
 
-def _chunk(cfg: schema.Config, loss: str, chunk: list, methods: tuple) -> Dict[str, FoldRecord]:
-  t0 = time.time()
-  jax.clear_caches()  # the previous chunk's programs (another layout) never run again
-  sets = load(cfg, chunk)
-  logging.info("[%s draws %d-%d] %d draws loaded in %.0f s", loss, chunk[0], chunk[-1], len(chunk), time.time() - t0)
+def _chunk(cfg: schema.Config, loss: str, chunk: list, sets: list, methods: tuple,
+           loaded_s: float) -> Dict[str, FoldRecord]:
+  t0 = time.time() - loaded_s
+  jax.clear_caches()  # the previous chunk's or loss's programs never run again
   tc = setup.train_config_of(cfg, loss, chunk[0])
   for k, ds in zip(chunk, sets):
     setup.check_splits(cfg, ds, tc, k)
