@@ -130,7 +130,7 @@ def run(cfg: schema.Config) -> RunRecord:
   shared = {}  # LightGBM results that no loss changes (the LambdaMART rows, out-of-fold teacher scores), per fold
   side_by_side = drawn.run_folds(cfg, methods) if cfg.options.draws_per_program else None
   for loss in cfg.losses:
-    if side_by_side:
+    if side_by_side is not None:
       folds = side_by_side[loss]
     else:
       folds = {}
