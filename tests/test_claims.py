@@ -369,3 +369,16 @@ def test_the_units_a_test_needs_are_counted_in_the_claims_unit():
   e = stats.Estimate(0.0164, 0.182, 0.038 / 4, 15, "folds", 16)
   c = cl.claim("x", e, run=dict(n=16, diff=0.0164, reference=0.182, sd=0.038, rel=0.0164 / 0.182))
   assert c.verdict == "undecided at 16 folds" and f"~{need} folds would detect" in c.detail and "runs:" not in c.detail
+  # units enough already: the test had 80% power at a 2% change and left a smaller one undecided; it says so,
+  # never that fewer units than it has would decide it (a sweep's hardest point likewise)
+  e = stats.Estimate(0.0005, 0.182, 0.001, 15, "draws", 16)  # sd of a draw's difference 0.004: 2% needs ~10 draws
+  need = stats.runs_for_power(0.02 * 0.182, 0.004)
+  assert need < 16
+  c = cl.claim("x", e)
+  assert c.verdict == "undecided at 16 draws" and (c.need, c.have) == (need, 16)
+  assert "its 16 draws already give its test 80% power at a 2% change" in c.detail and "would detect" not in c.detail
+  hold = cl.claim("y", stats.Estimate(0.02, 0.182, 0.001, 15, "draws", 16))
+  d = sweeps.every("x", {"a": hold, "b": c}).detail
+  assert "each undecided point's test already has 80% power at a 2% change or the observed one with its 16 draws" in d
+  short = cl.claim("x", stats.Estimate(0.0005, 0.182, 0.004, 15, "draws", 16))  # 4x the spread: ~150 draws
+  assert short.need > 16 and "~" in sweeps.every("x", {"a": hold, "b": short}).detail

@@ -69,6 +69,7 @@ class Claim(NamedTuple):
   mde: float = math.nan    # relative: the smallest true distance from the claim's threshold its test finds with 80%
                            # power (equivalence: the smallest margin it could establish); :func:`detectable`
   need: int = 0            # an undecided claim: the units that would decide it (80% power, :func:`_need`); 0 unknown
+  have: int = 0            # an undecided claim: the units it has, counted as `need` counts them
 
   @property
   def confirmatory(self) -> bool:
@@ -128,11 +129,13 @@ def _cell(e: stats.Estimate, p: float) -> str:
 
 
 def _need(e: stats.Estimate, folds: int = 1, form: str = "superiority", margin: float = 0.0) -> tuple:
-  """(units, text): the units that give the claim's test 80% power: superiority at a MARGIN change (or the observed
-  one, if larger), non-inferiority and equivalence at no change against their margin; crossed seeds x queries: test
-  queries at the run's seeds (choice.queries_for_power). (0, '') where the spread is unknown."""
+  """(units, units it has, text): the units that give the claim's test 80% power: superiority at a MARGIN change (or
+  the observed one, if larger), non-inferiority and equivalence at no change against their margin; crossed seeds x
+  queries: test queries at the run's seeds (choice.queries_for_power). Where it has them already, the text says
+  so: its test was powered for that change, and the change it leaves undecided is another. (0, 0, '') where the
+  spread is unknown."""
   if not np.isfinite(e.se) or (e.unit == "seeds x queries" and not e.queries):  # the spread is unknown
-    return 0, ""
+    return 0, 0, ""
   if form == "superiority":
     effect = max(abs(e.diff), MARGIN * abs(e.reference))
     size = "the observed change" if abs(e.diff) > MARGIN * abs(e.reference) else f"a {100 * MARGIN:.0f}% change"
@@ -140,15 +143,19 @@ def _need(e: stats.Estimate, folds: int = 1, form: str = "superiority", margin: 
     effect, size = margin * abs(e.reference), f"no change within the {100 * margin:g}% margin"
   alpha = 2 * ALPHA / (2 if form == "equivalence" else 1)  # two-sided, as runs_for_power reads it
   if e.unit == "seeds x queries":  # None: no number of queries can
-    need = choice.queries_for_power(e, effect, alpha=alpha)
+    need, have, what = choice.queries_for_power(e, effect, alpha=alpha), e.queries, QUERIES
     count = "no number of" if need is None else f"~{need:,}"
-    return need or 0, f"; {count} {QUERIES} would detect {size} with 80% power"
-  need = stats.runs_for_power(effect, e.se * math.sqrt(e.n), alpha=alpha)
-  what = {"queries": "test queries", "draws": "draws", "folds": "folds"}.get(e.unit, "seeds")
-  per = folds if what == "seeds" else 1  # runs are folds x seeds; draws and queries are counted whole
-  count = "more than 100,000" if need is None else f"~{-(-need // per):,}"
-  return ((need or 100_000) // per, f"; {count} {what}{' per fold' if folds > 1 and what == 'seeds' else ''} would "
-          f"detect {size} with 80% power")
+  else:
+    what = {"queries": "test queries", "draws": "draws", "folds": "folds"}.get(e.unit, "seeds")
+    per = folds if what == "seeds" else 1  # runs are folds x seeds; draws and queries are counted whole
+    runs = stats.runs_for_power(effect, e.se * math.sqrt(e.n), alpha=alpha)
+    need, have = (None if runs is None else -(-runs // per)), e.n // per
+    what += " per fold" if folds > 1 and what.startswith("seeds") else ""
+    count = "more than 100,000" if need is None else f"~{need:,}"
+  if need is not None and need <= have:
+    return need, have, f"; its {have:,} {what} already give its test 80% power at {size}"
+  unknown = 0 if e.unit == "seeds x queries" else 100_000  # no number of queries can; more runs than any has
+  return unknown if need is None else need, have, f"; {count} {what} would detect {size} with 80% power"
 
 
 def judge(e: stats.Estimate, form: str = "superiority", margin: float = 0.0) -> tuple:
@@ -198,7 +205,7 @@ def verdict(c: tabulate.ComparisonRecord, folds: int = 1, margin: float = MARGIN
   detail = tabulate.change_cell(c)
   if word.startswith("undecided"):
     detail += ((f" (a gain of {100 * margin:.0f}% or more is ruled out)" if form == "superiority" and
-                e.interval()[1] < margin * e.reference else "") + _need(e, folds, form, claim_margin)[1])
+                e.interval()[1] < margin * e.reference else "") + _need(e, folds, form, claim_margin)[2])
   elif word == "does not reproduce" and e.interval()[1] < 0:
     detail += " (reversed)"
   return word, detail
@@ -239,7 +246,7 @@ def claim(text: str, e: stats.Estimate, *, form: str = "superiority", margin: fl
                  unit=e.unit)
   mde = detectable(e, form)
   detail = _cell(e, p) + f" ({e.unit})" + (f"; MDE {100 * mde:.1f}%" if np.isfinite(mde) else "")
-  need, needed = _need(e, folds, form, margin) if word.startswith("undecided") else (0, "")
+  need, have, needed = _need(e, folds, form, margin) if word.startswith("undecided") else (0, 0, "")
   detail += needed
   if run is not None and (e.unit not in RUN_UNITS or e.n != run["n"]):  # another interval: a diagnostic
     detail += f"; runs: {tabulate.change_cell(run)}"
@@ -247,7 +254,7 @@ def claim(text: str, e: stats.Estimate, *, form: str = "superiority", margin: fl
   why = fragility(run, e.interval() if e.unit in RUN_UNITS else None, thresholds) if run else ""
   return Claim(text, word, detail + (f"; {why}" if why else ""), queries=queries, fragile=bool(why), form=form,
                margin=margin, source=source, p=p, p_against=against(e, form, margin), unit=e.unit,
-               power=achieved_power(e, form, margin), mde=mde, need=need)
+               power=achieved_power(e, form, margin), mde=mde, need=need, have=have)
 
 
 def detectable(e: stats.Estimate, form: str) -> float:

@@ -35,12 +35,16 @@ def every(text: str, claims: Mapping[str, Claim], *, source: str = "") -> Option
   word = ("does not reproduce" if "does not reproduce" in found else "holds" if set(found) == {"holds"} else
           f"undecided at {len(found.get('undecided', []))} of {len(claims)} points")
   fragile = [str(k) for k, c in claims.items() if c.fragile]
-  need = max((c.need for c in claims.values() if c.verdict.startswith("undecided")), default=0)
+  hardest = max((c for c in claims.values() if c.verdict.startswith("undecided")), key=lambda c: c.need,
+                default=None)
+  need = hardest.need if hardest else 0
   unit = QUERIES if first.unit == "seeds x queries" else first.unit
   at = f"a {100 * MARGIN:.0f}% change or the observed one" if first.form == "superiority" else "no change within the margin"
   return Claim(text, word, "; ".join(f"{k} at {', '.join(v)}" for k, v in found.items()) +
-               (f"; ~{need:,} {unit} would give the hardest undecided point's test 80% power at {at}"
-                if need and word.startswith("undecided") else "") +
+               ("" if not (need and word.startswith("undecided")) else
+                f"; each undecided point's test already has 80% power at {at} with its {hardest.have:,} {unit}"
+                if need <= hardest.have else
+                f"; ~{need:,} {unit} would give the hardest undecided point's test 80% power at {at}") +
                (f"; fragile at {', '.join(fragile)} (another machine's rounding could move those points' verdicts)"
                 if fragile else ""), fragile=bool(fragile), form=first.form, margin=first.margin, source=source,
                p=max(c.p for c in claims.values() if c.verdict != VACUOUS),
