@@ -1,7 +1,6 @@
 """experiments.report: RESULTS.md from results folders, verdicts from the intervals, stale runs marked, a
 missing run an error."""
 import gzip
-import importlib
 import json
 import os
 import shutil
@@ -12,7 +11,7 @@ import pytest
 from scipy import stats as sps
 
 from conftest import tiny
-from experiments import report, table5_positive_groups, table6_imputation
+from experiments import report, table3_logs, table5_positive_groups, table6_imputation
 from experiments.framework import (claims, family, familypage, outputs, pagefiles, published, rundir, staleness, sweeps,
                                   tabulate)
 from pfd_jax.ops import stats
@@ -484,21 +483,21 @@ def test_the_plan_lists_what_the_page_lacks_with_its_expected_time(tmp_path):
   # 50 s / 5 seeds x 20 draws x (6000 s / 40 draws) / (300 s / 5 seeds)
   assert redrawn.why == "missing" and redrawn.seconds == pytest.approx(50 / 5 * 20 * (6000 / 40) / (300 / 5))
   assert "python -m experiments.table5_positive_groups --preset=redrawn" in pageplan.show(steps)
+  def config_of(driver, argv):  # the config a run with these flags records
+    fv = pageplan.absl_flags.FlagValues()
+    pageplan.cli.define_flags(driver, fv)
+    fv(["prog", *argv])
+    return outputs.as_json(pageplan.cli.config_from_flags(driver, fv))
+
   # the preset's own settings: not lacking; other folds than its preset has now: lacking, the field named
-  fv = pageplan.absl_flags.FlagValues()
-  pageplan.cli.define_flags(t5.DRIVER, fv)
-  fv(["prog", "--tag=redrawn", "--draws=20", "--seeds=1", "--select_on=vali", "--curves=select",
-      "--synthetic_queries=400,6306,6306"])
-  now = outputs.as_json(pageplan.cli.config_from_flags(t5.DRIVER, fv))
+  now = config_of(t5.DRIVER, ["--tag=redrawn", "--draws=20", "--seeds=1", "--select_on=vali", "--curves=select",
+                              "--synthetic_queries=400,6306,6306"])
   assert pageplan.changed(t5.DRIVER, "redrawn", {"config": now}) == ""
   was = dict(now, data=dict(now["data"], draws=6))
   assert pageplan.changed(t5.DRIVER, "redrawn", {"config": was}) == "data.draws"
   # a group the driver has no flags for is what its run derived (table3_logs: data.draws from its --draws)
-  t3 = importlib.import_module("experiments.table3_logs").DRIVER
-  fv = pageplan.absl_flags.FlagValues()
-  pageplan.cli.define_flags(t3, fv)
-  fv(["prog"] + pageplan.lifecycle.expand_preset(t3, ["prog", "--preset=redrawn"])[1:])
-  now = outputs.as_json(pageplan.cli.config_from_flags(t3, fv))
+  t3 = table3_logs.DRIVER
+  now = config_of(t3, pageplan.lifecycle.expand_preset(t3, ["prog", "--preset=redrawn"])[1:])
   ran = dict(now, data=dict(now["data"], draws=20))
   assert pageplan.changed(t3, "redrawn", {"config": ran}) == ""
   assert pageplan.changed(t3, "redrawn", {"config": dict(ran, options=dict(now["options"], draws=6))}) == "options.draws"

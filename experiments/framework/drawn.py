@@ -51,10 +51,10 @@ def run_folds(cfg: schema.Config, methods: tuple) -> Dict[str, Dict[str, FoldRec
   for a in range(0, len(folds), per):
     t0, chunk = time.time(), folds[a:a + per]
     sets = load(cfg, chunk)
-    logging.info("[draws %d-%d] %d draws loaded in %.0f s", chunk[0], chunk[-1], len(chunk), time.time() - t0)
-    share = (time.time() - t0) / len(cfg.losses)  # of the loading, in each loss's seconds
-    for loss in cfg.losses:
-      out[loss].update(_chunk(cfg, loss, chunk, sets, methods, share))
+    loaded = time.time() - t0
+    logging.info("[draws %d-%d] %d draws loaded in %.0f s", chunk[0], chunk[-1], len(chunk), loaded)
+    for loss in cfg.losses:  # each loss's seconds count its share of the loading
+      out[loss].update(_chunk(cfg, loss, chunk, sets, methods, loaded / len(cfg.losses)))
   return out
 
 

@@ -41,16 +41,23 @@ def every(text: str, claims: Mapping[str, Claim], *, source: str = "") -> Option
   unit = QUERIES if first.unit == "seeds x queries" else first.unit
   at = f"a {100 * MARGIN:.0f}% change or the observed one" if first.form == "superiority" else "no change within the margin"
   return Claim(text, word, "; ".join(f"{k} at {', '.join(v)}" for k, v in found.items()) +
-               ("" if not (need and word.startswith("undecided")) else
-                f"; each undecided point's test already has 80% power at {at} with its {hardest.have:,} {unit}"
-                if need <= hardest.have else
-                f"; ~{need:,} {unit} would give the hardest undecided point's test 80% power at {at}") +
+               (_deciding(hardest, unit, at) if word.startswith("undecided") else "") +
                (f"; fragile at {', '.join(fragile)} (another machine's rounding could move those points' verdicts)"
                 if fragile else ""), fragile=bool(fragile), form=first.form, margin=first.margin, source=source,
                p=max(c.p for c in claims.values() if c.verdict != VACUOUS),
                p_against=_union([c.p_against for c in claims.values() if c.verdict != VACUOUS]), unit=first.unit,
                power=min(c.power for c in claims.values()),
                mde=float(np.max([c.mde for c in claims.values()])), need=need if word.startswith("undecided") else 0)
+
+
+def _deciding(hardest: Optional[Claim], unit: str, at: str) -> str:
+  """What would decide the sweep's hardest undecided point (the most units needed): more units, or none where it
+  has them already ('' where unknown)."""
+  if hardest is None or not hardest.need:
+    return ""
+  if hardest.need <= hardest.have:
+    return f"; each undecided point's test already has 80% power at {at} with its {hardest.have:,} {unit}"
+  return f"; ~{hardest.need:,} {unit} would give the hardest undecided point's test 80% power at {at}"
 
 
 def sweep(text: str, records: Mapping[str, tabulate.ComparisonRecord], folds: int = 1, *, form: str = "superiority",
