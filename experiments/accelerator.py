@@ -1,8 +1,9 @@
 r"""The accelerator run: the decisive protocol sized for a 2% MDE, Table 2 at MSLR-WEB30K size and the benchmark's
 headline, in one call of at most 10 minutes on one GPU (docs/reproducing.md).
 
-  python -m experiments.accelerator            # on one GPU
-  python -m experiments.accelerator --dry_run  # the same steps at toy size on CPU, in under five minutes
+  python -m experiments.accelerator                        # on one GPU
+  python -m experiments.accelerator --steps=decisive_gpu   # one step with the whole call
+  python -m experiments.accelerator --dry_run              # the same steps at toy size on CPU, in under five minutes
 
 Each step is a driver's own command, run as a subprocess with its share of --minutes: a step that outruns its share
 is stopped at its deadline (its share, plus what the steps before it left unused; a table2 run keeps every row it
@@ -33,6 +34,8 @@ flags.DEFINE_bool("dry_run", False, "The same steps at toy size (tiny data, 2 ep
                   "folder: a check of the command on any machine, not a result.")
 flags.DEFINE_float("minutes", 9.5, "The whole call's time (the device tool allows 10 minutes a command).",
                    lower_bound=1)
+flags.DEFINE_list("steps", ["decisive_gpu", "web30k", "headline"], "The steps to run, in their order, the call's "
+                  "time shared among them in proportion to their shares (--steps=decisive_gpu: the whole call).")
 flags.DEFINE_string("out_root", "results", "Where the runs are written (the dry run: a temporary folder).")
 FLAGS = flags.FLAGS
 
@@ -59,6 +62,10 @@ STEPS = (
     Step("headline", ("experiments.benchmark",), 0.2, ("--headline_scale=0.005", "--seed_counts=1,2", "--repeats=1"),
          ("benchmark",)),
 )
+
+
+flags.register_validator("steps", lambda names: bool(names) and set(names) <= {s.name for s in STEPS},
+                         f"one or more of {', '.join(s.name for s in STEPS)}")
 
 
 def command(step: Step, out_root: str, dry: bool) -> List[str]:
@@ -99,9 +106,10 @@ def main(argv) -> None:
   del argv
   out = os.environ.get("OUT", "")
   out_root = tempfile.mkdtemp(prefix="pfd_dry_") if FLAGS.dry_run else FLAGS.out_root
+  steps = [s for s in STEPS if s.name in FLAGS.steps]
   budget, start, done, share = 60 * FLAGS.minutes, time.time(), [], 0.0
-  for step in STEPS:  # each step until its deadline: its share, and what the steps before it left unused
-    share += step.share
+  for step in steps:  # each step until its deadline: its share, and what the steps before it left unused
+    share += step.share / sum(s.share for s in steps)
     done.append(run_step(step, out_root, FLAGS.dry_run, max(start + share * budget - time.time(), 1), out))
     print(f"{step.name}: rc={done[-1]['rc']} in {done[-1]['seconds']} s ({done[-1]['command']})", flush=True)
   failed = [d["step"] for d in done if d["rc"] != 0]

@@ -80,7 +80,7 @@ def test_vmapped_draws_equal_draws_trained_one_at_a_time_on_their_layout(batch, 
 @pytest.mark.slow  # the default tier keeps the bit-exact training test; this one compiles 3 scorers
 def test_each_model_is_scored_on_its_own_draws_lists():
   """The drawn scorer against the plain one of each draw's own split (another bucketing: float sums in another
-  order), and the empty-list rule's denominator per draw."""
+  order), and the empty-list rule's denominator per draw; the same of the per-list NDCG."""
   which = (0, 1, 2)
   sets = [_data(d) for d in which]
   cfg = T.TrainConfig(epochs=1, hidden=8, layers=2)
@@ -93,6 +93,14 @@ def test_each_model_is_scored_on_its_own_draws_lists():
       mine = jax.tree_util.tree_map(lambda a: a[i * SEEDS:(i + 1) * SEEDS], params)
       want = T.evaluate(c, mine, T.eval_set(s["test"]), "x")
       assert_close_at_scale(got[i * SEEDS:(i + 1) * SEEDS], want)
+  # per list: each draw's lists with a positive, in the layout's order (another than its own buckets': compared sorted)
+  lists = draws.per_list_ndcg(cfg, params, draws.eval_set([s["test"] for s in sets], 3), "x")
+  for i, s in enumerate(sets):
+    mine = jax.tree_util.tree_map(lambda a: a[i * SEEDS:(i + 1) * SEEDS], params)
+    want, has = T.per_list_ndcg(cfg, mine, T.eval_set(s["test"]), "x")
+    vals, valid = lists[i]
+    assert valid.all() and vals.shape == (SEEDS, has.sum()) and has.sum() > 0
+    assert_close_at_scale(np.sort(vals, -1), np.sort(want[:, has], -1))
 
 
 @pytest.mark.slow

@@ -228,6 +228,12 @@ def test_second_run_loads_its_programs_from_the_persistent_compilation_cache(tmp
   assert sorted(os.listdir(tmp_path / "jax")) == entries  # every program came from the cache
 
 
+def test_the_accelerator_refuses_a_step_it_does_not_have():
+  p = subprocess.run([sys.executable, "-m", "experiments.accelerator", "--steps=decisive_gpu,webb30k"], cwd=ROOT,
+                     capture_output=True, text=True, timeout=120)
+  assert p.returncode == 2 and "--steps" in p.stderr and "one or more of decisive_gpu, web30k, headline" in p.stderr
+
+
 @pytest.mark.slow
 def test_the_accelerator_commands_dry_run_runs_every_step(tmp_path):
   """python -m experiments.accelerator --dry_run: the benchmark's headline, the decisive protocol (sized by the

@@ -1,8 +1,9 @@
 """Table 2 on re-drawn data with the draws as a vmapped axis (``--draws=N --draws_per_program=K``): each chunk of
 K draws is put on one layout (:mod:`pfd_jax.training.draws`) and every row trains the chunk's K x S models in one
 compiled program (a teacher's logits taught to the students of its own draw), then each draw is recorded as the
-fold it is (its rows' best-epoch metrics, curves and per-list test NDCG on its own test lists), so the claims,
-the power section and the pages read it as they read draws run one after another.
+fold it is (its rows' best-epoch metrics, curves and per-list test NDCG on its own test lists with a positive, in
+the layout's order), so the claims, the power section and the pages read it as they read draws run one after
+another.
 
 The layout is part of the recipe: the same draws run one at a time (``--draws_per_program=0``) take other batches
 in another order (each draw's own buckets), so their numbers differ within the run-to-run spread, not bit for bit;
@@ -26,7 +27,7 @@ from experiments.framework import monitor, schema, setup
 from experiments.framework.records import FoldRecord, RowRecord
 from pfd_jax import config as C
 from pfd_jax import data as D
-from pfd_jax import training as T
+from pfd_jax.training import draws
 from pfd_jax.methods import distill
 from pfd_jax.methods import rows as rows_lib
 
@@ -44,7 +45,7 @@ def check(cfg: schema.Config, methods: tuple) -> None:
 
 def run_folds(cfg: schema.Config, methods: tuple) -> Dict[str, Dict[str, FoldRecord]]:
   """{loss: {fold name: FoldRecord}} of every draw of `cfg`, cfg.options.draws_per_program draws at a time: each
-  chunk's draws generated once and trained for every loss of the run."""
+  chunk's draws generated, put on their layout and (for the placebo rows) permuted once for every loss of the run."""
   check(cfg, methods)
   folds, per = setup.folds_of(cfg.data), cfg.options.draws_per_program
   out = {loss: {} for loss in cfg.losses}
@@ -53,8 +54,12 @@ def run_folds(cfg: schema.Config, methods: tuple) -> Dict[str, Dict[str, FoldRec
     sets = load(cfg, chunk)
     loaded = time.time() - t0
     logging.info("[draws %d-%d] %d draws loaded in %.0f s", chunk[0], chunk[-1], len(chunk), loaded)
+    permuted = functools.cache(lambda: [D.with_placebo_privileged(ds, cfg.run.placebo_within, cfg.run.seed)
+                                        for ds in sets])
+    device = functools.cache(lambda placebo, splits, groups: distill.to_device_draws(
+        permuted() if placebo else sets, cfg.data.max_buckets, splits, groups))
     for loss in cfg.losses:  # each loss's seconds count its share of the loading
-      out[loss].update(_chunk(cfg, loss, chunk, sets, methods, loaded / len(cfg.losses)))
+      out[loss].update(_chunk(cfg, loss, chunk, sets, device, methods, loaded / len(cfg.losses)))
   return out
 
 
@@ -66,38 +71,34 @@ def load(cfg: schema.Config, chunk: list) -> list:
     return list(pool.map(lambda k: setup.load_dataset(cfg.data, k), chunk))
 
 
-def _chunk(cfg: schema.Config, loss: str, chunk: list, sets: list, methods: tuple,
+def _chunk(cfg: schema.Config, loss: str, chunk: list, sets: list, device, methods: tuple,
            loaded_s: float) -> Dict[str, FoldRecord]:
+  """One loss's rows on a chunk of draws; device(placebo, splits, data_groups): the chunk on its layout (the
+  placebo's permuted z, or not), made once for the run's losses."""
   t0 = time.time() - loaded_s
   jax.clear_caches()  # the previous chunk's or loss's programs never run again
   tc = setup.train_config_of(cfg, loss, chunk[0])
   for k, ds in zip(chunk, sets):
     setup.check_splits(cfg, ds, tc, k)
-  splits = setup.eval_splits(tc)
-  mb = cfg.data.max_buckets
-  dd = distill.to_device_draws(sets, mb, splits, tc.data_groups)
-  permuted = functools.cache(lambda: [D.with_placebo_privileged(ds, cfg.run.placebo_within, cfg.run.seed)
-                                      for ds in sets])
-  placebo = functools.cache(lambda: distill.to_device_draws(permuted(), mb, splits, tc.data_groups))
+  layout = (tuple(setup.eval_splits(tc)), tc.data_groups)
+  dd = device(False, *layout)
   keys = np.concatenate([np.asarray(setup.draw_keys(cfg, k)) for k in chunk])
   log = monitor.progress(f"[{loss} draws {chunk[0]}-{chunk[-1]}]")
-  ctx = distill.Context(keys, tc, dd, fit=lambda row, config, train_fn: train_fn(), hooks=log, placebo=placebo)
+  ctx = distill.Context(keys, tc, dd, fit=lambda row, config, train_fn: train_fn(), hooks=log,
+                        placebo=lambda: device(True, *layout))
   plan = rows_lib.plan(methods)
   rows = distill.run_rows(ctx, plan)
   baseline = next(r.name for r in plan if r.baseline)
+  # per test list NDCG of every draw's models on its own lists of the layout (a row that reads the permuted z on the
+  # placebo data), one vmapped call per bucket and row
+  lists = {name: draws.per_list_ndcg(t.config, t.result.params,
+                                    device(rows_lib.REGISTRY[name].permuted, *layout).eval_sets["test"], t.view)
+           for name, t in rows.items()}
   seeds, seconds = cfg.run.seeds, (time.time() - t0) / len(chunk)
   out = {}
   for i, (k, ds) in enumerate(zip(chunk, sets)):
-    test = {False: T.eval_set(ds["test"], mb)}  # a row that reads the permuted z is scored on the placebo data
-    if any(rows_lib.REGISTRY[n].permuted for n in rows):
-      test[True] = T.eval_set(permuted()[i]["test"], mb)
-    recs, valid = {}, None
-    for name, t in rows.items():
-      part = t.result.part(i, seeds)
-      lists, has = T.per_list_ndcg(t.config, part.params, test[rows_lib.REGISTRY[name].permuted], t.view)
-      recs[name] = RowRecord.of(part, lists)
-      valid = has if name == baseline else valid
+    recs = {name: RowRecord.of(t.result.part(i, seeds), lists[name][i][0]) for name, t in rows.items()}
     pos = int(D.positive_groups(ds["train"]).sum())
     out[f"fold{k}"] = FoldRecord(data=ds.config, train_groups=ds["train"].num_queries, positive_train_groups=pos,
-                                 seconds=seconds, rows=recs, test_lists_valid=valid)
+                                 seconds=seconds, rows=recs, test_lists_valid=lists[baseline][i][1])
   return out

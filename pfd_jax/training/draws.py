@@ -121,6 +121,21 @@ def scorer(cfg, es: DrawnEvalSet, view: str):
   return fn
 
 
+def per_list_ndcg(cfg, params, es: DrawnEvalSet, view: str) -> list:
+  """Per draw d, (NDCG@ks[0] of each of its lists [S, Q_d], has-a-positive [Q_d]) of D x S draw-major models, each
+  scored on its own draw's lists of the layout: the lists with a positive (those an eval set holds), in layout order
+  (bucket by bucket, the same for every model of a run), its empty groups dropped. One vmapped call a bucket
+  whatever D is (scoring draw by draw on its own buckets compiles anew for each draw's lengths)."""
+  d = len(es.num_lists)
+  fn = jax.vmap(scoring(cfg.arch, tuple(cfg.ks)).per_list)
+  vals, valid = [], []
+  for b in es.buckets:
+    vals.append(np.asarray(fn(by_draw(params, d), features(b, view), b["y"], b["mask"]))[:, :, 0])  # [D, S, C_b]
+    valid.append(np.asarray(metrics_lib.has_relevant(b["y"], b["mask"])))  # [D, C_b]
+  vals, valid = np.concatenate(vals, -1), np.concatenate(valid, -1)
+  return [(v[:, k], np.ones(int(k.sum()), bool)) for v, k in zip(vals, valid)]
+
+
 def predict(cfg, params, d: Draws, view: str) -> list:
   """Logits [D * S, C_b, L_b] per bucket: each model's scores of its own draw's groups (a teacher's, for its
   students)."""
