@@ -107,9 +107,10 @@ def main(argv) -> None:
   out = os.environ.get("OUT", "")
   out_root = tempfile.mkdtemp(prefix="pfd_dry_") if FLAGS.dry_run else FLAGS.out_root
   steps = [s for s in STEPS if s.name in FLAGS.steps]
+  total = sum(s.share for s in steps)  # the steps run share the whole call
   budget, start, done, share = 60 * FLAGS.minutes, time.time(), [], 0.0
   for step in steps:  # each step until its deadline: its share, and what the steps before it left unused
-    share += step.share / sum(s.share for s in steps)
+    share += step.share / total
     done.append(run_step(step, out_root, FLAGS.dry_run, max(start + share * budget - time.time(), 1), out))
     print(f"{step.name}: rc={done[-1]['rc']} in {done[-1]['seconds']} s ({done[-1]['command']})", flush=True)
   failed = [d["step"] for d in done if d["rc"] != 0]

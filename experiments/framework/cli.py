@@ -132,6 +132,11 @@ def _build(cls, flag_values, prefix: str = ""):
     raise C.ConfigError(prefix + e.field, str(e).split(": ", 1)[1]) from None
 
 
+# What own_data_defaults reads off the data folder (a validation split: best epoch on it, and table2's PFD search),
+# as group.field: unknown while the folder is absent (a folder that a preset's `before` command makes).
+FROM_FOLDER = ("train.select_on", "options.search")
+
+
 def own_data_defaults(cfg: Config, given: set, losses: tuple = ()) -> Config:
   """A run on the team's own data (--dataset=letor with its file labels) answers the practitioner's question
   unless its flags say otherwise: the best epoch / boosting round chosen on the validation split, never on test

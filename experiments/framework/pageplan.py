@@ -57,9 +57,9 @@ def walls(page: str) -> dict:
 def changed(driver: schema.Driver, preset: str, res: dict) -> str:
   """'' or what the run's recorded settings differ in from its preset's now: the data and run groups where the driver
   has their flags, and its options (a group it has no flags for is the run's own doing: table3_logs records the
-  data.draws it derives from its --draws). A default that own data takes from its folder (cli.own_data_defaults: the
-  PFD search where the folder has a validation split) is not compared while that folder is absent (logs_letor is
-  made by the preset's `before` command): the preset alone does not say it."""
+  data.draws it derives from its --draws). What own data's defaults read off its folder (cli.FROM_FOLDER) is not
+  compared while that folder is absent (logs_letor is made by the preset's `before` command): the preset alone does
+  not say it."""
   fv = absl_flags.FlagValues()
   cli.define_flags(driver, fv)
   fv(["prog"] + lifecycle.expand_preset(driver, ["prog", f"--preset={preset}"])[1:])
@@ -69,7 +69,7 @@ def changed(driver: schema.Driver, preset: str, res: dict) -> str:
           if (now.get(g) or {}).get(k) != (was.get(g) or {}).get(k)]
   data = now.get("data") or {}
   if D.spec(data.get("dataset", "synthetic")).own_data and not os.path.isdir(data.get("data_dir") or ""):
-    diff = [d for d in diff if d != "options.search"]
+    diff = [d for d in diff if d not in cli.FROM_FOLDER]
   return ", ".join(sorted(diff))
 
 
