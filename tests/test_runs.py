@@ -240,10 +240,12 @@ def test_the_accelerator_commands_dry_run_runs_every_step(tmp_path):
   page's pilot, its plan recorded) and the Web30k-size preset at toy size, each a step with its log; with $OUT set,
   each step's runs are packed there as on the device machine (two files a step: the device tool returns at most 8),
   and unpacked into a results folder they are where the report reads them. The command's own budget (--minutes)
-  stops it before the test's timeout."""
+  stops it before the test's timeout. The budget is a safety net, not a target: with a cold compilation cache (a
+  fresh checkout, as on CI) the headline alone compiles for ~3 minutes on two cores, and the three steps take ~4.5
+  minutes (a 4.5-minute budget failed CI at stop 71)."""
   env = dict(os.environ, OUT=str(tmp_path / "out"))
-  p = subprocess.run([sys.executable, "-m", "experiments.accelerator", "--dry_run", "--minutes=4.5"], cwd=ROOT,
-                     env=env, capture_output=True, text=True, timeout=330)
+  p = subprocess.run([sys.executable, "-m", "experiments.accelerator", "--dry_run", "--minutes=9"], cwd=ROOT,
+                     env=env, capture_output=True, text=True, timeout=600)
   assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
   assert "3 of 3 steps done" in p.stdout
   out = tmp_path / "out"
