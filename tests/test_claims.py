@@ -355,6 +355,27 @@ def test_a_claims_unit_follows_the_population():
   assert primary(fixed, "pfd", "gend") is None
 
 
+def test_per_query_comparisons_are_each_rows_own_bootstrap():
+  """pairs.comparisons bootstraps the rows side by side: each row's 'queries' record is stats.per_query of its
+  pooled test queries against no-distillation's, bit for bit, and in the rows' order."""
+  from experiments.framework import pairs, tabulate
+  from experiments.framework.records import FoldRecord, LossRecord, RowRecord
+  rng = np.random.default_rng(4)
+  names = ("no_distill", "self_distill", "gend", "pfd")
+  folds = {}
+  for k in (1, 2):
+    v = {n: rng.uniform(0, 1, (1, 30)) for n in names}
+    folds[f"fold{k}"] = FoldRecord(rows={n: RowRecord(best={"test": x.mean(1)[:, None]}, test_lists=x.mean(0))
+                                         for n, x in v.items()},
+                                   data=dict(draw=k), test_lists_valid=rng.uniform(size=30) < 0.8)
+  rec = LossRecord(folds=folds)
+  got = pairs.comparisons(rec)["queries"]
+  lists = pairs.query_lists(rec)
+  assert list(got) == list(names[1:])
+  for n in names[1:]:
+    assert got[n] == tabulate.comparison_record(stats.per_query(lists[n], lists["no_distill"]))
+
+
 def test_the_units_a_test_needs_are_counted_in_the_claims_unit():
   """An undecided superiority claim says how many units would give 80% power: draws and test queries counted
   whole (a run's 16 draws are 16 folds, not 16 x seeds), seeds per fold for runs."""

@@ -57,6 +57,15 @@ def test_bootstrap_is_seeded_and_agrees_with_t_on_normal_data():
   np.testing.assert_allclose(c.boot_ci, c.t_ci, atol=0.02)  # n = 400: both near mean +- 1.96 sd / 20
 
 
+@pytest.mark.parametrize("chunk", [1, 7 * 50, 2 ** 21])
+def test_bootstrap_in_blocks_is_the_one_call_bootstrap(chunk):
+  """Blocks of resamples (bounded memory) draw the same indices as one (resamples, n) call: the same bits."""
+  d = np.random.default_rng(2).normal(0.1, 1.0, 50)
+  idx = np.random.default_rng(5).integers(0, d.size, size=(999, d.size))
+  expected = tuple(float(q) for q in np.quantile(d[idx].mean(axis=1), [0.025, 0.975]))
+  assert stats.bootstrap_ci(d, seed=5, resamples=999, chunk=chunk) == expected
+
+
 def test_pairing_matters():
   """Runs share a large run-to-run effect (the seed); the row adds a small, consistent gain. Paired: clearly
   significant; ignoring the pairing (Welch): the gain is lost in the spread."""

@@ -286,8 +286,8 @@ def beats(text: str, rows: tabulate.Runs, a: str, b: str, folds: int = 1, col: i
   c = tabulate.compare({a: np.asarray(rows[a]), b: np.asarray(rows[b])}, b, col=col)[a]
   second = ""
   if queries and a in queries and b in queries:
-    word, detail = verdict(tabulate.comparison_record(stats.paired(queries[a], queries[b], unit="queries")),
-                           form=form, claim_margin=margin)
+    per_query = stats.paired(queries[a], queries[b], unit="queries", resamples=0)  # the verdict reads its t-test
+    word, detail = verdict(tabulate.comparison_record(per_query), form=form, claim_margin=margin)
     second = f"{reading(word)}: {detail}"
   return claim(text, estimate or estimate_of(c), form=form, margin=margin, source=source, run=c, queries=second,
                folds=folds)

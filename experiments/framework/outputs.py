@@ -31,6 +31,9 @@ def as_json(res) -> Dict[str, Any]:
   return json.loads(json.dumps(_jsonable(res)))
 
 
+_PLAIN = frozenset((float, int, bool, str, type(None)))
+
+
 def _jsonable(o):
   if hasattr(o, "to_json"):  # a typed record (experiments.framework.records)
     return _jsonable(o.to_json())
@@ -39,6 +42,8 @@ def _jsonable(o):
   if isinstance(o, dict):
     return {str(k): _jsonable(v) for k, v in o.items()}
   if isinstance(o, (list, tuple)):
+    if all(type(v) in _PLAIN for v in o):  # already as JSON holds it (a run's per-list NDCG: millions of floats)
+      return list(o)
     return [_jsonable(v) for v in o]
   if isinstance(o, np.ndarray):
     return o.tolist()

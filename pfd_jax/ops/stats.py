@@ -78,19 +78,21 @@ def _wilcoxon(d: np.ndarray) -> float:
   return float(sps.wilcoxon(d, zero_method="wilcox", alternative="two-sided").pvalue)
 
 
-def bootstrap_ci(d: np.ndarray, seed: int = 0, resamples: int = BOOTSTRAP) -> tuple:
-  """Percentile bootstrap LEVEL interval of mean(d), resampling the pairs; the same seed gives the same
-  interval."""
-  if d.size == 0:
+def bootstrap_ci(d: np.ndarray, seed: int = 0, resamples: int = BOOTSTRAP, chunk: int = 2 ** 21) -> tuple:
+  """Percentile bootstrap LEVEL interval of mean(d), resampling the pairs; the same seed gives the same interval.
+  Drawn `chunk` indices at a time: the draws of one (resamples, n) call, in bounded memory."""
+  if d.size == 0 or resamples == 0:
     return (math.nan, math.nan)
-  idx = np.random.default_rng(seed).integers(0, d.size, size=(resamples, d.size))
-  means = d[idx].mean(axis=1)
+  rng, rows = np.random.default_rng(seed), max(1, chunk // d.size)
+  means = np.concatenate([d[rng.integers(0, d.size, size=(min(rows, resamples - a), d.size))].mean(axis=1)
+                          for a in range(0, resamples, rows)])
   lo, hi = np.quantile(means, [0.5 - LEVEL / 2, 0.5 + LEVEL / 2])
   return (float(lo), float(hi))
 
 
-def paired(a, b, *, unit: str = "runs", seed: int = 0) -> Comparison:
-  """Row `a` against reference `b`, paired element by element (same shape: [runs] or any shape, flattened)."""
+def paired(a, b, *, unit: str = "runs", seed: int = 0, resamples: int = BOOTSTRAP) -> Comparison:
+  """Row `a` against reference `b`, paired element by element (same shape: [runs] or any shape, flattened);
+  resamples=0: no bootstrap (boot_ci nan), for a caller that reads the t-test only."""
   a, b = np.asarray(a, np.float64).ravel(), np.asarray(b, np.float64).ravel()
   if a.shape != b.shape:
     raise ValueError(f"paired rows need the same runs: {a.size} vs {b.size} values")
@@ -100,7 +102,7 @@ def paired(a, b, *, unit: str = "runs", seed: int = 0) -> Comparison:
   t_ci, t_p = _t_test(d)
   return Comparison(unit=unit, n=int(d.size), mean=float(a.mean()) if a.size else math.nan, reference=ref,
                     diff=diff, sd=float(d.std(ddof=1)) if d.size > 1 else math.nan,
-                    rel=diff / ref if ref else math.nan, t_ci=t_ci, boot_ci=bootstrap_ci(d, seed), t_p=t_p,
+                    rel=diff / ref if ref else math.nan, t_ci=t_ci, boot_ci=bootstrap_ci(d, seed, resamples), t_p=t_p,
                     wilcoxon_p=_wilcoxon(d))
 
 
