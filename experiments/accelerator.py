@@ -1,66 +1,94 @@
-r"""The accelerator run: the decisive protocol sized for a 2% MDE, Table 2 at MSLR-WEB30K size and the benchmark's
-headline, in one call of at most 10 minutes on one GPU (docs/reproducing.md).
+r"""The accelerator run: the numeric tests, the decisive protocol sized for a 2% MDE, Table 2 at MSLR-WEB30K size and
+the benchmark's headline, each in its turn, over as many calls of at most 10 minutes on one GPU as they need
+(docs/reproducing.md).
 
-  python -m experiments.accelerator                        # on one GPU
+  python -m experiments.accelerator                        # on one GPU: what fits this call, in order
   python -m experiments.accelerator --steps=decisive_gpu   # one step with the whole call
-  python -m experiments.accelerator --dry_run              # the same steps at toy size on CPU, in under five minutes
+  python -m experiments.accelerator --dry_run              # the same steps at toy size on CPU, in minutes
 
-Each step is a driver's own command, run as a subprocess with its share of --minutes: a step that outruns its share
-is stopped at its deadline (its share, plus what the steps before it left unused; a table2 run keeps every row it
-finished, so the same command resumes it) and the steps after it still run.
-The runs land where every run does (``<out_root>/<driver>/<label>/latest``) under table2's presets 'decisive_gpu' and
-'web30k', so ``python -m experiments.report`` publishes them beside the CPU runs (another configuration: the GPU's
-numerics). With $OUT set (the device tool's output folder, which returns at most 8 files), each step leaves two
-files there: its log and ``<step>.tar.gz``, its runs' folders relative to out_root (``tar xzf <step>.tar.gz -C
-results`` puts it where the report reads it; TensorBoard events and saved models left out). The GPU image this
-targets has JAX with its CUDA plugin, flax, optax, chex, absl-py, NumPy, SciPy and scikit-learn but neither
-LightGBM nor tensorboardX: no step has a LightGBM row, and every step runs with --notensorboard.
+Each step is a command run as a subprocess. Its need is measured (NEED_SECONDS: seconds on one H200, see Step): a
+step that must run whole (the numeric tests, the benchmark) starts only where its need fits the time left, else it
+is left for the next call and the record says so; a step that resumes (a table2 run keeps every row it finished;
+the drawn decisive run too, on the same machine) starts with what is left once the later steps that fit have their
+need set aside. At its deadline a step is asked to stop (SIGTERM for a driver, which stops at its next safe point
+with every finished row saved; SIGINT for pytest, which then prints its summary), and killed only after a grace
+period. A SIGTERM to this command (a caller's ``timeout``) stops the running step the same way, and no later step
+starts. The runs land where every run does (``<out_root>/<driver>/<label>/latest``) under table2's presets
+'decisive_gpu' and 'web30k', so ``python -m experiments.report`` publishes them beside the CPU runs (another
+configuration: the GPU's numerics). The drivers' compilation cache (``cache/jax`` in the working tree) and their
+saved rows (``results/``) stay on the machine, so a second call on the same warm machine loads programs and rows.
+
+With $OUT set (the device tool's output folder, which returns at most 8 files of 16 MiB), the call leaves
+``accelerator.json`` (the device: GPU, driver, JAX and its plugins, the precision; each step's status, rewritten as
+each ends), ``numeric.log`` (pytest -v: each test's verdict as it comes, the failures' summary) and, per driver
+step, its log and ``<step>.tar.gz``, its runs' folders relative to out_root without TensorBoard events, saved
+models or saved rows (``tar xzf <step>.tar.gz -C results`` puts them where the report reads them). The GPU image
+this targets has JAX with its CUDA plugin, flax, optax, chex, absl-py, NumPy, SciPy, scikit-learn and pytest but
+neither LightGBM nor tensorboardX: no step has a LightGBM row, and every step runs with --notensorboard.
 """
 from __future__ import annotations
 
+import json
 import os
+import signal
 import subprocess
 import sys
 import tarfile
 import tempfile
 import time
-from typing import List, NamedTuple, Tuple
+from typing import List, NamedTuple, Optional, Tuple
 
 from absl import flags
 
 from experiments import guards
 
-flags.DEFINE_bool("dry_run", False, "The same steps at toy size (tiny data, 2 epochs, 2 draws) into a temporary "
-                  "folder: a check of the command on any machine, not a result.")
+flags.DEFINE_bool("dry_run", False, "The same steps at toy size (tiny data, 2 epochs, 2 draws, one test file) into a "
+                  "temporary folder (or --out_root): a check of the command on any machine, not a result.")
 flags.DEFINE_float("minutes", 9.5, "The whole call's time (the device tool allows 10 minutes a command).",
                    lower_bound=1)
-flags.DEFINE_list("steps", ["decisive_gpu", "web30k", "headline"], "The steps to run, in their order, the call's "
-                  "time shared among them in proportion to their shares (--steps=decisive_gpu: the whole call).")
-flags.DEFINE_string("out_root", "results", "Where the runs are written (the dry run: a temporary folder).")
+flags.DEFINE_list("steps", ["numeric", "decisive_gpu", "web30k", "headline"], "The steps to consider, in their "
+                  "order: each runs if its need fits the time left (a resumable one: with what is left).")
+flags.DEFINE_string("out_root", "", "Where the runs are written (default: results; the dry run: a temporary folder).")
+flags.DEFINE_integer("grace", 60, "Seconds a step asked to stop may take to save and exit before it is killed.",
+                     lower_bound=1)
+flags.DEFINE_integer("test_workers", 8, "pytest-xdist workers of the numeric tests (each a process on the GPU, "
+                     "without preallocation).", lower_bound=0)
 FLAGS = flags.FLAGS
 
 # The dry run's overrides (later flags override a preset's): toy data and training, the same code paths.
 TOY = ("--synthetic_queries=60,30,40", "--synthetic_mean_docs=16", "--epochs=2", "--max_buckets=2")
+RECORD = "accelerator.json"
 
 
 class Step(NamedTuple):
   name: str
   args: Tuple[str, ...]   # after `python -m`
-  share: float            # of the call's minutes
-  dry: Tuple[str, ...]    # the dry run's extra flags
+  need: float             # seconds it takes on one H200 (measured; see STEPS)
+  resumable: bool         # keeps what it finished when stopped, and the same command resumes it
+  dry: Tuple[str, ...]    # the dry run's extra arguments
+  dry_need: float         # seconds its dry run takes on two CPU cores with a cold compilation cache
   outputs: Tuple[str, ...]  # what it writes, relative to out_root (packed into $OUT/<name>.tar.gz)
 
+  @property
+  def tests(self) -> bool:
+    return self.args[0] == "pytest"
 
-# The decisive protocol first (the page's claims) with most of the time: it trains every draw in one program per row
-# and saves nothing before it ends, so a share it outruns is lost, while web30k keeps each row it finishes and the
-# same command resumes it (its 4 h on two cores fit no single call). The benchmark last: it takes what the others left.
+
+# Needs measured on one H200 (evidence/accelerator-h200-*, experiments/device_runs/h200-2026-11-26): the numeric
+# tests ran 144 tests in about 220 s on 12-14 workers; decisive_gpu loaded its 174 draws in 97 s and trained both
+# losses' rows by 405 s, and its statistics and files took about 40 s on the device's host after their mend; the
+# benchmark's headline took 154 s alone. web30k (about 4 h on two cores) has no measured need: it resumes, so it takes
+# what the others leave, if that is at least the 5 minutes that its data and a first row take at a guess. The dry
+# needs: each dry step alone on the developers' two cores, cold compilation cache.
 STEPS = (
-    Step("decisive_gpu", ("experiments.table2", "--preset=decisive_gpu"), 0.7, TOY + ("--draws=2",),
+    Step("numeric", ("pytest", "-m", "numeric and not slow", "-v", "-rfE", "-p", "no:cacheprovider"), 240, False,
+         ("tests/test_precision.py",), 60, ()),
+    Step("decisive_gpu", ("experiments.table2", "--preset=decisive_gpu"), 450, True, TOY + ("--draws=2",), 90,
          ("table2/synthetic-decisive_gpu",)),
-    Step("web30k", ("experiments.table2", "--preset=web30k"), 0.1, TOY + ("--synthetic_web30k=false", "--seeds=2"),
-         ("table2/synthetic-web30k",)),
-    Step("headline", ("experiments.benchmark",), 0.2, ("--headline_scale=0.005", "--seed_counts=1,2", "--repeats=1"),
-         ("benchmark",)),
+    Step("web30k", ("experiments.table2", "--preset=web30k"), 300, True,
+         TOY + ("--synthetic_web30k=false", "--seeds=2"), 60, ("table2/synthetic-web30k",)),
+    Step("headline", ("experiments.benchmark",), 160, False,
+         ("--headline_scale=0.005", "--seed_counts=1,2", "--repeats=1"), 190, ("benchmark",)),
 )
 
 
@@ -69,54 +97,158 @@ flags.register_validator("steps", lambda names: bool(names) and set(names) <= {s
 
 
 def command(step: Step, out_root: str, dry: bool) -> List[str]:
-  """The step's command line: its driver and preset, its output root, and the dry run's toy flags."""
+  """The step's command line: pytest with its workers, or a driver with its preset, output root and the dry run's
+  toy flags."""
+  extra = list(step.dry if dry else ())
+  if step.tests:
+    workers = ["-n", str(FLAGS.test_workers)] if FLAGS.test_workers and not dry else ["-n", "0"]
+    return [sys.executable, "-m", *step.args, *workers, *extra]
   driver = step.args[0].split(".")[-1]
-  return [sys.executable, "-m", *step.args, f"--out_dir={os.path.join(out_root, driver)}", "--notensorboard"] + list(
-      step.dry if dry else ())
+  return [sys.executable, "-m", *step.args, f"--out_dir={os.path.join(out_root, driver)}", "--notensorboard"] + extra
+
+
+def plan(steps: List[Step], left: float, dry: bool = False) -> Optional[float]:
+  """Seconds for the first of `steps` out of `left`, or None where it does not fit (a whole step: its need; a
+  resumable one: what is left once the later whole steps that fit have their needs set aside, at least its need).
+  dry: the dry run's needs."""
+  need = lambda s: s.dry_need if dry else s.need
+  first, later = steps[0], steps[1:]
+  if not first.resumable:
+    return need(first) if need(first) <= left else None
+  reserved = 0.0
+  for s in later:
+    if not s.resumable and reserved + need(s) <= left - need(first):
+      reserved += need(s)
+  return left - reserved if left - reserved >= need(first) else None
 
 
 def pack(step: Step, out_root: str, out: str) -> None:
-  """The step's outputs into `out`/<step>.tar.gz, paths relative to out_root (a stopped run's saved rows too),
-  without TensorBoard events, saved models or locks."""
+  """The step's outputs into `out`/<step>.tar.gz, paths relative to out_root, without TensorBoard events, saved
+  models, saved rows (a drawn row holds every draw's models: too large to come back; they stay on the machine for
+  the next call's resume) or locks."""
   def keep(t: tarfile.TarInfo):
-    return None if os.path.basename(t.name) in ("tensorboard", "models", ".lock") else t
+    if os.path.basename(t.name) in ("tensorboard", "models", ".lock") or t.name.endswith(".msgpack"):
+      return None
+    return t
   with tarfile.open(os.path.join(out, f"{step.name}.tar.gz"), "w:gz") as tar:
     for rel in step.outputs:
       if os.path.exists(os.path.join(out_root, rel)):
         tar.add(os.path.join(out_root, rel), rel, filter=keep)
 
 
-def run_step(step: Step, out_root: str, dry: bool, seconds: float, out: str) -> dict:
-  """Runs one step within `seconds`; its log (and, with `out`, its outputs) copied to `out`."""
+class Stopper:
+  """The call's own stop request (SIGTERM or SIGINT to this command): the running step is asked to stop at once,
+  and no later step starts."""
+
+  def __init__(self):
+    self.requested = False
+    for sig in (signal.SIGTERM, signal.SIGINT):
+      signal.signal(sig, self._handler)
+
+  def _handler(self, signum, frame):
+    self.requested = True
+    os.write(2, f"accelerator: signal {signum}: stopping the running step (it saves what it finished)\n".encode())
+
+
+def supervise(cmd: List[str], log: str, seconds: float, *, grace: float, stop_signal: int, stopper: Stopper,
+              env: Optional[dict] = None) -> Tuple[object, str]:
+  """Runs `cmd` (output to `log`) for at most `seconds`; then, or when `stopper` asks, sends it `stop_signal` and
+  waits `grace` seconds before killing its process group. (exit code, how it ended: 'done', 'stopped at its
+  deadline', 'stopped on request', or '... and killed after the grace period')."""
+  with open(log, "w") as f:
+    p = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, start_new_session=True, env=env)
+    deadline, kill_at, how = time.time() + seconds, None, "done"
+    while True:
+      try:
+        return p.wait(timeout=1.0), how
+      except subprocess.TimeoutExpired:
+        pass
+      now = time.time()
+      if kill_at is None and (now >= deadline or stopper.requested):
+        how = "stopped on request" if stopper.requested else "stopped at its deadline"
+        p.send_signal(stop_signal)
+        kill_at = now + grace
+      elif kill_at is not None and now >= kill_at:
+        os.killpg(p.pid, signal.SIGKILL)
+        how += " and killed after the grace period"
+        kill_at = float("inf")
+
+
+def device_record() -> dict:
+  """The machine the call ran on, taken in a child process (this one never starts JAX: it would hold the GPU's
+  memory the steps need): machine.numerics() (CPU, packages; on an accelerator the GPU's kind and count, the
+  driver, JAX's plugins and the precision) and nvidia-smi's GPU line where there is one."""
+  code = "import json; from experiments import machine; print(json.dumps(machine.numerics()))"
+  env = dict(os.environ, XLA_PYTHON_CLIENT_PREALLOCATE="false")
+  out = {}
+  try:
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env)
+    out["numerics"] = json.loads(p.stdout.strip().splitlines()[-1]) if p.returncode == 0 else p.stderr[-2000:]
+  except (OSError, subprocess.SubprocessError, ValueError, IndexError) as e:
+    out["numerics"] = f"not read: {e}"
+  try:
+    smi = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version,memory.total,compute_cap",
+                          "--format=csv,noheader"], capture_output=True, text=True, timeout=30)
+    out["nvidia_smi"] = smi.stdout.strip() if smi.returncode == 0 else None
+  except (OSError, subprocess.SubprocessError):
+    out["nvidia_smi"] = None
+  return out
+
+
+def run_step(step: Step, out_root: str, dry: bool, seconds: float, out: str, stopper: Stopper) -> dict:
+  """Runs one step within `seconds` (then --grace to stop); its log (and, with `out`, its outputs) in `out`."""
   cmd = command(step, out_root, dry)
   t0 = time.time()
   log = os.path.join(out or out_root, f"{step.name}.log")
   os.makedirs(os.path.dirname(log), exist_ok=True)
-  with open(log, "w") as f:
-    try:
-      rc = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, timeout=seconds).returncode
-    except subprocess.TimeoutExpired:
-      rc = "stopped at its share"
-  if out:
+  # the tests share the GPU among their workers: none may preallocate three quarters of it
+  env = dict(os.environ, XLA_PYTHON_CLIENT_PREALLOCATE="false", PYTHONUNBUFFERED="1")
+  rc, how = supervise(cmd, log, seconds, grace=FLAGS.grace, stop_signal=signal.SIGINT if step.tests else signal.SIGTERM,
+                      stopper=stopper, env=env)
+  if out and step.outputs:
     pack(step, out_root, out)
-  return dict(step=step.name, rc=rc, seconds=round(time.time() - t0, 1), command=" ".join(cmd[1:]), log=log)
+  return dict(step=step.name, rc=rc, ended=how, seconds=round(time.time() - t0, 1), allowed=round(seconds),
+              command=" ".join(cmd[1:]), log=log)
+
+
+def _write(record: dict, out: str, out_root: str) -> None:
+  path = os.path.join(out or out_root, RECORD)
+  with open(path + ".tmp", "w") as f:
+    json.dump(record, f, indent=1)
+  os.replace(path + ".tmp", path)
 
 
 def main(argv) -> None:
   del argv
+  stopper = Stopper()
   out = os.environ.get("OUT", "")
-  out_root = tempfile.mkdtemp(prefix="pfd_dry_") if FLAGS.dry_run else FLAGS.out_root
+  out_root = FLAGS.out_root or (tempfile.mkdtemp(prefix="pfd_dry_") if FLAGS.dry_run else "results")
+  os.makedirs(out or out_root, exist_ok=True)
   steps = [s for s in STEPS if s.name in FLAGS.steps]
-  total = sum(s.share for s in steps)  # the steps run share the whole call
-  budget, start, done, share = 60 * FLAGS.minutes, time.time(), [], 0.0
-  for step in steps:  # each step until its deadline: its share, and what the steps before it left unused
-    share += step.share / total
-    done.append(run_step(step, out_root, FLAGS.dry_run, max(start + share * budget - time.time(), 1), out))
-    print(f"{step.name}: rc={done[-1]['rc']} in {done[-1]['seconds']} s ({done[-1]['command']})", flush=True)
-  failed = [d["step"] for d in done if d["rc"] != 0]
-  print(f"accelerator run: {len(done) - len(failed)} of {len(done)} steps done in {time.time() - start:.0f} s into "
-        f"{out_root}" + (f"; not done: {', '.join(failed)} (their logs: {done[0]['log'].rsplit('/', 1)[0]})"
-                         if failed else ""), flush=True)
+  start, end = time.time(), time.time() + 60 * FLAGS.minutes
+  record = dict(command=" ".join(sys.argv), started=time.strftime("%Y-%m-%d %H:%M:%S"), steps=[], left=[])
+  record["device"] = device_record()
+  _write(record, out, out_root)
+  for i, step in enumerate(steps):
+    # the time a step may run: the call's end less the grace period of its stop and half a minute to pack and write
+    left = end - time.time() - FLAGS.grace - 30
+    seconds = None if stopper.requested else plan(steps[i:], left, FLAGS.dry_run)
+    if seconds is None:
+      why = ("the call was asked to stop" if stopper.requested else
+             f"needs ~{step.dry_need if FLAGS.dry_run else step.need:.0f} s, {max(left, 0):.0f} s left")
+      record["left"].append(dict(step=step.name, why=why))
+      print(f"{step.name}: not started ({why}): run it in the next call", flush=True)
+    else:
+      done = run_step(step, out_root, FLAGS.dry_run, seconds, out, stopper)
+      record["steps"].append(done)
+      print(f"{step.name}: rc={done['rc']}, {done['ended']}, in {done['seconds']} s of {done['allowed']} s "
+            f"({done['command']})", flush=True)
+    _write(record, out, out_root)
+  failed = [d["step"] for d in record["steps"] if d["rc"] != 0] + [d["step"] for d in record["left"]]
+  done = len(record["steps"]) - len([d for d in record["steps"] if d["rc"] != 0])
+  print(f"accelerator run: {done} of {len(steps)} steps done in {time.time() - start:.0f} s into {out_root}" +
+        (f"; not done: {', '.join(failed)} (the record: {os.path.join(out or out_root, RECORD)})" if failed else ""),
+        flush=True)
   if failed:
     sys.exit(1)
 

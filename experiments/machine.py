@@ -19,6 +19,7 @@ import glob
 import importlib.metadata
 import os
 import platform
+import subprocess
 
 # CPU features that change what XLA's CPU backend and its kernel libraries emit (vector width, fused
 # multiply-add, the AVX-512 / AMX dot kernels).
@@ -69,15 +70,49 @@ def packages() -> dict:
   return dict(sorted(found.items()))
 
 
+def matmul_precision() -> str:
+  """The float32 products' precision in force in this process (jax_default_matmul_precision; the drivers set it
+  from --matmul_precision): 'highest', 'tensorfloat32', ... or 'default' where nothing set it."""
+  import jax
+  return jax.config.jax_default_matmul_precision or "default"
+
+
+def _gpu_driver() -> str | None:
+  """The NVIDIA driver's version (nvidia-smi), None where there is none."""
+  try:
+    out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"], capture_output=True,
+                         text=True, timeout=20)
+  except (OSError, subprocess.SubprocessError):
+    return None
+  return out.stdout.strip().splitlines()[0] if out.returncode == 0 and out.stdout.strip() else None
+
+
+def accelerator(installed: dict) -> dict | None:
+  """What an accelerator run's bits depend on besides the host: the platform, the devices' kind and count, the
+  driver, JAX's plugin packages (CUDA, cuDNN, cuBLAS wheels) and the matrix products' precision in force. None
+  on a CPU backend, whose products are float32 whatever the precision asks (pfd_jax.ops.precision), so a CPU run's
+  record is what it was before accelerators were recorded."""
+  import jax
+  if jax.default_backend() == "cpu":
+    return None
+  devices = jax.devices()
+  plugins = {p: v for p, v in installed.items() if p.startswith(("jax-cuda", "jax-rocm", "libtpu", "nvidia-"))}
+  return dict(platform=jax.default_backend(), device=devices[0].device_kind, count=len(devices),
+              driver=_gpu_driver(), plugins=plugins, matmul_precision=matmul_precision())
+
+
 def numerics(installed: dict | None = None) -> dict:
-  """The determinants of a run's bits beside its code, configuration and data (see the module docstring)."""
+  """The determinants of a run's bits beside its code, configuration and data (see the module docstring); on an
+  accelerator, its record (:func:`accelerator`) too."""
   info = _cpuinfo()
   flags = set(info.get("flags", "").split())
   installed = packages() if installed is None else installed
-  return dict(cpu=info.get("model name") or platform.processor() or platform.machine(),
-              isa=[f for f in ISA_FEATURES if f in flags], caches=_caches(), threads=threads(),
-              xla_flags=os.environ.get("XLA_FLAGS", ""), python=platform.python_version(),
-              packages={p: installed.get(p) for p in NUMERIC_PACKAGES})
+  out = dict(cpu=info.get("model name") or platform.processor() or platform.machine(),
+             isa=[f for f in ISA_FEATURES if f in flags], caches=_caches(), threads=threads(),
+             xla_flags=os.environ.get("XLA_FLAGS", ""), python=platform.python_version(),
+             packages={p: installed.get(p) for p in NUMERIC_PACKAGES})
+  device = accelerator(installed)
+  return dict(out, accelerator=device) if device else out
 
 
 def top_isa(n: dict) -> str:

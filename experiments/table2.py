@@ -106,12 +106,13 @@ class Options:
 
 
 def num_rows(cfg: schema.Config) -> int:
-  """How many models a run trains (the progress line's count): per loss and fold, the rows of its methods and
-  options and the teachers they need (a search counts its subsets' teachers and students)."""
+  """How many models a run trains (the progress line's count): per loss and fold (a drawn run: per chunk of draws
+  trained side by side), the rows of its methods and options and the teachers they need (a search counts its
+  subsets' teachers and students)."""
   o = cfg.options
   plan = rows_lib.plan(o.methods_for(cfg.output.num_processes), o.offered() + (("randomized",) if o.randomized else ()))
-  per_fold = len(plan) + (o.searching().programs - 1 if o.search else 0)
-  return len(cfg.losses) * len(setup.folds_of(cfg.data)) * per_fold
+  per_fold, folds = len(plan) + (o.searching().programs - 1 if o.search else 0), len(setup.folds_of(cfg.data))
+  return len(cfg.losses) * (-(-folds // o.draws_per_program) if o.draws_per_program else folds) * per_fold
 
 
 def run(cfg: schema.Config) -> RunRecord:

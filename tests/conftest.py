@@ -28,6 +28,30 @@ jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
 jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
 
 
+def pytest_addoption(parser):
+  parser.addoption("--tf32", action="store_true", help="Round the operands of float32 products as an NVIDIA GPU's "
+                   "TF32 does (tests/tf32.py), to run the numeric tests under a GPU's default rounding on a CPU.")
+
+
+def pytest_configure(config):
+  if config.getoption("tf32"):
+    import tf32
+    tf32.install()
+
+
+def emulating_tf32() -> bool:
+  """Whether this test process rounds float32 products as a GPU's TF32 (--tf32)."""
+  import tf32
+  return tf32.installed()
+
+
+def operand_roundoff(matmul_precision: str) -> float:
+  """The unit roundoff of a float32 product's operands in this process under `matmul_precision`: 0 on a CPU
+  (float32 products), 2^-11 under --tf32 or on an NVIDIA GPU below 'highest' (pfd_jax.ops.precision)."""
+  from pfd_jax.ops import precision
+  return precision.operand_roundoff(matmul_precision, jax.default_backend(), emulating_tf32())
+
+
 def pytest_unconfigure(config):
   if not hasattr(config, "workerinput"):  # the controller (or a run without workers): every worker is done
     shutil.rmtree(CACHE, ignore_errors=True)
@@ -61,6 +85,20 @@ def assert_close_at_scale(actual, desired, rtol: float = 1e-6, scale=None) -> No
   desired = np.asarray(desired)
   scale = float(np.max(np.abs(desired))) if scale is None else scale
   np.testing.assert_allclose(actual, desired, rtol=rtol, atol=rtol * scale)
+
+
+def assert_same_program_bits(actual, desired) -> None:
+  """Two programs that XLA:CPU compiles to the same arithmetic (an epoch whole or in chunks, data resident or
+  streamed, draws looped inside one program or run alone, the curves of every split or of one): the same bits on a
+  CPU, where the tests of this claim were written and pass. On a GPU the two programs are autotuned and fused each
+  on its own (cuBLAS may pick another algorithm, another split of a reduction, for each), so the same bits are not
+  XLA's promise there: a float32 computation in other kernels, carried through the test's few epochs of training, to
+  1e-4 of the values' scale (the bound the draws' batched test holds on a CPU, where the draw axis changes the
+  blocking of every product, is 1e-6; training amplifies such differences by the epochs' steps)."""
+  if jax.default_backend() == "cpu":
+    np.testing.assert_array_equal(actual, desired)
+  else:
+    assert_close_at_scale(actual, desired, 1e-4)
 
 
 # The simulated logs every practitioner test reads (purchase labels; ids 1-20 regular, 21-23 privileged: position,

@@ -13,7 +13,7 @@ from pfd_jax.ops.models import Arch
 from pfd_jax import training as T
 from pfd_jax.config import ConfigError
 
-from conftest import TINY, assert_close_at_scale
+from conftest import TINY, assert_close_at_scale, operand_roundoff
 
 pytestmark = pytest.mark.numeric
 
@@ -30,25 +30,64 @@ def _lists(seed=0, q=3, n=6, d=4):
   return x, m
 
 
-def test_the_paper_model_is_a_plain_relu_stack():
-  """No option on: five Dense layers and nothing else, and apply = the ReLU stack in float64 NumPy."""
-  arch = Arch()
+def _forward_error_bound(x, layers: list, roundoff: float) -> tuple:
+  """(float64 output, a bound on each output's error) of the ReLU stack `layers` ([(kernel, bias)] in float64)
+  computed with float32 products whose operands are rounded to `roundoff` (0: float32 operands), by running
+  error analysis: a product of K terms of inputs carrying error e is off by at most |W| e + (2 r + r^2 + gamma_K)
+  |h||W| (first-order operand rounding, float32 accumulation in any order: gamma_K = K u / (1 - K u)), plus one
+  float32 rounding of the bias add; ReLU is 1-Lipschitz."""
+  u = 2.0 ** -24
+  h, err = x, np.zeros_like(x)
+  for i, (w, b) in enumerate(layers):
+    k = w.shape[0]
+    terms = (np.abs(h) + err) @ np.abs(w)
+    y = h @ w + b
+    err = err @ np.abs(w) + (2 * roundoff + roundoff ** 2 + k * u / (1 - k * u)) * terms + u * (np.abs(y) + terms)
+    h = np.maximum(y, 0) if i < len(layers) - 1 else y
+  return h, err
+
+
+@pytest.mark.parametrize("precision", ["highest", "tf32"])
+def test_the_paper_model_is_a_plain_relu_stack(precision):
+  """No option on: five Dense layers and nothing else, and apply = the ReLU stack in float64 NumPy, within the
+  error the precision in force allows (float32 products, or TF32 operands under --tf32 or on a GPU): the bound of
+  _forward_error_bound, not a tolerance picked to pass."""
+  arch = Arch(matmul_precision=precision)
   params = arch.module().init(jax.random.PRNGKey(0), jnp.zeros((1, 7)))
   assert set(params) == {"params"} and sorted(params["params"]) == [f"Dense_{i}" for i in range(5)]
-  x = np.random.default_rng(1).normal(size=(4, 7))
-  h = x
-  for i in range(5):
-    layer = params["params"][f"Dense_{i}"]
-    h = h @ np.asarray(layer["kernel"], np.float64) + np.asarray(layer["bias"], np.float64)
-    h = np.maximum(h, 0) if i < 4 else h
-  np.testing.assert_allclose(arch.module().apply(params, jnp.asarray(x, jnp.float32)), h[:, 0], rtol=1e-5, atol=1e-6)
+  x = np.random.default_rng(1).normal(size=(40, 7)).astype(np.float32)
+  layers = [(np.asarray(params["params"][f"Dense_{i}"]["kernel"], np.float64),
+             np.asarray(params["params"][f"Dense_{i}"]["bias"], np.float64)) for i in range(5)]
+  want, bound = _forward_error_bound(x.astype(np.float64), layers, operand_roundoff(precision))
+  got = np.asarray(arch.module().apply(params, jnp.asarray(x)), np.float64)
+  assert np.all(np.abs(got - want[:, 0]) <= bound[:, 0]), np.max(np.abs(got - want[:, 0]) / bound[:, 0])
 
 
+def test_the_error_bound_fails_an_error_the_precision_does_not_allow():
+  """The bound is tight enough to tell TF32 from float32: the product of TF32-rounded operands breaks float32's."""
+  from tf32 import round_tf32
+  rng = np.random.default_rng(2)
+  x, w = rng.normal(size=(64, 48)).astype(np.float32), rng.normal(size=(48, 1)).astype(np.float32)
+  tf = round_tf32(x).astype(np.float64) @ round_tf32(w).astype(np.float64)
+  want, f32_bound = _forward_error_bound(x.astype(np.float64), [(w.astype(np.float64), np.zeros(1))], 0.0)
+  _, tf32_bound = _forward_error_bound(x.astype(np.float64), [(w.astype(np.float64), np.zeros(1))], 2.0 ** -11)
+  assert np.any(np.abs(tf - want) > f32_bound) and np.all(np.abs(tf - want) <= tf32_bound)
+
+
+@pytest.mark.parametrize("precision", ["highest", "tf32"])
 @pytest.mark.parametrize("arch", OPTIONS, ids=lambda a: f"{a.norm}-{a.dropout}-{a.tower}-{a.input_affine}")
-def test_every_option_is_padding_invariant(arch):
+def test_every_option_is_padding_invariant(arch, precision):
   """Scoring and a training forward pass give the real documents the same scores, and batch norm the same
-  new statistics, whatever padding (arbitrary features) a list carries."""
+  new statistics, whatever padding (arbitrary features) a list carries.
+
+  At 'highest' (the default) to float32's rounding. Below it, on a GPU (or under --tf32) a layer's product is
+  float32 or TF32 by its shape (pfd_jax.ops.precision): the tower model's first product is float32 for the 18
+  unpadded documents ((18 + 8) 3 = 78 < 100) and TF32 for the 33 padded ones, so a score depends on its bucket by
+  up to TF32's rounding: each of `layers` products perturbs a value by at most 2 r of its scale (r = 2^-11), on
+  each side of the comparison, hence 4 r layers of the values' scale."""
   x, m = _lists()
+  arch = arch._replace(matmul_precision=precision)
+  rtol = max(1e-6, 4 * operand_roundoff(precision) * arch.layers)
   model = arch.module()
   params = model.init(jax.random.PRNGKey(0), jnp.zeros((1, x.shape[-1])))
   pad = np.concatenate([x, np.full((x.shape[0], 5, x.shape[-1]), 1e3, np.float32)], 1)
@@ -56,14 +95,15 @@ def test_every_option_is_padding_invariant(arch):
   x2 = np.where(m[..., None], x, -7e2)  # the padded slots of the original lists hold other values too
   rngs = dict(noise=jax.random.PRNGKey(1), dropout=jax.random.PRNGKey(2))
   score = lambda f: np.asarray(model.apply(params, f))
-  assert_close_at_scale(score(pad)[:, :x.shape[1]][m], score(x)[m])
-  assert_close_at_scale(score(x2)[m], score(x)[m])
+  assert_close_at_scale(score(pad)[:, :x.shape[1]][m], score(x)[m], rtol)
+  assert_close_at_scale(score(x2)[m], score(x)[m], rtol)
   train = lambda f, mask: model.apply(params, f, mask, train=True, rngs=rngs, mutable=["batch_stats"])
   # at the scale of the whole tree (scores and statistics of order 1): a statistic that is 0 in exact arithmetic
   # (the mean of a normalised layer) is rounding noise of order-1 terms, ~1e-9 here, and differs in its every bit
   # between CPUs (an AMD EPYC without AVX-512: -5.6e-9 against -6.3e-9); its own scale would demand 1e-14 of it
   scale = lambda b: max(float(np.max(np.abs(np.asarray(v)))) for v in jax.tree_util.tree_leaves(b))
-  same = lambda a, b: jax.tree_util.tree_map(lambda u, v: assert_close_at_scale(u, v, 1e-5, scale(b)), a, b)
+  same = lambda a, b: jax.tree_util.tree_map(lambda u, v: assert_close_at_scale(u, v, max(rtol, 1e-5), scale(b)),
+                                               a, b)
   (s1, st1), (s2, st2) = train(x, m), train(x2, m)
   same((np.asarray(s2)[m], st2), (np.asarray(s1)[m], st1))
   if not arch.stochastic:  # noise and dropout draw per slot: the longer list draws other numbers

@@ -1,6 +1,7 @@
 """Runs that survive interruption, never overwrite each other, and never report silent garbage."""
 import dataclasses
 import os
+import signal
 import subprocess
 import sys
 
@@ -231,33 +232,131 @@ def test_second_run_loads_its_programs_from_the_persistent_compilation_cache(tmp
 def test_the_accelerator_refuses_a_step_it_does_not_have():
   p = subprocess.run([sys.executable, "-m", "experiments.accelerator", "--steps=decisive_gpu,webb30k"], cwd=ROOT,
                      capture_output=True, text=True, timeout=120)
-  assert p.returncode == 2 and "--steps" in p.stderr and "one or more of decisive_gpu, web30k, headline" in p.stderr
+  assert p.returncode == 2 and "--steps" in p.stderr and "one or more of numeric, decisive_gpu, web30k, headline" in p.stderr
+
+
+def test_the_accelerator_gives_each_step_its_measured_need_and_a_resumable_one_the_rest():
+  from experiments import accelerator as A
+  steps = {s.name: s for s in A.STEPS}
+  numeric, decisive, web, head = (steps[n] for n in ("numeric", "decisive_gpu", "web30k", "headline"))
+  assert A.plan([numeric, decisive, web, head], 480) == numeric.need
+  assert A.plan([decisive, web, head], 480 - numeric.need) is None  # it needs its whole time: the next call
+  assert A.plan([web, head], 480 - numeric.need) is None  # less than its need once the headline's is set aside
+  assert A.plan([web, head], 1000) == 1000 - head.need
+  assert A.plan([decisive], 480) == 480  # alone in the call: all of it
+  assert A.plan([head], head.need - 1) is None
+
+
+def _stop_when_ready(stopper, ready):
+  """Asks `stopper` to stop once the child wrote `ready` (its handler is installed): synchronised on the file."""
+  import threading
+
+  def watch():
+    while not ready.exists():
+      threading.Event().wait(0.01)
+    stopper.requested = True
+  threading.Thread(target=watch, daemon=True).start()
+
+
+def test_a_step_asked_to_stop_may_save_then_is_killed_after_the_grace(tmp_path):
+  """supervise: a step asked to stop (the call's own SIGTERM, or its deadline) gets its stop signal and may finish
+  saving (here: a child that writes 'saved' when SIGTERM arrives); one that ignores it is killed after the grace."""
+  from experiments import accelerator as A
+  polite = ("import signal, sys, time, pathlib\n"
+            "def stop(*a):\n  pathlib.Path(sys.argv[1]).write_text('saved'); sys.exit(143)\n"
+            "signal.signal(signal.SIGTERM, stop)\npathlib.Path(sys.argv[2]).write_text('')\n"
+            "while True: time.sleep(0.05)\n")
+  deaf = ("import signal, sys, time, pathlib\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+          "pathlib.Path(sys.argv[1]).write_text('')\nwhile True: time.sleep(0.05)\n")
+  stopper = A.Stopper.__new__(A.Stopper)  # no handlers: this test process keeps its own
+  stopper.requested = False
+  _stop_when_ready(stopper, tmp_path / "ready1")
+  rc, how = A.supervise([sys.executable, "-c", polite, str(tmp_path / "s"), str(tmp_path / "ready1")],
+                        str(tmp_path / "a.log"), 600, grace=60, stop_signal=signal.SIGTERM, stopper=stopper)
+  assert (rc, how) == (143, "stopped on request") and (tmp_path / "s").read_text() == "saved"
+  stopper.requested = False
+  _stop_when_ready(stopper, tmp_path / "ready2")
+  rc, how = A.supervise([sys.executable, "-c", deaf, str(tmp_path / "ready2")], str(tmp_path / "b.log"), 600,
+                        grace=1, stop_signal=signal.SIGTERM, stopper=stopper)
+  assert rc == -signal.SIGKILL and how == "stopped on request and killed after the grace period"
+  stopper.requested = False
+  rc, how = A.supervise([sys.executable, "-c", "pass"], str(tmp_path / "c.log"), 600, grace=1,
+                        stop_signal=signal.SIGTERM, stopper=stopper)
+  assert (rc, how) == (0, "done")
+
+
+ACCELERATOR_FILES = ("accelerator.json", "numeric.log", "decisive_gpu.log", "decisive_gpu.tar.gz", "web30k.log",
+                     "web30k.tar.gz", "headline.log", "headline.tar.gz")
 
 
 @pytest.mark.slow
 def test_the_accelerator_commands_dry_run_runs_every_step(tmp_path):
-  """python -m experiments.accelerator --dry_run: the benchmark's headline, the decisive protocol (sized by the
-  page's pilot, its plan recorded) and the Web30k-size preset at toy size, each a step with its log; with $OUT set,
-  each step's runs are packed there as on the device machine (two files a step: the device tool returns at most 8),
-  and unpacked into a results folder they are where the report reads them. The command's own budget (--minutes)
-  stops it before the test's timeout. The budget is a safety net, not a target: with a cold compilation cache (a
-  fresh checkout, as on CI) the headline alone compiles for ~3 minutes on two cores, and the three steps take ~4.5
-  minutes (a 4.5-minute budget failed CI at stop 71)."""
+  """python -m experiments.accelerator --dry_run: the numeric tests (one file), the decisive protocol (sized by the
+  page's pilot, its plan recorded), the Web30k-size preset and the benchmark's headline at toy size, each a step with
+  its log; with $OUT set, the device and each step's status in accelerator.json and each driver step's runs packed
+  there as on the device machine (8 files: the device tool returns at most 8), and unpacked into a results folder
+  they are where the report reads them. The command's own budget (--minutes) stops it before the test's timeout. The
+  budget is a safety net, not a target: with a cold compilation cache (a fresh checkout, as on CI) the headline
+  alone compiles for ~3 minutes on two cores."""
   env = dict(os.environ, OUT=str(tmp_path / "out"))
-  p = subprocess.run([sys.executable, "-m", "experiments.accelerator", "--dry_run", "--minutes=9"], cwd=ROOT,
-                     env=env, capture_output=True, text=True, timeout=600)
+  p = subprocess.run([sys.executable, "-m", "experiments.accelerator", "--dry_run", "--minutes=9.5"], cwd=ROOT,
+                     env=env, capture_output=True, text=True, timeout=660)
   assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
-  assert "3 of 3 steps done" in p.stdout
+  assert "4 of 4 steps done" in p.stdout
   out = tmp_path / "out"
-  steps = ("headline", "decisive_gpu", "web30k")
-  assert sorted(os.listdir(out)) == sorted(f"{s}.{x}" for s in steps for x in ("log", "tar.gz"))
+  assert sorted(os.listdir(out)) == sorted(ACCELERATOR_FILES)
   import json
   import tarfile
-  for s in steps:
+  record = json.loads((out / "accelerator.json").read_text())
+  assert [s["step"] for s in record["steps"]] == ["numeric", "decisive_gpu", "web30k", "headline"]
+  assert record["device"]["numerics"]["packages"]["jax"] and all(s["ended"] == "done" for s in record["steps"])
+  assert " PASSED" in (out / "numeric.log").read_text() and " passed" in (out / "numeric.log").read_text()
+  for s in ("headline", "decisive_gpu", "web30k"):
     with tarfile.open(out / f"{s}.tar.gz") as tar:
-      assert not [n for n in tar.getnames() if os.path.basename(n) in ("tensorboard", "models", ".lock")]
+      assert not [n for n in tar.getnames() if os.path.basename(n) in ("tensorboard", "models", ".lock")
+                  or n.endswith(".msgpack")]
       tar.extractall(tmp_path / "results", **({"filter": "tar"} if hasattr(tarfile, "tar_filter") else {}))
   table2 = tmp_path / "results" / "table2"
   decisive = json.loads((table2 / "synthetic-decisive_gpu" / "latest" / "results.json").read_text())
   assert decisive["pilot"]["target_mde"] == 0.02 and decisive["config"]["data"]["draws"] == 2
   assert (table2 / "synthetic-web30k" / "latest" / "table.md").exists()
+
+
+@pytest.mark.slow
+def test_a_stopped_accelerator_call_keeps_the_finished_loss_and_the_next_call_resumes_it(tmp_path):
+  """The dry run's decisive step (a drawn run, both losses) stopped by a SIGTERM to the accelerator once RankBCE's
+  rows are all saved (the first RankNet row's file: synchronised on the file) exits at its next safe point; the same
+  command then loads every RankBCE row instead of training it, finishes RankNet, and writes the results an
+  uninterrupted call writes, bit for bit (the fingerprint of results.json)."""
+  import glob
+  import json
+  import threading
+  from experiments.framework import published
+  cmd = lambda root: [sys.executable, "-m", "experiments.accelerator", "--dry_run", "--steps=decisive_gpu",
+                      f"--out_root={root}", "--minutes=9"]
+  env = dict(os.environ, OUT=str(tmp_path / "out"))
+  p = subprocess.Popen(cmd(tmp_path / "r"), cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                       text=True)
+  saved = lambda loss: glob.glob(str(tmp_path / "r" / "table2" / "synthetic-decisive_gpu" / "[0-9a-f]*" / "runs" / loss /
+                                     "*" / "*.msgpack"))  # the run folder (its hash), not 'latest' beside it
+  while p.poll() is None and not saved("ranknet"):
+    threading.Event().wait(0.05)
+  assert p.poll() is None, "the run ended before RankNet's first row was saved: " + p.stdout.read()[-2000:]
+  p.send_signal(signal.SIGTERM)
+  first = p.communicate(timeout=300)[0]
+  assert p.returncode == 1, first[-2000:]
+  record = json.loads((tmp_path / "out" / "accelerator.json").read_text())
+  assert record["steps"][0]["ended"] == "stopped on request" and record["steps"][0]["rc"] == 143, record
+  rankbce = saved("rankbce")
+  second = subprocess.run(cmd(tmp_path / "r"), cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+  assert second.returncode == 0, second.stdout[-2000:]
+  log = (tmp_path / "out" / "decisive_gpu.log").read_text()
+  loaded = [ln for ln in log.splitlines() if "loaded from" in ln and os.sep + "rankbce" + os.sep in ln]
+  assert len(saved("ranknet")) == len(rankbce) == len(loaded) > 3, log[-3000:]  # every RankBCE row, loaded
+  whole = subprocess.run(cmd(tmp_path / "w"), cwd=ROOT, env=dict(env, OUT=str(tmp_path / "out_w")),
+                         capture_output=True, text=True, timeout=600)
+  assert whole.returncode == 0, whole.stdout[-2000:]
+  read = lambda root: json.loads((root / "table2" / "synthetic-decisive_gpu" / "latest" / "results.json").read_text())
+  resumed, uninterrupted = read(tmp_path / "r"), read(tmp_path / "w")
+  assert set(resumed["losses"]) == {"rankbce", "ranknet"}
+  assert published.fingerprint(resumed) == published.fingerprint(uninterrupted)

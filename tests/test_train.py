@@ -11,7 +11,7 @@ from pfd_jax.methods import distill
 from pfd_jax.methods import rows as rows_lib
 from pfd_jax import training as T
 
-from conftest import SMALL_GBDT, tiny, written
+from conftest import SMALL_GBDT, assert_same_program_bits, tiny, written
 
 pytestmark = pytest.mark.numeric
 
@@ -42,12 +42,12 @@ def test_scoring_only_the_selection_split_per_epoch_keeps_every_best_epoch_bit(t
   full = distill.train_on_data(keys, cfg, tiny_device, "x")
   cheap = distill.train_on_data(keys, dataclasses.replace(cfg, curves="select"), tiny_device, "x")
   assert set(cheap.curves) == {"vali"} and set(cheap.best) == set(full.best) == {"vali", "test"}
-  np.testing.assert_array_equal(cheap.curves["vali"], full.curves["vali"])
+  assert_same_program_bits(cheap.curves["vali"], full.curves["vali"])
   np.testing.assert_array_equal(cheap.best_epoch, full.best_epoch)
   for split in ("vali", "test"):
-    np.testing.assert_array_equal(cheap.best[split], full.best[split])
+    assert_same_program_bits(cheap.best[split], full.best[split])
   for x, y in zip(jax.tree_util.tree_leaves(cheap.params), jax.tree_util.tree_leaves(full.params)):
-    np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+    assert_same_program_bits(np.asarray(x), np.asarray(y))
 
 
 def test_student_with_alpha_one_ignores_teacher(tiny_device):
@@ -98,11 +98,11 @@ def test_table2_driver_end_to_end(tmp_path):
 
 
 def _same_bits(a, b):
-  np.testing.assert_array_equal(a.loss, b.loss)
-  np.testing.assert_array_equal(a.curves["test"], b.curves["test"])
+  assert_same_program_bits(a.loss, b.loss)
+  assert_same_program_bits(a.curves["test"], b.curves["test"])
   np.testing.assert_array_equal(a.best_epoch, b.best_epoch)
   for x, y in zip(jax.tree_util.tree_leaves(a.params), jax.tree_util.tree_leaves(b.params)):
-    np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+    assert_same_program_bits(np.asarray(x), np.asarray(y))
 
 
 def _shards(tiny_device, folder):
@@ -216,8 +216,8 @@ def test_early_stopping_ends_when_no_model_improves_and_keeps_the_full_runs_bits
   assert stop < cfg.epochs - 2  # the case tests an early end
   early = T.train(keys, cfg, tiny_device.train_pos, "x", tiny_device.eval_sets, patience=patience)
   ran = slice(0, stop + 1)
-  np.testing.assert_array_equal(early.curves["vali"][:, ran], full.curves["vali"][:, ran])
-  np.testing.assert_array_equal(early.loss[:, ran], full.loss[:, ran])
+  assert_same_program_bits(early.curves["vali"][:, ran], full.curves["vali"][:, ran])
+  assert_same_program_bits(early.loss[:, ran], full.loss[:, ran])
   assert np.all(np.isnan(early.curves["vali"][:, stop + 1:])) and np.all(np.isnan(early.loss[:, stop + 1:]))
   np.testing.assert_array_equal(early.best_epoch, best_so_far[:, stop])
   np.testing.assert_array_equal(early.best["vali"][:, 0], running[:, stop])

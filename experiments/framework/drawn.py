@@ -8,7 +8,12 @@ another.
 The layout is part of the recipe: the same draws run one at a time (``--draws_per_program=0``) take other batches
 in another order (each draw's own buckets), so their numbers differ within the run-to-run spread, not bit for bit;
 the chunk's step order is that of its first draw's stream. The MLP rows only (no LightGBM row, --position or
---search), and nothing is saved before the run ends (no row is resumed: a stopped run starts again).
+--search).
+
+Each row of a chunk (its K x S models) is saved as it ends (``<run folder>/runs/<loss>/draws<first>-<last>/``,
+:class:`experiments.framework.rowstore.Rows`), so a stopped run (a signal, an accelerator call's deadline) keeps
+every row and every loss it finished, and the same command resumes it: saved rows are loaded, not trained, and each
+loss's per-list scores are computed again from them (the same bits as the uninterrupted run).
 """
 from __future__ import annotations
 
@@ -23,7 +28,7 @@ from absl import logging
 import jax
 import numpy as np
 
-from experiments.framework import monitor, schema, setup
+from experiments.framework import monitor, rowstore, schema, setup
 from experiments.framework.records import FoldRecord, RowRecord
 from pfd_jax import config as C
 from pfd_jax import data as D
@@ -84,8 +89,8 @@ def _chunk(cfg: schema.Config, loss: str, chunk: list, sets: list, device, metho
   dd = device(False, *layout)
   keys = np.concatenate([np.asarray(setup.draw_keys(cfg, k)) for k in chunk])
   log = monitor.progress(f"[{loss} draws {chunk[0]}-{chunk[-1]}]")
-  ctx = distill.Context(keys, tc, dd, fit=lambda row, config, train_fn: train_fn(), hooks=log,
-                        placebo=lambda: device(True, *layout))
+  store = rowstore.Rows(cfg, sets[0], chunk[0], loss, folder=f"draws{chunk[0]}-{chunk[-1]}")
+  ctx = distill.Context(keys, tc, dd, fit=store.fit(servable=False), hooks=log, placebo=lambda: device(True, *layout))
   plan = rows_lib.plan(methods)
   rows = distill.run_rows(ctx, plan)
   baseline = next(r.name for r in plan if r.baseline)

@@ -16,6 +16,7 @@ from experiments import guards
 from pfd_jax import config as C
 from pfd_jax import data as D
 from pfd_jax import distributed, registry
+from pfd_jax.ops import precision
 from pfd_jax.data.config import DataConfig
 from experiments.framework.cli import FLAGS, config_from_flags, define_flags
 from experiments.framework.monitor import PROGRESS, TENSORBOARD
@@ -111,6 +112,7 @@ def _run(driver: Driver, cfg: Config) -> None:
   signals = guards.install_signals if driver.write else (lambda: None)
   held = []  # the run folder's lock, once taken
   signals()
+  use_matmul_precision(cfg.train.matmul_precision)
   try:
     lead = start_processes(cfg, driver)
     signals()  # again after jax.distributed.initialize, whose preemption notifier takes SIGTERM
@@ -138,6 +140,19 @@ def _run(driver: Driver, cfg: Config) -> None:
     TENSORBOARD.close()
     for lock in held:
       lock.release()
+    _log_device_memory()
+
+
+def _log_device_memory() -> None:
+  """On an accelerator, each device's peak memory in use over the run (the runtime's own count), for sizing the
+  next run (a drawn run's chunk, a Web30k fold) against the device's memory."""
+  if jax.default_backend() == "cpu":
+    return
+  for d in jax.local_devices():
+    stats = d.memory_stats() or {}
+    if "peak_bytes_in_use" in stats:
+      logging.info("device %s: peak memory %.2f GiB of %.2f GiB", d, stats["peak_bytes_in_use"] / 2 ** 30,
+                   stats.get("bytes_limit", 0) / 2 ** 30)
 
 
 def _open_run(cfg: Config, driver: Driver, lead: bool, held: list) -> tuple:
@@ -217,6 +232,15 @@ def use_compile_cache(folder: str) -> None:
     jax.config.update("jax_compilation_cache_dir", os.path.abspath(folder))
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
     jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+
+
+def use_matmul_precision(name: str) -> None:
+  """--matmul_precision for every product of the process (the model's Dense layers take it from TrainConfig; this
+  sets the rest: the committee perceptron's products, a registered row's own): jax_default_matmul_precision set
+  before anything is traced ('default' leaves JAX's as it is)."""
+  value = precision.config_value(name)
+  if value:
+    jax.config.update("jax_default_matmul_precision", value)
 
 
 def _fail(message: str, code: int):

@@ -42,11 +42,14 @@ class Rows:
   ``models/[<loss>/][fold<k>/]<row>/`` (the loss level when the run trains both losses, the fold level for
   multi-fold runs). Outside a driver's main (no run folder) rows are trained and never saved."""
 
-  def __init__(self, cfg: Config, ds: D.Dataset, fold: int = 1, loss: Optional[str] = None):
+  def __init__(self, cfg: Config, ds: D.Dataset, fold: int = 1, loss: Optional[str] = None,
+               folder: Optional[str] = None):
+    """folder: the store's folder under runs/<loss>/ (default fold<k>; a chunk of draws trained side by side:
+    draws<first>-<last>)."""
     self.cfg, self.ds, self.fold = cfg, ds, fold
     self.loss = loss or cfg.losses[0]
     root = cfg.output.run_dir or os.path.join(cfg.output.out_dir or RESULTS, ds.name)
-    self.store = os.path.join(root, "runs", self.loss, f"fold{fold}") if cfg.output.run_dir else None
+    self.store = (os.path.join(root, "runs", self.loss, folder or f"fold{fold}") if cfg.output.run_dir else None)
     parts = [root, "models"]
     if len(cfg.losses) > 1:
       parts.append(self.loss)

@@ -107,6 +107,7 @@ class Environment(TypedDict):
   machine: str
   cpus: Optional[int]
   time: str
+  matmul_precision: str
   numerics: Dict[str, Any]
   packages: Dict[str, str]
 
@@ -195,12 +196,14 @@ def code_version() -> CodeVersion:
 
 
 def environment() -> Environment:
-  """Where a run ran: the short fields RESULTS.md shows, `numerics` (what its bits depend on besides code,
-  configuration and data: CPU model, instruction set, caches, threads, XLA_FLAGS, the numeric packages) and
+  """Where a run ran: the short fields RESULTS.md shows, the matrix products' precision in force
+  (--matmul_precision), `numerics` (what its bits depend on besides code, configuration and data: CPU model,
+  instruction set, caches, threads, XLA_FLAGS, the numeric packages; on an accelerator its device, driver, plugins
+  and the precision) and
   every installed package's version."""
   installed = machine.packages()
   return dict(python=platform.python_version(), jax=jax.__version__, flax=installed.get("flax"),
               optax=installed.get("optax"), numpy=np.__version__, backend=jax.default_backend(),
               devices=[str(d) for d in jax.devices()], machine=platform.machine(),
               cpus=os.cpu_count(), time=time.strftime("%Y-%m-%d %H:%M:%S"),
-              numerics=machine.numerics(installed), packages=installed)
+              matmul_precision=machine.matmul_precision(), numerics=machine.numerics(installed), packages=installed)

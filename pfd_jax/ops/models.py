@@ -17,6 +17,18 @@ import jax
 import jax.numpy as jnp
 
 NORMS = ("none", "batch", "layer")
+# The matrix products' precision settings (pfd_jax.ops.precision says what each does on each platform) and the lax
+# precision each asks for ('default': None, JAX's jax_default_matmul_precision in force).
+MATMUL_PRECISIONS = ("highest", "tf32", "default")
+DEFAULT_PRECISION = "highest"
+_LAX_PRECISION = {"highest": jax.lax.Precision.HIGHEST, "tf32": jax.lax.Precision.HIGH, "default": None}
+
+
+def lax_precision(name: str):
+  """The ``precision=`` of a product under setting `name` (jax.lax.Precision, or None for 'default')."""
+  if name not in _LAX_PRECISION:
+    raise ValueError(f"matmul precision {name!r}: one of {', '.join(MATMUL_PRECISIONS)}")
+  return _LAX_PRECISION[name]
 TOWER_HIDDEN = 16  # the additive tower's hidden width (MLP.tower)
 
 
@@ -137,6 +149,10 @@ class MLP(nn.Module):
       norm has no parameters, and the step skips the first layer's input gradient).
     noise: std of Gaussian noise added to the (normalised) input in training.
     dropout: dropout rate after every hidden ReLU in training.
+    matmul_precision: the precision of every Dense layer's product (:mod:`pfd_jax.ops.precision`): 'highest'
+      (float32 on every platform; the default, so a score is the same on a GPU as on a CPU up to summation order,
+      whatever bucket its list is padded into), 'tf32' (TF32 on NVIDIA GPUs) or 'default' (JAX's config in force).
+      XLA:CPU computes float32 products in float32 whatever is asked, so on a CPU it changes no bit.
     tower: the last `tower` input columns skip the network and feed an additive shallow tower (one hidden
       ReLU layer of TOWER_HIDDEN units): score = f(other columns) + g(last columns), the two-tower / "PAL"
       position-bias model (Guo et al., RecSys 2019; Haldar et al., 2020) when those columns are the display
@@ -153,6 +169,10 @@ class MLP(nn.Module):
   clip: float = 0.0
   tower: int = 0
   input_affine: bool = True
+  matmul_precision: str = DEFAULT_PRECISION
+
+  def _dense(self, width: int) -> nn.Dense:
+    return nn.Dense(width, precision=lax_precision(self.matmul_precision))
 
   def _norm(self, x, mask, train, affine=True):
     if self.norm == "batch":
@@ -165,7 +185,7 @@ class MLP(nn.Module):
   def __call__(self, x, mask=None, train: bool = False):
     if self.tower:
       x, side = x[..., :-self.tower], x[..., -self.tower:]
-      return self.main(x, mask, train) + nn.Dense(1)(nn.relu(nn.Dense(TOWER_HIDDEN)(side)))[..., 0]
+      return self.main(x, mask, train) + self._dense(1)(nn.relu(self._dense(TOWER_HIDDEN)(side)))[..., 0]
     return self.main(x, mask, train)
 
   def main(self, x, mask, train):
@@ -175,10 +195,10 @@ class MLP(nn.Module):
     if train and self.noise:
       x = x + self.noise * jax.random.normal(self.make_rng("noise"), x.shape, x.dtype)
     for _ in range(self.layers - 1):
-      x = self.activation(self._norm(nn.Dense(self.hidden)(x), mask, train))
+      x = self.activation(self._norm(self._dense(self.hidden)(x), mask, train))
       if train and self.dropout:
         x = dropout(self.make_rng("dropout"), x, self.dropout)
-    return nn.Dense(1)(x)[..., 0]
+    return self._dense(1)(x)[..., 0]
 
 
 class Arch(NamedTuple):
@@ -191,6 +211,7 @@ class Arch(NamedTuple):
   clip: float = 0.0
   tower: int = 0
   input_affine: bool = True
+  matmul_precision: str = DEFAULT_PRECISION
 
   def module(self) -> MLP:
     return MLP(**self._asdict())

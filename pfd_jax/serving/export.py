@@ -79,7 +79,10 @@ def export(ranker: Ranker, out_dir: str, fmt: str = "onnx", seed: Optional[int] 
   spec = dict(format="pfd_jax.serving.export/1", artifact=artifact, input="f32[n, D]: one query's documents, columns = "
               "feature_ids in this order", output="f32[n]: logits (sigmoid = the paper's score; rank by either)",
               feature_ids=ranker.input_ids, seed=None if ensemble else ranker.seed_index(seed), ensemble=ensemble,
-              transforms=ranker.recipe["transforms"], model=ranker.recipe["model"])
+              transforms=ranker.recipe["transforms"], model=ranker.recipe["model"],
+              # the products' precision inside the graph: StableHLO carries it; ONNX has no such attribute, so a
+              # runtime computes float32 products its own way (ONNX Runtime's CUDA provider: TF32 unless use_tf32=0)
+              matmul_precision=ranker.arch.matmul_precision)
   os.makedirs(out_dir, exist_ok=True)
   files.write_atomic(os.path.join(out_dir, artifact), blob)
   files.write_atomic(os.path.join(out_dir, SPEC_FILE), json.dumps(spec, indent=1))

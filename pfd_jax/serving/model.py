@@ -36,7 +36,7 @@ from pfd_jax import files
 from pfd_jax.data.groups import DataError, Groups
 from pfd_jax.data.padding import bucketize
 from pfd_jax.data.preprocess import file_labels, transform_features
-from pfd_jax.ops.models import NORMS, Arch
+from pfd_jax.ops.models import MATMUL_PRECISIONS, NORMS, Arch
 from pfd_jax.ops.scoring import input_ids, scoring
 
 FORMAT = "pfd_jax.ranker/1"
@@ -220,7 +220,8 @@ _number = lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)
 _ARCH_CHECKS = dict(norm=lambda v: v in NORMS, dropout=lambda v: _number(v) and 0 <= v < 1,
                     noise=lambda v: _number(v) and v >= 0, clip=lambda v: _number(v) and v >= 0,
                     tower=lambda v: _number(v) and isinstance(v, int) and v >= 0,
-                    input_affine=lambda v: isinstance(v, bool))
+                    input_affine=lambda v: isinstance(v, bool),
+                    matmul_precision=lambda v: v in MATMUL_PRECISIONS)
 
 
 def _check_arch(model: dict, where: str) -> None:

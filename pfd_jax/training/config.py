@@ -7,7 +7,7 @@ from typing import Callable, Optional, Tuple
 
 from pfd_jax import config
 from pfd_jax.ops import losses as losses_lib
-from pfd_jax.ops.models import NORMS, Arch
+from pfd_jax.ops.models import DEFAULT_PRECISION, MATMUL_PRECISIONS, NORMS, Arch
 from pfd_jax.ops.topk import SCHEMES
 
 
@@ -115,6 +115,12 @@ class TrainConfig:
                               omit_default=True)
   input_affine: bool = config.option(True, "With batch norm: a trainable scale and bias on the normalised input.",
                                      omit_default=True)
+  matmul_precision: str = config.option(
+      DEFAULT_PRECISION, "Precision of the float32 matrix products of training, scoring and export "
+      "(pfd_jax.ops.precision): highest = float32 on every platform (a GPU's numbers are a CPU's up to summation "
+      "order); tf32 = TF32 on NVIDIA GPUs (faster, 10 mantissa bits); default = JAX's jax_default_matmul_precision "
+      "in force. XLA:CPU computes float32 products in float32 whatever is asked.",
+      choices=MATMUL_PRECISIONS, omit_default=True)
   tower: int = config.option(0, "The last columns of the model input that feed an additive shallow tower (the "
                              "two-tower position-bias model; set by experiments.debias).", lo=0, flag=False,
                              omit_default=True)
