@@ -93,8 +93,11 @@ def _machine(env: dict) -> str:
   if not n:  # a run from before the numerics were recorded
     return (f"{env.get('cpus', '?')} CPUs ({env.get('machine', '?')}), {env.get('backend', '?')} backend, "
             f"Python {env.get('python', '?')}, jax {env.get('jax', '?')}")
-  return (f"{n['cpu']} ({machine.top_isa(n).upper()}; {n['caches'] or 'caches unknown'}), {n['threads']} threads, "
-          f"{env.get('backend', '?')} backend, XLA_FLAGS '{n['xla_flags']}', Python {n['python']}, " +
+  a = n.get("accelerator")
+  device = (f"{a['count']} x {a['device']} (driver {a['driver'] or '?'}, matmul precision {a['matmul_precision']}), "
+            if a else "")
+  return (device + f"{n['cpu']} ({machine.top_isa(n).upper()}; {n['caches'] or 'caches unknown'}), {n['threads']} "
+          f"threads, {env.get('backend', '?')} backend, XLA_FLAGS '{n['xla_flags']}', Python {n['python']}, " +
           ", ".join(f"{p} {v}" for p, v in n["packages"].items()))
 
 

@@ -157,7 +157,8 @@ print(json.dumps(out))
 
 
 def test_the_emulation_rounds_the_operands_of_exactly_the_products_xla_gpu_sends_to_tf32():
-  p = subprocess.run([sys.executable, "-c", _CHILD], cwd=ROOT, capture_output=True, text=True, timeout=300)
+  env = dict(os.environ, JAX_PLATFORMS="cpu")  # the emulation is XLA:CPU's; a GPU host runs the child on its CPU
+  p = subprocess.run([sys.executable, "-c", _CHILD], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
   assert p.returncode == 0, p.stderr[-1500:]
   out = {k: np.asarray(v, np.float32) if k != "plain" else [np.asarray(x, np.float32) for x in v]
          for k, v in json.loads(p.stdout.splitlines()[-1]).items()}

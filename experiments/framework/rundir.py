@@ -92,6 +92,7 @@ class Provenance(TypedDict, total=False):
   config: Dict[str, Any]
   code: CodeVersion
   registered: Registered
+  matmul_precision: str
   data: Dict[str, Any]
 
 
@@ -115,12 +116,14 @@ class Environment(TypedDict):
 def provenance(cfg: Config, driver: Driver) -> Provenance:
   """What determines a run's results: its configuration (less output settings, --restart and
   --save_models), its data (files with sizes and SHA-256, or the synthetic generator's arguments) and the
-  code (package version, git commit, SHA-256 of the sources), and every registered row, loss, dataset and teaching it
+  code (package version, git commit, SHA-256 of the sources), the matrix products' precision (--matmul_precision),
+  and every registered row, loss, dataset and teaching it
   may use: where each was registered and a hash of what it runs (:meth:`pfd_jax.registry.Registry.record`; a
   row's title, view, teacher, overrides and claims too), with the --registry_modules that registered them."""
   run = dataclasses.replace(cfg.run, restart=False, save_models=False)
   out = dict(driver=driver.name, config=as_json({"c": cfg.replace(output=OutputConfig(), run=run)})["c"],
-             code=code_version(), registered=registered(cfg, driver))
+             code=code_version(), registered=registered(cfg, driver),
+             matmul_precision=cfg.train.matmul_precision)  # said even at its default, which the config omits
   if "data" in driver.groups:
     out["data"] = data_provenance(cfg.data)
     if cfg.data.data_source == "streamed":  # each fold's folder under it is logged: shard_dir/<dataset>-<hash>
