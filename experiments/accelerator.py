@@ -6,11 +6,11 @@ the benchmark's headline, each in its turn, over as many calls of at most 10 min
   python -m experiments.accelerator --steps=decisive_gpu   # one step with the whole call
   python -m experiments.accelerator --dry_run              # the same steps at toy size on CPU, in minutes
 
-Each step is a command run as a subprocess. Its need is measured (NEED_SECONDS: seconds on one H200, see Step): a
-step that must run whole (the numeric tests, the benchmark) starts only where its need fits the time left, else it
-is left for the next call and the record says so; a step that resumes (a table2 run keeps every row it finished;
-the drawn decisive run too, on the same machine) starts with what is left once the later steps that fit have their
-need set aside. At its deadline a step is asked to stop (SIGTERM for a driver, which stops at its next safe point
+Each step is a command run as a subprocess. Its need is measured (seconds on one H200, see STEPS): a step starts
+where its need fits what is left of the call once the later steps that fit have their needs set aside, runs until
+then, and is otherwise left for the next call (the record says so). A table2 run keeps every row it finished (the
+drawn decisive run too, on the same machine), so the same command resumes it; the numeric tests and the benchmark
+save nothing before they end. At its deadline a step is asked to stop (SIGTERM for a driver, which stops at its next safe point
 with every finished row saved; SIGINT for pytest, which then prints its summary), and killed only after a grace
 period. A SIGTERM to this command (a caller's ``timeout``) stops the running step the same way, and no later step
 starts. The runs land where every run does (``<out_root>/<driver>/<label>/latest``) under table2's presets
@@ -47,7 +47,8 @@ flags.DEFINE_bool("dry_run", False, "The same steps at toy size (tiny data, 2 ep
 flags.DEFINE_float("minutes", 9.5, "The whole call's time (the device tool allows 10 minutes a command).",
                    lower_bound=1)
 flags.DEFINE_list("steps", ["numeric", "decisive_gpu", "web30k", "headline"], "The steps to consider, in their "
-                  "order: each runs if its need fits the time left (a resumable one: with what is left).")
+                  "order: each runs if its need fits the time left once the later steps that fit have theirs set "
+                  "aside, and until then.")
 flags.DEFINE_string("out_root", "", "Where the runs are written (default: results; the dry run: a temporary folder).")
 flags.DEFINE_integer("grace", 60, "Seconds a step asked to stop may take to save and exit before it is killed.",
                      lower_bound=1)
@@ -63,8 +64,7 @@ RECORD = "accelerator.json"
 class Step(NamedTuple):
   name: str
   args: Tuple[str, ...]   # after `python -m`
-  need: float             # seconds it takes on one H200 (measured; see STEPS)
-  resumable: bool         # keeps what it finished when stopped, and the same command resumes it
+  need: float             # seconds it takes on one H200 (measured; see STEPS), or a resumable step's least useful
   dry: Tuple[str, ...]    # the dry run's extra arguments
   dry_need: float         # seconds its dry run takes on two CPU cores with a cold compilation cache
   outputs: Tuple[str, ...]  # what it writes, relative to out_root (packed into $OUT/<name>.tar.gz)
@@ -79,16 +79,17 @@ class Step(NamedTuple):
 # losses' rows by 405 s, and its statistics and files took about 40 s on the device's host after their mend; the
 # benchmark's headline took 154 s alone. web30k (about 4 h on two cores) has no measured need: it resumes, so it takes
 # what the others leave, if that is at least the 5 minutes that its data and a first row take at a guess. The dry
-# needs: each dry step alone on the developers' two cores, cold compilation cache.
+# needs: each dry step alone on the developers' two cores, cold compilation cache. A need is a floor, not a cap: a
+# step runs until the later steps' needs are all that is left.
 STEPS = (
-    Step("numeric", ("pytest", "-m", "numeric and not slow", "-v", "-rfE", "-p", "no:cacheprovider"), 240, False,
+    Step("numeric", ("pytest", "-m", "numeric and not slow", "-v", "-rfE", "-p", "no:cacheprovider"), 240,
          ("tests/test_precision.py",), 60, ()),
-    Step("decisive_gpu", ("experiments.table2", "--preset=decisive_gpu"), 450, True, TOY + ("--draws=2",), 90,
+    Step("decisive_gpu", ("experiments.table2", "--preset=decisive_gpu"), 450, TOY + ("--draws=2",), 90,
          ("table2/synthetic-decisive_gpu",)),
-    Step("web30k", ("experiments.table2", "--preset=web30k"), 300, True,
-         TOY + ("--synthetic_web30k=false", "--seeds=2"), 60, ("table2/synthetic-web30k",)),
-    Step("headline", ("experiments.benchmark",), 160, False,
-         ("--headline_scale=0.005", "--seed_counts=1,2", "--repeats=1"), 190, ("benchmark",)),
+    Step("web30k", ("experiments.table2", "--preset=web30k"), 300, TOY + ("--synthetic_web30k=false", "--seeds=2"),
+         60, ("table2/synthetic-web30k",)),
+    Step("headline", ("experiments.benchmark",), 160, ("--headline_scale=0.005", "--seed_counts=1,2", "--repeats=1"),
+         190, ("benchmark",)),
 )
 
 
@@ -108,16 +109,13 @@ def command(step: Step, out_root: str, dry: bool) -> List[str]:
 
 
 def plan(steps: List[Step], left: float, dry: bool = False) -> Optional[float]:
-  """Seconds for the first of `steps` out of `left`, or None where it does not fit (a whole step: its need; a
-  resumable one: what is left once the later whole steps that fit have their needs set aside, at least its need).
-  dry: the dry run's needs."""
+  """Seconds for the first of `steps` out of `left`: what is left once the later steps that fit have their needs
+  set aside, or None where that is less than its own need (it is left for the next call). dry: the dry run's
+  needs."""
   need = lambda s: s.dry_need if dry else s.need
-  first, later = steps[0], steps[1:]
-  if not first.resumable:
-    return need(first) if need(first) <= left else None
-  reserved = 0.0
-  for s in later:
-    if not s.resumable and reserved + need(s) <= left - need(first):
+  first, reserved = steps[0], 0.0
+  for s in steps[1:]:
+    if reserved + need(s) <= left - need(first):
       reserved += need(s)
   return left - reserved if left - reserved >= need(first) else None
 

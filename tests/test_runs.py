@@ -235,16 +235,18 @@ def test_the_accelerator_refuses_a_step_it_does_not_have():
   assert p.returncode == 2 and "--steps" in p.stderr and "one or more of numeric, decisive_gpu, web30k, headline" in p.stderr
 
 
-def test_the_accelerator_gives_each_step_its_measured_need_and_a_resumable_one_the_rest():
+def test_the_accelerator_gives_a_step_the_time_the_later_steps_that_fit_do_not_need():
   from experiments import accelerator as A
   steps = {s.name: s for s in A.STEPS}
   numeric, decisive, web, head = (steps[n] for n in ("numeric", "decisive_gpu", "web30k", "headline"))
-  assert A.plan([numeric, decisive, web, head], 480) == numeric.need
-  assert A.plan([decisive, web, head], 480 - numeric.need) is None  # it needs its whole time: the next call
-  assert A.plan([web, head], 480 - numeric.need) is None  # less than its need once the headline's is set aside
+  assert A.plan([numeric, decisive, web, head], 480) == 480 - head.need  # only the headline fits beside it
+  assert A.plan([decisive, web, head], 480 - numeric.need) is None  # it needs a call of its own: the next
+  assert A.plan([web, head], 480 - numeric.need) is None
+  assert A.plan([head], 480 - numeric.need) == 480 - numeric.need  # the last takes what is left
   assert A.plan([web, head], 1000) == 1000 - head.need
-  assert A.plan([decisive], 480) == 480  # alone in the call: all of it
+  assert A.plan([decisive], 480) == 480
   assert A.plan([head], head.need - 1) is None
+  assert A.plan([head], 200, dry=True) == 200 and A.plan([head], head.dry_need - 1, dry=True) is None
 
 
 def _stop_when_ready(stopper, ready):
