@@ -10,9 +10,9 @@ Each step is a command run as a subprocess. Its need is measured (seconds on one
 where its need fits what is left of the call once the later steps that fit have their needs set aside, runs until
 then, and is otherwise left for the next call (the record says so). A table2 run keeps every row it finished (the
 drawn decisive run too, on the same machine), so the same command resumes it; the numeric tests and the benchmark
-save nothing before they end. At its deadline a step is asked to stop (SIGTERM for a driver, which stops at its next safe point
-with every finished row saved; SIGINT for pytest, which then prints its summary), and killed only after a grace
-period. A SIGTERM to this command (a caller's ``timeout``) stops the running step the same way, and no later step
+save nothing before they end. At its deadline a step is asked to stop (SIGTERM for a driver, which stops at its next
+safe point with every finished row saved; SIGINT for pytest, which then prints its summary), and killed only after a
+grace period. A SIGTERM to this command (a caller's ``timeout``) stops the running step the same way, and no later step
 starts. The runs land where every run does (``<out_root>/<driver>/<label>/latest``) under table2's presets
 'decisive_gpu' and 'web30k', so ``python -m experiments.report`` publishes them beside the CPU runs (another
 configuration: the GPU's numerics). The drivers' compilation cache (``cache/jax`` in the working tree) and their
@@ -64,7 +64,7 @@ RECORD = "accelerator.json"
 class Step(NamedTuple):
   name: str
   args: Tuple[str, ...]   # after `python -m`
-  need: float             # seconds it takes on one H200 (measured; see STEPS), or a resumable step's least useful
+  need: float             # seconds on one H200 (measured; see STEPS): what it takes, or the least worth starting
   dry: Tuple[str, ...]    # the dry run's extra arguments
   dry_need: float         # seconds its dry run takes on two CPU cores with a cold compilation cache
   outputs: Tuple[str, ...]  # what it writes, relative to out_root (packed into $OUT/<name>.tar.gz)
@@ -182,6 +182,8 @@ def device_record() -> dict:
   try:
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env)
     out["numerics"] = json.loads(p.stdout.strip().splitlines()[-1]) if p.returncode == 0 else p.stderr[-2000:]
+    if isinstance(out["numerics"], dict) and out["numerics"].get("accelerator"):
+      del out["numerics"]["accelerator"]["matmul_precision"]  # the child's, not a step's: each run records its own
   except (OSError, subprocess.SubprocessError, ValueError, IndexError) as e:
     out["numerics"] = f"not read: {e}"
   try:
@@ -243,8 +245,8 @@ def main(argv) -> None:
             f"({done['command']})", flush=True)
     _write(record, out, out_root)
   failed = [d["step"] for d in record["steps"] if d["rc"] != 0] + [d["step"] for d in record["left"]]
-  done = len(record["steps"]) - len([d for d in record["steps"] if d["rc"] != 0])
-  print(f"accelerator run: {done} of {len(steps)} steps done in {time.time() - start:.0f} s into {out_root}" +
+  print(f"accelerator run: {len(steps) - len(failed)} of {len(steps)} steps done in {time.time() - start:.0f} s into "
+        f"{out_root}" +
         (f"; not done: {', '.join(failed)} (the record: {os.path.join(out or out_root, RECORD)})" if failed else ""),
         flush=True)
   if failed:
