@@ -138,9 +138,10 @@ class Stopper:
   """The call's own stop request (SIGTERM or SIGINT to this command): the running step is asked to stop at once,
   and no later step starts."""
 
-  def __init__(self):
+  def __init__(self, handlers: bool = True):
+    """handlers=False: asked by setting `requested` only (a caller with signal handlers of its own, e.g. a test)."""
     self.requested = False
-    for sig in (signal.SIGTERM, signal.SIGINT):
+    for sig in (signal.SIGTERM, signal.SIGINT) if handlers else ():
       signal.signal(sig, self._handler)
 
   def _handler(self, signum, frame):

@@ -57,7 +57,7 @@ def run(cfg: schema.Config) -> RunRecord:
       tr = ds["train"]
       r = per.setdefault(tp, dict(corr=[], teacher=[], student=[], predicted=[]))
       r["corr"].append(float(np.corrcoef(tr.z[:, 0], tr.y)[0, 1]))
-      # Theorem 2 at plug-in estimates: labelled, the groups the teacher trains on (issue 60)
+      # Theorem 2 at plug-in estimates: labelled, the groups the teacher trains on
       labelled = np.repeat(D.positive_groups(tr), tr.sizes)
       r["predicted"].append(theory.predicted_gain(tr.x, tr.z, tr.y, labelled, (0,)).gain)
       r["teacher"].append(teacher.best["test"])

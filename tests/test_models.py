@@ -9,6 +9,7 @@ import pytest
 
 from pfd_jax.methods import distill
 from pfd_jax.ops import models
+from pfd_jax.ops import precision as precision_lib
 from pfd_jax.ops.models import Arch
 from pfd_jax import training as T
 from pfd_jax.config import ConfigError
@@ -36,7 +37,7 @@ def _forward_error_bound(x, layers: list, roundoff: float) -> tuple:
   error analysis: a product of K terms of inputs carrying error e is off by at most |W| e + (2 r + r^2 + gamma_K)
   |h||W| (first-order operand rounding, float32 accumulation in any order: gamma_K = K u / (1 - K u)), plus one
   float32 rounding of the bias add; ReLU is 1-Lipschitz."""
-  u = 2.0 ** -24
+  u = precision_lib.F32_ROUNDOFF
   h, err = x, np.zeros_like(x)
   for i, (w, b) in enumerate(layers):
     k = w.shape[0]
@@ -70,7 +71,8 @@ def test_the_error_bound_fails_an_error_the_precision_does_not_allow():
   x, w = rng.normal(size=(64, 48)).astype(np.float32), rng.normal(size=(48, 1)).astype(np.float32)
   tf = round_tf32(x).astype(np.float64) @ round_tf32(w).astype(np.float64)
   want, f32_bound = _forward_error_bound(x.astype(np.float64), [(w.astype(np.float64), np.zeros(1))], 0.0)
-  _, tf32_bound = _forward_error_bound(x.astype(np.float64), [(w.astype(np.float64), np.zeros(1))], 2.0 ** -11)
+  _, tf32_bound = _forward_error_bound(x.astype(np.float64), [(w.astype(np.float64), np.zeros(1))],
+                                       precision_lib.TF32_ROUNDOFF)
   assert np.any(np.abs(tf - want) > f32_bound) and np.all(np.abs(tf - want) <= tf32_bound)
 
 

@@ -271,8 +271,7 @@ def test_a_step_asked_to_stop_may_save_then_is_killed_after_the_grace(tmp_path):
             "while True: time.sleep(0.05)\n")
   deaf = ("import signal, sys, time, pathlib\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
           "pathlib.Path(sys.argv[1]).write_text('')\nwhile True: time.sleep(0.05)\n")
-  stopper = A.Stopper.__new__(A.Stopper)  # no handlers: this test process keeps its own
-  stopper.requested = False
+  stopper = A.Stopper(handlers=False)  # this test process keeps its own handlers
   _stop_when_ready(stopper, tmp_path / "ready1")
   rc, how = A.supervise([sys.executable, "-c", polite, str(tmp_path / "s"), str(tmp_path / "ready1")],
                         str(tmp_path / "a.log"), 600, grace=60, stop_signal=signal.SIGTERM, stopper=stopper)

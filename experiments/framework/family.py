@@ -1,5 +1,5 @@
 """The page's confirmatory family: every claim of the papers that RESULTS.md tests, declared once, here, with its form,
-margin, unit, population and the run that decides it, before those runs are made (issue 61).
+margin, unit, population and the run that decides it, before those runs are made.
 
 * **The Holm family is this list**, fixed by the declaration, never by what the page holds at build time. A member
   whose deciding run is absent, stale, carried from an older page or not run yet (an accelerator's) is **not

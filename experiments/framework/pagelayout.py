@@ -1,4 +1,4 @@
-"""RESULTS.md's reading order (issue 50): the runs grouped by the question they answer, the tables' shared legend
+"""RESULTS.md's reading order: the runs grouped by the question they answer, the tables' shared legend
 once at the top (each run's table.md keeps its own full legend; on the page a pointer replaces it), and no line of
 prose wider than the page's width (tables, headings, HTML and code are left as they are)."""
 from __future__ import annotations
