@@ -20,6 +20,7 @@ silent gap. A run on another machine configuration than the reference run's is m
 from __future__ import annotations
 
 import importlib
+import math
 import os
 import sys
 import time
@@ -129,8 +130,11 @@ def readme_summary(head: str, decided: list, conclusion: list) -> str:
   """The README's block: the page's conclusion and the family's verdicts after Holm, linking to RESULTS.md."""
   rows = [[d.member.group, d.member.text, f"**{familypage.adjusted_cell(d)}**", d.claim.detail if d.claim is not None else d.why]
           for d in decided]
+  tested = sum(d.claim is None or math.isfinite(d.claim.p) for d in decided)  # claims.adjust's members
+  checks = (f"; the other {len(decided) - tested}, checks without a test, keep their verdicts"
+            if tested < len(decided) else "")
   return (f"{BEGIN}\nFrom RESULTS.md at commit `{head[:10]}` ([the paper's claims](RESULTS.md#the-papers-claims): "
-          f"{len(decided)} declared, adjusted together by Holm):\n\n" + "\n".join(f"- {c}" for c in conclusion) +
+          f"{len(decided)} declared, {tested} of them adjusted together by Holm{checks}):\n\n" + "\n".join(f"- {c}" for c in conclusion) +
           "\n\n" + tabulate.markdown_table(["Group", "Claim", "After Holm", "Evidence (change [95% CI], p)"], rows)
           + END)
 

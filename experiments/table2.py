@@ -69,6 +69,7 @@ class Options:
   search_refine: int = option(1, "--search: the alpha x temperature grid is tried for this many subsets, the best "
                               "on validation at the plain PFD setting (0 = the grid for every subset).", lo=0,
                               omit_default=True)
+  teachers_only: bool = option(False, "Only the baseline and the teachers of --methods (calibrate).", omit_default=True)
   pilot: str = option("", "A re-drawn pilot run's folder (its results.json, or the page's gzipped copy in "
                       "published/): the run records the plan that pilot gives (protocol.plan: the draws of "
                       "protocol.BUDGET_MINUTES, each comparison's MDE and power at 2%) and its page sets it beside "
@@ -110,7 +111,8 @@ def num_rows(cfg: schema.Config) -> int:
   trained side by side), the rows of its methods and options and the teachers they need (a search counts its
   subsets' teachers and students)."""
   o = cfg.options
-  plan = rows_lib.plan(o.methods_for(cfg.output.num_processes), o.offered() + (("randomized",) if o.randomized else ()))
+  offered = o.offered() + (("randomized",) if o.randomized else ())
+  plan = rows_lib.plan(o.methods_for(cfg.output.num_processes), offered, not o.teachers_only)
   per_fold, folds = len(plan) + (o.searching().programs - 1 if o.search else 0), len(setup.folds_of(cfg.data))
   return len(cfg.losses) * (-(-folds // o.draws_per_program) if o.draws_per_program else folds) * per_fold
 
@@ -162,7 +164,7 @@ def run_fold(cfg: schema.Config, loss: str, fold: int, methods: tuple, shared: D
   ctx = distill.Context(keys, tc, dd, ds, fit=store.fit(), found=store.found(), hooks=log, placebo=placebo,
                         lightgbm=o.gbdt, device_data=lambda d: setup.device_data(cfg, d, tc, fold), seed=cfg.run.seed,
                         cache=shared, position=where, search=o.searching())
-  plan = rows_lib.plan(methods, o.offered(pos))
+  plan = rows_lib.plan(methods, o.offered(pos), students=not o.teachers_only)
   rows = distill.run_rows(ctx, plan)
   baseline = next(r.name for r in plan if r.baseline)
   found = next((t.found for t in rows.values() if t.found is not None), None)
@@ -329,10 +331,9 @@ def claims(res: RunRecord) -> list:
   claims (:attr:`pfd_jax.methods.rows.Row.claims`) whose rows the run has, by run and per test query. The rows'
   claims are the ones the run recorded (its provenance's registered rows: a row registered by the user's module
   keeps its claims on a page built in another process); a run from before they were recorded: the registry's."""
-  recorded = res.get("provenance", {}).get("registered", {}).get("rows")
+  recorded, out = res.get("provenance", {}).get("registered", {}).get("rows"), []
   declared = ({name: [rows_lib.RowClaim(**c) for c in r["claims"]] for name, r in recorded.items()} if recorded
               else {name: row.row_claims for name, row in rows_lib.REGISTRY.items()})
-  out = []
   for loss, d in res["losses"].items():
     record = LossRecord.from_json(d)
     rows, folds, p = aggregate(record), len(record.folds), f"[{loss}] "
@@ -348,8 +349,7 @@ PRESETS = (
     # The main job is the regression check (5 seeds on one draw: its claims stay on the page); the README's summary
     # takes Table 2's claims from the decisive run, sized to judge them.
     Preset('default', 'synthetic', '', 'Table 2 / Table 4: synthetic default (main job)'),
-    Preset('ohsumed', 'ohsumed', '--dataset=ohsumed --loss=rankbce',
-           'Table 2 / Table 4: OHSUMED, 5 folds'),
+    Preset('ohsumed', 'ohsumed', '--dataset=ohsumed --loss=rankbce', 'Table 2 / Table 4: OHSUMED, 5 folds'),
     # All five of OHSUMED's folds: ApproxNDCG on its lists of up to 320 documents and the cross-fitted search make a
     # fold of this run long on two cores (its wall time is on the page); an interrupted run resumes by fold and row.
     Preset('ohsumed_own', 'letor-ohsumed_letor3', '--dataset=letor --data_dir=../shared/data/ohsumed_letor3 '

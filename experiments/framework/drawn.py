@@ -91,7 +91,7 @@ def _chunk(cfg: schema.Config, loss: str, chunk: list, sets: list, device, metho
   log = monitor.progress(f"[{loss} draws {chunk[0]}-{chunk[-1]}]")
   store = rowstore.Rows(cfg, sets[0], chunk[0], loss, folder=f"draws{chunk[0]}-{chunk[-1]}")
   ctx = distill.Context(keys, tc, dd, fit=store.fit(servable=False), hooks=log, placebo=lambda: device(True, *layout))
-  plan = rows_lib.plan(methods)
+  plan = rows_lib.plan(methods, students=not cfg.options.teachers_only)
   rows = distill.run_rows(ctx, plan)
   baseline = next(r.name for r in plan if r.baseline)
   # per test list NDCG of every draw's models on its own lists of the layout (a row that reads the permuted z on the

@@ -18,6 +18,7 @@ import pfd_jax
 from experiments import guards, machine
 from pfd_jax import data as D
 from pfd_jax import files
+from pfd_jax.data import analogues
 from pfd_jax.data.config import DataConfig
 from pfd_jax.methods import rows as rows_lib
 from pfd_jax.ops import losses as losses_lib
@@ -153,6 +154,9 @@ def data_provenance(d: DataConfig) -> Dict[str, Any]:
   if D.spec(d.dataset).in_memory:
     kw = d.synthetic_kwargs()
     gen = D.spec(d.dataset).generate
+    if d.dataset in analogues.ANALOGUES:  # its shape and the teachers' settings in force (analogues.json's)
+      a = dataclasses.replace(analogues.analogue(d.dataset), **kw.get("settings", {}))
+      return dict(generator="pfd_jax.data.analogues.generate", arguments=kw, analogue=dataclasses.asdict(a))
     return dict(generator="pfd_jax.data.synthetic." + ("generate_chunked" if "chunk" in kw else "generate")
                 if d.dataset == "synthetic" else f"{gen.__module__}.{gen.__qualname__}", arguments=kw)
   found = {}

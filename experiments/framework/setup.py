@@ -33,7 +33,7 @@ def load_dataset(d: DataConfig, fold: int = 1) -> D.Dataset:
   name, d = d.dataset, d.draw(fold)
   comm = distributed.comm()  # several processes: each loads and keeps only its share of the groups
   raw = D.load_raw(name, d.data_dir, fold=fold, cache_dir=d.cache_dir or None,
-                   synthetic_kwargs=d.synthetic_kwargs() if name == "synthetic" else None, comm=comm)
+                   synthetic_kwargs=d.synthetic_kwargs() if D.spec(name).in_memory else None, comm=comm)
   privileged = d.privileged_ids
   if privileged:
     width = int(comm.max(max(g.x.shape[1] for g in raw.values())))

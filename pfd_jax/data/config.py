@@ -8,7 +8,7 @@ from typing import Optional, Tuple
 import numpy as np
 
 from pfd_jax.config import ConfigError, check, option
-from pfd_jax.data import synthetic
+from pfd_jax.data import analogues, synthetic
 from pfd_jax.data.specs import REGISTRY
 
 LABEL_MODES = ("gumbel", "file")
@@ -91,6 +91,9 @@ class DataConfig:
                                 "its own generator (memory: the data plus one chunk's work; other bits than the "
                                 "one-piece recipe; a multi-process run generates only its share); 0 = in one piece.",
                                 lo=0, omit_default=True)
+  analogue: str = option("", "Paper analogues (dataset=yahoo_like, istella_like, web30k_like): their teachers' settings, "
+                         "e.g. weight=0.4,leak=0.1,noise=0.7 (the calibration's candidates, experiments.calibrate; "
+                         "default: the calibrated ones, pfd_jax.data.analogues).", omit_default=True)
   max_buckets: int = option(4, "Length buckets per split (padding vs compiled shapes).", lo=1)
   data_source: str = option("resident", "Where training reads its buckets: resident (on the device) or streamed "
                             "(pre-bucketed shards on disk, read a chunk of steps at a time; the same numbers).",
@@ -103,6 +106,14 @@ class DataConfig:
     if self.synthetic_queries and len(self.synthetic_queries) != 3:
       raise ConfigError("synthetic_queries", f"three counts (train,vali,test) expected, got {self.synthetic_queries}")
     _check_labels(self)
+    if self.analogue:
+      if self.dataset not in analogues.ANALOGUES:
+        raise ConfigError("analogue", f"applies to a paper analogue ({', '.join(analogues.ANALOGUES)}), not "
+                          f"dataset={self.dataset}")
+      try:
+        analogues.parse_settings(self.analogue)
+      except ValueError as e:
+        raise ConfigError("analogue", str(e)) from None
 
   @property
   def label_mode(self) -> str:
@@ -131,4 +142,6 @@ class DataConfig:
       kw["mean_docs"] = self.synthetic_mean_docs
     if self.synthetic_chunk:
       kw["chunk"] = self.synthetic_chunk
+    if self.analogue:
+      kw["settings"] = analogues.parse_settings(self.analogue)
     return kw

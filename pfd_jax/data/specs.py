@@ -21,7 +21,7 @@ from typing import Callable, Optional, Tuple
 
 import numpy as np
 
-from pfd_jax.data import synthetic
+from pfd_jax.data import analogues, synthetic
 from pfd_jax.data.letor import load_letor, load_letor_shard, read_serving
 from pfd_jax.registry import Registry
 
@@ -81,6 +81,23 @@ def _synthetic(kwargs: dict, share: tuple) -> dict:
           for s, g in splits.items()}
 
 
+def _analogue(name: str) -> Callable:
+  """The generate callable of paper analogue `name` (pfd_jax.data.analogues): --synthetic_scale multiplies its
+  declared fraction of the paper's groups, --draws seeds it; the default synthetic generator's size flags do not
+  apply (an error names them rather than a run that silently ignores them)."""
+  def generate(kwargs: dict, share: tuple) -> dict:
+    other = sorted(set(kwargs) - {"scale", "seed", "settings"})
+    if other:
+      raise ValueError(f"dataset {name!r}: the synthetic generator's size settings ({', '.join(other)}: "
+                       f"--synthetic_web30k, --synthetic_queries, --synthetic_mean_docs, --synthetic_chunk) do not "
+                       f"apply to a paper analogue (its shape is the paper's Table 1; --synthetic_scale scales it)")
+    if share[1] != 1:
+      raise ValueError(f"dataset {name!r}: generated in one process only")
+    return analogues.generate(name, scale=kwargs.get("scale", 1.0), seed=kwargs.get("seed", 0),
+                              settings=kwargs.get("settings"))
+  return generate
+
+
 REGISTRY: Registry[DatasetSpec] = Registry("dataset")
 for _spec in (
     DatasetSpec("synthetic", "generated in memory, no files (pfd_jax.data.synthetic)", num_privileged=40,
@@ -93,5 +110,8 @@ for _spec in (
     DatasetSpec("istella", "Istella LETOR / Istella-S ({full,sample}/)", folders=("full", "sample"),
                 num_privileged=50),
     DatasetSpec("letor", "any LETOR folder by path: your own data", labels="file", own_folder=True, own_data=True),
+    *(DatasetSpec(name, f"generated like the paper's {a.paper} (Table 1's shape; teachers: pfd_jax.data.analogues)",
+                  num_privileged=a.num_privileged, tau=4.8, read=None, read_shard=None, generate=_analogue(name))
+      for name, a in analogues.ANALOGUES.items()),
 ):
   REGISTRY.register(_spec)

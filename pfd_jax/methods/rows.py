@@ -233,11 +233,12 @@ def methods(one_process: bool = True) -> Tuple[str, ...]:
   return tuple(out)
 
 
-def plan(choices: Sequence[str], offered: Sequence[str] = ()) -> Tuple[Row, ...]:
+def plan(choices: Sequence[str], offered: Sequence[str] = (), students: bool = True) -> Tuple[Row, ...]:
   """The rows a run trains for the --methods `choices` and the run options it `offered` (see :attr:`Row.when`):
   the rows of each choice, the baseline, the rows whose options are all offered ('lightgbm' is offered when a
   chosen row needs one process), and the teachers they need (their teachers' teachers too), in registry order (a
-  teacher before its students). A ValueError names an unknown choice."""
+  teacher before its students). students=False: the baseline and those teachers only (a calibration that must
+  read no student). A ValueError names an unknown choice."""
   known = methods()
   bad = [c for c in choices if c not in known]
   if bad:
@@ -249,7 +250,7 @@ def plan(choices: Sequence[str], offered: Sequence[str] = ()) -> Tuple[Row, ...]
     while (teacher := REGISTRY[name].teacher) is not None:
       wanted.add(teacher)
       name = teacher
-  return tuple(r for r in REGISTRY.values() if r.name in wanted)
+  return tuple(r for r in REGISTRY.values() if r.name in wanted and (students or r.baseline or r.is_teacher))
 
 
 def uses_privileged(name: str) -> bool:

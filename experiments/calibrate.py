@@ -1,0 +1,146 @@
+r"""The paper analogues' teachers, calibrated to the paper's Table 4 on teacher and no-distillation rows only.
+
+  python -m experiments.calibrate --dataset=web30k_like
+  python -m experiments.calibrate --dataset=yahoo_like --weights=0.5,0.6,0.7 --leaks=0,0.05 --noises=0.7
+
+For every candidate setting of the analogue's teachers (weight x leak x noise, pfd_jax.data.analogues), the
+table2 protocol with --teachers_only: no-distillation, the PFD teacher and the GenD teacher, per loss, and no
+student (a calibration that read a student's score could tune the outcome under test). Each candidate's distance
+to Table 4 is its largest deviation over the targets in units of their tolerance: no-distillation's NDCG@8 (within
+--level_tolerance, relative) and the two teachers' gains over it (within --gain_tolerance, in points). The chosen
+candidate is the nearest; with --write_settings it is written to pfd_jax/data/analogues.json (with this run's
+folder and commit), where the analogue reads its teachers' settings from. Writes
+results/calibrate/<dataset>/latest/.
+"""
+import dataclasses
+import itertools
+import json
+import os
+import time
+from typing import Tuple
+
+import numpy as np
+
+from experiments import table2
+from experiments.framework import lifecycle, rundir, schema, tabulate
+from experiments.framework.records import RunRecord
+from pfd_jax.config import ConfigError, option
+from pfd_jax.data import analogues
+
+# Table 4 of the paper: (no-distillation NDCG@8, PFD teacher's gain %, GenD teacher's gain %) per loss.
+TABLE4 = {
+    "yahoo_like": {"rankbce": (0.517, 18.6, 17.1), "ranknet": (0.519, 18.8, 19.6)},
+    "istella_like": {"rankbce": (0.402, 5.4, -9.4), "ranknet": (0.395, 4.5, -7.7)},
+    "web30k_like": {"rankbce": (0.241, 3.6, -27.6), "ranknet": (0.227, 1.6, -28.7)},
+}
+TEACHERS = ("pfd_teacher", "gend_teacher")
+
+
+@dataclasses.dataclass(frozen=True)
+class Options:
+  weights: Tuple[float, ...] = option((0.3, 0.45, 0.6, 0.75), "Candidate weights (the privileged factor's share).",
+                                      lo=0, hi=1)
+  leaks: Tuple[float, ...] = option((0.0, 0.1, 0.2), "Candidate leaks (how much regular columns see of it).", lo=0)
+  noises: Tuple[float, ...] = option((0.7,), "Candidate noises (relevance no column sees).", lo=0)
+  gain_tolerance: float = option(3.0, "A teacher's gain within this many points of Table 4's.", lo=0, lo_open=True)
+  level_tolerance: float = option(0.10, "No-distillation's NDCG@8 within this share of Table 4's.", lo=0,
+                                  lo_open=True)
+  write_settings: bool = option(False, "Write the chosen candidate to pfd_jax/data/analogues.json.")
+
+
+def candidates(o: Options) -> list:
+  return [dict(weight=w, leak=l, noise=n) for w, l, n in itertools.product(o.weights, o.leaks, o.noises)]
+
+
+def settings_text(s: dict) -> str:
+  return ",".join(f"{k}={s[k]:g}" for k in analogues.TEACHER_SETTINGS)
+
+
+def measure(record: table2.RunRecord) -> dict:
+  """{loss: {level, pfd_teacher, gend_teacher}}: no-distillation's NDCG@8 (the mean over folds x seeds of each
+  run's best epoch) and each teacher's change over it in % (mean over the same runs)."""
+  out = {}
+  for loss, lr in record["losses"].items():
+    best = {n: np.concatenate([np.asarray(f.rows[n].best["test"])[:, 0] for f in lr.folds.values()])
+            for n in ("no_distill",) + TEACHERS}
+    level = float(best["no_distill"].mean())
+    out[loss] = dict(level=level, **{n: float(100 * (best[n].mean() / level - 1)) for n in TEACHERS})
+  return out
+
+
+def distance(measured: dict, target: dict, o: Options) -> float:
+  """The largest deviation from Table 4 over the losses measured and the three targets, in tolerances."""
+  worst = 0.0
+  for loss, m in measured.items():
+    level, pfd, gend = target[loss]
+    worst = max(worst, abs(m["level"] / level - 1) / o.level_tolerance,
+                abs(m["pfd_teacher"] - pfd) / o.gain_tolerance, abs(m["gend_teacher"] - gend) / o.gain_tolerance)
+  return worst
+
+
+def run(cfg: schema.Config) -> RunRecord:
+  name = cfg.data.dataset
+  if name not in TABLE4:
+    raise ConfigError("dataset", f"calibrates a paper analogue ({', '.join(TABLE4)}), not {name}")
+  t0 = time.time()
+  o = cfg.options
+  teachers_only = table2.Options(methods=("gend", "pfd"), teachers_only=True)
+  tried = []
+  for s in candidates(o):
+    # each candidate's rows in a folder of its own: the resume store knows a row by its name and training, not
+    # by its data, and every candidate trains the same three rows on other data
+    own = dict(run_dir=os.path.join(cfg.output.run_dir, "candidates", settings_text(s))) if cfg.output.run_dir else {}
+    c = cfg.replace(data=dict(analogue=settings_text(s)), options=teachers_only, output=own)
+    m = measure(table2.run(c))
+    tried.append(dict(settings=s, measured=m, distance=distance(m, TABLE4[name], o)))
+  best = min(tried, key=lambda t: t["distance"])
+  out = RunRecord(config=cfg, env=rundir.environment(), analogue=dataclasses.asdict(analogues.analogue(name)),
+                  table4={k: list(v) for k, v in TABLE4[name].items()}, candidates=tried, chosen=best,
+                  within_tolerance=best["distance"] <= 1.0, seconds=time.time() - t0)
+  if o.write_settings:
+    write_settings(out)
+  return out
+
+
+def to_markdown(res: RunRecord) -> str:
+  name, o = res["config"]["data"]["dataset"], res["config"]["options"]
+  rows = []
+  for t in sorted(res["candidates"], key=lambda t: t["distance"]):
+    cells = [settings_text(t["settings"])]
+    for loss, m in t["measured"].items():
+      cells.append(f"{loss}: {m['level']:.3f} / {m['pfd_teacher']:+.1f}% / {m['gend_teacher']:+.1f}%")
+    rows.append(cells + [f"{t['distance']:.2f}"])
+  losses = list(res["chosen"]["measured"])
+  target = "; ".join(f"{loss}: {v[0]:.3f} / {v[1]:+.1f}% / {v[2]:+.1f}%" for loss, v in res["table4"].items()
+                     if loss in losses)
+  head = (f"# Calibration of {name}'s teachers (no student trained)\n\nTable 4 (no-distillation NDCG@8 / PFD "
+          f"teacher / GenD teacher): {target}. Tolerances: gains ±{o['gain_tolerance']:g} points, level "
+          f"±{100 * o['level_tolerance']:g}%. Distance: the largest deviation in tolerances (<= 1: within). "
+          f"Chosen: **{settings_text(res['chosen']['settings'])}** (distance {res['chosen']['distance']:.2f}, "
+          f"{'within' if res['within_tolerance'] else '**outside**'} tolerance).\n\n")
+  return head + tabulate.markdown_table(["settings"] + losses + ["distance"], rows)
+
+
+def write_settings(res: RunRecord) -> str:
+  """Writes the chosen candidate to pfd_jax/data/analogues.json (the file the analogues read), with its distance,
+  the losses and seeds it was measured on and the code that measured it (commit, dirty, sources' digest); returns
+  the file's path."""
+  path = analogues.SETTINGS_FILE
+  with open(path) as f:
+    current = json.load(f)
+  cfg = res["config"]
+  current[cfg.data.dataset] = dict(
+      res["chosen"]["settings"], distance=round(res["chosen"]["distance"], 3), losses=list(cfg.losses),
+      seeds=cfg.run.seeds, epochs=cfg.train.epochs, measured=res["chosen"]["measured"],
+      code=rundir.code_version())
+  with open(path, "w") as f:
+    json.dump(current, f, indent=1, sort_keys=True)
+    f.write("\n")
+  return path
+
+
+DRIVER = schema.Driver("calibrate", run, to_markdown, options=Options, losses=("both",) + schema.SINGLE_LOSSES,
+                       defaults=(("loss", "both"), ("dataset", "web30k_like"), ("seeds", 2)))
+
+if __name__ == "__main__":
+  lifecycle.main(DRIVER)

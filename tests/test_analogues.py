@@ -1,0 +1,107 @@
+"""The paper analogues (pfd_jax.data.analogues): Table 1's shape, the paper's split, and a calibration that
+trains no student (experiments.calibrate)."""
+import dataclasses
+
+import numpy as np
+import pytest
+
+from conftest import tiny
+from experiments import calibrate
+from experiments.framework import setup
+from pfd_jax.config import ConfigError
+from pfd_jax.data import analogues as A
+from pfd_jax.data.config import DataConfig
+from pfd_jax.methods import rows as rows_lib
+
+# Table 1 of the paper: (regular, privileged, training groups, docs per training group, % positive training groups)
+TABLE1 = {"yahoo_like": (500, 200, 14477, 30.02, 2.46), "istella_like": (170, 50, 23171, 315.90, 8.83),
+          "web30k_like": (96, 40, 18151, 124.35, 3.54)}
+
+
+@pytest.mark.parametrize("name", sorted(TABLE1))
+def test_an_analogues_shape_is_table_1s(name):
+  """Features and groups exactly; documents per group and the expected share of positive training groups under
+  Equation 2 (t = 4, tau = 4.8: P(y = 1 | r) = sigmoid(t (r - tau)), a group positive unless every document's y is
+  0), on 20,000 lists, within 3% and 10% of Table 1's (relative)."""
+  regular, privileged, train, docs, positive = TABLE1[name]
+  a = A.analogue(name)
+  assert (a.num_regular, a.num_privileged, a.queries[0], a.positive_groups) == (regular, privileged, train, positive)
+  assert a.num_queries(1 / a.fraction)[0] == train
+  sizes, _, rel = A.relevance(np.random.default_rng(7), a, 20000)
+  p = 1 / (1 + np.exp(-4.0 * (rel.astype(np.float64) - 4.8)))
+  starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+  pct = 100 * np.mean(1 - np.exp(np.add.reduceat(np.log1p(-p), starts)))
+  assert sizes.mean() == pytest.approx(docs, rel=0.03)
+  assert pct == pytest.approx(positive, rel=0.10)
+
+
+def test_the_papers_split_makes_the_privileged_side_privileged():
+  """Loaded as a dataset (Equation 2's labels, the paper's top-k split by |corr| with y on train), web30k_like has
+  Table 1's columns, its declared fraction of groups (none dropped by min_docs: the generator clips there), and
+  its privileged columns are those that observe the privileged factor."""
+  ds = setup.load_dataset(DataConfig(dataset="web30k_like"), 1)
+  a = A.analogue("web30k_like")
+  assert ds["train"].x.shape[1] == a.num_regular and ds["train"].z.shape[1] == a.num_privileged
+  assert [ds[s].num_queries for s in ("train", "vali", "test")] == list(a.num_queries())
+  assert ds.config["tau"] == 4.8 and ds.config["t"] == 4.0
+  fac = A._design(np.random.default_rng(0), a)[0]
+  assert set(ds.privileged.tolist()) == set(np.flatnonzero(fac == 0).tolist())
+
+
+def test_the_same_seed_gives_the_same_bits_and_settings_move_only_the_teachers():
+  a, b = A.generate("yahoo_like", scale=0.05, seed=3), A.generate("yahoo_like", scale=0.05, seed=3)
+  for s in a:
+    np.testing.assert_array_equal(a[s].x, b[s].x)
+    np.testing.assert_array_equal(a[s].rel, b[s].rel)
+  heavier = A.generate("yahoo_like", scale=0.05, seed=3, settings=dict(weight=0.9))
+  np.testing.assert_array_equal(a["train"].offsets, heavier["train"].offsets)  # the shape is no teacher's setting
+  np.testing.assert_array_equal(a["train"].x, heavier["train"].x)  # the weight moves relevance, not the columns
+  assert not np.array_equal(a["train"].rel, heavier["train"].rel)
+  leaky = A.generate("yahoo_like", scale=0.05, seed=3, settings=dict(leak=0.2))
+  np.testing.assert_array_equal(a["train"].rel, leaky["train"].rel)  # the leak moves the regular columns only
+  assert not np.array_equal(a["train"].x, leaky["train"].x)
+
+
+def test_bad_analogue_settings_name_the_flag():
+  with pytest.raises(ConfigError, match="analogue.*expected one of weight, leak, noise"):
+    DataConfig(dataset="web30k_like", analogue="wieght=0.3")
+  with pytest.raises(ConfigError, match="analogue.*not a number"):
+    DataConfig(dataset="web30k_like", analogue="weight=high")
+  with pytest.raises(ConfigError, match="applies to a paper analogue"):
+    DataConfig(dataset="synthetic", analogue="weight=0.3")
+  with pytest.raises(ValueError, match="--synthetic_queries"):
+    setup.load_dataset(DataConfig(dataset="web30k_like", synthetic_queries=(10, 10, 10)), 1)
+
+
+def test_teachers_only_plans_the_baseline_and_the_teachers():
+  names = [r.name for r in rows_lib.plan(("gend", "pfd", "self_distill"), students=False)]
+  assert names == ["no_distill", "gend_teacher", "pfd_teacher"]
+
+
+def test_the_calibration_trains_no_student(monkeypatch):
+  """Every student row planted to fail if trained; the calibration of two candidates runs to its choice, which
+  is the nearer of the two to Table 4 by the distance it states."""
+  def planted(*args, **kwargs):
+    raise AssertionError("the calibration trained a student")
+  for name, row in list(rows_lib.REGISTRY.items()):
+    if not (row.is_teacher or row.baseline):
+      monkeypatch.setitem(rows_lib.REGISTRY._entries, name, dataclasses.replace(row, train=planted))
+  cfg = tiny(calibrate.Options(weights=(0.2, 0.8), leaks=(0.0,), noises=(0.7,)),
+             data=dict(dataset="web30k_like", synthetic_scale=0.05, synthetic_queries=(),
+                       synthetic_mean_docs=None), run=dict(seeds=1))
+  res = calibrate.run(cfg)
+  assert [t["settings"]["weight"] for t in res["candidates"]] == [0.2, 0.8]
+  for t in res["candidates"]:
+    assert t["distance"] == pytest.approx(calibrate.distance(t["measured"], calibrate.TABLE4["web30k_like"],
+                                                             cfg.options))
+  assert res["chosen"]["distance"] == min(t["distance"] for t in res["candidates"])
+
+
+def test_the_distance_is_the_largest_deviation_in_tolerances():
+  o = calibrate.Options(gain_tolerance=3.0, level_tolerance=0.1)
+  target = {"rankbce": (0.2, 5.0, -10.0)}
+  assert calibrate.distance({"rankbce": dict(level=0.2, pfd_teacher=5.0, gend_teacher=-10.0)}, target, o) == 0
+  assert calibrate.distance({"rankbce": dict(level=0.21, pfd_teacher=8.0, gend_teacher=-10.0)}, target,
+                            o) == pytest.approx(1.0)
+  assert calibrate.distance({"rankbce": dict(level=0.26, pfd_teacher=5.0, gend_teacher=-10.0)}, target,
+                            o) == pytest.approx(3.0)
