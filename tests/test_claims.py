@@ -403,3 +403,35 @@ def test_the_units_a_test_needs_are_counted_in_the_claims_unit():
   assert "each undecided point's test already has 80% power at a 2% change or the observed one with its 16 draws" in d
   short = cl.claim("x", stats.Estimate(0.0005, 0.182, 0.004, 15, "draws", 16))  # 4x the spread: ~150 draws
   assert short.need > 16 and "~" in sweeps.every("x", {"a": hold, "b": short}).detail
+
+
+def test_an_observed_change_against_the_claim_gets_no_count_of_units():
+  """Superiority with the observed change at or below 0, non-inferiority below minus its margin, equivalence outside
+  its margin: the detail says the change lies against the claim, never that more units 'would detect' it."""
+  from experiments.framework import claims as cl
+  for form, margin, diff in (("superiority", 0.0, -0.004), ("non-inferiority", 0.01, -0.0024),
+                             ("equivalence", 0.02, -0.0044)):
+    e = stats.Estimate(diff, 0.182, 0.004, 15, "draws", 16)  # wide: undecided
+    c = cl.claim("x", e, form=form, margin=margin)
+    assert c.verdict.startswith("undecided") and "would detect" not in c.detail, (form, c.detail)
+    assert "the observed change lies against the claim" in c.detail and c.need == 0
+
+
+def test_an_equivalence_count_is_the_two_one_sided_tests_at_the_observed_change():
+  from experiments.framework import claims as cl
+  e = stats.Estimate(0.001, 0.182, 0.003, 15, "draws", 16)  # +0.5% observed, margin 2%
+  c = cl.claim("x", e, form="equivalence", margin=0.02)
+  need = stats.units_for_tost_power(0.02 * 0.182, 0.001, 0.003 * 4)
+  assert c.verdict.startswith("undecided") and c.need == need
+  assert f"~{need:,} draws would detect the observed change within the 2% margin" in c.detail
+  assert stats.tost_power(need, 0.02 * 0.182, 0.001, 0.012) >= 0.8 > stats.tost_power(need - 1, 0.02 * 0.182,
+                                                                                        0.001, 0.012)
+
+
+def test_a_slope_against_the_claim_gets_no_count_of_runs():
+  from experiments.framework import sweeps
+  x = np.array([0.0, 1.0, 2.0])
+  rng = np.random.default_rng(0)
+  gains = np.stack([-0.01 * x[i] + rng.normal(0, 0.05, 12) for i in range(3)])  # slope against a growing gain
+  c = sweeps.trend("grows", x, gains)
+  assert c.verdict.startswith("undecided") and "lies against the claim" in c.detail and "would detect" not in c.detail

@@ -233,3 +233,23 @@ def test_the_test_queries_a_crossed_estimate_needs_at_its_seeds():
   assert choice.queries_for_power(e_true, effect) == math.ceil(want)
   assert choice.queries_for_power(e_true, 0.5 * z * sa / math.sqrt(s)) is None  # the seed term alone is too wide
   assert choice.queries_for_power(e, effect) == pytest.approx(want, rel=0.3)  # from the estimated components
+
+
+def test_tost_power_against_the_normal_closed_form_and_a_monte_carlo():
+  """Two one-sided tests of |difference| < m, each at 2.5%: at large n, Phi((m - d)/se - z) + Phi((m + d)/se - z)
+  - 1 (z the 97.5% normal quantile); at small n, the share of simulated paired samples both tests reject."""
+  from scipy import stats as sps
+  m, d, sd, n = 0.5, 0.1, 1.0, 400
+  se, z = sd / np.sqrt(n), sps.norm.ppf(0.975)
+  closed = sps.norm.cdf((m - d) / se - z) + sps.norm.cdf((m + d) / se - z) - 1
+  assert stats.tost_power(n, m, d, sd) == pytest.approx(closed, abs=2e-3)
+  rng = np.random.default_rng(1)
+  n, reps = 30, 20000
+  x = rng.normal(d, sd, (reps, n))
+  mean, s = x.mean(1), x.std(1, ddof=1) / np.sqrt(n)
+  q = sps.t.ppf(0.975, n - 1)
+  both = np.mean((mean - q * s > -m) & (mean + q * s < m))
+  assert stats.tost_power(n, m, d, sd) == pytest.approx(both, abs=0.015)
+  assert stats.tost_power(n, m, 0.6, sd) == 0.0 and stats.units_for_tost_power(m, 0.6, sd) is None
+  need = stats.units_for_tost_power(m, d, sd)
+  assert stats.tost_power(need, m, d, sd) >= 0.8 > stats.tost_power(need - 1, m, d, sd)

@@ -129,26 +129,39 @@ def _cell(e: stats.Estimate, p: float) -> str:
 
 
 def _need(e: stats.Estimate, folds: int = 1, form: str = "superiority", margin: float = 0.0) -> tuple:
-  """(units, units it has, text): the units that give the claim's test 80% power: superiority at a MARGIN change (or
-  the observed one, if larger), non-inferiority and equivalence at no change against their margin; crossed seeds x
+  """(units, units it has, text): the units that give the claim's test 80% power. Superiority: at a MARGIN change
+  beyond its threshold, or the observed one if larger; non-inferiority: at no change, or the observed one if it lies
+  below 0; equivalence: the two one-sided tests at the observed change (stats.units_for_tost_power). Crossed seeds x
   queries: test queries at the run's seeds (choice.queries_for_power). Where it has them already, the text says
-  so: its test was powered for that change, and the change it leaves undecided is another. (0, 0, '') where the
-  spread is unknown."""
+  so: its test was powered for that change, and the change it leaves undecided is another. Where the observed
+  change lies against the claim (on the wrong side of the threshold its test reads), the text says that instead
+  of a count: more units would sharpen that estimate, and only a truth other than the estimate would decide the
+  claim for it. (0, 0, '') where the spread is unknown."""
   if not np.isfinite(e.se) or (e.unit == "seeds x queries" and not e.queries):  # the spread is unknown
     return 0, 0, ""
+  ref, alpha = abs(e.reference), 2 * ALPHA  # one-sided at ALPHA: runs_for_power's two-sided reading at 2 ALPHA
+  low = {"superiority": margin * ref, "non-inferiority": -margin * ref}.get(form)
+  if (e.diff <= low) if low is not None else (abs(e.diff) >= margin * ref):
+    where = "outside the margin" if low is None else "at or below the threshold its test reads"
+    return 0, 0, f"; the observed change lies against the claim ({where}): no count of units is said to detect it"
   if form == "superiority":
-    effect = max(abs(e.diff), MARGIN * abs(e.reference))
-    size = "the observed change" if abs(e.diff) > MARGIN * abs(e.reference) else f"a {100 * MARGIN:.0f}% change"
+    effect = max(e.diff - low, MARGIN * ref)
+    size = "the observed change" if e.diff - low > MARGIN * ref else f"a {100 * MARGIN:.0f}% change"
+  elif form == "non-inferiority":
+    effect = min(e.diff, 0.0) - low
+    size = f"the observed change against the {100 * margin:g}% margin" if e.diff < 0 else \
+        f"no change against the {100 * margin:g}% margin"
   else:
-    effect, size = margin * abs(e.reference), f"no change within the {100 * margin:g}% margin"
-  alpha = 2 * ALPHA / (2 if form == "equivalence" else 1)  # two-sided, as runs_for_power reads it
+    effect, size = margin * ref - abs(e.diff), f"the observed change within the {100 * margin:g}% margin"
   if e.unit == "seeds x queries":  # None: no number of queries can
     need, have, what = choice.queries_for_power(e, effect, alpha=alpha), e.queries, QUERIES
     count = "no number of" if need is None else f"~{need:,}"
   else:
     what = {"queries": "test queries", "draws": "draws", "folds": "folds"}.get(e.unit, "seeds")
     per = folds if what == "seeds" else 1  # runs are folds x seeds; draws and queries are counted whole
-    runs = stats.runs_for_power(effect, e.se * math.sqrt(e.n), alpha=alpha)
+    sd = e.se * math.sqrt(e.n)
+    runs = (stats.units_for_tost_power(margin * ref, e.diff, sd) if form == "equivalence" else
+            stats.runs_for_power(effect, sd, alpha=alpha))
     need, have = (None if runs is None else -(-runs // per)), e.n // per
     what += " per fold" if folds > 1 and what.startswith("seeds") else ""
     count = "more than 100,000" if need is None else f"~{need:,}"

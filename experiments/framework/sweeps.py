@@ -77,10 +77,9 @@ def trend(text: str, x, gains, *, decreasing: bool = False, source: str = "") ->
   sign = -1 if decreasing else 1
   detail = (f"slope {sign * e.diff:+.3g} [{min(sign * lo, sign * hi):+.3g}, {max(sign * lo, sign * hi):+.3g}] per "
             f"unit over {len(x)} points, {e.n} runs, p={p:.2g}")
-  need = _slope_need([e]) if word.startswith("undecided") else 0
+  need, needed = _slope_need([e], ["the observed slope"]) if word.startswith("undecided") else (0, "")
   mde, said = _over_span([e], x)
-  return Claim(text, word, detail + said + (f"; ~{need:,} runs would detect the observed slope (80% power)"
-                                            if need else ""), form="trend", source=source, p=p, p_against=against(e),
+  return Claim(text, word, detail + said + needed, form="trend", source=source, p=p, p_against=against(e),
                unit=e.unit, need=need, mde=mde)
 
 
@@ -96,10 +95,10 @@ def shape(text: str, x, gains, *, source: str = "") -> Claim:
   (l0, l1), (r0, r1) = el.interval(), er.interval()
   detail = (f"slope at x = {np.min(x):.3g}: {el.diff:+.3g} [{l0:+.3g}, {l1:+.3g}] p={pl:.2g}; at x = "
             f"{np.max(x):.3g}: {-er.diff:+.3g} [{-r1:+.3g}, {-r0:+.3g}] p={pr:.2g} (quadratic per run)")
-  need = _slope_need([el, er]) if word.startswith("undecided") else 0
+  ends = [f"the observed slope at x = {np.min(x):.3g}", f"the observed slope at x = {np.max(x):.3g}"]
+  need, needed = _slope_need([el, er], ends) if word.startswith("undecided") else (0, "")
   mde, said = _over_span([el, er], x)
-  return Claim(text, word, detail + said + (f"; ~{need:,} runs would detect both observed end slopes (80% power "
-                                            "each)" if need else ""), form="shape", source=source, p=max(pl, pr),
+  return Claim(text, word, detail + said + needed, form="shape", source=source, p=max(pl, pr),
                p_against=_union([against(el), against(er)]), unit=el.unit, need=need, mde=mde)
 
 
@@ -112,10 +111,18 @@ def _over_span(estimates: list, x) -> tuple:
                if np.isfinite(mde) and span > 0 else "")
 
 
-def _slope_need(estimates: list) -> int:
-  """The runs at which every per-run slope estimate's test finds its observed slope with 80% power (0: unknown)."""
-  needs = [stats.runs_for_power(abs(e.diff), e.se * math.sqrt(e.n)) for e in estimates]
-  return 0 if any(n is None for n in needs) else max(needs)
+def _slope_need(estimates: list, names: list) -> tuple:
+  """(runs, text): the runs at which every per-run slope estimate's one-sided test (in the claim's direction: each
+  estimate signed so) finds its observed slope with 80% power (0: unknown). A slope observed against the claim
+  (<= 0) is said so instead of a count: more runs would sharpen it, not turn it."""
+  against_it = [n for e, n in zip(estimates, names) if not e.diff > 0]
+  if against_it:
+    return 0, f"; {' and '.join(against_it)} lies against the claim: no count of runs is said to detect it"
+  needs = [stats.runs_for_power(e.diff, e.se * math.sqrt(e.n)) for e in estimates]
+  if any(n is None for n in needs):
+    return 0, ""
+  both = "both observed end slopes (80% power each)" if len(estimates) > 1 else "the observed slope (80% power)"
+  return max(needs), f"; ~{max(needs):,} runs would detect {both}"
 
 
 def _union(ps: list) -> float:

@@ -143,23 +143,50 @@ def power(n: int, effect: float, sd: float, alpha: float = 1 - LEVEL) -> float:
   return float(sps.nct.sf(q, df, nc) + sps.nct.cdf(-q, df, nc))
 
 
+def tost_power(n: int, margin: float, true: float, sd: float, alpha: float = (1 - LEVEL) / 2) -> float:
+  """Power of the two one-sided paired t-tests of an equivalence claim |difference| < `margin`, each at `alpha`,
+  with n pairs whose differences have mean `true` and standard deviation `sd`: the probability that both reject,
+  P(upper) + P(lower) - 1 (their failures nearly exclude each other; 0 when that is negative) (noncentral t)."""
+  if n < 2 or not abs(true) < margin:
+    return 0.0
+  if sd == 0.0:
+    return 1.0
+  df, se = n - 1, sd / math.sqrt(n)
+  q = sps.t.ppf(1 - alpha, df)
+  return max(0.0, float(sps.nct.sf(q, df, (margin - true) / se) + sps.nct.sf(q, df, (margin + true) / se)) - 1.0)
+
+
+def units_for_tost_power(margin: float, true: float, sd: float, target: float = 0.8,
+                         alpha: float = (1 - LEVEL) / 2, limit: int = 100_000) -> Optional[int]:
+  """Fewest pairs n >= 2 with :func:`tost_power` >= target (None beyond `limit`, and where no number can: a true
+  difference on or outside the margin)."""
+  if not (math.isfinite(sd) and abs(true) < margin):
+    return None
+  return _fewest(lambda n: tost_power(n, margin, true, sd, alpha), target, limit)
+
+
+def _fewest(power_at, target: float, limit: int) -> Optional[int]:
+  """Fewest n >= 2 with power_at(n) >= target, power_at growing with n (None beyond `limit`)."""
+  lo, hi = 2, 2
+  while power_at(hi) < target:
+    if hi >= limit:
+      return None
+    lo, hi = hi, min(2 * hi, limit)
+  while lo < hi:
+    mid = (lo + hi) // 2
+    if power_at(mid) >= target:
+      hi = mid
+    else:
+      lo = mid + 1
+  return hi
+
+
 def runs_for_power(effect: float, sd: float, target: float = 0.8, alpha: float = 1 - LEVEL,
                    limit: int = 100_000) -> Optional[int]:
   """Fewest pairs n >= 2 with :func:`power` >= target (None beyond `limit`)."""
   if not math.isfinite(sd) or effect == 0.0:
     return None
-  lo, hi = 2, 2
-  while power(hi, effect, sd, alpha) < target:
-    if hi >= limit:
-      return None
-    lo, hi = hi, min(2 * hi, limit)
-  while lo < hi:  # power grows with n: bisect for the first n that reaches the target
-    mid = (lo + hi) // 2
-    if power(mid, effect, sd, alpha) >= target:
-      hi = mid
-    else:
-      lo = mid + 1
-  return hi
+  return _fewest(lambda n: power(n, effect, sd, alpha), target, limit)
 
 
 def variance_components(d, clip: bool = True) -> tuple:
