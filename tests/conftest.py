@@ -52,6 +52,12 @@ def operand_roundoff(matmul_precision: str) -> float:
   return precision.operand_roundoff(matmul_precision, jax.default_backend(), emulating_tf32())
 
 
+def pytest_collection_modifyitems(config, items):
+  """The tests marked long first (a stable sort): --dist loadfile hands files to the workers in collection order,
+  and a file of several minutes handed out last keeps one worker busy while the other has nothing left."""
+  items.sort(key=lambda item: item.get_closest_marker("long") is None)
+
+
 def pytest_unconfigure(config):
   if not hasattr(config, "workerinput"):  # the controller (or a run without workers): every worker is done
     shutil.rmtree(CACHE, ignore_errors=True)

@@ -111,6 +111,7 @@ def test_table3_logs(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.long
 def test_table3_logs_redrawn_gives_each_draw_its_own_simulation():
   """--draws=N: N simulations (draw k's simulator seed and training keys its own), one run each; the rows' runs
   stack over the draws, and the claims speak of draws."""

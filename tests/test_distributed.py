@@ -69,6 +69,7 @@ def _run(args, cwd):
 
 
 @pytest.mark.slow
+@pytest.mark.long
 def test_two_processes_equal_one(tmp_path):
   """table2 (Gumbel labels, automatic privileged split, a teacher and its student) as 2 processes on
   loopback: the same losses, curves and best epochs as one process within float tolerance, each process

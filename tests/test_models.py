@@ -188,6 +188,7 @@ def test_a_seed_ensemble_scores_the_mean_logit_of_its_seeds(batch_norm_run, tiny
 
 
 @pytest.mark.slow
+@pytest.mark.long
 def test_table2_on_own_data_adds_ensemble_rows(tmp_path):
   """The ensemble rows reach results.json and table.md, each compared with LambdaMART's ensemble over queries."""
   from conftest import SMALL_GBDT, tiny

@@ -37,6 +37,7 @@ def test_power_driver_end_to_end(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.long
 def test_a_decisive_run_records_its_pilots_plan_beside_what_it_achieved(tmp_path):
   """A re-drawn pilot (3 draws, validation selection, test scored at the kept epochs only) sizes a run given
   --pilot=<its folder>: the run records the draws protocol.BUDGET_MINUTES holds at the pilot's seconds per draw and

@@ -292,6 +292,7 @@ ACCELERATOR_FILES = ("accelerator.json", "numeric.log", "decisive_gpu.log", "dec
 
 
 @pytest.mark.slow
+@pytest.mark.long
 def test_the_accelerator_commands_dry_run_runs_every_step(tmp_path):
   """python -m experiments.accelerator --dry_run: the numeric tests (one file), the decisive protocol (sized by the
   page's pilot, its plan recorded), the Web30k-size preset and the benchmark's headline at toy size, each a step with
