@@ -5,14 +5,14 @@ r"""How far another machine moves the main job: the measurement behind ``report 
 Each run is the main job (``python -m experiments.table2``, same code, seeds and data) under other numerics: another
 CPU, ``XLA_FLAGS=--xla_cpu_max_isa=AVX`` (no fused multiply-add), ``--xla_cpu_enable_platform_dependent_math=false``,
 another thread count (a run folder, or a results.json / results.json.gz). For every pair of runs whose numerics
-differ, :func:`pfd_jax.ops.stats.perturbation_ratios` estimates for each value the variance by which the second
+differ, :func:`pfd_jax.ops.perturbation.perturbation_ratios` estimates for each value the variance by which the second
 configuration moves a run, in units of the runs' seed variance: over the table's cells (row x NDCG@8/16/32, each
 run's value) and over the paired differences its claims read (each row minus no-distillation, NDCG@8, per run).
 Two runs with the same bits are one configuration, whatever they recorded; a pair compares the rows both have.
 It writes ``experiments/crossmachine.json`` (per pair its ratios and their mean, median and maximum; every
 ratio pooled), which :mod:`experiments.framework.published` reads for the check's tolerance and
 :mod:`experiments.framework.claims` for fragile verdicts: the measured ratios, as a scale mixture of normals
-(:func:`pfd_jax.ops.stats.mixture_quantile`), are how far another machine may move a table's means.
+(:func:`pfd_jax.ops.perturbation.mixture_quantile`), are how far another machine may move a table's means.
 """
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ from absl import app, flags
 from experiments import guards, machine
 from experiments.framework import pagefiles, pairs, published
 from experiments.framework.records import LossRecord
-from pfd_jax.ops import stats
+from pfd_jax.ops import perturbation
 
 flags.DEFINE_list("runs", [], "The main job's runs under different numerics: run folders or results.json[.gz].")
 flags.DEFINE_string("spread_file", published.SPREAD_FILE, "Where the measured spread is written.")
@@ -50,7 +50,7 @@ def values(a: dict, b: dict) -> tuple:
 
 def pair_record(a: np.ndarray, b: np.ndarray, ddof: int) -> dict:
   """The per-value ratios of one pair of runs over one kind of value ([K, n] each; var with `ddof`)."""
-  r = stats.perturbation_ratios(a, b, (a.var(1, ddof=ddof) + b.var(1, ddof=ddof)) / 2)
+  r = perturbation.perturbation_ratios(a, b, (a.var(1, ddof=ddof) + b.var(1, ddof=ddof)) / 2)
   summary = dict(mean=r.mean(), median=np.median(r), max=r.max()) if r.size else dict(mean=0.0, median=0.0, max=0.0)
   return dict(values=int(r.size), **{k: float(v) for k, v in summary.items()}, ratios=[round(float(x), 6) for x in r])
 
@@ -100,7 +100,7 @@ def main(argv):
           f"({p['cells']['values']} cells); differences mean {p['differences']['mean']:.3f}")
   for kind in ("cells", "differences"):
     print(f"{kind}: {len(rec['ratios'][kind])} ratios; a cell's mean moves within lambda * sqrt(2 / runs) * std "
-          f"with 95%: lambda {stats.mixture_quantile(rec['ratios'][kind], 0.05):.2f}")
+          f"with 95%: lambda {perturbation.mixture_quantile(rec['ratios'][kind], 0.05):.2f}")
   print(f"wrote {flags.FLAGS.spread_file}")
 
 

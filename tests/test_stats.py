@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from pfd_jax.ops import choice, stats
+from pfd_jax.ops import choice, perturbation, stats
 
 pytestmark = pytest.mark.numeric
 
@@ -134,28 +134,28 @@ def test_perturbation_ratios_closed_form_and_unbiased():
   """r_c = mean_i (a_ci - b_ci)^2 / (2 var_c) over the cells that moved; unbiased for kappa^2 by Monte-Carlo."""
   a = np.array([[1.0, 2.0, 3.0], [5.0, 5.0, 5.0], [0.0, 1.0, 2.0]])
   b = a + np.array([[0.1, -0.1, 0.2], [0.0, 0.0, 0.0], [0.3, 0.0, 0.0]])  # the middle cell never moves
-  r = stats.perturbation_ratios(a, b, np.array([0.5, 9.0, 1.5]))
+  r = perturbation.perturbation_ratios(a, b, np.array([0.5, 9.0, 1.5]))
   np.testing.assert_allclose(r, [(0.01 + 0.01 + 0.04) / 3 / (2 * 0.5), 0.09 / 3 / (2 * 1.5)], rtol=1e-12)
-  assert stats.perturbation_ratios(a, a, np.ones(3)).size == 0
+  assert perturbation.perturbation_ratios(a, a, np.ones(3)).size == 0
   rng = np.random.default_rng(0)
   kappa, sd = 0.6, rng.uniform(0.01, 0.05, size=2000)  # cells with their own seed spreads
   m = rng.normal(size=(2000, 5)) * sd[:, None]
   a, b = (m + kappa * sd[:, None] * rng.normal(size=m.shape) for _ in range(2))
-  r = stats.perturbation_ratios(a, b, sd ** 2)
+  r = perturbation.perturbation_ratios(a, b, sd ** 2)
   assert abs(r.mean() / kappa ** 2 - 1) < 4 * np.sqrt(2 / 5 / 2000)  # 4 standard errors of a mean of chi^2_5 / 5
 
 
 def test_mixture_quantile_closed_form_and_coverage():
   """One ratio: sqrt(r) times the normal quantile; a mixture: the tail of T ~ N(0, r), r drawn from the ratios."""
-  assert stats.mixture_quantile([0.25], 0.05) == pytest.approx(0.5 * sps.norm.ppf(0.975), rel=1e-9)
+  assert perturbation.mixture_quantile([0.25], 0.05) == pytest.approx(0.5 * sps.norm.ppf(0.975), rel=1e-9)
   ratios = [0.01, 0.04, 0.5]
-  lam = stats.mixture_quantile(ratios, 0.01)
+  lam = perturbation.mixture_quantile(ratios, 0.01)
   assert np.mean([2 * sps.norm.sf(lam / np.sqrt(r)) for r in ratios]) == pytest.approx(0.01, rel=1e-7)
   rng = np.random.default_rng(1)
   t = rng.normal(size=400_000) * np.sqrt(rng.choice(ratios, size=400_000))
   assert abs(np.mean(np.abs(t) > lam) - 0.01) < 4 * np.sqrt(0.01 * 0.99 / 400_000)
   with pytest.raises(ValueError):
-    stats.mixture_quantile([], 0.05)
+    perturbation.mixture_quantile([], 0.05)
 
 
 def test_weighted_crossed_estimate_and_its_variance_are_unbiased():

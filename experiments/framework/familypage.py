@@ -42,7 +42,7 @@ def population(res: dict) -> str:
     return f"re-drawn: {data['draws']} draws"
   if not data:
     return "-"
-  return "fixed (one draw)" if data.get("dataset", "synthetic") == "synthetic" else "the files' folds"
+  return "fixed (one draw)" if tabulate.generated(data.get("dataset", "synthetic")) else "the files' folds"
 
 
 def selection(res: dict) -> str:

@@ -14,11 +14,11 @@ x_ci = m_ci + e_ci: m_ci what the seed determines, e_ci numerical noise, indepen
 variance r_c s_c^2, s_c^2 the cell's seed variance (r_c = 1: training forgets its seed; r_c = 0: the bits are the
 seed's alone). The mean of R runs then moves between two configurations by T_c sqrt(2 / R) s_c, T_c ~ N(0, r_c).
 The ratios r_c are measured, not assumed: ``python -m experiments.crossmachine`` estimates them
-(:func:`pfd_jax.ops.stats.perturbation_ratios`) from the main job made under several numerics, for the table's
+(:func:`pfd_jax.ops.perturbation.perturbation_ratios`) from the main job made under several numerics, for the table's
 cells and for the paired differences its claims read, and writes them to experiments/crossmachine.json. They are
 far from one value (most cells barely move; a few move nearly as much as a new seed, a LightGBM student fit to a
 perturbed MLP teacher's grades the most), so the tolerance takes them as they are, a scale mixture: lambda = the
-mixture's two-sided quantile (:func:`pfd_jax.ops.stats.mixture_quantile`) at the Sidak tail
+mixture's two-sided quantile (:func:`pfd_jax.ops.perturbation.mixture_quantile`) at the Sidak tail
 1 - (1 - FAMILY_ALPHA)^(1 / C) for a table of C cells, and a published cell "mean ± s" passes when the newcomer's
 mean lies within
 
@@ -43,7 +43,7 @@ import re
 from typing import Any, Mapping, Optional
 
 from experiments import machine
-from pfd_jax.ops import stats
+from pfd_jax.ops import perturbation
 
 
 # Fields of results.json that say how, where and how long a run ran, not what it found (out of the fingerprint).
@@ -88,8 +88,8 @@ def spread(path: str = SPREAD_FILE) -> dict:
 
 def spread_quantile(tail: float, kind: str = "cells") -> float:
   """lambda: the measured mixture's two-sided `tail` quantile of a mean's move in units of sqrt(2 / runs) * std
-  (:func:`pfd_jax.ops.stats.mixture_quantile` of experiments/crossmachine.json's ratios of `kind`)."""
-  return stats.mixture_quantile(spread()["ratios"][kind], tail)
+  (:func:`pfd_jax.ops.perturbation.mixture_quantile` of experiments/crossmachine.json's ratios of `kind`)."""
+  return perturbation.mixture_quantile(spread()["ratios"][kind], tail)
 
 
 def tolerance(cell: tuple, runs: int, cells: int) -> float:

@@ -7,6 +7,7 @@ from typing import Any, Dict, Mapping, Optional, Tuple, TypedDict
 
 import numpy as np
 
+from pfd_jax.data import specs
 from pfd_jax.ops import stats
 
 Runs = Dict[str, np.ndarray]  # {row: [runs, len(ks)]} best-epoch metrics, paired run by run across rows
@@ -46,8 +47,14 @@ def title(cfg: Mapping[str, Any]) -> str:
   whether every run shared one fixed draw or re-drew its own (--draws)."""
   data = cfg["data"]
   pop = (f", {data['draws']} re-drawn draws" if data.get("draws") else
-         ", one fixed draw" if data["dataset"] == "synthetic" else "")
+         ", one fixed draw" if generated(data["dataset"]) else "")
   return f"{data['dataset']}, {cfg['run']['loss']}{pop}"
+
+
+def generated(dataset: str) -> bool:
+  """Whether a run's dataset is made in memory (the synthetic default, a paper analogue), not read from files."""
+  spec = specs.REGISTRY.get(dataset)
+  return spec is not None and spec.in_memory
 
 
 def ratio(value: float, base: float) -> Optional[float]:
