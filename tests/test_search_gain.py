@@ -8,6 +8,7 @@ from pfd_jax.methods import search
 
 @pytest.mark.slow
 @pytest.mark.long
+@pytest.mark.montecarlo
 def test_the_search_at_practitioner_size_states_its_power_on_gain_folders():
   """10 re-drawn gain folders (about 7% in z[0], plain PFD and its refinements; 3.7% in the noise column alone, from
   the unlabelled lists): the rate at which a distilling candidate is chosen agrees with the power the report states

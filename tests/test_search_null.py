@@ -7,6 +7,7 @@ from pfd_jax.methods import search
 
 @pytest.mark.slow
 @pytest.mark.long
+@pytest.mark.montecarlo
 def test_the_search_at_practitioner_size_keeps_its_error_on_null_folders():
   """10 re-drawn null folders (no candidate gains beyond +0.4%): distillation chosen in at most 1 of 10 (the rule's
   5% expects 0.5)."""
