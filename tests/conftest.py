@@ -86,7 +86,7 @@ def assert_close_at_scale(actual, desired, rtol: float = 1e-6, scale=None) -> No
 
   XLA blocks a product or a reduction by its shape and by the CPU's vector width (AVX, AVX2, AVX-512), so the
   rounding error of a value is a few ulps of the terms summed into it, not of the value: a score near 0 is the
-  sum of larger terms, and `rtol` alone would demand of it a precision no CPU owes (issue 45: 2e-8 on a score of
+  sum of larger terms, and `rtol` alone would demand of it a precision no CPU owes (2e-8 on a score of
   0.006, 3e-6 relative, on an AMD EPYC). Claims of exact equality stay np.testing.assert_array_equal."""
   desired = np.asarray(desired)
   scale = float(np.max(np.abs(desired))) if scale is None else scale
@@ -108,8 +108,8 @@ def assert_same_program_bits(actual, desired) -> None:
 
 
 # The simulated logs every practitioner test reads (purchase labels; ids 1-20 regular, 21-23 privileged: position,
-# click, add-to-cart; serve.txt), and the rows trained on them once per worker (issue 57: they were rebuilt in
-# test_serving, test_export, test_faults and test_gbdt, and the table2 run twice).
+# click, add-to-cart; serve.txt), and the rows trained on them once per worker, not once in each
+# of test_serving, test_export, test_faults and test_gbdt.
 LOGS = dict(sessions=(60, 20, 40), min_items=10, max_items=20, seed=3)
 
 

@@ -40,7 +40,7 @@ def test_ratios_are_recovered_and_unmoved_rows_left_out():
 
 
 def test_a_main_job_made_on_another_cpu_passes_the_check(tmp_path):
-  """The main job of 247f607 on a 2-core AMD EPYC without AVX-512 (issue 45): every cell within its tolerance of
+  """The main job of 247f607 on a 2-core AMD EPYC without AVX-512: every cell within its tolerance of
   RESULTS.md (made on an Intel Xeon with AVX-512 and AMX), its changed verdicts said to be fragile."""
   evidence = os.path.join(os.path.dirname(shared_data_root()), "evidence")
   if not os.path.exists(os.path.join(evidence, "amd-epyc-main-job-results.json.gz")):

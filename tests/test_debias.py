@@ -1,4 +1,4 @@
-"""Position debiasing (issue 36): the simulator's truth, IPS unbiasedness, propensity estimation (randomised
+"""Position debiasing: the simulator's truth, IPS unbiasedness, propensity estimation (randomised
 sessions, regression-EM) against the known k^-eta, and the two-tower model's served ranking."""
 import jax
 import jax.numpy as jnp

@@ -1,4 +1,4 @@
-"""The position-debiasing driver end to end (issue 36): its own file, so pytest-xdist's file-level scheduling
+"""The position-debiasing driver end to end: its own file, so pytest-xdist's file-level scheduling
 runs it beside tests/test_debias.py."""
 import numpy as np
 import pytest

@@ -1,4 +1,4 @@
-"""The deploy choice (issue 48): the simplest candidate that validation cannot tell from the best one, so that
+"""The deploy choice: the simplest candidate that validation cannot tell from the best one, so that
 the maximum over many noisy validation scores (the winner's curse) does not pick a complex model whose gain is
 noise."""
 import numpy as np

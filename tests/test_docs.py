@@ -1,4 +1,4 @@
-"""The README and docs say only what is true of the code and of the results files (issue 50): every flag a
+"""The README and docs say only what is true of the code and of the results files: every flag a
 `python -m experiments.X ...` line uses is one that driver defines, and every measured figure they show sits in a
 block that `python -m experiments.report` generates from results files."""
 import ast
@@ -100,7 +100,7 @@ def hand_figures(text: str) -> list:
 
 
 def test_every_measured_figure_is_generated():
-  """A figure typed by hand drifts from the results it was copied from (issue 50 found 13 such defects): the
+  """A figure typed by hand drifts from the results it was copied from (an audit once found 13): the
   README and docs show measured figures only inside blocks the report writes, and link to RESULTS.md otherwise."""
   found = {page: hand_figures(open(os.path.join(ROOT, page)).read()) for page in PAGES}
   assert not {page: f for page, f in found.items() if f}

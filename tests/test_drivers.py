@@ -1,4 +1,4 @@
-"""Each driver's path once, in the default tier (issue 57): the paper's drivers here, the related systems' and the
+"""Each driver's path once, in the default tier: the paper's drivers here, the related systems' and the
 debiasing driver in test_drivers_related.py (two files, so that pytest-xdist's file-level scheduling runs them side
 by side). The drivers' canaries, which pin their bits, are in the slow tier; here each runs at the smallest size
 its options allow (one point of its sweep, TINY's training on one length bucket, LightGBM left out where the driver

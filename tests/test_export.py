@@ -1,4 +1,4 @@
-"""Issue 26 (work in progress): a saved MLP student exported as StableHLO scores like Ranker.score_groups."""
+"""A saved MLP student exported as StableHLO scores like Ranker.score_groups."""
 import os
 import subprocess
 import sys

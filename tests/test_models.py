@@ -1,4 +1,4 @@
-"""The modern ranker's options (issue 35): the paper's model unchanged, padding invariance of every option,
+"""The modern ranker's options: the paper's model unchanged, padding invariance of every option,
 batch norm's statistics over real documents only and carried through the seed-vmapped step."""
 import dataclasses
 
@@ -114,7 +114,7 @@ def test_every_option_is_padding_invariant(arch, precision):
 
 
 def test_padding_tolerance_is_the_scores_scale_not_each_score():
-  """Issue 45's AMD EPYC: a score of 0.0062635 moved by 2e-8 (3.1e-6 relative) once its list was padded, among
+  """On an AMD EPYC without AVX-512, a score of 0.0062635 moved by 2e-8 (3.1e-6 relative) once its list was padded, among
   scores of order 1; that is rounding, and passes; an error of 1e-5 on it is not, and fails."""
   scores = np.array([0.0062635, -0.84, 1.37, 0.52], np.float32)
   moved = scores.copy()

@@ -395,7 +395,7 @@ def test_per_query_second_verdict_on_a_constructed_case():
 
 
 def test_page_layout_groups_the_runs_keeps_the_legend_once_and_wraps_prose():
-  """RESULTS.md's reading order (issue 50): runs grouped by question, the tables' shared legend replaced by a
+  """RESULTS.md's reading order: runs grouped by question, the tables' shared legend replaced by a
   pointer to the one at the top (each table.md keeps its own), every prose line within 200 characters while
   tables, headings and commands in code spans stay whole."""
   from experiments.framework import pagelayout, tabulate

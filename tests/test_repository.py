@@ -78,9 +78,9 @@ def test_the_readme_opens_with_the_two_commands_ci_runs():
   with open(os.path.join(ROOT, ".ci", "run"), encoding="utf-8") as f:
     ci = f.read()
   assert "README.md" in ci and "experiments.report --check" in ci
-  # the numeric tests once more under another instruction set (issue 45): a tolerance of one CPU fails in CI
+  # the numeric tests once more under another instruction set: a tolerance that holds on one CPU only fails in CI
   assert re.search(r"XLA_FLAGS=--xla_cpu_max_isa=\w+ python -m pytest -q -m 'numeric and not slow'", ci)
-  # the slow tier, which the README's test command leaves out (issue 57), runs in CI
-  assert "python -m pytest -q -m slow" in ci
+  # the slow tier, which the README's test command leaves out, runs in CI (its montecarlo tests apart)
+  assert re.search(r"python -m pytest -q -m '?slow\b", ci)
   with open(os.path.join(ROOT, "pyproject.toml"), encoding="utf-8") as f:
     assert "-m 'not slow'" in f.read()

@@ -1,4 +1,4 @@
-"""pfd_jax.methods.search: PFD searched on validation (issue 48): the privileged subsets, the column strengths,
+"""pfd_jax.methods.search: PFD searched on validation: the privileged subsets, the column strengths,
 the masks, and a search that reads nothing of test and trains each candidate as its own run would."""
 import dataclasses
 

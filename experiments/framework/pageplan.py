@@ -1,4 +1,4 @@
-"""What the page lacks, and the commands that complete it over several sittings (issue 61):
+"""What the page lacks, and the commands that complete it over several sittings:
 
   python -m experiments.report --plan        # every run the page lacks, in the page's order, with its expected time
   python -m experiments.report --plan_run    # runs them, in that order, one after another; again to go on

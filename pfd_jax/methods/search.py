@@ -19,7 +19,7 @@ candidates are screened with two seeds and stop early on validation, and in two 
 PFD setting, then alpha x temperature for the best subset only); the chosen candidate is then trained as a PFD row
 is, every seed and every epoch, and that model is the row "PFD, searched".
 
-**The evidence** (issue 60). A validation split of tens of lists cannot tell a 5% gain from noise, so every
+**The evidence**. A validation split of tens of lists cannot tell a 5% gain from noise, so every
 candidate is also scored out of fold on the training lists (:func:`cross_fit`: K folds, each candidate and no
 distillation trained on the other folds' lists and scored on the held-out ones), and the choice reads those lists
 with the validation ones, seeds and lists crossed (:func:`pfd_jax.ops.stats.crossed`: a seed's luck counts as

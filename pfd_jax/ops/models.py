@@ -121,7 +121,7 @@ def dropout(key, x, rate: float):
   each 32-bit word of ``jax.random.bits`` (one threefry hash) decides four entries by its four bytes (an entry
   is dropped when its byte is below q), and the kept ones are scaled by 256 / (256 - q), so the expectation is x
   exactly. A quarter of the hashes of flax's nn.Dropout (one hash per entry), which dominated the modern ranker's
-  step (issue 49); the streams differ from flax's, and the same key gives the same mask."""
+  step; the streams differ from flax's, and the same key gives the same mask."""
   q = dropout_level(rate)
   if not q:
     return x
@@ -144,7 +144,7 @@ class MLP(nn.Module):
       sign(x) * log1p(|x|), DASALC's transform, so this bounds the rare huge values it leaves.
     norm: 'batch' (:class:`MaskedBatchNorm`) or 'layer' on the input and after every hidden Dense layer,
       before its ReLU. The Dense layer before a batch norm keeps its bias, which the normalisation subtracts
-      again: dropping it made the step slower, not faster, on XLA's CPU backend (issue 49's measurement).
+      again: dropping it made the step slower, not faster, on XLA's CPU backend (measured).
     input_affine: with batch norm, a trainable scale and bias on the normalised input (False: the input's batch
       norm has no parameters, and the step skips the first layer's input gradient).
     noise: std of Gaussian noise added to the (normalised) input in training.

@@ -1,4 +1,4 @@
-"""A saved MLP ranker as a graph any serving stack can run (work in progress for issue 26: StableHLO).
+"""A saved MLP ranker as a graph any serving stack can run (StableHLO).
 
 The exported function takes one query's raw documents ``f32[n, D]`` (columns: the file's feature ids in
 the order of ``feature_ids`` in ``serving.json``; n dynamic) and returns ``f32[n]`` logits, the recipe's
