@@ -21,6 +21,11 @@ from pfd_jax.methods import distill
 from pfd_jax.config import option
 
 ALPHAS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.99, 0.999)
+# Where the paper claims robustness: "for all alpha <= 0.95, PFD can deliver an over 2.5% improvement in NDCG@8"
+# (appendix A.7, Istella; 2.6% on Web30k). Beyond it PFD tends to no-distillation (alpha = 1 is the data loss
+# alone), so no gain is claimed there. The 2.5% is Istella's size of the gain, not a threshold for other data: the
+# claim tested is a gain (superiority) at every alpha up to 0.95.
+PAPER_MAX_ALPHA = 0.95
 
 
 @dataclasses.dataclass(frozen=True)
@@ -58,15 +63,17 @@ def claims(res: RunRecord) -> list:
   """The claims of a run of this driver, with their verdicts (:mod:`experiments.framework.claims`)."""
   f = runs_per_fold(len(res["no_distill"]), res)
   alphas = res["alphas"]
-  ref = str(res["config"]["train"]["alpha"])  # the tables' alpha, else the middle of the sweep
-  ref = ref if ref in alphas else list(alphas)[len(alphas) // 2]
-  pfd = {a: np.asarray(r["ndcg"]) for a, r in alphas.items()}
-  return [sweep("PFD student beats no-distillation at every alpha (paper, Figure 3 / appendix A.7)",
-                {a: r["comparison"] for a, r in alphas.items()}, f, source=PFD),
-          sweep(f"PFD is not sensitive to alpha: the PFD student at every alpha within ±{100 * MARGIN:.0f}% of the "
-                f"student at alpha = {ref} (paper, Figure 3 / appendix A.7)",
-                {a: tabulate.compare({a: v, ref: pfd[ref]}, ref)[a] for a, v in pfd.items() if a != ref}, f,
-                form="equivalence", margin=MARGIN, source=PFD)]
+  pfd = {a: np.asarray(r["ndcg"]) for a, r in alphas.items() if float(a) <= PAPER_MAX_ALPHA}
+  if not pfd:  # a sweep of alphas past the paper's range only: the paper claims nothing there
+    return []
+  ref = str(res["config"]["train"]["alpha"])  # the tables' alpha, else the middle of the sweep's claimed range
+  ref = ref if ref in pfd else list(pfd)[len(pfd) // 2]
+  return [sweep(f"PFD student beats no-distillation at every alpha ≤ {PAPER_MAX_ALPHA:g} (paper, section 4.2 / "
+                "appendix A.7)", {a: alphas[a]["comparison"] for a in pfd}, f, source=PFD),
+          sweep(f"The PFD student at every alpha ≤ {PAPER_MAX_ALPHA:g} within ±{100 * MARGIN:.0f}% of the student at "
+                f"alpha = {ref} (ours: 'PFD is not sensitive to alpha' read as equivalence; the paper states a gain "
+                "over the range)", {a: tabulate.compare({a: v, ref: pfd[ref]}, ref)[a] for a, v in pfd.items()
+                                    if a != ref}, f, form="equivalence", margin=MARGIN)]
 
 
 def to_markdown(res: RunRecord, title: str = "Figure 3: PFD against alpha") -> str:

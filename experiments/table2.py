@@ -21,16 +21,14 @@ from experiments.framework import (deploy, drawn, lifecycle, monitor, pagefiles,
 from experiments.framework.pairs import aggregate, column_comparisons, comparisons, primary, query_lists
 from experiments.framework.records import FoldRecord, LossRecord, RowRecord, RunRecord
 from experiments.framework.claims import Preset, beats
-from pfd_jax.methods import distill, search
 from pfd_jax import distributed
-from pfd_jax.methods import gbdt
-from pfd_jax.ops import metrics
-from pfd_jax.ops import losses as losses_lib
-from pfd_jax.methods import rows as rows_lib
 from pfd_jax import training as T
 from pfd_jax.config import ConfigError, option
+from pfd_jax.methods import distill, gbdt, search
+from pfd_jax.methods import rows as rows_lib
 from pfd_jax.methods.gbdt import GBDTConfig
-
+from pfd_jax.ops import losses as losses_lib
+from pfd_jax.ops import metrics
 
 
 def all_methods() -> tuple:
@@ -328,12 +326,14 @@ def plot_curves(res: RunRecord, path: str) -> list:
 
 def claims(res: RunRecord) -> list:
   """The claims of a run of this driver, with their verdicts (:mod:`experiments.framework.claims`): every row's
-  claims (:attr:`pfd_jax.methods.rows.Row.claims`) whose rows the run has, by run and per test query. The rows'
-  claims are the ones the run recorded (its provenance's registered rows: a row registered by the user's module
-  keeps its claims on a page built in another process); a run from before they were recorded: the registry's."""
-  recorded, out = res.get("provenance", {}).get("registered", {}).get("rows"), []
-  declared = ({name: [rows_lib.RowClaim(**c) for c in r["claims"]] for name, r in recorded.items()} if recorded
-              else {name: row.row_claims for name, row in rows_lib.REGISTRY.items()})
+  claims (:attr:`pfd_jax.methods.rows.Row.claims`) whose rows the run has, by run and per test query: a row of
+  the user's module with the claims the run recorded (its provenance's registered rows), the project's rows (and
+  every row of a run from before they were recorded) as declared now (a change after a run is marked in the
+  family, experiments/framework/frozen.py)."""
+  recorded, out = res.get("provenance", {}).get("registered", {}).get("rows") or {}, []
+  ours = {name: row.row_claims for name, row in rows_lib.REGISTRY.items()}
+  declared = {name: [rows_lib.RowClaim(**c) for c in r["claims"]] if r.get("module") != rows_lib.__name__ or
+              name not in ours else ours[name] for name, r in recorded.items()} or ours
   for loss, d in res["losses"].items():
     record = LossRecord.from_json(d)
     rows, folds, p = aggregate(record), len(record.folds), f"[{loss}] "

@@ -268,8 +268,8 @@ def test_the_family_is_fixed_by_its_declaration():
   np.testing.assert_allclose([d.adjusted[0] for d in less], [3 * 0.004, 2 * 0.02, math.nan])
   assert less[1].adjusted[1] == "undecided after Holm"  # 0.04 >= 2.5%: B no longer holds
   text = " ".join(family.conclusion(less))
-  assert "**g** (2 claims): after Holm, 1 holds, 1 undecided after Holm (B beats: undecided after Holm)" in text
-  assert "**h** (1 claim): after Holm, 1 not decided (C beats: not decided, stale (x))" in text
+  assert "**g** (2 claims; on x): after Holm, 1 holds, 1 undecided after Holm (B beats: undecided after Holm)" in text
+  assert "**h** (1 claim; on x): after Holm, 1 not decided (C beats: not decided, stale (x))" in text
   other = family.resolve(dict(runs, **{"c/x": ([C("C beats three", 0.01, unit="draws")], "")}), members)
   assert other[2].claim is None and "judged it over draws, the declaration over runs" in other[2].why
   with pytest.raises(family.DeclarationError, match="a/x states 'A beats one' as equivalence"):
@@ -282,8 +282,10 @@ def test_every_member_of_the_declared_family_is_a_claim_its_run_states():
   from experiments import report
   keys = {e.key for e in report.EXPECTED}
   assert {m.run for m in family.FAMILY} <= keys
-  assert len({(m.run, m.text) for m in family.FAMILY}) == len(family.FAMILY) == 26  # each claim once
-  assert sum(m.source == claims.PFD for m in family.FAMILY) == 21  # the main paper's 21 claims
+  assert len({(m.run, m.text) for m in family.FAMILY}) == len(family.FAMILY) == 25  # each claim once
+  assert sum(m.source == claims.PFD for m in family.FAMILY) == 20  # the main paper's 20 claims
+  assert all(m.quote for m in family.FAMILY)  # each quotes the sentence it tests
+  assert not {m.text for m, _ in family.WITHDRAWN} & {m.text for m in family.FAMILY}
   # a member declared over the re-drawn population is decided by a preset that re-draws and selects on validation
   flags = {e.key: pageplan._preset(e)[1].flags for e in report.EXPECTED}
   for m in family.FAMILY:

@@ -128,7 +128,7 @@ def test_report_builds_marks_stale_and_fails_on_a_missing_run(tmp_path, table5_r
   s = report.build(str(results), str(out), root=str(repo), expected=expected, readme=str(readme), members=members)
   text = readme.read_text()
   assert "PLACEHOLDER" not in text and text.endswith("\n\nafter\n") and f"commit `{tip[:10]}`" in text
-  assert "mean | **holds (p=" in text and "Tables 5 and 6** (3 claims): after Holm, 1 holds" in text
+  assert "mean | **holds (p=" in text and "Tables 5 and 6** (3 claims; on the synthetic default): after Holm, 1 holds" in text
   assert "Data loss on positive groups beats all groups | **not decided: stale (the canaries" in text
   md = out.read_text()
   assert s["stale"] == ["table5_positive_groups/synthetic"]

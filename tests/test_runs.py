@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from sklearn.datasets import dump_svmlight_file
 
 from experiments import export_logs, table2
-from experiments.framework import cli, rowstore, rundir, setup, tabulate
+from experiments.framework import cli, family, rowstore, rundir, setup, tabulate
 from pfd_jax import data as D
 from pfd_jax.data.config import DataConfig
 from pfd_jax.data import logs
@@ -61,6 +61,7 @@ def test_configurations_get_their_own_run_folders(two_folds, tmp_path):
   assert all(len(f["sha256"]) == 64 and f["bytes"] > 0 for f in files.values())
   assert prov["code"]["pfd_jax"] and len(prov["code"]["source_sha256"]) == 64
   assert prov["code"]["git_commit"] is None or len(prov["code"]["git_commit"]) == 40
+  assert prov["family"] == family.declaration(f"table2/{os.path.basename(os.path.dirname(a))}")
 
 
 def test_saved_rows_round_trip(tmp_path):

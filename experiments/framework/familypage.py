@@ -8,7 +8,7 @@ from typing import Mapping
 import numpy as np
 
 from experiments.framework import claims as claims_lib
-from experiments.framework import family, tabulate
+from experiments.framework import family, frozen, tabulate
 from experiments.framework.claims import MARGIN, Claim
 
 
@@ -54,22 +54,47 @@ def selection(res: dict) -> str:
   return chosen.pop() if len(chosen) == 1 else res.get("config", {}).get("train", {}).get("select_on", "-")
 
 
+def declared(decided: list, runs: Mapping[str, dict]) -> list:
+  """[frozen.Frozen] of each member against the run that decides it (status '-' without one)."""
+  return [frozen.frozen(d.member, runs[d.member.run]["prov"]) if d.member.run in runs else frozen.Frozen("-", "", False)
+          for d in decided]
+
+
+def declared_sentence(states: list) -> str:
+  """The conclusion's line on when each member was declared: the count of each status (experiments/framework/
+  frozen.py), the members amended after their runs and any changed unmarked."""
+  counts = {}
+  for f in states:
+    counts[f.status] = counts.get(f.status, 0) + 1
+  amended = sorted({f.detail for f in states if f.status == "amended after its run"})
+  return ("**When each claim was declared** (experiments/framework/frozen.py): " +
+          ", ".join(f"{n} {s.replace('its run', 'their runs' if n > 1 else 'its run')}" for s, n in counts.items()) +
+          (f" ({'; '.join(amended)})" if amended else "") + ". Frozen: its run recorded the member's hash; declared "
+          "before its run: family.py at the run's commit declared it so (the run predates recorded hashes); "
+          "declared after its run: family.py did not yet exist at the run's commit.")
+
+
 def paper_claims(decided: list, runs: Mapping[str, dict], conclusion: list, anchors: Mapping[str, str]) -> str:
   """'The paper's claims': the conclusion, then one row per declared member (experiments/framework/family.py) with
-  the run that decides it, its population, selection, raw and adjusted verdicts, power and MDE."""
-  table = []
-  for d in decided:
+  the run that decides it, its population, selection, raw and adjusted verdicts, power and MDE, and when it was
+  declared (experiments/framework/frozen.py)."""
+  table, states = [], declared(decided, runs)
+  for d, state in zip(decided, states):
     m, c, anchor = d.member, d.claim, anchors.get(d.member.run)
     run = runs.get(m.run)
     link = f"[{m.run}](#{anchor})" if anchor else m.run
+    when = f"**{state.status}** ({state.detail})" if state.unmarked or state.status.startswith("amended") else \
+        state.status
     table.append([m.group, m.text if c is None else c.text, m.source, c.form_text if c else m.form, link,
                   population(run["res"]) if run and c and m.population != "computed" else m.population,
                   selection(run["res"]) if run and c and m.population != "computed" else "-", f"**{c.verdict}**" if c else "-",
                   f"**{adjusted_cell(d)}**", "-" if c is None or not np.isfinite(c.power) else f"{c.power:.2f}",
-                  "-" if c is None or not np.isfinite(c.mde) else f"{100 * c.mde:.1f}%"])
+                  "-" if c is None or not np.isfinite(c.mde) else f"{100 * c.mde:.1f}%", when])
+  conclusion = [*conclusion, declared_sentence(states)]
   return ("## Conclusion\n\n" + "\n".join(f"- {c}" for c in conclusion) + "\n\n## The paper's claims\n\n"
           f"Every claim of the papers on this page, declared once with its form, margin, unit, population and the run "
-          "that decides it before those runs were made (experiments/framework/family.py): the page's family, "
+          "that decides it (experiments/framework/family.py; Declared: whether before that run was made, and any "
+          "amendment since, experiments/framework/frozen.py): the page's family, "
           f"whatever runs the page holds. Each is tested in the form its paper states it (one-sided tests at "
           f"{100 * claims_lib.ALPHA:g}%: a claim holds when its 95% interval lies inside the region it claims, does "
           "not reproduce when the interval lies outside it) and adjusted with the others by Holm's step-down method "
@@ -85,4 +110,9 @@ def paper_claims(decided: list, runs: Mapping[str, dict], conclusion: list, anch
           "shape: the gain's change across the sweep at the smallest slope its test finds, experiments/framework/"
           "sweeps.py).\n\n" +
           tabulate.markdown_table(["Group", "Claim", "Source", "Form", "Decided by", "Population", "Selection",
-                                   "Verdict (raw)", "After Holm", "Power", "MDE"], table) + "\n")
+                                   "Verdict (raw)", "After Holm", "Power", "MDE", "Declared"], table) +
+          "\nThe sentences the members test (the main paper's unless the source says otherwise):\n\n" +
+          "".join(f"- {d.member.text}: {d.member.quote}\n" for d in decided if d.member.quote) +
+          "".join(f"\nWithdrawn after its run, and in no tally: {m.text} ({m.run}; {m.form}"
+                  f"{f', margin {100 * m.margin:g}%' if m.margin else ''}): {why}.\n" for m, why in family.WITHDRAWN
+                  if m.run in runs))

@@ -23,6 +23,7 @@ from pfd_jax.data.config import DataConfig
 from pfd_jax.methods import rows as rows_lib
 from pfd_jax.ops import losses as losses_lib
 from pfd_jax.training import teaching as teaching_lib
+from experiments.framework import family
 from experiments.framework.outputs import as_json, write_json
 from experiments.framework.schema import Config, Driver, OutputConfig
 from experiments.framework.setup import folds_of
@@ -37,7 +38,7 @@ def prepare_run(cfg: Config, driver: Driver, write: bool = True) -> tuple:
   prov = provenance(cfg, driver)
   # the registered entries' code is checked row by row by the resume store (rowstore), which trains again a row
   # whose entry changed; the folder stays the configuration's
-  key = {k: v for k, v in prov.items() if k != "registered"}
+  key = {k: v for k, v in prov.items() if k not in ("registered", "family")}  # the family: what decides, not what runs
   key["code"] = {k: prov["code"][k] for k in ("pfd_jax", "source_sha256")}
   digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:10]
   run_dir = os.path.join(cfg.output.out_dir, label(cfg, driver), digest)
@@ -94,6 +95,7 @@ class Provenance(TypedDict, total=False):
   code: CodeVersion
   registered: Registered
   matmul_precision: str
+  family: Dict[str, Any]
   data: Dict[str, Any]
 
 
@@ -120,11 +122,14 @@ def provenance(cfg: Config, driver: Driver) -> Provenance:
   code (package version, git commit, SHA-256 of the sources), the matrix products' precision (--matmul_precision),
   and every registered row, loss, dataset and teaching it
   may use: where each was registered and a hash of what it runs (:meth:`pfd_jax.registry.Registry.record`; a
-  row's title, view, teacher, overrides and claims too), with the --registry_modules that registered them."""
+  row's title, view, teacher, overrides and claims too), with the --registry_modules that registered them, and the
+  claims' family as declared now (:func:`experiments.framework.family.declaration`: it freezes the members this run
+  decides)."""
   run = dataclasses.replace(cfg.run, restart=False, save_models=False)
   out = dict(driver=driver.name, config=as_json({"c": cfg.replace(output=OutputConfig(), run=run)})["c"],
              code=code_version(), registered=registered(cfg, driver),
-             matmul_precision=cfg.train.matmul_precision)  # said even at its default, which the config omits
+             matmul_precision=cfg.train.matmul_precision,  # said even at its default, which the config omits
+             family=family.declaration(f"{driver.name}/{label(cfg, driver)}"))
   if "data" in driver.groups:
     out["data"] = data_provenance(cfg.data)
     if cfg.data.data_source == "streamed":  # each fold's folder under it is logged: shard_dir/<dataset>-<hash>

@@ -164,8 +164,8 @@ for _row in (
     Row("pfd", "PFD student", teacher="pfd_teacher", primary=True, versus="lightgbm", claims=(
         RowClaim("no_distill", f"PFD student beats no-distillation {_PAPER}", source=_PFD),
         RowClaim("self_distill", f"PFD student beats self-distillation {_PAPER}", source=_PFD),
-        RowClaim("gend", f"PFD student is better than or as good as the GenD student (within 1%) {_PAPER}",
-                 "non-inferiority", 0.01, _PFD),
+        # "PFD has the best performance on all evaluated settings" (Table 2's caption): better than GenD, no margin
+        RowClaim("gend", f"PFD student beats the GenD student {_PAPER}", source=_PFD),
         ("placebo", "PFD student beats the placebo student: the gain is the privileged information (control)"),
         ("lambdamart", "PFD student beats LambdaMART, the incumbent"))),
     # the placebo teacher reads permuted privileged features, which no file has: never saved as a model

@@ -1,0 +1,65 @@
+"""The family frozen before its runs (experiments/framework/frozen.py): a run records the members it decides, a
+member changed after its run is marked amended or fails here."""
+import json
+import os
+
+import pytest
+
+from experiments.framework import family, frozen
+from experiments.framework.staleness import ROOT
+
+PUBLISHED = os.path.join(ROOT, "published")
+
+
+def _prov(members, run, commit=None):
+  return dict(family=family.declaration(run, members), code=dict(git_commit=commit))
+
+
+def test_a_member_hash_covers_what_its_verdict_depends_on_and_not_its_words_about_it():
+  m = family.FAMILY[0]
+  for field, value in (("text", m.text + "!"), ("form", "equivalence"), ("margin", 0.05), ("run", "x/y"),
+                       ("source", "SDR"), ("population", "fixed"), ("unit", "runs")):
+    assert family.member_hash(m._replace(**{field: value})) != family.member_hash(m), field
+  assert family.member_hash(m._replace(quote="a sentence", amended="abc: why")) == family.member_hash(m)
+  decl = family.declaration(m.run)
+  assert decl["hash"] == family.family_hash() and decl["members"][m.text] == family.member_hash(m)
+  assert set(decl["members"]) == {x.text for x in family.FAMILY if x.run == m.run}
+  assert family.declaration("no/such_run")["members"] == {}
+
+
+def test_a_member_changed_after_its_run_is_caught_unless_marked_amended():
+  m = family.FAMILY[2]._replace(amended="")
+  prov = _prov((m,), m.run)
+  assert frozen.frozen(m, prov) == (frozen.Frozen("frozen", frozen.frozen(m, prov).detail, False))
+  planted = m._replace(margin=m.margin + 0.01)  # the margin moved after the run
+  caught = frozen.frozen(planted, prov)
+  assert caught.status == "changed after its run" and caught.unmarked
+  marked = frozen.frozen(planted._replace(amended="0123456: its margin, 1% -> 2%"), prov)
+  assert marked == frozen.Frozen("amended after its run", "0123456: its margin, 1% -> 2%", False)
+  renamed = frozen.frozen(m._replace(text="another claim"), prov)  # a member its run never declared
+  assert renamed.unmarked and "not declared" in renamed.detail
+
+
+def test_a_run_without_a_recorded_family_is_read_against_family_py_at_its_commit():
+  first = frozen.git(ROOT, "log", "--diff-filter=A", "--format=%H", "--", frozen.FAMILY_FILE).stdout.split()
+  if not first:
+    pytest.skip("no git history of family.py here")
+  before = frozen.git(ROOT, "rev-parse", f"{first[-1]}^").stdout.strip()
+  m = family.FAMILY[0]
+  assert frozen.frozen(m, dict(code=dict(git_commit=before))).status == "declared after its run"
+  at = frozen.declared_at(first[-1])
+  assert at is not None and all(len(h) == 12 for h in at.values())
+
+
+def test_every_published_deciding_run_is_frozen_or_its_change_marked():
+  """The page's runs (published/, as the report archives them): no member changed after its run unmarked."""
+  if not os.path.isdir(PUBLISHED):
+    pytest.skip("no published runs")
+  unmarked = []
+  for m in family.FAMILY:
+    path = os.path.join(PUBLISHED, m.run.replace("/", "-"), "provenance.json")
+    if os.path.exists(path):
+      with open(path) as f:
+        found = frozen.frozen(m, json.load(f))
+      unmarked += [f"{m.run}: {m.text}: {found.detail}"] if found.unmarked else []
+  assert not unmarked, unmarked
