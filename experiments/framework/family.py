@@ -67,7 +67,7 @@ _GEND_AMENDED = ("{commit}: 'better than or as good as the GenD student (within 
                  "the GenD student', superiority, as Table 2's caption states it (the 1% margin was set after a page "
                  "had shown -3.4%)")
 _ALPHA_AMENDED = "{commit}: 'at every alpha' (up to 0.999) became 'at every alpha <= 0.95', appendix A.7's range"
-_AMENDING = "(this commit)"  # the commit of the two amendments above
+_AMENDING = "8d36c78"  # the commit of the two amendments above, and of the withdrawal below
 _TABLE2 = (("PFD student beats no-distillation (paper, Table 2)", "superiority", ""),
            ("PFD student beats self-distillation (paper, Table 2)", "superiority", ""),
            ("PFD student beats the GenD student (paper, Table 2)", "superiority", _GEND_AMENDED))
