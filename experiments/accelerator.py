@@ -5,6 +5,7 @@ the benchmark's headline, each in its turn, over as many calls of at most 10 min
   python -m experiments.accelerator                        # on one GPU: what fits this call, in order
   python -m experiments.accelerator --steps=decisive_gpu   # one step with the whole call
   python -m experiments.accelerator --dry_run              # the same steps at toy size on CPU, in minutes
+  python -m experiments.accelerator --steps=calibrate_web30k_like  # a paper analogue's teachers, at the paper's size
 
 Each step is a command run as a subprocess. Its need is measured (seconds on one H200, see STEPS): a step starts
 where its need fits what is left of the call once the later steps that fit have their needs set aside, runs until
@@ -41,6 +42,7 @@ from typing import List, NamedTuple, Optional, Tuple
 from absl import flags
 
 from experiments import guards
+from pfd_jax.data import analogues
 
 flags.DEFINE_bool("dry_run", False, "The same steps at toy size (tiny data, 2 epochs, 2 draws, one test file) into a "
                   "temporary folder (or --out_root): a check of the command on any machine, not a result.")
@@ -90,6 +92,14 @@ STEPS = (
          60, ("table2/synthetic-web30k",)),
     Step("headline", ("experiments.benchmark",), 160, ("--headline_scale=0.005", "--seed_counts=1,2", "--repeats=1"),
          190, ("benchmark",)),
+    # The paper analogues' teachers calibrated at the paper's Table 1 sizes (experiments/calibrate.py: the baseline
+    # and teacher rows only, each candidate resumable; docs/analogues.md), named with --steps, never by default: a
+    # calibration's result is committed before any student of its analogue is trained. Their need on a GPU is not
+    # measured: 300 s is a floor at a guess (the data and a first candidate), so a call gives one what is left.
+    *(Step(f"calibrate_{name}", ("experiments.calibrate", f"--dataset={name}",
+                                 f"--synthetic_scale={1 / analogues.ANALOGUES[name].fraction:g}"), 300,
+           ("--synthetic_scale=0.05", "--epochs=2", "--seeds=1", "--weights=0.5", "--leaks=0", "--max_buckets=2"), 60,
+           (f"calibrate/{name}",)) for name in analogues.ANALOGUES),
 )
 
 

@@ -22,7 +22,7 @@ from typing import Tuple
 import numpy as np
 
 from experiments import table2
-from experiments.framework import lifecycle, rundir, schema, tabulate
+from experiments.framework import lifecycle, outputs, rundir, schema, tabulate
 from experiments.framework.records import RunRecord
 from pfd_jax.config import ConfigError, option
 from pfd_jax.data import analogues
@@ -121,18 +121,21 @@ def to_markdown(res: RunRecord) -> str:
   return head + tabulate.markdown_table(["settings"] + losses + ["distance"], rows)
 
 
-def write_settings(res: RunRecord) -> str:
+def write_settings(res) -> str:
   """Writes the chosen candidate to pfd_jax/data/analogues.json (the file the analogues read), with its distance,
   the losses and seeds it was measured on and the code that measured it (commit, dirty, sources' digest); returns
-  the file's path."""
+  the file's path. `res`: this driver's RunRecord, or its results.json as loaded (a calibration made on another
+  machine, the accelerator's: ``calibrate.write_settings(json.load(open(<its results.json>)))``), whose run's code
+  is the one its provenance recorded."""
   path = analogues.SETTINGS_FILE
   with open(path) as f:
     current = json.load(f)
-  cfg = res["config"]
-  current[cfg.data.dataset] = dict(
-      res["chosen"]["settings"], distance=round(res["chosen"]["distance"], 3), losses=list(cfg.losses),
-      seeds=cfg.run.seeds, epochs=cfg.train.epochs, measured=res["chosen"]["measured"],
-      code=rundir.code_version())
+  res = outputs.as_json(res)
+  cfg, chosen = res["config"], res["chosen"]
+  current[cfg["data"]["dataset"]] = dict(
+      chosen["settings"], distance=round(chosen["distance"], 3), losses=list(chosen["measured"]),
+      seeds=cfg["run"]["seeds"], epochs=cfg["train"]["epochs"], measured=chosen["measured"],
+      code=res.get("provenance", {}).get("code") or rundir.code_version())
   with open(path, "w") as f:
     json.dump(current, f, indent=1, sort_keys=True)
     f.write("\n")

@@ -1,13 +1,14 @@
 """The paper analogues (pfd_jax.data.analogues): Table 1's shape, the paper's split, and a calibration that
 trains no student (experiments.calibrate)."""
 import dataclasses
+import json
 
 import numpy as np
 import pytest
 
 from conftest import tiny
 from experiments import calibrate
-from experiments.framework import setup
+from experiments.framework import outputs, setup
 from pfd_jax.config import ConfigError
 from pfd_jax.data import analogues as A
 from pfd_jax.data.config import DataConfig
@@ -78,7 +79,7 @@ def test_teachers_only_plans_the_baseline_and_the_teachers():
   assert names == ["no_distill", "gend_teacher", "pfd_teacher"]
 
 
-def test_the_calibration_trains_no_student(monkeypatch):
+def test_the_calibration_trains_no_student(monkeypatch, tmp_path):
   """Every student row planted to fail if trained; the calibration of two candidates runs to its choice, which
   is the nearer of the two to Table 4 by the distance it states."""
   def planted(*args, **kwargs):
@@ -95,6 +96,16 @@ def test_the_calibration_trains_no_student(monkeypatch):
     assert t["distance"] == pytest.approx(calibrate.distance(t["measured"], calibrate.TABLE4["web30k_like"],
                                                              cfg.options))
   assert res["chosen"]["distance"] == min(t["distance"] for t in res["candidates"])
+  # the chosen candidate written from the run, and from its results.json as another machine's run comes back
+  written = []
+  for record in (res, outputs.as_json(res)):
+    path = tmp_path / f"analogues{len(written)}.json"
+    path.write_text("{}")
+    monkeypatch.setattr(A, "SETTINGS_FILE", str(path))
+    calibrate.write_settings(record)
+    written.append(json.loads(path.read_text())["web30k_like"])
+  assert written[0] == written[1] and written[0]["weight"] == res["chosen"]["settings"]["weight"]
+  assert written[0]["losses"] == list(res["chosen"]["measured"]) and written[0]["seeds"] == 1
 
 
 def test_the_distance_is_the_largest_deviation_in_tolerances():

@@ -251,6 +251,30 @@ def test_the_accelerator_gives_a_step_the_time_the_later_steps_that_fit_do_not_n
   assert A.plan([head], 200, dry=True) == 200 and A.plan([head], head.dry_need - 1, dry=True) is None
 
 
+def test_every_accelerator_step_is_a_command_its_driver_accepts(tmp_path):
+  """Each driver step's command line, on the device and in the dry run, parses into its driver's configuration (a
+  step the device machine would refuse costs a call); the analogues' calibrations run at the paper's Table 1 sizes
+  (--synthetic_scale = 1 / the declared fraction), never by default."""
+  import importlib
+  from absl import flags
+  from experiments import accelerator as A
+  from pfd_jax.data import analogues
+  for step in (s for s in A.STEPS if not s.tests):
+    driver = importlib.import_module(step.args[0]).DRIVER
+    for dry in (False, True):
+      fv = flags.FlagValues()
+      cli.define_flags(driver, fv, key_module="t")
+      fv(["prog", *A.command(step, str(tmp_path), dry)[3:]])
+      cfg = cli.config_from_flags(driver, fv)
+      if step.name.startswith("calibrate_"):
+        a = analogues.ANALOGUES[cfg.data.dataset]
+        assert cfg.data.synthetic_scale == pytest.approx(0.05 if dry else 1 / a.fraction)
+        assert a.num_queries(cfg.data.synthetic_scale)[0] == (max(round(a.queries[0] * a.fraction * 0.05), 1) if dry
+                                                               else a.queries[0])
+  assert {s.name for s in A.STEPS if s.name.startswith("calibrate_")} == {f"calibrate_{n}" for n in analogues.ANALOGUES}
+  assert not [n for n in A.FLAGS["steps"].default if n.startswith("calibrate_")]
+
+
 def _stop_when_ready(stopper, ready):
   """Asks `stopper` to stop once the child wrote `ready` (its handler is installed): synchronised on the file."""
   import threading
