@@ -22,17 +22,14 @@ from typing import Tuple
 import numpy as np
 
 from experiments import table2
-from experiments.framework import lifecycle, outputs, rundir, schema, tabulate
+from experiments.framework import lifecycle, outputs, paper, rundir, schema, tabulate
 from experiments.framework.records import RunRecord
 from pfd_jax.config import ConfigError, option
 from pfd_jax.data import analogues
 
 # Table 4 of the paper: (no-distillation NDCG@8, PFD teacher's gain %, GenD teacher's gain %) per loss.
-TABLE4 = {
-    "yahoo_like": {"rankbce": (0.517, 18.6, 17.1), "ranknet": (0.519, 18.8, 19.6)},
-    "istella_like": {"rankbce": (0.402, 5.4, -9.4), "ranknet": (0.395, 4.5, -7.7)},
-    "web30k_like": {"rankbce": (0.241, 3.6, -27.6), "ranknet": (0.227, 1.6, -28.7)},
-}
+TABLE4 = {name: {loss: paper.teachers(loss, a.paper) for loss in ("rankbce", "ranknet")}
+          for name, a in analogues.ANALOGUES.items()}
 TEACHERS = ("pfd_teacher", "gend_teacher")
 
 

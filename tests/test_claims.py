@@ -437,3 +437,30 @@ def test_a_slope_against_the_claim_gets_no_count_of_runs():
   gains = np.stack([-0.01 * x[i] + rng.normal(0, 0.05, 12) for i in range(3)])  # slope against a growing gain
   c = sweeps.trend("grows", x, gains)
   assert c.verdict.startswith("undecided") and "lies against the claim" in c.detail and "would detect" not in c.detail
+
+
+def test_the_papers_typed_table_4_agrees_with_itself_and_with_calibration():
+  """Each row's printed change over no-distillation against its printed means (3 digits: within their rounding),
+  so a mistyped figure fails; the calibration's targets are these figures."""
+  from experiments import calibrate
+  from experiments.framework import paper
+  for (dataset, loss), rows in paper.TABLE4.items():
+    base = rows["no_distill"][0]
+    for name, (ndcg, printed) in rows.items():
+      assert abs(100 * (ndcg / base - 1) - printed) < 100 * 0.001 / base + 0.05, (dataset, loss, name)
+    assert paper.table4_change(loss, "pfd") == tuple((d, paper.TABLE4[(d, loss)]["pfd"][1]) for d in paper.DATASETS)
+  assert calibrate.TABLE4["web30k_like"]["rankbce"] == (0.241, 3.6, -27.6)
+  assert dict(paper.table4_change("ranknet", "pfd", "gend"))["Yahoo"] == -0.2  # the paper's own tie
+
+
+def test_an_interval_is_set_beside_the_effects_the_paper_reports():
+  e = stats.Estimate(0.02, 1.0, 0.005, 39.0, "draws", 40)
+  c = claims.claim("X beats Y", e, source=claims.PFD)
+  lo, hi = e.interval()
+  assert c.interval == pytest.approx((lo, hi))
+  m = family.Member("g", "a/x", "X beats Y", "superiority", reported=(("A", 0.5), ("B", 2.0), ("C", 5.0)))
+  text = family.beside_reported(family.Decided(m, c, "", (c.p, c.verdict)))
+  assert text == f"X beats Y: [{100 * lo:+.1f}%, {100 * hi:+.1f}%] lies above +0.5% (A); it contains +2.0% (B); it " \
+                "lies below +5.0% (C)"
+  assert family.beside_reported(family.Decided(m._replace(reported=()), c, "", (c.p, c.verdict))) == ""
+  assert family.beside_reported(family.Decided(m, c._replace(interval=()), "", (c.p, c.verdict))) == ""

@@ -70,6 +70,7 @@ class Claim(NamedTuple):
                            # power (equivalence: the smallest margin it could establish); :func:`detectable`
   need: int = 0            # an undecided claim: the units that would decide it (80% power, :func:`_need`); 0 unknown
   have: int = 0            # an undecided claim: the units it has, counted as `need` counts them
+  interval: tuple = ()     # its 95% interval of the relative change (lo, hi); () for a sweep, a check, a trend
 
   @property
   def confirmatory(self) -> bool:
@@ -265,9 +266,10 @@ def claim(text: str, e: stats.Estimate, *, form: str = "superiority", margin: fl
     detail += f"; runs: {tabulate.change_cell(run)}"
   thresholds = {"superiority": (margin,), "non-inferiority": (-margin,), "equivalence": (-margin, margin)}[form]
   why = fragility(run, e.interval() if e.unit in RUN_UNITS else None, thresholds) if run else ""
+  interval = tuple(float(v / e.reference) for v in e.interval()) if e.reference else ()
   return Claim(text, word, detail + (f"; {why}" if why else ""), queries=queries, fragile=bool(why), form=form,
                margin=margin, source=source, p=p, p_against=against(e, form, margin), unit=e.unit,
-               power=achieved_power(e, form, margin), mde=mde, need=need, have=have)
+               power=achieved_power(e, form, margin), mde=mde, need=need, have=have, interval=interval)
 
 
 def detectable(e: stats.Estimate, form: str) -> float:
