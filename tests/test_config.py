@@ -220,3 +220,23 @@ def test_every_preset_parses_and_writes_where_the_page_reads():
     assert rundir.label(cfg, driver) == e.label, e.key
     if e.key == "table2/synthetic-web30k":
       assert cfg.data.synthetic_kwargs()["chunk"] == 500 and cfg.data.synthetic_kwargs()["num_queries"][0] == 18919
+
+
+def test_istella_unpacked_with_both_folders_is_refused_and_each_folder_is_read_alone(tmp_path):
+  """Istella's archive ships full/ (train, test) and sample/ (train, vali, test): one run's splits never come from
+  both (they were: vali from sample/, train and test from full/)."""
+  from pfd_jax import data as D
+  line = "1 qid:{q} 1:0.5 2:1e30\n0 qid:{q} 1:0.1 2:0.2\n"
+  for folder, splits in (("full", ("train", "test")), ("sample", ("train", "vali", "test"))):
+    (tmp_path / folder).mkdir()
+    for split in splits:
+      (tmp_path / folder / f"{split}.txt").write_text(line.format(q=len(split)))
+  with pytest.raises(D.DataError, match="full and .*sample both hold split files.*--data_dir"):
+    D.split_files("istella", str(tmp_path))
+  assert D.split_files("istella", str(tmp_path / "full")) == {s: str(tmp_path / "full" / f"{s}.txt")
+                                                              for s in ("train", "test")}
+  assert set(D.split_files("istella", str(tmp_path / "sample"))) == {"train", "vali", "test"}
+  (tmp_path / "sample" / "vali.txt").rename(tmp_path / "vali.txt")  # a split beside a folder that holds others
+  import shutil
+  shutil.rmtree(tmp_path / "full")
+  assert set(D.split_files("istella", str(tmp_path))) == {"train", "test"}  # sample/'s own, not the root's vali

@@ -122,10 +122,15 @@ def split_files(name: str, data_dir: Optional[str], fold: int = 1) -> dict:
   folders = [os.path.join(root, f"Fold{fold}")] if s.folds > 1 or own else []
   folders += [os.path.join(root, f) for f in s.folders]
   folders.append(root)
-  found = {split: p for split in SPLITS if (p := _find_split(folders, split))}
-  if not found:
+  holding = [f for f in folders if any(_find_split([f], split) for split in SPLITS)]
+  if not holding:
     raise FileNotFoundError(f"dataset {name!r}: no train/vali/test file in {folders}")
-  return found
+  alternatives = [f for f in holding if os.path.basename(f) in s.folders]
+  if len(alternatives) > 1:  # e.g. Istella's full/ and sample/, unpacked side by side: two datasets, not one
+    raise DataError(f"dataset {name!r}: {' and '.join(alternatives)} both hold split files, and one run's splits "
+                    f"never come from two of them: point --data_dir at the one to use")
+  # every split from the first folder that holds any (never a split of another folder beside it)
+  return {split: p for split in SPLITS if (p := _find_split(holding[:1], split))}
 
 
 def load_raw(name: str, data_dir: Optional[str] = None, fold: int = 1, cache_dir: Optional[str] = None,

@@ -10,9 +10,11 @@ A new LETOR-like format is one spec and its reader (a function from a split file
   # then lifecycle.main(table2.DRIVER) in the same script: python my_data.py --dataset=my_csv --data_dir=exports/
   #   --privileged=21,22 (experiments.framework.lifecycle, experiments.table2)
 
-Folder layouts (the first that exists wins; ``.gz`` is accepted everywhere): ``DIR/Fold{k}/{split}.txt`` for a
-set of ``folds`` > 1 (and for an own folder that has ``Fold1``, ``Fold2``, ...), then ``DIR/<folders>/``, then
-``DIR`` itself, each split under any of its aliases (:data:`ALIASES`).
+Folder layouts (the first that holds a split file wins, and every split comes from it; ``.gz`` is accepted
+everywhere): ``DIR/Fold{k}/{split}.txt`` for a set of ``folds`` > 1 (and for an own folder that has ``Fold1``,
+``Fold2``, ...), then ``DIR/<folders>/``, then ``DIR`` itself, each split under any of its aliases
+(:data:`ALIASES`). Two of a dataset's ``folders`` that both hold split files (Istella's ``full/`` and ``sample/``
+unpacked side by side) are refused: --data_dir names the one to use.
 """
 from __future__ import annotations
 
