@@ -240,3 +240,22 @@ def test_istella_unpacked_with_both_folders_is_refused_and_each_folder_is_read_a
   import shutil
   shutil.rmtree(tmp_path / "full")
   assert set(D.split_files("istella", str(tmp_path))) == {"train", "test"}  # sample/'s own, not the root's vali
+
+
+def test_a_generated_data_preset_never_runs_silently_on_files(tmp_path):
+  """--preset=web30k (synthetic data at Web30k's size) with --dataset=web30k --data_dir=...: the size flags are
+  refused, naming them, rather than ignored while the run's provenance records them."""
+  with pytest.raises(C.ConfigError, match="synthetic_web30k: .*dataset=web30k reads files"):
+    DataConfig(dataset="web30k", data_dir=str(tmp_path), synthetic_web30k=True)
+  with pytest.raises(C.ConfigError, match="synthetic_queries, synthetic_mean_docs set"):
+    DataConfig(dataset="ohsumed", synthetic_queries=(5, 5, 5), synthetic_mean_docs=10.0)
+  DataConfig(dataset="synthetic", synthetic_web30k=True)  # generated data: as before
+  DataConfig(dataset="web30k_like", synthetic_scale=20.0)
+  DataConfig(dataset="web30k", data_dir=str(tmp_path))
+  from experiments import table2
+  preset = next(p for p in table2.PRESETS if p.name == "web30k")
+  fv = flags.FlagValues()
+  cli.define_flags(table2.DRIVER, fv, key_module="t")
+  fv(["prog", *preset.flags.split(), "--dataset=web30k", f"--data_dir={tmp_path}"])
+  with pytest.raises(app.UsageError, match="--synthetic_web30k=True: .*dataset=web30k reads files: drop them"):
+    cli.config_from_flags(table2.DRIVER, fv)

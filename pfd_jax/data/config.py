@@ -106,6 +106,16 @@ class DataConfig:
     if self.synthetic_queries and len(self.synthetic_queries) != 3:
       raise ConfigError("synthetic_queries", f"three counts (train,vali,test) expected, got {self.synthetic_queries}")
     _check_labels(self)
+    generator = {k: v for k, v in (("synthetic_scale", self.synthetic_scale != 1.0),
+                                   ("synthetic_web30k", self.synthetic_web30k),
+                                   ("synthetic_queries", bool(self.synthetic_queries)),
+                                   ("synthetic_mean_docs", self.synthetic_mean_docs is not None),
+                                   ("synthetic_chunk", bool(self.synthetic_chunk))) if v}
+    if generator and self.dataset in REGISTRY and not REGISTRY[self.dataset].in_memory:
+      # a generated-data preset with --dataset=<files> would run on the files and record settings that did not apply
+      raise ConfigError(next(iter(generator)), f"{', '.join(generator)} set the generated data's size, and "
+                        f"dataset={self.dataset} reads files: drop them (a preset that sets them is a generated "
+                        f"data preset)")
     if self.analogue:
       if self.dataset not in analogues.ANALOGUES:
         raise ConfigError("analogue", f"applies to a paper analogue ({', '.join(analogues.ANALOGUES)}), not "
