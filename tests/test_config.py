@@ -259,3 +259,18 @@ def test_a_generated_data_preset_never_runs_silently_on_files(tmp_path):
   fv(["prog", *preset.flags.split(), "--dataset=web30k", f"--data_dir={tmp_path}"])
   with pytest.raises(app.UsageError, match="--synthetic_web30k=True: .*dataset=web30k reads files: drop them"):
     cli.config_from_flags(table2.DRIVER, fv)
+
+
+def test_yahoo_keeps_its_declared_width_when_an_id_is_absent_from_every_file(tmp_path):
+  """Yahoo Set 1 declares 700 features, and ids that never occur: a file set whose highest id is 699 still reads
+  as 700 columns (the absent ones 0, as an absent SVMlight feature is); an id past the width is refused."""
+  from pfd_jax import data as D
+  for split, ids in (("train", (1, 5, 699)), ("valid", (2, 650)), ("test", (3,))):
+    feats = " ".join(f"{i}:0.5" for i in ids)
+    (tmp_path / f"set1.{split}.txt").write_text(f"1 qid:1 {feats}\n0 qid:1 {feats}\n")
+  raw = D.load_raw("yahoo", str(tmp_path))
+  assert {s: g.x.shape[1] for s, g in raw.items()} == {"train": 700, "vali": 700, "test": 700}
+  assert raw["train"].x[:, 698].tolist() == [0.5, 0.5] and not raw["train"].x[:, 699].any()
+  (tmp_path / "set1.test.txt").write_text("1 qid:1 701:0.5\n0 qid:1 1:0.5\n")
+  with pytest.raises(D.DataError, match="set1.test.txt: feature id 701 past dataset yahoo's 700 features"):
+    D.load_raw("yahoo", str(tmp_path))

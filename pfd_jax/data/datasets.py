@@ -147,7 +147,8 @@ def load_raw(name: str, data_dir: Optional[str] = None, fold: int = 1, cache_dir
     return s.generate(synthetic_kwargs or {}, (index, count))
   files = split_files(name, data_dir, fold)
   if count == 1:
-    return pad_features({split: s.read(p, cache_dir) for split, p in files.items()})
+    splits = {split: s.read(p, cache_dir) for split, p in files.items()}
+    return _declared_width(s, files, splits, max(g.x.shape[1] for g in splits.values()))
   if s.read_shard is None:
     raise DataError(f"dataset {name!r} has no reader of a process's share of a file: run it in one process")
   # Every process checks what one process would: an error in any shard stops all of them with its words, and a
@@ -162,7 +163,18 @@ def load_raw(name: str, data_dir: Optional[str] = None, fold: int = 1, cache_dir
     raise DataError(error)
   for split, p in files.items():  # the same whole-file check in every process: the same line named everywhere
     require_contiguous(p, comm.concat(splits[split].qid))
-  return pad_features(splits, int(comm.max(max(g.x.shape[1] for g in splits.values()))))
+  return _declared_width(s, files, splits, int(comm.max(max(g.x.shape[1] for g in splits.values()))))
+
+
+def _declared_width(s, files: dict, splits: dict, widest: int) -> dict:
+  """`splits` zero-filled to the spec's declared width, else to the `widest` split's (a feature id no file mentions
+  is a column of zeros, as an absent SVMlight feature is 0); a file with an id past the declared width is refused,
+  naming it (in a multi-process run, the process that read it)."""
+  if s.num_features and widest > s.num_features:
+    split = next((k for k, g in splits.items() if g.x.shape[1] == widest), None)
+    where = files[split] if split else f"dataset {s.name}'s files"
+    raise DataError(f"{where}: feature id {widest} past dataset {s.name}'s {s.num_features} features")
+  return pad_features(splits, s.num_features or widest)
 
 
 def read_serving(path: str, num_features: Optional[int] = None, dataset: Optional[str] = None) -> tuple:

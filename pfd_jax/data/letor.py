@@ -17,7 +17,9 @@ to blame):
   * an empty file (no data line) is an error.
 Sparse files are read as dense with absent features = 0. Splits of one dataset may have different maximal
 feature ids (a sparse file need not mention the last feature); :func:`pad_features` zero-fills them to a
-common width, which is what the SVMlight format means by an absent feature.
+common width, which is what the SVMlight format means by an absent feature. A registered dataset with a declared
+width (``DatasetSpec.num_features``: Web30k 136, Yahoo 700, Istella 220) is filled to it, so an id absent from every
+file (Yahoo has some) is a column of zeros, indistinguishable from a feature that is 0 on every document.
 """
 from __future__ import annotations
 

@@ -48,13 +48,15 @@ class DatasetSpec:
   Groups: one split file; read_shard(path, index, count) -> Groups: a process's share of it (None: one process
   only); read_serving(path, num_features) -> (Groups, the feature ids present): a file to score; generate(kwargs,
   share) -> {split: Groups}: data made in memory instead of read (kwargs: DataConfig.synthetic_kwargs(), share:
-  (process index, count))."""
+  (process index, count)); num_features: the distribution's declared width (0: the widest split's highest id), so
+  a feature id absent from every file is a column of zeros rather than a column less."""
   name: str
   about: str
   folds: int = 1
   subdir: Optional[str] = None
   folders: Tuple[str, ...] = ()
   num_privileged: Optional[int] = None
+  num_features: int = 0
   labels: str = "gumbel"
   tau: Optional[float] = None
   own_folder: bool = False
@@ -107,10 +109,12 @@ for _spec in (
     DatasetSpec("ohsumed", "LETOR 3.0 OHSUMED", folds=5, subdir="ohsumed_letor3"),
     DatasetSpec("mq2008", "LETOR 4.0 MQ2008", folds=5, subdir="mq2008_fold1_partial"),
     DatasetSpec("web10k", "MSLR-WEB10K", folds=5, subdir="mslr_web10k_fold1_5k_sample", num_privileged=40),
-    DatasetSpec("web30k", "MSLR-WEB30K", folds=5, num_privileged=40),
-    DatasetSpec("yahoo", "Yahoo! LTR challenge Set 1 (set1.{train,valid,test}.txt)", num_privileged=200),
+    # the paper's three: their declared widths (Table 1: 136, 700, 220 features), whatever ids a file leaves out
+    DatasetSpec("web30k", "MSLR-WEB30K", folds=5, num_privileged=40, num_features=136),
+    DatasetSpec("yahoo", "Yahoo! LTR challenge Set 1 (set1.{train,valid,test}.txt)", num_privileged=200,
+                num_features=700),
     DatasetSpec("istella", "Istella LETOR / Istella-S ({full,sample}/)", folders=("full", "sample"),
-                num_privileged=50),
+                num_privileged=50, num_features=220),
     DatasetSpec("letor", "any LETOR folder by path: your own data", labels="file", own_folder=True, own_data=True),
     *(DatasetSpec(name, f"generated like the paper's {a.paper} (Table 1's shape; teachers: pfd_jax.data.analogues)",
                   num_privileged=a.num_privileged, tau=4.8, read=None, read_shard=None, generate=_analogue(name))
