@@ -222,9 +222,9 @@ def to_markdown(res: RunRecord) -> str:
            f"Rows marked * use privileged features. "
            f"Wall time {res['seconds']:.0f} s on {res['env']['backend']} ({res['env']['cpus']} CPUs).\n"]
   records = {loss: LossRecord.from_json(record) for loss, record in res["losses"].items()}
-  d = next(iter(records.values())).first_fold.data
-  parts.append(f"Labels: {_labels_text(d)}. Privileged feature ids ({d['privileged_choice']}): "
-               f"{tabulate.ids_text(d['privileged_ids'])}; regular: {tabulate.ids_text(d['regular_ids'])}.\n" +
+  first = next(iter(records.values()))
+  parts.append(f"Labels: {_labels_text(first.first_fold.data)}. "
+               f"{tabulate.privileged_text([f.data for f in first.folds.values()])}.\n" +
                protocol.population_text(cfg, next(iter(records.values()))))
   for loss, record in records.items():
     train = record.train_config

@@ -274,3 +274,17 @@ def test_yahoo_keeps_its_declared_width_when_an_id_is_absent_from_every_file(tmp
   (tmp_path / "set1.test.txt").write_text("1 qid:1 701:0.5\n0 qid:1 1:0.5\n")
   with pytest.raises(D.DataError, match="set1.test.txt: feature id 701 past dataset yahoo's 700 features"):
     D.load_raw("yahoo", str(tmp_path))
+
+
+def test_a_tables_privileged_ids_are_every_folds():
+  """An automatic choice is made on each fold's training split: the table says each fold's ids, not fold 1's alone
+  (a Web30k fold shared 32 of its 40 with each other fold)."""
+  from experiments.framework import tabulate
+  d = lambda p, r: dict(privileged_choice="auto", privileged_ids=p, regular_ids=r)
+  same = [d([1, 2, 3], [4, 5])] * 3
+  assert tabulate.privileged_text(same) == "Privileged feature ids (auto): 1-3; regular: 4-5"
+  two = [d([1, 2, 3], [4, 5]), d([1, 2, 5], [3, 4])]
+  assert tabulate.privileged_text(two) == "Privileged feature ids (auto, per fold): fold 1: 1-3; fold 2: 1-2,5"
+  many = [d([1, 2, 3], [4, 5])] + [d([1, 2, 5], [3, 4])] * 3 + [d([1, 2, 3], [4, 5])] * 2 + [d([4, 5, 6], [1])]
+  assert tabulate.privileged_text(many) == ("Privileged feature ids (auto, chosen per fold): fold 1's 1-3; the other "
+                                            "6 folds share 2.0 of its 3 on average")

@@ -159,3 +159,21 @@ def ids_text(ids: list) -> str:
     out.append(str(ids[i]) if j == i else f"{ids[i]}-{ids[j]}")
     i = j + 1
   return ",".join(out) or "none"
+
+
+def privileged_text(datas: list) -> str:
+  """The privileged and regular ids of a run's folds ({privileged_choice, privileged_ids, regular_ids} each, in
+  fold order): one list when every fold has the same; else each fold's (up to 5 folds), or fold 1's and how many
+  of them the others share on average (an automatic choice is made on each fold's own training split)."""
+  first = datas[0]
+  choice = first["privileged_choice"]
+  if all(d["privileged_ids"] == first["privileged_ids"] for d in datas):
+    return (f"Privileged feature ids ({choice}): {ids_text(first['privileged_ids'])}; regular: "
+            f"{ids_text(first['regular_ids'])}")
+  if len(datas) <= 5:
+    return f"Privileged feature ids ({choice}, per fold): " + "; ".join(
+        f"fold {k}: {ids_text(d['privileged_ids'])}" for k, d in enumerate(datas, 1))
+  ref = set(first["privileged_ids"])
+  shared = sum(len(ref & set(d["privileged_ids"])) for d in datas[1:]) / (len(datas) - 1)
+  return (f"Privileged feature ids ({choice}, chosen per fold): fold 1's {ids_text(first['privileged_ids'])}; the "
+          f"other {len(datas) - 1} folds share {shared:.1f} of its {len(ref)} on average")
