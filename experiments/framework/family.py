@@ -265,6 +265,8 @@ def conclusion(decided: Sequence[Decided]) -> list:
                "were measured on the paper's datasets and these intervals on the populations below, so an interval "
                "that rules one out says the effect differs here, not that the paper erred). " + ". ".join(beside) + ".")
   used = dict.fromkeys(population_of(d.member.run) for d in decided)
-  out.append("**The populations**: " + "; ".join(f"{name}: {what}" for name, what in used) + ". No claim is decided on "
-             "the paper's own datasets (Yahoo, Istella, Web30k) or on data calibrated to them.")
+  none = set(used) <= set(POPULATIONS.values())  # none of them the paper's files or an analogue of them
+  out.append("**The populations**: " + "; ".join(f"{name}: {what}" for name, what in used) + "." +
+             (" No claim is decided on the paper's own datasets (Yahoo, Istella, Web30k) or on data calibrated to "
+              "them." if none else ""))
   return out
