@@ -138,6 +138,7 @@ def test_compiled_programs_are_released_only_past_half_the_mapping_limit(monkeyp
 def test_launcher_stops_the_job_when_a_worker_dies(tmp_path):
   """Process 1 is SIGKILLed; process 0 ignores SIGTERM as one blocked in a collective would: the launcher
   SIGKILLs it after the grace period and names the dead process, its signal and the resume command."""
+  os.mkfifo(tmp_path / "ready")  # process 1 dies only once process 0 is ready (fake_worker.py)
   p = subprocess.run([sys.executable, "-m", "experiments.launch", "--num_processes=2", "--grace=1", "--",
                       "fake_worker", "die", str(tmp_path)], cwd=ROOT, env=_env(HERE), capture_output=True,
                      text=True, timeout=120)
