@@ -1,9 +1,10 @@
-r"""The accelerator run: the numeric tests, the decisive protocol sized for a 2% MDE, Table 2 at MSLR-WEB30K size and
-the benchmark's headline, each in its turn, over as many calls of at most 10 minutes on one GPU as they need
-(docs/reproducing.md).
+r"""The accelerator run: the numeric tests, the decisive protocol sized for a 2% MDE and the benchmark's headline, each
+in its turn, over as many calls of at most 10 minutes on one GPU as they need; Table 2 at MSLR-WEB30K size and the
+paper analogues' calibrations when named (docs/reproducing.md).
 
   python -m experiments.accelerator                        # on one GPU: what fits this call, in order
   python -m experiments.accelerator --steps=decisive_gpu   # one step with the whole call
+  python -m experiments.accelerator --steps=web30k         # Table 2 at Web30k size: calls of its own
   python -m experiments.accelerator --dry_run              # the same steps at toy size on CPU, in minutes
   python -m experiments.accelerator --steps=calibrate_web30k_like  # a paper analogue's teachers, at the paper's size
 
@@ -48,9 +49,9 @@ flags.DEFINE_bool("dry_run", False, "The same steps at toy size (tiny data, 2 ep
                   "temporary folder (or --out_root): a check of the command on any machine, not a result.")
 flags.DEFINE_float("minutes", 9.5, "The whole call's time (the device tool allows 10 minutes a command).",
                    lower_bound=1)
-flags.DEFINE_list("steps", ["numeric", "decisive_gpu", "web30k", "headline"], "The steps to consider, in their "
-                  "order: each runs if its need fits the time left once the later steps that fit have theirs set "
-                  "aside, and until then.")
+flags.DEFINE_list("steps", ["numeric", "decisive_gpu", "headline"], "The steps to consider, in their order: each "
+                  "runs if its need fits the time left once the later steps that fit have theirs set aside, and "
+                  "until then. web30k and the calibrations are named by hand: each takes calls of its own.")
 flags.DEFINE_string("out_root", "", "Where the runs are written (default: results; the dry run: a temporary folder).")
 flags.DEFINE_integer("grace", 60, "Seconds a step asked to stop may take to save and exit before it is killed.",
                      lower_bound=1)
@@ -77,12 +78,14 @@ class Step(NamedTuple):
 
 
 # Needs measured on one H200 (evidence/accelerator-h200-*, experiments/device_runs/h200-2026-11-26): the numeric
-# tests ran 144 tests in about 220 s on 12-14 workers; decisive_gpu loaded its 174 draws in 97 s and trained both
-# losses' rows by 405 s, and its statistics and files took about 40 s on the device's host after their mend; the
-# benchmark's headline took 154 s alone. web30k (about 4 h on two cores) has no measured need: it resumes, so it takes
-# what the others leave, if that is at least the 5 minutes that its data and a first row take at a guess. The dry
-# needs: each dry step alone on the developers' two cores, cold compilation cache. A need is a floor, not a cap: a
-# step runs until the later steps' needs are all that is left.
+# tests ran 144 tests in about 220 s on 12-14 workers, and 165 in 177 to 188 s on 8 (2026-11-28); decisive_gpu
+# loaded its 174 draws in 97 s and trained both losses' rows by 405 s, and its statistics and files took about 40 s
+# on the device's host after their mend; the benchmark's headline took 154 s alone on 2026-11-27, and on a fresh
+# machine on 2026-11-28 had not finished at 227 s (240 s is the least worth starting it with). web30k (about 4 h on
+# two cores) has no measured need and is named by hand: it resumes on the same warm machine, so it takes what a call
+# leaves, if that is at least the 5 minutes that its data and a first row take at a guess. The dry needs: each dry
+# step alone on the developers' two cores, cold compilation cache. A need is a floor, not a cap: a step runs until
+# the later steps' needs are all that is left.
 STEPS = (
     Step("numeric", ("pytest", "-m", "numeric and not slow", "-v", "-rfE", "-p", "no:cacheprovider"), 240,
          ("tests/test_precision.py",), 60, ()),
@@ -90,7 +93,7 @@ STEPS = (
          ("table2/synthetic-decisive_gpu",)),
     Step("web30k", ("experiments.table2", "--preset=web30k"), 300, TOY + ("--synthetic_web30k=false", "--seeds=2"),
          60, ("table2/synthetic-web30k",)),
-    Step("headline", ("experiments.benchmark",), 160, ("--headline_scale=0.005", "--seed_counts=1,2", "--repeats=1"),
+    Step("headline", ("experiments.benchmark",), 240, ("--headline_scale=0.005", "--seed_counts=1,2", "--repeats=1"),
          190, ("benchmark",)),
     # The paper analogues' teachers calibrated at the paper's Table 1 sizes (experiments/calibrate.py: the baseline
     # and teacher rows only, each candidate resumable; docs/analogues.md), named with --steps, never by default: a

@@ -327,11 +327,16 @@ def peer_rows(o: Options) -> tuple:
 
 def headline(o: Options) -> tuple:
   """The default case (module docstring): (results, markdown)."""
+  t0 = time.time()
+  stage = lambda name: logging.info("headline: %s at %.1fs", name, time.time() - t0)  # where a stopped call was
   ds = bench_modern.synthetic(o.headline_scale)
   docs, first, last = ds["train"].num_docs, o.seed_counts[0], o.seed_counts[-1]
+  stage(f"data ready ({docs:,} training documents); the ladder")
   small = dataclasses.replace(o, scale=o.headline_scale)
   lad, md = bench_modern.ladder(small, ds)
+  stage("the ladder done; one seed per model")
   one = bench_modern.epoch_times(bench_modern.ARCHS, ds, first, o.repeats, o.max_buckets)
+  stage("one seed done; the rooflines")
   rows, res = [], dict(env=rundir.environment(), ladder=lad, one_seed={})
   for name, secs in one.items():
     rung = next(k for k, a in bench_modern.LADDER.items() if a == bench_modern.ARCHS[name])
@@ -352,6 +357,7 @@ def headline(o: Options) -> tuple:
   for name, groups in (("this set", ds["train"]), ("the decisive protocol's draw", decisive["train"])):
     r = res.setdefault("rooflines", {})[name] = bench_roofline.roofline(groups, cfg, o.max_buckets)
     md += bench_roofline.markdown(name, r) + "\n"
+  stage("the rooflines done; the exported latency")
   try:  # the exported latency needs ONNX Runtime and jax2onnx, which an accelerator's image may lack
     res["export"], md_exp = bench_modern.export_latency(o, sizes=(100,), calls=500)
   except ImportError as e:

@@ -99,9 +99,11 @@ def test_padding_invariance_of_value_and_gradient(name, kw):
   v1, g1 = jax.value_and_grad(fn)(jnp.array(s), y, m)
   v2, g2 = jax.value_and_grad(fn)(jnp.array(s2), y2, m2)
   assert float(v1) == pytest.approx(float(v2), rel=1e-6)
-  # ListMLE's cumulative log-sum-exp is a parallel scan whose association depends on the padded length: its
-  # gradients move in the last float32 bits (1.2e-7 measured), the others' not at all
-  np.testing.assert_allclose(g2[:, :s.shape[1]], g1, rtol=1e-6, atol=1e-6 if name == "listmle" else 1e-7)
+  # A gradient is a sum over the list whose association may depend on the padded length: ListMLE's cumulative
+  # log-sum-exp is a parallel scan (1.2e-7 measured on a CPU); on an H200, RankNet's pair sums moved 2.4e-7 in one
+  # of two runs (a gradient of 0.075 summed from terms up to 7.7). So within float32's rounding of the terms'
+  # scale, not of each value.
+  assert_close_at_scale(g2[:, :s.shape[1]], g1, rtol=1e-6)
   assert not np.any(g2[:, s.shape[1]:])
   # scores and labels in padded slots of the original arrays do not matter either
   s3, y3 = s.copy(), y.copy()
