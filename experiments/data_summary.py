@@ -28,7 +28,9 @@ def to_markdown(res: RunRecord) -> str:
   for fold, s in res["folds"].items():
     sp = s["splits"]
     cell = lambda k, fmt: " / ".join(fmt.format(sp[x][k]) for x in sp)
-    rows.append([fold, s["regular_features"], s["privileged_features"], " / ".join(sp),
+    zero = s.get("zero_columns")  # absent from a summary made before it was counted
+    rows.append([fold, s["regular_features"], s["privileged_features"],
+                 "" if zero is None else f"{zero['regular']} / {zero['privileged']}", " / ".join(sp),
                  cell("query_groups", "{}"), cell("docs_per_query", "{:.2f}"),
                  cell("positive_groups_pct", "{:.2f}%"), cell("padding_ratio", "{:.3f}")])
   cfg = next(iter(res["folds"].values()))["config"]
@@ -36,7 +38,7 @@ def to_markdown(res: RunRecord) -> str:
           f"log1p={cfg['log1p']}, query_norm={cfg['query_norm']}, label seed={cfg['seed']}, "
           f"privileged split on {cfg['reference_split']})\n\n")
   return head + tabulate.markdown_table(
-      ["fold", "regular", "privileged", "splits", "query groups", "docs / query", "% positive groups",
+      ["fold", "regular", "privileged", "all-zero columns (regular / privileged)", "splits", "query groups", "docs / query", "% positive groups",
        "padded / real"], rows)
 
 

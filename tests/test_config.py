@@ -276,6 +276,27 @@ def test_yahoo_keeps_its_declared_width_when_an_id_is_absent_from_every_file(tmp
     D.load_raw("yahoo", str(tmp_path))
 
 
+def test_the_data_summary_counts_the_columns_no_file_holds(tmp_path):
+  """Table 1's feature count is the declared width; the summary says how many of its columns are 0 in every
+  document of every split (ids 1, 2, 3, 5, 650 and 699 of Yahoo's 700 occur: 694 do not), split into the regular and
+  privileged columns the run uses."""
+  import numpy as np
+  from pfd_jax import data as D
+  from pfd_jax.data.config import DataConfig
+  rng = np.random.default_rng(0)
+  for split, ids in (("train", (1, 5, 699)), ("valid", (2, 650)), ("test", (3,))):
+    lines = [f"{g} qid:{q} " + " ".join(f"{i}:{v:.3f}" for i, v in zip(ids, rng.random(len(ids)) + 0.1))
+             for q in range(1, 4) for g in rng.integers(0, 5, 12)]
+    (tmp_path / f"set1.{split}.txt").write_text("\n".join(lines) + "\n")
+  ds = D.prepare(DataConfig(dataset="yahoo", data_dir=str(tmp_path)), D.load_raw("yahoo", str(tmp_path)))
+  s = D.summary(ds, max_buckets=1)
+  present = {1, 2, 3, 5, 650, 699}
+  privileged = set(ds.config["privileged_ids"])
+  assert s["regular_features"] + s["privileged_features"] == 700
+  assert s["zero_columns"] == dict(regular=s["regular_features"] - len(present - privileged),
+                                   privileged=s["privileged_features"] - len(present & privileged))
+
+
 def test_a_tables_privileged_ids_are_every_folds():
   """An automatic choice is made on each fold's training split: the table says each fold's ids, not fold 1's alone
   (a Web30k fold shared 32 of its 40 with each other fold)."""
