@@ -222,6 +222,28 @@ def test_every_preset_parses_and_writes_where_the_page_reads():
       assert cfg.data.synthetic_kwargs()["chunk"] == 500 and cfg.data.synthetic_kwargs()["num_queries"][0] == 18919
 
 
+def test_the_paper_presets_are_the_papers_protocol(tmp_path):
+  """--preset=paper_<dataset>: Table 2 / Table 4's four rows, both losses, alpha 0.5, 100 epochs, the best epoch
+  on test, 5 runs (Web30k: its 5 folds, one run each), the paper's preprocessing and labels; a --data_dir given
+  after the preset reads the files there, and the run folder says it is the paper's protocol."""
+  from experiments.framework import lifecycle, rundir
+  from pfd_jax import data as D
+  driver = _driver("table2")
+  for name, folds, seeds, k in (("web30k", 5, 1, 40), ("yahoo", 1, 5, 200), ("istella", 1, 5, 50)):
+    argv = lifecycle.expand_preset(driver, ["prog", f"--preset=paper_{name}", f"--data_dir={tmp_path}"])[1:]
+    cfg = cli.config_from_flags(driver, _parsed(driver, *argv))
+    d, t = cfg.data, cfg.train
+    assert (d.dataset, d.data_dir, d.t, d.min_docs, d.log1p, d.labels) == (name, str(tmp_path), 4.0, 10, True,
+                                                                            "gumbel")
+    assert d.num_privileged is None and D.default_num_privileged(name, 0) == k  # the dataset's: the paper's k
+    assert d.tau is None and D.default_tau(4) == 4.8  # 0-4 grades: the paper's tau
+    assert cfg.options.methods == ("no_distill", "self_distill", "gend", "pfd")
+    assert cfg.losses == ("rankbce", "ranknet")
+    assert (t.alpha, t.epochs, t.select_on, t.empty_rule) == (0.5, 100, "test", "exclude")
+    assert cfg.run.seeds * (len(d.folds) or folds) == 5 and cfg.run.seeds == seeds
+    assert rundir.label(cfg, driver) == f"{name}-{tmp_path.name}-paper"  # the page's: from $PFD_DATA_DIR/<name>
+
+
 def test_istella_unpacked_with_both_folders_is_refused_and_each_folder_is_read_alone(tmp_path):
   """Istella's archive ships full/ (train, test) and sample/ (train, vali, test): one run's splits never come from
   both (they were: vali from sample/, train and test from full/)."""

@@ -203,3 +203,21 @@ def optimism_text(record: LossRecord, select_on: str) -> str:
           "epoch on test scored on test, reads higher by its optimism" + (f" ({lines})" if lines else "") + ":\n\n" +
           tabulate.markdown_table(["Row", "test NDCG@8, validation-selected", "test-selected", "optimism"], rows) +
           "\n")
+
+
+# The paper's own protocol on its own files (section 4 and appendix A.3; docs/paper-datasets.md): Table 2 / Table 4's
+# rows with RankBCE and RankNet, alpha 0.5, 100 epochs, the best epoch on test (A.3: "the one that has the best testing
+# NDCG@8 score in each run"), "5 independent runs" on Yahoo and Istella, "the official 5-fold splits" (one run each) on
+# Web30k. The preprocessing and labels are each dataset's defaults, the paper's: groups with no positive grade or
+# fewer than 10 documents removed, log1p, Eq. 2's labels at t = 4, tau = 4.8, k = 40 / 200 / 50 privileged columns.
+PAPER_FLAGS = ("--tag=paper --loss=both --methods=no_distill,self_distill,gend,pfd --alpha=0.5 --epochs=100 "
+               "--select_on=test --empty_rule=exclude --labels=gumbel --min_docs=10 --log1p")
+PAPER_RUNS = {"web30k": ("MSLR-WEB30K", "--seeds=1", "its five official folds, one run each"),
+              "yahoo": ("Yahoo! LTR Set 1", "--seeds=5", "5 independent runs"),
+              "istella": ("Istella LETOR", "--seeds=5", "5 independent runs")}
+PAPER_PRESETS = tuple(
+    Preset(f"paper_{name}", f"{name}-paper", f"--dataset={name} {seeds} {PAPER_FLAGS}",
+           f"Table 2 / Table 4 on {title} as the paper ran it ({runs})",
+           accelerator=f"and the paper's {title} files, which the project does not hold: $PFD_DATA_DIR/{name} or "
+                       f"--data_dir; the cost on two cores and on one GPU is not measured")
+    for name, (title, seeds, runs) in PAPER_RUNS.items())
