@@ -52,6 +52,7 @@ class Entry(NamedTuple):
   title: str
   claims: Optional[Callable] = None
   accelerator: str = ""   # a run for an accelerator (its projected cost): 'not run' until one ran it, not missing
+  needs: str = "an accelerator"  # what such a run waits for (an accelerator, the paper's files)
 
   @property
   def key(self) -> str:  # how runs are named on the command line and in RESULTS.json
@@ -74,7 +75,7 @@ def entries(page: tuple = PAGE) -> list:
     for p in driver.presets:
       command = f"python -m experiments.{name}" + ("" if p.name == "default" else f" --preset={p.name}")
       out.append(Entry(name, p.label, f"{p.before} && {command}" if p.before else command, p.title,
-                       driver.claims, p.accelerator))
+                       driver.claims, p.accelerator, p.needs))
   return out
 
 
@@ -157,10 +158,9 @@ def _without_files(e: Entry, carried: dict, results: str) -> tuple:
     row, section, record = carried[e.anchor]
     return [row[0], "carried from an older page"] + row[2:], section, record
   if e.accelerator:
-    return ([f"[{e.title}](#{e.anchor})", "not run: needs an accelerator", "not run: needs an accelerator", "-", "-",
-             "-"],
-            f'<a id="{e.anchor}"></a>\n\n## {e.title}\n\n**Not run yet**: it needs an accelerator '
-            f"({e.accelerator}). Run `{e.command}` on one; this section then shows it.\n", None)
+    return ([f"[{e.title}](#{e.anchor})", f"not run: needs {e.needs}", f"not run: needs {e.needs}", "-", "-", "-"],
+            f'<a id="{e.anchor}"></a>\n\n## {e.title}\n\n**Not run yet**: it needs {e.needs} '
+            f"({e.accelerator}). Run `{e.command}` there; this section then shows it.\n", None)
   return ([f"[{e.title}](#{e.anchor})", "no run", "**missing**", "-", "-", "-"],
           f'<a id="{e.anchor}"></a>\n\n## {e.title}\n\n**Missing**: no run in '
           f"`{os.path.join(results, e.driver, e.label, 'latest')}`; run `{e.command}`.\n", None)

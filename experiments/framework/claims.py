@@ -91,6 +91,7 @@ class Preset(NamedTuple):
   title: str          # its section's title on RESULTS.md
   before: str = ""    # a command to run first (e.g. one that writes the data folder)
   accelerator: str = ""  # where it needs an accelerator: its projected cost; absent from the page until run
+  needs: str = "an accelerator"  # with `accelerator`: what the page says the run waits for
 
 
 def runs_per_fold(n_runs: int, res: Mapping[str, Any]) -> int:

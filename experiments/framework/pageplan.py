@@ -112,7 +112,7 @@ def needed(results: str, page: str, expected: list, root: str) -> list:
     driver, preset = _preset(e)
     section = text.split(f'<a id="{e.anchor}"></a>', 1)[1].split('<a id="', 1)[0] if f'<a id="{e.anchor}"></a>' in text else ""
     if run is None:
-      why = ("not run: an accelerator's (python -m experiments.accelerator)" if e.accelerator else
+      why = (f"not run: needs {e.needs}" if e.accelerator else
              "carried from an older page" if pagefiles.CARRIED in section else "missing")
     else:
       why = staleness(run["prov"].get("code", {}), e.driver, root)

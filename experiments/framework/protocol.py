@@ -218,6 +218,6 @@ PAPER_RUNS = {"web30k": ("MSLR-WEB30K", "--seeds=1", "its five official folds, o
 PAPER_PRESETS = tuple(
     Preset(f"paper_{name}", f"{name}-paper", f"--dataset={name} {seeds} {PAPER_FLAGS}",
            f"Table 2 / Table 4 on {title} as the paper ran it ({runs})",
-           accelerator=f"and the paper's {title} files, which the project does not hold: $PFD_DATA_DIR/{name} or "
-                       f"--data_dir; the cost on two cores and on one GPU is not measured")
+           accelerator=f"which the project does not hold: $PFD_DATA_DIR/{name}; docs/paper-datasets.md; the cost on two "
+                       "cores and on one GPU is not measured", needs=f"the paper's {title} files")
     for name, (title, seeds, runs) in PAPER_RUNS.items())
