@@ -101,8 +101,8 @@ def test_padding_invariance_of_value_and_gradient(name, kw):
   assert float(v1) == pytest.approx(float(v2), rel=1e-6)
   # A gradient is a sum over the list whose association may depend on the padded length: ListMLE's cumulative
   # log-sum-exp is a parallel scan (1.2e-7 measured on a CPU); on an H200, RankNet's pair sums moved 2.4e-7 in one
-  # of two runs (a gradient of 0.075 summed from terms up to 7.7). So within float32's rounding of the terms'
-  # scale, not of each value.
+  # of two runs (a gradient of 0.075 in a list whose gradients reach 7.7). So within float32's rounding of the
+  # gradients' scale, not of each value.
   assert_close_at_scale(g2[:, :s.shape[1]], g1, rtol=1e-6)
   assert not np.any(g2[:, s.shape[1]:])
   # scores and labels in padded slots of the original arrays do not matter either
