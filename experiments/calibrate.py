@@ -42,6 +42,9 @@ class Options:
   gain_tolerance: float = option(3.0, "A teacher's gain within this many points of Table 4's.", lo=0, lo_open=True)
   level_tolerance: float = option(0.10, "No-distillation's NDCG@8 within this share of Table 4's.", lo=0,
                                   lo_open=True)
+  test_scale: float = option(5.0, "Measure on this many times Table 1's test groups (the same population; a "
+                             "teacher's gain on Table 1's test set alone has a standard error near the tolerance).",
+                             lo=1)
   write_settings: bool = option(False, "Write the chosen candidate to pfd_jax/data/analogues.json.")
 
 
@@ -54,14 +57,25 @@ def settings_text(s: dict) -> str:
 
 
 def measure(record: table2.RunRecord) -> dict:
-  """{loss: {level, pfd_teacher, gend_teacher}}: no-distillation's NDCG@8 (the mean over folds x seeds of each
-  run's best epoch) and each teacher's change over it in % (mean over the same runs)."""
+  """{loss: {level, pfd_teacher, gend_teacher, se, queries}}: no-distillation's NDCG@8 (the mean over folds x seeds
+  of each run's best epoch) and each teacher's change over it in % (mean over the same runs); se: their standard
+  errors over the test lists (each list's NDCG the mean over seeds; a teacher's gain by the delta method from the
+  lists' paired differences, in points), the measurement's noise beside the tolerance; queries: the test lists
+  with a positive, over folds."""
   out = {}
   for loss, lr in record["losses"].items():
-    best = {n: np.concatenate([np.asarray(f.rows[n].best["test"])[:, 0] for f in lr.folds.values()])
+    folds = list(lr.folds.values())
+    best = {n: np.concatenate([np.asarray(f.rows[n].best["test"])[:, 0] for f in folds])
             for n in ("no_distill",) + TEACHERS}
-    level = float(best["no_distill"].mean())
-    out[loss] = dict(level=level, **{n: float(100 * (best[n].mean() / level - 1)) for n in TEACHERS})
+    lists = {n: np.concatenate([np.asarray(f.rows[n].test_lists)[np.asarray(f.test_lists_valid, bool)]
+                                for f in folds]) for n in ("no_distill",) + TEACHERS}
+    level, base, q = float(best["no_distill"].mean()), lists["no_distill"], lists["no_distill"].size
+    se = dict(level=float(base.std(ddof=1) / np.sqrt(q)))
+    for n in TEACHERS:  # ratio of means: d(a/b - 1) ~ (a_q - (a/b) b_q) / b
+      ratio = lists[n].mean() / base.mean()
+      se[n] = float(100 * (lists[n] - ratio * base).std(ddof=1) / np.sqrt(q) / base.mean())
+    out[loss] = dict(level=level, **{n: float(100 * (best[n].mean() / level - 1)) for n in TEACHERS}, se=se,
+                     queries=int(q))
   return out
 
 
@@ -87,7 +101,8 @@ def run(cfg: schema.Config) -> RunRecord:
     # each candidate's rows in a folder of its own: the resume store knows a row by its name and training, not
     # by its data, and every candidate trains the same three rows on other data
     own = dict(run_dir=os.path.join(cfg.output.run_dir, "candidates", settings_text(s))) if cfg.output.run_dir else {}
-    c = cfg.replace(data=dict(analogue=settings_text(s)), options=teachers_only, output=own)
+    c = cfg.replace(data=dict(analogue=f"{settings_text(s)},test_scale={o.test_scale:g}"), options=teachers_only,
+                    output=own)
     m = measure(table2.run(c))
     tried.append(dict(settings=s, measured=m, distance=distance(m, TABLE4[name], o)))
   best = min(tried, key=lambda t: t["distance"])
@@ -105,7 +120,10 @@ def to_markdown(res: RunRecord) -> str:
   for t in sorted(res["candidates"], key=lambda t: t["distance"]):
     cells = [settings_text(t["settings"])]
     for loss, m in t["measured"].items():
-      cells.append(f"{loss}: {m['level']:.3f} / {m['pfd_teacher']:+.1f}% / {m['gend_teacher']:+.1f}%")
+      se = m.get("se")  # absent from a calibration recorded before it was measured
+      cells.append(f"{loss}: {m['level']:.3f} / {m['pfd_teacher']:+.1f}% / {m['gend_teacher']:+.1f}%" +
+                   (f" (se {se['level']:.3f} / {se['pfd_teacher']:.1f} / {se['gend_teacher']:.1f}; "
+                    f"{m['queries']:,} lists)" if se else ""))
     rows.append(cells + [f"{t['distance']:.2f}"])
   losses = list(res["chosen"]["measured"])
   target = "; ".join(f"{loss}: {v[0]:.3f} / {v[1]:+.1f}% / {v[2]:+.1f}%" for loss, v in res["table4"].items()
@@ -132,6 +150,8 @@ def write_settings(res) -> str:
   current[cfg["data"]["dataset"]] = dict(
       chosen["settings"], distance=round(chosen["distance"], 3), losses=list(chosen["measured"]),
       seeds=cfg["run"]["seeds"], epochs=cfg["train"]["epochs"], measured=chosen["measured"],
+      scale=cfg["data"]["synthetic_scale"], test_scale=cfg["options"].get("test_scale", 1.0),
+      tolerance=dict(gain=cfg["options"]["gain_tolerance"], level=cfg["options"]["level_tolerance"]),
       code=res.get("provenance", {}).get("code") or rundir.code_version())
   with open(path, "w") as f:
     json.dump(current, f, indent=1, sort_keys=True)

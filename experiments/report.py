@@ -30,7 +30,7 @@ from absl import flags
 
 from experiments import guards, machine
 from experiments.framework import claims as claims_lib
-from experiments.framework import family, familypage, outputs, pagefiles, pagelayout, pageplan, published, tabulate
+from experiments.framework import analoguepage, family, familypage, outputs, pagefiles, pagelayout, pageplan, published, tabulate
 from experiments.framework.claims import MARGIN
 from experiments.framework.records import RunRecord
 from experiments.framework.staleness import ROOT, git, staleness
@@ -308,7 +308,7 @@ def build(results: str, out: str, root: str = ROOT, expected: list = EXPECTED, r
                                   {e.key: e.anchor for e in expected}),
           "\n## The runs\n\n",
           tabulate.markdown_table(["Question", "Run", "Claims", "Code", "Configuration", "Commit", "Wall time"], rows),
-          _total_wall(runs), "\n"] + parts
+          _total_wall(runs), "\n"] + parts + [analoguepage.section()]  # the last question's: the data
   if readme:
     update_readme(readme, readme_summary(head, decided, conclusion))
   with open(out, "w") as f:

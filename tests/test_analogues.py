@@ -116,3 +116,35 @@ def test_the_distance_is_the_largest_deviation_in_tolerances():
                             o) == pytest.approx(1.0)
   assert calibrate.distance({"rankbce": dict(level=0.26, pfd_teacher=5.0, gend_teacher=-10.0)}, target,
                             o) == pytest.approx(3.0)
+
+
+def test_the_test_scale_measures_the_same_population_with_more_test_lists():
+  """test_scale multiplies the test split's groups only, and leaves the training and validation bits as they are
+  (they are generated first): a calibration's sharper measurement of the population a deciding run samples."""
+  a = A.generate("yahoo_like", scale=0.05, seed=3)
+  b = A.generate("yahoo_like", scale=0.05, seed=3, settings=dict(test_scale=3))
+  for s in ("train", "vali"):
+    np.testing.assert_array_equal(a[s].x, b[s].x)
+    np.testing.assert_array_equal(a[s].rel, b[s].rel)
+  assert (a["test"].num_queries, b["test"].num_queries) == (round(4089 * 0.125 * 0.05), round(3 * 4089 * 0.125 * 0.05))
+  with pytest.raises(ConfigError, match="test_scale >= 1"):
+    DataConfig(dataset="yahoo_like", analogue="test_scale=0.5")
+  assert "test_scale" not in A.TEACHER_SETTINGS  # never read from analogues.json into a deciding run
+
+
+def test_the_page_sets_each_calibrated_analogue_beside_table_4(tmp_path):
+  """The page's analogue section reads analogues.json: a calibrated analogue's measurements with their standard
+  errors beside Table 4's figures, its distance said within or outside; an uncalibrated one says so and how to
+  calibrate it."""
+  from experiments.framework import analoguepage
+  measured = {loss: dict(level=0.5, pfd_teacher=18.0, gend_teacher=16.0, queries=500,
+                         se=dict(level=0.01, pfd_teacher=1.5, gend_teacher=1.25)) for loss in ("rankbce", "ranknet")}
+  path = tmp_path / "analogues.json"
+  path.write_text(json.dumps({"yahoo_like": dict(weight=0.75, leak=0.05, noise=0.7, distance=0.8, seeds=2, epochs=100,
+                                                 measured=measured, scale=8, test_scale=5, code={"git_commit": "abc"},
+                                                 tolerance=dict(gain=3.0, level=0.1))}))
+  page = analoguepage.section(str(path))
+  assert "| `yahoo_like` | rankbce | 0.517 | 0.500 ± 0.010 | +18.6% | +18.0% ± 1.5 | +17.1% | +16.0% ± 1.2 |" in page
+  assert "weight=0.75, leak=0.05, noise=0.7, distance **0.80** tolerances (within" in page
+  assert "measured at the paper's groups, 5 x Table 1's test groups" in page
+  assert "`web30k_like`: **not calibrated**" in page and "--synthetic_scale=20" in page

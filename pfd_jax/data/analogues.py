@@ -51,7 +51,9 @@ class Analogue:
   groups under Equation 2); positive_groups: Table 1's % positive training groups (the target top_share meets);
   fraction: the share of the paper's groups a run on two cores generates (the page says it); weight, leak, noise:
   the teachers' settings (module docstring), from ``experiments.calibrate``; calibrated: the calibration's record
-  (its commit and results file), empty while the defaults below are uncalibrated."""
+  (its commit and results file), empty while the defaults below are uncalibrated; test_scale: the test split's
+  groups x this (a measurement setting, the calibration's: more test lists of the same population estimate the
+  same teachers' NDCG with less noise; a deciding run keeps Table 1's 1)."""
   paper: str
   num_regular: int
   num_privileged: int
@@ -66,15 +68,17 @@ class Analogue:
   leak: float = 0.0
   noise: float = 0.7
   calibrated: str = ""
+  test_scale: float = 1.0
 
   @property
   def num_features(self) -> int:
     return self.num_regular + self.num_privileged
 
   def num_queries(self, scale: float = 1.0) -> tuple:
-    """(train, vali, test) groups at `scale` x the declared fraction (scale = 1 / fraction: the paper's)."""
+    """(train, vali, test) groups at `scale` x the declared fraction (scale = 1 / fraction: the paper's), the test
+    split's x test_scale."""
     train, test = self.queries
-    return tuple(max(int(round(n * self.fraction * scale)), 1) for n in (train, test, test))
+    return tuple(max(int(round(n * self.fraction * scale)), 1) for n in (train, test, test * self.test_scale))
 
 
 # Table 1 of the paper. top_share: the value at which the expected % of positive training groups under Equation 2
@@ -90,6 +94,7 @@ ANALOGUES = {
 
 
 TEACHER_SETTINGS = ("weight", "leak", "noise")
+MEASUREMENT_SETTINGS = ("test_scale",)  # how a population is measured, not what it is
 
 
 SETTINGS_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "analogues.json")
@@ -107,19 +112,20 @@ def _calibrated() -> dict:
 
 
 def parse_settings(text: str) -> dict:
-  """'weight=0.4,leak=0.1' -> {'weight': 0.4, 'leak': 0.1}: the teachers' settings only (module docstring); a
-  ValueError names a bad item."""
-  out = {}
+  """'weight=0.4,leak=0.1' -> {'weight': 0.4, 'leak': 0.1}: the teachers' settings (module docstring) and the
+  measurement's test_scale (>= 1) only; a ValueError names a bad item."""
+  out, known = {}, TEACHER_SETTINGS + MEASUREMENT_SETTINGS
   for item in filter(None, (t.strip() for t in text.split(","))):
     key, _, value = item.partition("=")
-    if key not in TEACHER_SETTINGS:
-      raise ValueError(f"analogue setting {item!r}: expected one of {', '.join(TEACHER_SETTINGS)} as name=value")
+    if key not in known:
+      raise ValueError(f"analogue setting {item!r}: expected one of {', '.join(known)} as name=value")
     try:
       out[key] = float(value)
     except ValueError:
       raise ValueError(f"analogue setting {item!r}: {value!r} is not a number") from None
-  if not 0 <= out.get("weight", 0.5) <= 1 or out.get("leak", 0) < 0 or out.get("noise", 0) < 0:
-    raise ValueError(f"analogue settings {text!r}: weight in [0, 1], leak and noise >= 0")
+  if (not 0 <= out.get("weight", 0.5) <= 1 or out.get("leak", 0) < 0 or out.get("noise", 0) < 0
+      or out.get("test_scale", 1) < 1):
+    raise ValueError(f"analogue settings {text!r}: weight in [0, 1], leak and noise >= 0, test_scale >= 1")
   return out
 
 

@@ -1,0 +1,68 @@
+"""The page's section on the paper analogues (pfd_jax.data.analogues): each analogue's Table 1 shape beside the
+paper's, and its teachers as calibrated (pfd_jax/data/analogues.json, written by experiments.calibrate) beside the
+paper's Table 4. Read from those two files and experiments/framework/paper.py; no run of its own (a calibration's
+candidates are its evidence, each kept where its record names)."""
+from __future__ import annotations
+
+import json
+
+from experiments.framework import paper, tabulate
+from pfd_jax.data import analogues
+
+LOSSES = ("rankbce", "ranknet")
+
+
+def _teachers(name: str, record: dict) -> list:
+  """One row per loss: Table 4's level and gains, the calibrated analogue's with their standard errors."""
+  a, rows = analogues.ANALOGUES[name], []
+  for loss in LOSSES:
+    level, pfd, gend = paper.teachers(loss, a.paper)
+    m = record.get("measured", {}).get(loss)
+    if m is None:
+      ours = ["not calibrated"] * 3
+    else:
+      se = m.get("se", {})
+      ours = [f"{m['level']:.3f} ± {se.get('level', float('nan')):.3f}",
+              f"{m['pfd_teacher']:+.1f}% ± {se.get('pfd_teacher', float('nan')):.1f}",
+              f"{m['gend_teacher']:+.1f}% ± {se.get('gend_teacher', float('nan')):.1f}"]
+    rows.append([f"`{name}`", loss, f"{level:.3f}", ours[0], f"{pfd:+.1f}%", ours[1], f"{gend:+.1f}%", ours[2]])
+  return rows
+
+
+def _calibration(name: str, record: dict) -> str:
+  if not record:
+    return (f"`{name}`: **not calibrated** (its teachers keep the module's uncalibrated defaults; "
+            f"`python -m experiments.accelerator --steps=calibrate_{name}`, or `python -m experiments.calibrate "
+            f"--dataset={name} --synthetic_scale={1 / analogues.ANALOGUES[name].fraction:g}`); no student of it is "
+            "trained before it is")
+  code = record.get("code", {})
+  tol = record.get("tolerance", {})
+  size = ("the paper's groups" if abs(record.get("scale", 1) * analogues.ANALOGUES[name].fraction - 1) < 1e-9
+          else f"{record.get('scale', 1) * analogues.ANALOGUES[name].fraction:g} of the paper's groups")
+  return (f"`{name}`: weight={record['weight']:g}, leak={record['leak']:g}, noise={record['noise']:g}, distance "
+          f"**{record['distance']:.2f}** tolerances ({'within' if record['distance'] <= 1 else '**outside**'}: gains "
+          f"±{tol.get('gain', float('nan')):g} points, level ±{100 * tol.get('level', float('nan')):g}%); measured at "
+          f"{size}, {record.get('test_scale', 1):g} x Table 1's test groups, {record['seeds']} seeds, "
+          f"{record['epochs']} epochs, by commit {str(code.get('git_commit', '?'))[:10]}")
+
+
+def section(settings_file: str = analogues.SETTINGS_FILE) -> str:
+  """'The paper analogues': Table 1 and Table 4 beside each analogue's, and how each was calibrated."""
+  with open(settings_file) as f:
+    chosen = json.load(f)
+  shape = [[f"`{name}`", a.paper, f"{a.num_regular} / {a.num_privileged}", f"{a.queries[0]:,}", f"{a.mean_docs:.2f}",
+            f"{a.positive_groups:.2f}%", f"{a.fraction:g}"] for name, a in analogues.ANALOGUES.items()]
+  teachers = [row for name in analogues.ANALOGUES for row in _teachers(name, chosen.get(name, {}))]
+  return ("\n## The paper analogues\n\nGenerated populations shaped like the paper's datasets (docs/analogues.md, "
+          "pfd_jax/data/analogues.py): Table 1's columns are the analogue's by construction (feature and group "
+          "counts exactly; documents per group and the share of positive training groups under Equation 2 checked "
+          "by tests/test_analogues.py within 3% and 10%). A run on two cores generates the declared fraction of the "
+          "groups; `--synthetic_scale` = 1 / fraction gives the paper's.\n\n" +
+          tabulate.markdown_table(["analogue", "the paper's", "regular / privileged", "training groups (Table 1)",
+                                   "documents per group", "% positive training groups", "declared fraction"], shape) +
+          "\n\nTheir teachers, calibrated on the baseline and teacher rows only (experiments.calibrate, no student "
+          "trained), beside the paper's Table 4: no-distillation's NDCG@8 and the PFD and GenD teachers' changes "
+          "over it (± a standard error over the calibration's test lists).\n\n" +
+          tabulate.markdown_table(["analogue", "loss", "no-distillation (Table 4)", "analogue", "PFD teacher "
+                                   "(Table 4)", "analogue", "GenD teacher (Table 4)", "analogue"], teachers) +
+          "\n\n" + "\n".join(f"- {_calibration(name, chosen.get(name, {}))}." for name in analogues.ANALOGUES) + "\n")
