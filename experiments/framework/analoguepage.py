@@ -10,6 +10,7 @@ from experiments.framework import paper, tabulate
 from pfd_jax.data import analogues
 
 LOSSES = ("rankbce", "ranknet")
+ANCHOR = "the-paper-analogues"  # where a run's section before it ends (pagefiles.carried)
 
 
 def _teachers(name: str, record: dict) -> list:
@@ -53,7 +54,8 @@ def section(settings_file: str = analogues.SETTINGS_FILE) -> str:
   shape = [[f"`{name}`", a.paper, f"{a.num_regular} / {a.num_privileged}", f"{a.queries[0]:,}", f"{a.mean_docs:.2f}",
             f"{a.positive_groups:.2f}%", f"{a.fraction:g}"] for name, a in analogues.ANALOGUES.items()]
   teachers = [row for name in analogues.ANALOGUES for row in _teachers(name, chosen.get(name, {}))]
-  return ("\n## The paper analogues\n\nGenerated populations shaped like the paper's datasets (docs/analogues.md, "
+  return (f'\n<a id="{ANCHOR}"></a>\n\n## The paper analogues\n\n' +
+          "Generated populations shaped like the paper's datasets (docs/analogues.md, "
           "pfd_jax/data/analogues.py): Table 1's columns are the analogue's by construction (feature and group "
           "counts exactly; documents per group and the share of positive training groups under Equation 2 checked "
           "by tests/test_analogues.py within 3% and 10%). A run on two cores generates the declared fraction of the "
