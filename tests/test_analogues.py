@@ -181,3 +181,21 @@ def test_a_calibrated_analogues_teachers_are_table_4s_within_the_tolerance(name,
     assert m["level"] == pytest.approx(kept["level"], rel=tol["level"] / 5)
     for teacher in calibrate.TEACHERS:
       assert m[teacher] == pytest.approx(kept[teacher], abs=tol["gain"] / 5)
+
+
+def test_an_uncalibrated_analogue_shows_its_search_so_far(tmp_path):
+  """Kept calibration runs (evidence/calibration-<name>*/): the page counts their candidates and names the nearest
+  measured on both losses (a one-loss stage's distance reads fewer targets, so it is never the nearest)."""
+  from experiments.framework import analoguepage
+  def cand(w, distance, losses):
+    m = dict(level=0.5, pfd_teacher=18.0, gend_teacher=16.0)
+    return dict(settings=dict(weight=w, leak=0.2, noise=0.7), distance=distance, measured={l: m for l in losses})
+  for stage, cands in (("s1", [cand(0.6, 0.5, ["rankbce"])]),
+                       ("s2", [cand(0.9, 3.0, ["rankbce", "ranknet"]), cand(0.95, 2.5, ["rankbce", "ranknet"])])):
+    folder = tmp_path / "evidence" / "calibration-yahoo_like-x" / stage
+    folder.mkdir(parents=True)
+    (folder / "results.json").write_text(json.dumps(dict(candidates=cands)))
+  text = analoguepage.searched("yahoo_like", str(tmp_path / "evidence"))
+  assert "(evidence/calibration-yahoo_like-x): 3 candidates, 2 on both losses, the nearest weight=0.95" in text
+  assert "distance **2.50**" in text
+  assert analoguepage.searched("web30k_like", str(tmp_path / "evidence")) == ""

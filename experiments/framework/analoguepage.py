@@ -4,12 +4,15 @@ paper's Table 4. Read from those two files and experiments/framework/paper.py; n
 candidates are its evidence, each kept where its record names)."""
 from __future__ import annotations
 
+import glob
 import json
+import os
 
 from experiments.framework import paper, tabulate
 from pfd_jax.data import analogues
 
 LOSSES = ("rankbce", "ranknet")
+EVIDENCE = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "evidence")
 ANCHOR = "the-paper-analogues"  # where a run's section before it ends (pagefiles.carried)
 
 
@@ -30,12 +33,32 @@ def _teachers(name: str, record: dict) -> list:
   return rows
 
 
+def searched(name: str, evidence: str = EVIDENCE) -> str:
+  """What the calibration runs kept in evidence/calibration-<name>*/ found so far: how many candidates, and the
+  nearest of those measured on both losses ('' when none is kept)."""
+  tried, folders = [], sorted(glob.glob(os.path.join(evidence, f"calibration-{name}*", "**", "results.json"),
+                                        recursive=True))
+  for path in folders:
+    with open(path) as f:
+      tried += json.load(f)["candidates"]
+  both = [t for t in tried if set(t["measured"]) == set(LOSSES)]
+  if not both:
+    return f"; {len(tried)} candidates tried on one loss" if tried else ""
+  best = min(both, key=lambda t: t["distance"])
+  where = ", ".join(dict.fromkeys(os.path.relpath(os.path.dirname(os.path.dirname(p)), os.path.dirname(evidence))
+                                  for p in folders))
+  return (f"; the search so far ({where}): {len(tried)} candidates, {len(both)} on both losses, the nearest "
+          f"{', '.join(f'{k}={v:g}' for k, v in best['settings'].items())} at distance **{best['distance']:.2f}** "
+          f"tolerances ({'within' if best['distance'] <= 1 else 'outside'}; no-distillation / PFD teacher / GenD teacher, " + "; ".join(f"{loss}: {m['level']:.3f} / {m['pfd_teacher']:+.1f}% / {m['gend_teacher']:+.1f}%"
+                                     for loss, m in best["measured"].items()) + ")")
+
+
 def _calibration(name: str, record: dict) -> str:
   if not record:
     return (f"`{name}`: **not calibrated** (its teachers keep the module's uncalibrated defaults; "
             f"`python -m experiments.accelerator --steps=calibrate_{name}`, or `python -m experiments.calibrate "
             f"--dataset={name} --synthetic_scale={1 / analogues.ANALOGUES[name].fraction:g}`); no student of it is "
-            "trained before it is")
+            "trained before it is" + searched(name))
   code = record.get("code", {})
   tol = record.get("tolerance", {})
   size = ("the paper's groups" if abs(record.get("scale", 1) * analogues.ANALOGUES[name].fraction - 1) < 1e-9
