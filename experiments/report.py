@@ -30,7 +30,8 @@ from absl import flags
 
 from experiments import guards, machine
 from experiments.framework import claims as claims_lib
-from experiments.framework import analoguepage, family, familypage, outputs, pagefiles, pagelayout, pageplan, published, tabulate
+from experiments.framework import (analoguepage, family, familypage, outputs, pagefiles, pagelayout, pageplan,
+                                   published, tabulate)
 from experiments.framework.claims import MARGIN
 from experiments.framework.records import RunRecord
 from experiments.framework.staleness import ROOT, git, staleness

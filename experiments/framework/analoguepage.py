@@ -25,10 +25,9 @@ def _teachers(name: str, record: dict) -> list:
     if m is None:
       ours = ["not calibrated"] * 3
     else:
-      se = m.get("se", {})
-      ours = [f"{m['level']:.3f} ± {se.get('level', float('nan')):.3f}",
-              f"{m['pfd_teacher']:+.1f}% ± {se.get('pfd_teacher', float('nan')):.1f}",
-              f"{m['gend_teacher']:+.1f}% ± {se.get('gend_teacher', float('nan')):.1f}"]
+      se = m["se"]
+      ours = [f"{m['level']:.3f} ± {se['level']:.3f}", f"{m['pfd_teacher']:+.1f}% ± {se['pfd_teacher']:.1f}",
+              f"{m['gend_teacher']:+.1f}% ± {se['gend_teacher']:.1f}"]
     rows.append([f"`{name}`", loss, f"{level:.3f}", ours[0], f"{pfd:+.1f}%", ours[1], f"{gend:+.1f}%", ours[2]])
   return rows
 
@@ -47,10 +46,16 @@ def searched(name: str, evidence: str = EVIDENCE) -> str:
   best = min(both, key=lambda t: t["distance"])
   where = ", ".join(dict.fromkeys(os.path.relpath(os.path.dirname(os.path.dirname(p)), os.path.dirname(evidence))
                                   for p in folders))
+  settings = ", ".join(f"{k}={v:g}" for k, v in best["settings"].items())
+  cells = "; ".join(f"{loss}: {m['level']:.3f} / {m['pfd_teacher']:+.1f}% / {m['gend_teacher']:+.1f}%"
+                    for loss, m in best["measured"].items())
   return (f"; the search so far ({where}): {len(tried)} candidates, {len(both)} on both losses, the nearest "
-          f"{', '.join(f'{k}={v:g}' for k, v in best['settings'].items())} at distance **{best['distance']:.2f}** "
-          f"tolerances ({'within' if best['distance'] <= 1 else 'outside'}; no-distillation / PFD teacher / GenD teacher, " + "; ".join(f"{loss}: {m['level']:.3f} / {m['pfd_teacher']:+.1f}% / {m['gend_teacher']:+.1f}%"
-                                     for loss, m in best["measured"].items()) + ")")
+          f"{settings} at distance **{best['distance']:.2f}** tolerances ({_within(best['distance'])}; "
+          f"no-distillation / PFD teacher / GenD teacher, {cells})")
+
+
+def _within(distance: float) -> str:
+  return "within" if distance <= 1 else "**outside**"
 
 
 def _calibration(name: str, record: dict) -> str:
@@ -59,15 +64,12 @@ def _calibration(name: str, record: dict) -> str:
             f"`python -m experiments.accelerator --steps=calibrate_{name}`, or `python -m experiments.calibrate "
             f"--dataset={name} --synthetic_scale={1 / analogues.ANALOGUES[name].fraction:g}`); no student of it is "
             "trained before it is" + searched(name))
-  code = record.get("code", {})
-  tol = record.get("tolerance", {})
-  size = ("the paper's groups" if abs(record.get("scale", 1) * analogues.ANALOGUES[name].fraction - 1) < 1e-9
-          else f"{record.get('scale', 1) * analogues.ANALOGUES[name].fraction:g} of the paper's groups")
+  tol, share = record["tolerance"], record["scale"] * analogues.ANALOGUES[name].fraction
+  size = "the paper's groups" if abs(share - 1) < 1e-9 else f"{share:g} of the paper's groups"
   return (f"`{name}`: weight={record['weight']:g}, leak={record['leak']:g}, noise={record['noise']:g}, distance "
-          f"**{record['distance']:.2f}** tolerances ({'within' if record['distance'] <= 1 else '**outside**'}: gains "
-          f"±{tol.get('gain', float('nan')):g} points, level ±{100 * tol.get('level', float('nan')):g}%); measured at "
-          f"{size}, {record.get('test_scale', 1):g} x Table 1's test groups, {record['seeds']} seeds, "
-          f"{record['epochs']} epochs, by commit {str(code.get('git_commit', '?'))[:10]}")
+          f"**{record['distance']:.2f}** tolerances ({_within(record['distance'])}: gains ±{tol['gain']:g} points, "
+          f"level ±{100 * tol['level']:g}%); measured at {size}, {record['test_scale']:g} x Table 1's test groups, "
+          f"{record['seeds']} seeds, {record['epochs']} epochs, by commit {str(record['code'].get('git_commit'))[:10]}")
 
 
 def section(settings_file: str = analogues.SETTINGS_FILE) -> str:
