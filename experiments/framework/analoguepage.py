@@ -16,12 +16,12 @@ EVIDENCE = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.
 ANCHOR = "the-paper-analogues"  # where a run's section before it ends (pagefiles.carried)
 
 
-def _teachers(name: str, record: dict) -> list:
+def _teachers(name: str, entries: dict) -> list:
   """One row per loss: Table 4's level and gains, the calibrated analogue's with their standard errors."""
   a, rows = analogues.ANALOGUES[name], []
   for loss in LOSSES:
     level, pfd, gend = paper.teachers(loss, a.paper)
-    m = record.get("measured", {}).get(loss)
+    m = entries[loss]["measured"][loss] if loss in entries else None
     if m is None:
       ours = ["not calibrated"] * 3
     else:
@@ -58,18 +58,33 @@ def _within(distance: float) -> str:
   return "within" if distance <= 1 else "**outside**"
 
 
-def _calibration(name: str, record: dict) -> str:
-  if not record:
+def _calibration(name: str, entries: dict) -> str:
+  """How `name` was calibrated: one clause per population (both losses' one, or each loss's own)."""
+  if not entries:
     return (f"`{name}`: **not calibrated** (its teachers keep the module's uncalibrated defaults; "
             f"`python -m experiments.accelerator --steps=calibrate_{name}`, or `python -m experiments.calibrate "
             f"--dataset={name} --synthetic_scale={1 / analogues.ANALOGUES[name].fraction:g}`); no student of it is "
             "trained before it is" + searched(name))
+  populations = {}
+  for loss, record in entries.items():
+    populations.setdefault(json.dumps(record, sort_keys=True), []).append(loss)
+  clauses = [_population(name, json.loads(text), losses) for text, losses in populations.items()]
+  missing = [loss for loss in LOSSES if loss not in entries]
+  if missing:
+    clauses.append(f"{' and '.join(missing)}: **not calibrated** (no student of it is trained before it is)")
+  per_loss = ("; calibrated per loss (each loss's Table 4 row met by a population of its own, docs/analogues.md; a "
+              "run names its loss's: `--analogue=calibrated_for=<loss>`)" if len(populations) > 1 or missing else "")
+  return f"`{name}`" + per_loss + ": " + "; ".join(clauses)
+
+
+def _population(name: str, record: dict, losses: list) -> str:
   tol, share = record["tolerance"], record["scale"] * analogues.ANALOGUES[name].fraction
   size = "the paper's groups" if abs(share - 1) < 1e-9 else f"{share:g} of the paper's groups"
-  return (f"`{name}`: weight={record['weight']:g}, leak={record['leak']:g}, noise={record['noise']:g}, distance "
-          f"**{record['distance']:.2f}** tolerances ({_within(record['distance'])}: gains ±{tol['gain']:g} points, "
-          f"level ±{100 * tol['level']:g}%); measured at {size}, {record['test_scale']:g} x Table 1's test groups, "
-          f"{record['seeds']} seeds, {record['epochs']} epochs, by commit {str(record['code'].get('git_commit'))[:10]}")
+  return (f"{' and '.join(losses)}: weight={record['weight']:g}, leak={record['leak']:g}, noise={record['noise']:g}, "
+          f"distance **{record['distance']:.2f}** tolerances ({_within(record['distance'])}: gains ±{tol['gain']:g} "
+          f"points, level ±{100 * tol['level']:g}%); measured at {size}, {record['test_scale']:g} x Table 1's test "
+          f"groups, {record['seeds']} seeds, {record['epochs']} epochs, by commit "
+          f"{str(record['code'].get('git_commit'))[:10]}")
 
 
 def section(settings_file: str = analogues.SETTINGS_FILE) -> str:

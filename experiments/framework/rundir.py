@@ -160,7 +160,7 @@ def data_provenance(d: DataConfig) -> Dict[str, Any]:
     kw = d.synthetic_kwargs()
     gen = D.spec(d.dataset).generate
     if d.dataset in analogues.ANALOGUES:  # its shape and the teachers' settings in force (analogues.json's)
-      a = dataclasses.replace(analogues.analogue(d.dataset), **kw.get("settings", {}))
+      a = analogues.resolved(d.dataset, kw.get("settings"))
       return dict(generator="pfd_jax.data.analogues.generate", arguments=kw, analogue=dataclasses.asdict(a))
     return dict(generator="pfd_jax.data.synthetic." + ("generate_chunked" if "chunk" in kw else "generate")
                 if d.dataset == "synthetic" else f"{gen.__module__}.{gen.__qualname__}", arguments=kw)

@@ -88,6 +88,13 @@ class Config:
   output: OutputConfig = OutputConfig()
   options: Any = None
 
+  def __post_init__(self):
+    population = D.analogues.parse_settings(self.data.analogue).get("calibrated_for") if self.data.analogue else None
+    if population and self.losses != (population,):
+      # the teachers of one loss's Table 4 row met on the other loss's runs: not the calibrated world
+      raise C.ConfigError("analogue", f"calibrated_for={population} is the population calibrated for {population}'s "
+                          f"teachers; this run trains {', '.join(self.losses)}: run --loss={population}")
+
   @property
   def losses(self) -> tuple:
     return SINGLE_LOSSES if self.run.loss == "both" else (self.run.loss,)

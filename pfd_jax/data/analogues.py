@@ -95,38 +95,74 @@ ANALOGUES = {
 
 TEACHER_SETTINGS = ("weight", "leak", "noise")
 MEASUREMENT_SETTINGS = ("test_scale",)  # how a population is measured, not what it is
+LOSSES = ("rankbce", "ranknet")  # Table 4's two losses, each with its own teachers' row
 
 
 SETTINGS_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "analogues.json")
 
 
-def _calibrated() -> dict:
-  """The analogues with their teachers' settings from analogues.json (written by experiments.calibrate: the chosen
-  candidate, its distance to Table 4 and the code that measured it); an analogue absent there keeps the defaults
-  above and an empty ``calibrated``."""
+def calibrations(name: str) -> dict:
+  """{loss: record} of analogue `name` in analogues.json (written by experiments.calibrate: the chosen candidate,
+  its distance to that loss's Table 4 row, the code that measured it); {} while it is not calibrated. A
+  calibration on both losses writes its one population under each; one loss's, under that loss only."""
   with open(SETTINGS_FILE) as f:
-    chosen = json.load(f)
-  return {name: dataclasses.replace(a, **{k: chosen[name][k] for k in TEACHER_SETTINGS},
-                                    calibrated=json.dumps(chosen[name], sort_keys=True)) if name in chosen else a
-          for name, a in ANALOGUES.items()}
+    return json.load(f).get(name, {})
+
+
+def analogue(name: str, loss: Optional[str] = None) -> Analogue:
+  """Analogue `name` with its calibrated teachers' settings (analogues.json, read when asked): the population
+  calibrated for `loss`'s teachers, or (loss None) the one population of an analogue calibrated on both losses at
+  once. An analogue whose losses were calibrated apart has two populations, and a ValueError asks which; an
+  uncalibrated one (or loss) keeps the module's defaults and an empty ``calibrated``."""
+  a, chosen = ANALOGUES[name], calibrations(name)
+  if loss is not None:
+    chosen = {loss: chosen[loss]} if loss in chosen else {}
+  settings = {json.dumps({k: r[k] for k in TEACHER_SETTINGS}, sort_keys=True) for r in chosen.values()}
+  if len(settings) > 1:
+    raise ValueError(f"analogue {name!r} is calibrated per loss ({', '.join(sorted(chosen))}: Table 4's teachers of "
+                     f"the two losses are met by two populations): name one, --analogue=calibrated_for=<loss>")
+  if not chosen:
+    return a
+  record = next(iter(chosen.values()))
+  return dataclasses.replace(a, **{k: record[k] for k in TEACHER_SETTINGS},
+                             calibrated=json.dumps(record, sort_keys=True))
 
 
 def parse_settings(text: str) -> dict:
-  """'weight=0.4,leak=0.1' -> {'weight': 0.4, 'leak': 0.1}: the teachers' settings (module docstring) and the
-  measurement's test_scale (>= 1) only; a ValueError names a bad item."""
-  out, known = {}, TEACHER_SETTINGS + MEASUREMENT_SETTINGS
+  """'weight=0.4,leak=0.1' -> {'weight': 0.4, 'leak': 0.1}: the teachers' settings (module docstring), the
+  measurement's test_scale (>= 1), or calibrated_for=<loss> (the population calibrated for that loss's teachers,
+  analogues.json); a ValueError names a bad item."""
+  out, known = {}, TEACHER_SETTINGS + MEASUREMENT_SETTINGS + ("calibrated_for",)
   for item in filter(None, (t.strip() for t in text.split(","))):
     key, _, value = item.partition("=")
     if key not in known:
       raise ValueError(f"analogue setting {item!r}: expected one of {', '.join(known)} as name=value")
+    if key == "calibrated_for":
+      if value not in LOSSES:
+        raise ValueError(f"analogue setting {item!r}: calibrated_for names a loss ({', '.join(LOSSES)})")
+      out[key] = value
+      continue
     try:
       out[key] = float(value)
     except ValueError:
       raise ValueError(f"analogue setting {item!r}: {value!r} is not a number") from None
+  if "calibrated_for" in out and set(out) & set(TEACHER_SETTINGS):
+    raise ValueError(f"analogue settings {text!r}: calibrated_for reads the teachers' settings from analogues.json; "
+                     f"give it or {', '.join(TEACHER_SETTINGS)}, not both")
   if (not 0 <= out.get("weight", 0.5) <= 1 or out.get("leak", 0) < 0 or out.get("noise", 0) < 0
       or out.get("test_scale", 1) < 1):
     raise ValueError(f"analogue settings {text!r}: weight in [0, 1], leak and noise >= 0, test_scale >= 1")
   return out
+
+
+def resolved(name: str, settings: Optional[dict] = None) -> Analogue:
+  """The analogue a generation with `settings` (:func:`parse_settings`'s) makes: all three teachers' settings
+  given (a calibration's candidate), the shape with them; else the calibrated population they name
+  (calibrated_for), or the one in force, with the settings given over it."""
+  settings = dict(settings or {})
+  loss = settings.pop("calibrated_for", None)
+  base = ANALOGUES[name] if set(TEACHER_SETTINGS) <= set(settings) else analogue(name, loss)
+  return dataclasses.replace(base, **settings)
 
 
 def _grade_cuts(top_share: float, sd: float) -> np.ndarray:
@@ -173,17 +209,12 @@ def _split(rng, a: Analogue, num_queries: int, design) -> Groups:
   return Groups(x=x.astype(np.float32), rel=rel, qid=np.arange(num_queries, dtype=np.int64), offsets=offsets)
 
 
-def analogue(name: str) -> Analogue:
-  """Analogue `name` with its calibrated teachers' settings (analogues.json), read when asked."""
-  return _calibrated()[name]
-
-
 def generate(name: str, *, scale: float = 1.0, seed: int = 0, settings: Optional[dict] = None) -> dict:
   """Raw splits {'train', 'vali', 'test'} -> :class:`Groups` of analogue `name` (before any preprocessing).
 
   scale multiplies the declared fraction's query counts (1 / fraction: the paper's); settings overrides fields of
-  the analogue (the calibration's candidates: weight, leak, noise)."""
-  a = dataclasses.replace(analogue(name), **(settings or {}))
+  the analogue (the calibration's candidates: weight, leak, noise) or name its population (calibrated_for)."""
+  a = resolved(name, settings)
   rng = np.random.default_rng(seed)
   design = _design(rng, a)
   out = {}

@@ -93,7 +93,9 @@ class DataConfig:
                                 lo=0, omit_default=True)
   analogue: str = option("", "Paper analogues (dataset=yahoo_like, istella_like, web30k_like): their teachers' settings, "
                          "e.g. weight=0.4,leak=0.1,noise=0.7 (the calibration's candidates, experiments.calibrate; "
-                         "default: the calibrated ones, pfd_jax.data.analogues).", omit_default=True)
+                         "default: the calibrated ones, pfd_jax.data.analogues), or calibrated_for=<loss>: the "
+                         "population calibrated for that loss's teachers, where the two losses' differ.",
+                         omit_default=True)
   max_buckets: int = option(4, "Length buckets per split (padding vs compiled shapes).", lo=1)
   data_source: str = option("resident", "Where training reads its buckets: resident (on the device) or streamed "
                             "(pre-bucketed shards on disk, read a chunk of steps at a time; the same numbers).",
@@ -116,10 +118,10 @@ class DataConfig:
       raise ConfigError(next(iter(generator)), f"{', '.join(generator)} set the generated data's size, and "
                         f"dataset={self.dataset} reads files: drop them (a preset that sets them is a generated "
                         f"data preset)")
+    if self.analogue and self.dataset not in analogues.ANALOGUES:
+      raise ConfigError("analogue", f"applies to a paper analogue ({', '.join(analogues.ANALOGUES)}), not "
+                        f"dataset={self.dataset}")
     if self.analogue:
-      if self.dataset not in analogues.ANALOGUES:
-        raise ConfigError("analogue", f"applies to a paper analogue ({', '.join(analogues.ANALOGUES)}), not "
-                          f"dataset={self.dataset}")
       try:
         analogues.parse_settings(self.analogue)
       except ValueError as e:
