@@ -142,7 +142,9 @@ def test_an_analogue_calibrated_per_loss_has_a_population_per_loss(monkeypatch, 
   assert A.analogue("yahoo_like", "rankbce").weight == 0.9 and A.analogue("yahoo_like", "ranknet").weight == 0.6
   with pytest.raises(ValueError, match="calibrated per loss.*--analogue=calibrated_for=<loss>"):
     A.analogue("yahoo_like")
-  assert A.analogue("web30k_like").calibrated == ""  # uncalibrated: the module's defaults
+  assert A.analogue("web30k_like").calibrated == ""  # uncalibrated: the module's defaults, unless a loss is named
+  with pytest.raises(ValueError, match="not calibrated for rankbce.*experiments.calibrate --dataset=web30k_like"):
+    A.generate("web30k_like", scale=0.05, settings=A.parse_settings("calibrated_for=rankbce"))
   named = A.generate("yahoo_like", scale=0.05, seed=3, settings=A.parse_settings("calibrated_for=ranknet"))
   by_hand = A.generate("yahoo_like", scale=0.05, seed=3, settings=dict(weight=0.6, leak=0.1, noise=0.7))
   np.testing.assert_array_equal(named["train"].rel, by_hand["train"].rel)

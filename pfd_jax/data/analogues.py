@@ -113,10 +113,14 @@ def analogue(name: str, loss: Optional[str] = None) -> Analogue:
   """Analogue `name` with its calibrated teachers' settings (analogues.json, read when asked): the population
   calibrated for `loss`'s teachers, or (loss None) the one population of an analogue calibrated on both losses at
   once. An analogue whose losses were calibrated apart has two populations, and a ValueError asks which; an
-  uncalibrated one (or loss) keeps the module's defaults and an empty ``calibrated``."""
+  uncalibrated one keeps the module's defaults and an empty ``calibrated`` (a loss named but not calibrated: a
+  ValueError)."""
   a, chosen = ANALOGUES[name], calibrations(name)
   if loss is not None:
-    chosen = {loss: chosen[loss]} if loss in chosen else {}
+    if loss not in chosen:  # a run that names a calibrated population never gets the defaults in its place
+      raise ValueError(f"analogue {name!r} is not calibrated for {loss} (pfd_jax/data/analogues.json): "
+                       f"python -m experiments.calibrate --dataset={name} --loss={loss}")
+    chosen = {loss: chosen[loss]}
   settings = {json.dumps({k: r[k] for k in TEACHER_SETTINGS}, sort_keys=True) for r in chosen.values()}
   if len(settings) > 1:
     raise ValueError(f"analogue {name!r} is calibrated per loss ({', '.join(sorted(chosen))}: Table 4's teachers of "
