@@ -386,7 +386,7 @@ PRESETS = (
            f'--methods={",".join(distill.METHODS)}', 'Table 2 / Table 4 at MSLR-WEB30K size (synthetic, 5 seeds)',
            accelerator="projected by the power study's time model at 4 h 5 min on the developers' 2-core CPU, 49 "
            "minutes per seed for both losses; not yet measured on an accelerator"),
-    *protocol.PAPER_PRESETS)
+    *protocol.PAPER_PRESETS, *protocol.ANALOGUE_PRESETS)
 
 
 DRIVER = schema.Driver("table2", run, to_markdown, plot_curves, "fig2.png", options=Options,

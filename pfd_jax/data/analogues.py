@@ -53,7 +53,8 @@ class Analogue:
   the teachers' settings (module docstring), from ``experiments.calibrate``; calibrated: the calibration's record
   (its commit and results file), empty while the defaults below are uncalibrated; test_scale: the test split's
   groups x this (a measurement setting, the calibration's: more test lists of the same population estimate the
-  same teachers' NDCG with less noise; a deciding run keeps Table 1's 1)."""
+  same teachers' NDCG with less noise; a deciding run on an analogue sets it too, by name, to decide a claim on
+  more test lists of the same population: experiments/framework/protocol.py)."""
   paper: str
   num_regular: int
   num_privileged: int
