@@ -1,6 +1,7 @@
 """Verdicts in the form each claim is stated (experiments.framework.claims): runs that re-draw their data, the
 crossed seeds x queries interval, the claim forms on cases with a known answer, Holm's adjustment and TOST against
 statsmodels."""
+import json
 import math
 
 import jax
@@ -282,8 +283,8 @@ def test_every_member_of_the_declared_family_is_a_claim_its_run_states():
   from experiments import report
   keys = {e.key for e in report.EXPECTED}
   assert {m.run for m in family.FAMILY} <= keys
-  assert len({(m.run, m.text) for m in family.FAMILY}) == len(family.FAMILY) == 25  # each claim once
-  assert sum(m.source == claims.PFD for m in family.FAMILY) == 20  # the main paper's 20 claims
+  assert len({(m.run, m.text) for m in family.FAMILY}) == len(family.FAMILY) == 43  # each claim once
+  assert sum(m.source == claims.PFD for m in family.FAMILY) == 38  # the main paper's 38 claims
   assert all(m.quote for m in family.FAMILY)  # each quotes the sentence it tests
   assert not {m.text for m, _ in family.WITHDRAWN} & {m.text for m in family.FAMILY}
   # a member declared over the re-drawn population is decided by a preset that re-draws and selects on validation
@@ -291,6 +292,45 @@ def test_every_member_of_the_declared_family_is_a_claim_its_run_states():
   for m in family.FAMILY:
     if m.population == "re-drawn":
       assert "--draws=" in flags[m.run] and "--select_on=vali" in flags[m.run], (m.run, flags[m.run])
+
+
+def test_table_2_on_an_analogue_is_its_own_members_and_its_pilot_their_diagnostic():
+  """Each declared analogue's decisive runs decide Table 2's three comparisons per loss, each member set beside
+  the paper's own effect on that dataset only (Table 4's); a claim of the analogue's pilot is a diagnostic of the
+  analogue's member, never of the synthetic population's member with the same words."""
+  from experiments.framework import familypage
+  for name in ("yahoo_like", "istella_like", "web30k_like"):  # 3 analogues x 2 losses x 3 comparisons
+    assert sum(m.run.startswith(f"table2/{name}-decisive_") for m in family.FAMILY) == 6
+  ours = [m for m in family.FAMILY if m.run.startswith("table2/yahoo_like-decisive_")]
+  assert all(m.form == "superiority" and m.population == "re-drawn" for m in ours)
+  assert all(len(m.reported) == 1 and m.reported[0][0] == "Yahoo" for m in ours)
+  gend = {m.run.rsplit("_", 1)[1]: m for m in ours if "GenD" in m.text}
+  assert "0.585 ± 0.007" in gend["ranknet"].quote and "0.585" not in gend["rankbce"].quote
+  assert gend["ranknet"].reported == (("Yahoo", -0.2),)  # Table 4: 0.585 against 0.586
+  assert family.population_of("table2/yahoo_like-pilot_rankbce")[0] == "the Yahoo analogue"
+  decided = family.resolve({})
+  claim = claims.Claim("[rankbce] PFD student beats no-distillation (paper, Table 2): +9.0%", "holds", "", p=0.01,
+                       source="PFD")
+  assert familypage.page_verdict("table2/yahoo_like-pilot_rankbce", claim, decided)[0] == (
+      "diagnostic: decided by table2/yahoo_like-decisive_rankbce")
+  assert familypage.page_verdict("table2/synthetic", claim, decided)[0] == (
+      f"diagnostic: decided by {family.DECISIVE}")
+
+
+def test_an_analogues_decisive_run_is_sized_by_its_published_pilot_by_the_declared_rule(tmp_path):
+  """No published pilot: 0 draws (the run fails at once on its --pilot); a published one: plan(pilot,
+  mde=ANALOGUE_MDE)'s draws, the fewest at which every comparison's MDE is at most 3%."""
+  from experiments.framework import protocol
+  assert protocol.decisive_draws("yahoo_like", "rankbce", root=str(tmp_path)) == 0
+  folds = {f"fold{k}": dict(seconds=600.0, test_lists_valid=[True] * 4, rows={
+      "no_distill": dict(best=dict(test=[[0.5]]), test_lists=[0.5, 0.4, 0.6, 0.5]),
+      "pfd": dict(best=dict(test=[[0.52 + 0.01 * k]]), test_lists=[0.52 + 0.01 * k, 0.43, 0.6, 0.53])}) for k in (1, 2, 3)}
+  pilot = dict(losses={"rankbce": dict(train_config={}, folds=folds)}, config=dict(data=dict(draws=3)))
+  folder = tmp_path / "published" / "table2-yahoo_like-pilot_rankbce"
+  folder.mkdir(parents=True)
+  (folder / "results.json").write_text(json.dumps(pilot))
+  sized = protocol.decisive_draws("yahoo_like", "rankbce", root=str(tmp_path))
+  assert sized == protocol.plan(pilot, mde=protocol.ANALOGUE_MDE)["draws"] > 1
 
 
 def test_redrawn_components_unbiased_and_power_matches_simulation():

@@ -31,6 +31,7 @@ import numpy as np
 from experiments.framework import claims as claims_lib
 from experiments.framework import paper
 from experiments.framework.claims import PFD, Claim
+from pfd_jax.data import analogues
 
 DECISIVE = "table2/synthetic-decisive_redrawn"
 
@@ -84,10 +85,18 @@ _THEORY = (("Theorem 1 (exact) matches Monte-Carlo", 'Section 5.1, Theorem 1: "F
            ("Example 1: PFD beats regression", 'Section 5.2, Example 1, with Figure 6: PFD\'s error against "the '
             'standard linear regression" as d_z goes from 0 to 10'))
 
+# Table 2 on each paper analogue (pfd_jax/data/analogues.py), with the paper's name of the dataset it stands in
+# for: decided by the decisive runs of experiments/framework/protocol.py's ANALOGUE_PRESETS.
+_ANALOGUES = tuple((name, a.paper) for name, a in analogues.ANALOGUES.items())
+
 FAMILY: tuple = (
     *(Member("Table 2", DECISIVE, f"[{loss}] {text}", "superiority", quote=_BEST + (_TIE if versus == "gend" else ""),
              amended=amended.format(commit=_AMENDING), reported=paper.table4_change(loss, "pfd", versus))
       for loss in ("rankbce", "ranknet") for text, versus, amended in _TABLE2),
+    *(Member("Table 2 on the paper analogues", f"table2/{name}-decisive_{loss}", f"[{loss}] {text}", "superiority",
+             quote=_BEST + (_TIE if versus == "gend" and paper_name == "Yahoo" and loss == "ranknet" else ""),
+             reported=tuple(r for r in paper.table4_change(loss, "pfd", versus) if r[0] == paper_name))
+      for name, paper_name in _ANALOGUES for loss in ("rankbce", "ranknet") for text, versus, _ in _TABLE2),
     Member("The alpha study (Figure 3, Appendix A.7)", "fig3_alpha/synthetic-redrawn",
            "PFD student beats no-distillation at every alpha ≤ 0.95", "superiority", quote=_ALPHA,
            amended=_ALPHA_AMENDED.format(commit=_AMENDING)),
@@ -150,7 +159,10 @@ POPULATIONS = {
                   "privileged columns observe its two strongest latent factors)"),
     "logs": ("simulated logs", "pfd_jax/data/logs.py's e-commerce sessions (the paper's Amazon logs are not public)"),
     "ohsumed": ("OHSUMED", "OHSUMED's files, LETOR 3.0's five folds"),
-    "fig6": ("computed", "the linear theory's closed forms against Monte-Carlo")}
+    "fig6": ("computed", "the linear theory's closed forms against Monte-Carlo"),
+    **{name: (f"the {a.paper} analogue", f"pfd_jax/data/analogues.py at the paper's Table 1 shape and size, each loss "
+              f"on a population calibrated to that loss's Table 4 teachers for {a.paper} (the page's section on the "
+              "paper analogues)") for name, a in analogues.ANALOGUES.items()}}
 
 
 def population_of(run: str) -> tuple:
@@ -265,7 +277,7 @@ def conclusion(decided: Sequence[Decided]) -> list:
                "were measured on the paper's datasets and these intervals on the populations below, so an interval "
                "that rules one out says the effect differs here, not that the paper erred). " + ". ".join(beside) + ".")
   used = dict.fromkeys(population_of(d.member.run) for d in decided)
-  none = set(used) <= set(POPULATIONS.values())  # none of them the paper's files or an analogue of them
+  none = not set(used) & {POPULATIONS[name] for name in analogues.ANALOGUES}  # the paper's files: none yet either
   out.append("**The populations**: " + "; ".join(f"{name}: {what}" for name, what in used) + "." +
              (" No claim is decided on the paper's own datasets (Yahoo, Istella, Web30k) or on data calibrated to "
               "them." if none else ""))

@@ -27,7 +27,10 @@ def page_verdict(key: str, c: Claim, decided: list) -> tuple:
   if d is not None:
     return adjusted_cell(d), d.adjusted[1].split(" at ")[0]
   if c.confirmatory:
-    decider = next((d for d in decided if c.text.startswith(d.member.text)), None)
+    # the member that states this claim, on this run's population where several do (Table 2's on each population)
+    deciders = [d for d in decided if c.text.startswith(d.member.text)]
+    decider = next((d for d in deciders if family.population_of(d.member.run) == family.population_of(key)),
+                   deciders[0] if deciders else None)
     if decider is not None and decider.member.run == key:  # this run's member, not decided (a stale run)
       return adjusted_cell(decider), "not decided"
     return (f"diagnostic: decided by {decider.member.run}" if decider else "diagnostic: no member of the family",

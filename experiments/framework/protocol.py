@@ -3,11 +3,12 @@ re-drawn per run with --draws, with the data's fingerprints), the selection of t
 the paper's test selection on the same runs with its optimism), and the power study of a re-drawn population."""
 from __future__ import annotations
 
+import os
 from typing import Any, Dict, Mapping, Optional
 
 import numpy as np
 
-from experiments.framework import tabulate
+from experiments.framework import pagefiles, tabulate
 from experiments.framework.claims import Preset
 from experiments.framework.pairs import aggregate, test_selected
 from experiments.framework.records import LossRecord
@@ -224,26 +225,54 @@ PAPER_PRESETS = tuple(
     for name, (title, seeds, runs) in PAPER_RUNS.items())
 
 
-# Table 2 on the paper analogues (docs/analogues.md), each loss on the population calibrated to its own Table 4 row
-# and only once that calibration is committed (pfd_jax/data/analogues.json; the analogues named here are those
-# calibrated): the paper's size (--synthetic_scale = 1 / the declared fraction) and rows, 100 epochs, one seed a draw,
-# the best epoch on validation (Table 1's validation lists). The test split holds ANALOGUE_TEST_SCALE x Table 1's lists
-# of the same population, as the calibration measured it: Yahoo's 4,089 test lists hold about a hundred with a
-# positive, and a claim's MDE is mostly their noise. The pilot sizes the decisive run.
-ANALOGUE_RUNS = ("yahoo_like",)
+# Table 2 on the paper analogues (docs/analogues.md): per analogue and loss a pilot, then the decisive run it sizes,
+# whose three claims are members of the page's family (experiments/framework/family.py), declared with the sizing
+# rule below before any pilot or decisive run was made. Each loss runs on the population calibrated to its own
+# Table 4 row (--analogue=calibrated_for=<loss>: an error while it is not calibrated), at the paper's size
+# (--synthetic_scale = 1 / the declared fraction) and rows, 100 epochs, one seed a draw, the best epoch on validation
+# (Table 1's validation lists). The test split holds ANALOGUE_TEST_SCALE x Table 1's lists of the same population, as
+# the calibration measured it: Yahoo's 4,089 test lists hold about a hundred with a positive, and a claim's MDE is
+# mostly their noise. Hours on two cores each (every student's distillation term reads every training group each
+# epoch; a run resumes by row), so they are listed as not run until made.
 ANALOGUE_TEST_SCALE = 5
 ANALOGUE_PILOT_DRAWS = 3
+ANALOGUE_MDE = 0.03  # the decisive run: the fewest draws at which every comparison's MDE is at most this (plan)
+ANALOGUE_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-def analogue_flags(name: str, loss: str, tag: str, draws: int) -> str:
+def analogue_flags(name: str, loss: str, tag: str, draws: int, extra: str = "") -> str:
   return (f"--dataset={name} --loss={loss} --analogue=calibrated_for={loss},test_scale={ANALOGUE_TEST_SCALE} "
           f"--synthetic_scale={1 / analogues.ANALOGUES[name].fraction:g} --tag={tag} --draws={draws} --seeds=1 "
-          "--select_on=vali --curves=select --epochs=100 --methods=no_distill,self_distill,gend,pfd")
+          f"--select_on=vali --curves=select --epochs=100 {extra + ' ' if extra else ''}"
+          "--methods=no_distill,self_distill,gend,pfd")
 
 
-ANALOGUE_PRESETS = tuple(
-    Preset(f"{name}_{loss}_pilot", f"{name}-pilot_{loss}", analogue_flags(name, loss, f"pilot_{loss}",
-                                                                          ANALOGUE_PILOT_DRAWS),
-           f"Table 2 / Table 4 on the {name} analogue, {loss}: pilot ({ANALOGUE_PILOT_DRAWS} draws at the paper's "
-           "size, validation selection)")
-    for name in ANALOGUE_RUNS for loss in ("rankbce", "ranknet"))
+def decisive_draws(name: str, loss: str, root: str = ANALOGUE_ROOT) -> int:
+  """The draws of an analogue's decisive run: plan(its published pilot, mde=ANALOGUE_MDE)'s, by the rule declared
+  before the pilot ran; 0 while the pilot is not published (the decisive run then fails at once on --pilot)."""
+  path = os.path.join(root, "published", f"table2-{name}-pilot_{loss}")
+  if not os.path.isdir(path):
+    return 0
+  return plan(pagefiles.read_results(path, "pilot"), mde=ANALOGUE_MDE)["draws"]
+
+
+def _analogue_presets(name: str, loss: str) -> tuple:
+  pilot, draws = f"{name}-pilot_{loss}", decisive_draws(name, loss)
+  first = "" if loss in analogues.calibrations(name) else "its calibration (docs/analogues.md), then "
+  sitting = "a sitting of its own on two cores, or an accelerator"
+  cost = ("hours on two cores at the paper's size: every student's distillation term reads every training group "
+          "each epoch; a run resumes by row")
+  return (Preset(f"{name}_{loss}_pilot", pilot, analogue_flags(name, loss, f"pilot_{loss}", ANALOGUE_PILOT_DRAWS),
+                 f"Table 2 / Table 4 on the {name} analogue, {loss}: pilot ({ANALOGUE_PILOT_DRAWS} draws at the "
+                 "paper's size, validation selection)", accelerator=cost, needs=first + sitting),
+          Preset(f"{name}_{loss}_decisive", f"{name}-decisive_{loss}", analogue_flags(
+              name, loss, f"decisive_{loss}", draws, f"--label_seed=1 --seed=1 --target_mde={ANALOGUE_MDE:g} "
+              f"--pilot=published/table2-{pilot}"),
+                 f"Table 2 / Table 4 on the {name} analogue, {loss}, decisive: the draws its pilot sizes for an MDE "
+                 f"of {100 * ANALOGUE_MDE:g}% on every comparison ({draws or 'its pilot not run yet'}), validation "
+                 "selection", accelerator=cost, needs=first + ("" if draws else "its pilot, then ") + sitting))
+
+
+# all three analogues, declared at once with their members (each waits for its calibration)
+ANALOGUE_PRESETS = tuple(p for name in analogues.ANALOGUES for loss in analogues.LOSSES
+                         for p in _analogue_presets(name, loss))
