@@ -139,11 +139,13 @@ def to_markdown(res: RunRecord) -> str:
 def write_settings(res, loss: Optional[str] = None) -> str:
   """Writes the chosen candidate to pfd_jax/data/analogues.json (the file the analogues read), under each loss it
   was measured on (pfd_jax.data.analogues.calibrations), with its distance, the losses and seeds it was measured
-  on and the code that measured it (commit, dirty, sources' digest); returns the file's path. `res`: this driver's RunRecord, or its results.json as loaded (a calibration made on another
-  machine, the accelerator's: ``calibrate.write_settings(json.load(open(<its results.json>)))``), whose run's code
-  is the one its provenance recorded. loss: choose for that loss's Table 4 row alone (the nearest of the candidates
-  measured on it, by its distance under the run's tolerances) and write it under that loss only, an analogue whose
-  two losses' teachers one population does not meet (docs/analogues.md)."""
+  on and the code that measured it (commit, dirty, sources' digest); returns the file's path.
+
+  res: this driver's RunRecord, or its results.json as loaded (a calibration made on another machine, the
+  accelerator's: ``calibrate.write_settings(json.load(open(<its results.json>)))``), whose run's code is the one
+  its provenance recorded. loss: choose for that loss's Table 4 row alone (the nearest of the candidates measured
+  on it, by its distance under the run's tolerances) and write it under that loss only: an analogue whose two
+  losses' teachers one population does not meet (docs/analogues.md)."""
   path = analogues.SETTINGS_FILE
   with open(path) as f:
     current = json.load(f)
@@ -164,7 +166,7 @@ def write_settings(res, loss: Optional[str] = None) -> str:
       tolerance=dict(gain=cfg["options"]["gain_tolerance"], level=cfg["options"]["level_tolerance"]),
       code=res.get("provenance", {}).get("code") or rundir.code_version())
   # under each loss it was measured on: one population for both, or this loss's own (Table 4 is per loss)
-  current.setdefault(cfg["data"]["dataset"], {}).update({loss: record for loss in chosen["measured"]})
+  current.setdefault(cfg["data"]["dataset"], {}).update(dict.fromkeys(chosen["measured"], record))
   with open(path, "w") as f:
     json.dump(current, f, indent=1, sort_keys=True)
     f.write("\n")

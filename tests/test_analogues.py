@@ -28,7 +28,7 @@ def test_an_analogues_shape_is_table_1s(name):
   Equation 2 (t = 4, tau = 4.8: P(y = 1 | r) = sigmoid(t (r - tau)), a group positive unless every document's y is
   0), on 20,000 lists, within 3% and 10% of Table 1's (relative)."""
   regular, privileged, train, docs, positive = TABLE1[name]
-  a = A.analogue(name)
+  a = A.ANALOGUES[name]  # the shape: no teachers' setting moves it
   assert (a.num_regular, a.num_privileged, a.queries[0], a.positive_groups) == (regular, privileged, train, positive)
   assert a.num_queries(1 / a.fraction)[0] == train
   sizes, _, rel = A.relevance(np.random.default_rng(7), a, 20000)
@@ -53,15 +53,16 @@ def test_the_papers_split_makes_the_privileged_side_privileged():
 
 
 def test_the_same_seed_gives_the_same_bits_and_settings_move_only_the_teachers():
-  a, b = A.generate("yahoo_like", scale=0.05, seed=3), A.generate("yahoo_like", scale=0.05, seed=3)
+  base = dict(weight=0.5, leak=0.0, noise=0.7)  # given whole: an analogue calibrated per loss has no one population
+  a, b = (A.generate("yahoo_like", scale=0.05, seed=3, settings=base) for _ in range(2))
   for s in a:
     np.testing.assert_array_equal(a[s].x, b[s].x)
     np.testing.assert_array_equal(a[s].rel, b[s].rel)
-  heavier = A.generate("yahoo_like", scale=0.05, seed=3, settings=dict(weight=0.9))
+  heavier = A.generate("yahoo_like", scale=0.05, seed=3, settings=dict(base, weight=0.9))
   np.testing.assert_array_equal(a["train"].offsets, heavier["train"].offsets)  # the shape is no teacher's setting
   np.testing.assert_array_equal(a["train"].x, heavier["train"].x)  # the weight moves relevance, not the columns
   assert not np.array_equal(a["train"].rel, heavier["train"].rel)
-  leaky = A.generate("yahoo_like", scale=0.05, seed=3, settings=dict(leak=0.2))
+  leaky = A.generate("yahoo_like", scale=0.05, seed=3, settings=dict(base, leak=0.2))
   np.testing.assert_array_equal(a["train"].rel, leaky["train"].rel)  # the leak moves the regular columns only
   assert not np.array_equal(a["train"].x, leaky["train"].x)
 
@@ -168,8 +169,9 @@ def test_the_distance_is_the_largest_deviation_in_tolerances():
 def test_the_test_scale_measures_the_same_population_with_more_test_lists():
   """test_scale multiplies the test split's groups only, and leaves the training and validation bits as they are
   (they are generated first): a calibration's sharper measurement of the population a deciding run samples."""
-  a = A.generate("yahoo_like", scale=0.05, seed=3)
-  b = A.generate("yahoo_like", scale=0.05, seed=3, settings=dict(test_scale=3))
+  base = dict(weight=0.5, leak=0.0, noise=0.7)
+  a = A.generate("yahoo_like", scale=0.05, seed=3, settings=base)
+  b = A.generate("yahoo_like", scale=0.05, seed=3, settings=dict(base, test_scale=3))
   for s in ("train", "vali"):
     np.testing.assert_array_equal(a[s].x, b[s].x)
     np.testing.assert_array_equal(a[s].rel, b[s].rel)

@@ -277,7 +277,9 @@ def conclusion(decided: Sequence[Decided]) -> list:
                "were measured on the paper's datasets and these intervals on the populations below, so an interval "
                "that rules one out says the effect differs here, not that the paper erred). " + ". ".join(beside) + ".")
   used = dict.fromkeys(population_of(d.member.run) for d in decided)
-  none = not set(used) & {POPULATIONS[name] for name in analogues.ANALOGUES}  # the paper's files: none yet either
+  # no member decided on an analogue (the paper's own files have no member: the project does not hold them)
+  none = not {population_of(d.member.run) for d in decided if d.claim is not None} & {
+      POPULATIONS[name] for name in analogues.ANALOGUES}
   out.append("**The populations**: " + "; ".join(f"{name}: {what}" for name, what in used) + "." +
              (" No claim is decided on the paper's own datasets (Yahoo, Istella, Web30k) or on data calibrated to "
               "them." if none else ""))

@@ -12,6 +12,7 @@ from experiments.framework import pagefiles, tabulate
 from experiments.framework.claims import Preset
 from experiments.framework.pairs import aggregate, test_selected
 from experiments.framework.records import LossRecord
+from experiments.framework.staleness import ROOT
 from pfd_jax.data import analogues
 from pfd_jax.methods import rows as rows_lib
 from pfd_jax.ops import stats
@@ -237,7 +238,6 @@ PAPER_PRESETS = tuple(
 ANALOGUE_TEST_SCALE = 5
 ANALOGUE_PILOT_DRAWS = 3
 ANALOGUE_MDE = 0.03  # the decisive run: the fewest draws at which every comparison's MDE is at most this (plan)
-ANALOGUE_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def analogue_flags(name: str, loss: str, tag: str, draws: int, extra: str = "") -> str:
@@ -247,7 +247,7 @@ def analogue_flags(name: str, loss: str, tag: str, draws: int, extra: str = "") 
           "--methods=no_distill,self_distill,gend,pfd")
 
 
-def decisive_draws(name: str, loss: str, root: str = ANALOGUE_ROOT) -> int:
+def decisive_draws(name: str, loss: str, root: str = ROOT) -> int:
   """The draws of an analogue's decisive run: plan(its published pilot, mde=ANALOGUE_MDE)'s, by the rule declared
   before the pilot ran; 0 while the pilot is not published (the decisive run then fails at once on --pilot)."""
   path = os.path.join(root, "published", f"table2-{name}-pilot_{loss}")
