@@ -93,8 +93,8 @@ FAMILY: tuple = (
     *(Member("Table 2", DECISIVE, f"[{loss}] {text}", "superiority", quote=_BEST + (_TIE if versus == "gend" else ""),
              amended=amended.format(commit=_AMENDING), reported=paper.table4_change(loss, "pfd", versus))
       for loss in ("rankbce", "ranknet") for text, versus, amended in _TABLE2),
-    *(Member("Table 2 on the paper analogues", f"table2/{name}-decisive_{loss}", f"[{loss}] {text}", "superiority",
-             quote=_BEST + (_TIE if versus == "gend" and paper_name == "Yahoo" and loss == "ranknet" else ""),
+    *(Member(f"Table 2 on the {paper_name} analogue", f"table2/{name}-decisive_{loss}", f"[{loss}] {text}",
+             "superiority", quote=_BEST + (_TIE if (paper_name, loss, versus) == ("Yahoo", "ranknet", "gend") else ""),
              reported=tuple(r for r in paper.table4_change(loss, "pfd", versus) if r[0] == paper_name))
       for name, paper_name in _ANALOGUES for loss in ("rankbce", "ranknet") for text, versus, _ in _TABLE2),
     Member("The alpha study (Figure 3, Appendix A.7)", "fig3_alpha/synthetic-redrawn",
