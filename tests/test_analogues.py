@@ -150,6 +150,11 @@ def test_an_analogue_calibrated_per_loss_has_a_population_per_loss(monkeypatch, 
   by_hand = A.generate("yahoo_like", scale=0.05, seed=3, settings=dict(weight=0.6, leak=0.1, noise=0.7))
   np.testing.assert_array_equal(named["train"].rel, by_hand["train"].rel)
   np.testing.assert_array_equal(named["train"].x, by_hand["train"].x)
+  # the bare name's recipe (a calibration's own, whose candidates name their settings) records both populations
+  from experiments.framework import rundir
+  assert rundir.data_provenance(DataConfig(dataset="yahoo_like"))["analogue"]["populations"]["ranknet"]["weight"] == 0.6
+  assert rundir.data_provenance(DataConfig(dataset="yahoo_like", analogue="calibrated_for=ranknet"))["analogue"][
+      "weight"] == 0.6
   data = DataConfig(dataset="yahoo_like", analogue="calibrated_for=ranknet")
   assert schema.Config(data=data, run=schema.RunConfig(loss="ranknet")).losses == ("ranknet",)
   with pytest.raises(ConfigError, match="analogue.*calibrated for ranknet's teachers.*--loss=ranknet"):

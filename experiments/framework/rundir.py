@@ -160,8 +160,12 @@ def data_provenance(d: DataConfig) -> Dict[str, Any]:
     kw = d.synthetic_kwargs()
     gen = D.spec(d.dataset).generate
     if d.dataset in analogues.ANALOGUES:  # its shape and the teachers' settings in force (analogues.json's)
-      a = analogues.resolved(d.dataset, kw.get("settings"))
-      return dict(generator="pfd_jax.data.analogues.generate", arguments=kw, analogue=dataclasses.asdict(a))
+      try:
+        a = dataclasses.asdict(analogues.resolved(d.dataset, kw.get("settings")))
+      except ValueError:  # calibrated per loss and no population named: a calibration's recipe, whose candidates
+        a = dict(dataclasses.asdict(analogues.ANALOGUES[d.dataset]),  # record their own (a run's data says why)
+                 populations=analogues.calibrations(d.dataset))
+      return dict(generator="pfd_jax.data.analogues.generate", arguments=kw, analogue=a)
     return dict(generator="pfd_jax.data.synthetic." + ("generate_chunked" if "chunk" in kw else "generate")
                 if d.dataset == "synthetic" else f"{gen.__module__}.{gen.__qualname__}", arguments=kw)
   found = {}
