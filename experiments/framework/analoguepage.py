@@ -11,7 +11,7 @@ import os
 from experiments.framework import paper, tabulate
 from pfd_jax.data import analogues
 
-LOSSES = ("rankbce", "ranknet")
+LOSSES = analogues.LOSSES
 EVIDENCE = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "evidence")
 ANCHOR = "the-paper-analogues"  # where a run's section before it ends (pagefiles.carried)
 

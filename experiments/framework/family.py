@@ -96,7 +96,7 @@ FAMILY: tuple = (
     *(Member(f"Table 2 on the {paper_name} analogue", f"table2/{name}-decisive_{loss}", f"[{loss}] {text}",
              "superiority", quote=_BEST + (_TIE if (paper_name, loss, versus) == ("Yahoo", "ranknet", "gend") else ""),
              reported=tuple(r for r in paper.table4_change(loss, "pfd", versus) if r[0] == paper_name))
-      for name, paper_name in _ANALOGUES for loss in ("rankbce", "ranknet") for text, versus, _ in _TABLE2),
+      for name, paper_name in _ANALOGUES for loss in analogues.LOSSES for text, versus, _ in _TABLE2),
     Member("The alpha study (Figure 3, Appendix A.7)", "fig3_alpha/synthetic-redrawn",
            "PFD student beats no-distillation at every alpha ≤ 0.95", "superiority", quote=_ALPHA,
            amended=_ALPHA_AMENDED.format(commit=_AMENDING)),

@@ -162,8 +162,8 @@ def data_provenance(d: DataConfig) -> Dict[str, Any]:
     if d.dataset in analogues.ANALOGUES:  # its shape and the teachers' settings in force (analogues.json's)
       try:
         a = dataclasses.asdict(analogues.resolved(d.dataset, kw.get("settings")))
-      except ValueError:  # calibrated per loss and no population named: a calibration's recipe, whose candidates
-        a = dict(dataclasses.asdict(analogues.ANALOGUES[d.dataset]),  # record their own (a run's data says why)
+      except ValueError:  # calibrated per loss, no population named (a calibration's recipe: each candidate names
+        a = dict(dataclasses.asdict(analogues.ANALOGUES[d.dataset]),  # its own): the shape and both populations
                  populations=analogues.calibrations(d.dataset))
       return dict(generator="pfd_jax.data.analogues.generate", arguments=kw, analogue=a)
     return dict(generator="pfd_jax.data.synthetic." + ("generate_chunked" if "chunk" in kw else "generate")
