@@ -97,7 +97,7 @@ def test_the_calibration_trains_no_student(monkeypatch, tmp_path):
       monkeypatch.setitem(rows_lib.REGISTRY._entries, name, dataclasses.replace(row, train=planted))
   cfg = tiny(calibrate.Options(weights=(0.2, 0.8), leaks=(0.0,), noises=(0.7,)),
              data=dict(dataset="web30k_like", synthetic_scale=0.05, synthetic_queries=(),
-                       synthetic_mean_docs=None), run=dict(seeds=1, loss="both"))
+                       synthetic_mean_docs=None), run=dict(seeds=1))
   res = calibrate.run(cfg)
   assert [t["settings"]["weight"] for t in res["candidates"]] == [0.2, 0.8]
   for t in res["candidates"]:
@@ -113,17 +113,41 @@ def test_the_calibration_trains_no_student(monkeypatch, tmp_path):
     calibrate.write_settings(record)
     written.append(json.loads(path.read_text())["web30k_like"])
   assert written[0] == written[1] and list(written[0]) == list(res["chosen"]["measured"])  # under each loss
-  # one loss's choice from the same run: the nearest on that loss alone, under that loss only
-  path.write_text("{}")
-  calibrate.write_settings(res, loss="ranknet")
-  own = json.loads(path.read_text())["web30k_like"]
-  nearest = min(res["candidates"], key=lambda t: calibrate.distance({"ranknet": t["measured"]["ranknet"]},
-                                                                    calibrate.TABLE4["web30k_like"], cfg.options))
-  assert list(own) == ["ranknet"] and own["ranknet"]["weight"] == nearest["settings"]["weight"]
-  assert own["ranknet"]["losses"] == ["ranknet"] and list(own["ranknet"]["measured"]) == ["ranknet"]
   for record in written[0].values():
     assert record["weight"] == res["chosen"]["settings"]["weight"] and record["seeds"] == 1
     assert record["losses"] == list(res["chosen"]["measured"])
+
+
+def test_one_losss_choice_is_the_nearest_on_that_loss_alone(monkeypatch, tmp_path):
+  """write_settings(res, loss=...): of a both-loss stage's candidates, the nearest on that loss's Table 4 row alone
+  (here not the joint choice), written under that loss only with that loss's measurement."""
+  target = calibrate.TABLE4["web30k_like"]
+  def m(loss, pfd_off):
+    level, pfd, gend = target[loss]
+    return dict(level=level, pfd_teacher=pfd + pfd_off, gend_teacher=gend)
+  exact_bce = dict(settings=dict(weight=0.2, leak=0.0, noise=0.7), measured=dict(rankbce=m("rankbce", 0),
+                                                                                  ranknet=m("ranknet", 30)))
+  both_near = dict(settings=dict(weight=0.8, leak=0.0, noise=0.7), measured=dict(rankbce=m("rankbce", 6),
+                                                                                  ranknet=m("ranknet", 6)))
+  o = calibrate.Options()
+  for t in (exact_bce, both_near):
+    t["distance"] = calibrate.distance(t["measured"], target, o)
+  res = dict(config=dict(data=dict(dataset="web30k_like", synthetic_scale=20.0), run=dict(seeds=2),
+                         train=dict(epochs=100), options=dict(gain_tolerance=3.0, level_tolerance=0.1)),
+             candidates=[exact_bce, both_near], chosen=both_near, provenance=dict(code={"git_commit": "abc"}))
+  path = tmp_path / "analogues.json"
+  monkeypatch.setattr(A, "SETTINGS_FILE", str(path))
+  for loss, weight, distance in (("rankbce", 0.2, 0.0), ("ranknet", 0.8, 2.0)):
+    path.write_text("{}")
+    calibrate.write_settings(res, loss=loss)
+    own = json.loads(path.read_text())["web30k_like"]
+    assert list(own) == [loss] and own[loss]["weight"] == weight
+    assert own[loss]["distance"] == pytest.approx(distance) and own[loss]["losses"] == [loss]
+    assert own[loss]["measured"] == {loss: res["candidates"][0 if weight == 0.2 else 1]["measured"][loss]}
+  path.write_text("{}")
+  calibrate.write_settings(res)  # the joint choice: under both losses
+  assert {l: r["weight"] for l, r in json.loads(path.read_text())["web30k_like"].items()} == dict(rankbce=0.8,
+                                                                                                   ranknet=0.8)
 
 
 def test_an_analogue_calibrated_per_loss_has_a_population_per_loss(monkeypatch, tmp_path):
