@@ -38,7 +38,7 @@ from experiments.framework.staleness import ROOT, git, staleness
 from pfd_jax import registry
 
 # The drivers whose presets make the page, in its order.
-PAGE = ("table2", "power", "table3_logs", "debias", "theory", "fig3_alpha", "alpha_robustness", "fig4_sparsity", "fig5_correlation",
+PAGE = ("table2", "power", "table3_logs", "table3_sparsity", "debias", "theory", "fig3_alpha", "alpha_robustness", "fig4_sparsity", "fig5_correlation",
         "table5_positive_groups", "table6_imputation", "pfd_teacher_loss", "sdr", "rank_distill",
         "committee_perceptron", "data_summary")
 # The benchmarks (speed, memory, latency) are not on it: their figures need an idle machine and hold no claim;

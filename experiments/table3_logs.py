@@ -42,6 +42,8 @@ class Options(SimulatorOptions):
   draws: int = option(0, "The runs' population: 0 = one simulation (--sim_seed) shared by the seeds; N = N "
                       "simulations, each a draw of its own logs with its own seeds and step order (use --seeds=1: each "
                       "draw a run; the claims' unit is then the draw).", lo=0, omit_default=True)
+  purchase_offset: float = option(2.0, "The purchase's logit offset in the simulator's cascade (larger = sparser "
+                                  "purchases; pfd_jax.data.logs).", omit_default=True)
 
 
 ROWS = [("no_distill", "Baseline: no-distillation"),
@@ -76,7 +78,7 @@ def run(cfg: schema.Config) -> RunRecord:
   draws."""
   t0 = time.time()
   cfg = cfg.replace(data=dict(draws=cfg.options.draws)) if cfg.options.draws else cfg  # setup's keys per draw
-  draws = [_draw(cfg, fold) for fold in setup.folds_of(cfg.data)]
+  draws = [simulated_rows(cfg, fold) for fold in setup.folds_of(cfg.data)]
   best = {k: np.concatenate([d[0][k].best["test"] for d in draws]) for k in draws[0][0]}
   lightgbm = {k for k in best if k in rows_lib.REGISTRY and rows_lib.REGISTRY[k].one_process}
   return RunRecord(config=cfg, env=rundir.environment(), simulator=draws[0][1].config,
@@ -87,17 +89,17 @@ def run(cfg: schema.Config) -> RunRecord:
                    seconds=time.time() - t0)
 
 
-def _draw(cfg: schema.Config, fold: int) -> tuple:
+def simulated_rows(cfg: schema.Config, fold: int, prefix: str = "") -> tuple:
   """(the rows' results, the simulated logs, % of training sessions with a purchase, each privileged column's
-  correlation with the purchase) of one simulation."""
+  correlation with the purchase) of one simulation; its rows saved as <prefix><row> in the run folder."""
   seed = draw_seed(cfg.options.sim_seed, fold) if cfg.data.draws else cfg.options.sim_seed
-  ds = logs.simulate(sessions=cfg.options.sessions, seed=seed)
+  ds = logs.simulate(sessions=cfg.options.sessions, seed=seed, purchase_offset=cfg.options.purchase_offset)
   _, dd, tc, keys = setup.fold_setup(cfg, None, fold, ds)
-  log = monitor.progress(f"[logs{f' draw {fold}' if cfg.data.draws else ''}]")
+  log = monitor.progress(f"[logs{f' draw {fold}' if cfg.data.draws else ''}{f' {prefix}' if prefix else ''}]")
   store = rowstore.Rows(cfg, ds, fold)
 
   def fit(row, view, train, servable=True):
-    res[row] = store(row, view, tc, train, servable)
+    res[row] = store(prefix + row, view, tc, train, servable)
     return res[row]
 
   res = {}
@@ -124,7 +126,7 @@ def _draw(cfg: schema.Config, fold: int) -> tuple:
     fit("multi" + tag, "x", lambda: distill.train_student(keys, tc, data(), distill.teacher_targets(tc, teachers, data()),
                                                           log("multi" + tag)))
   if cfg.options.lightgbm:
-    ctx = distill.Context(keys, tc, dd, ds, fit=store.fit(), hooks=log, lightgbm=cfg.options.gbdt, seed=cfg.run.seed)
+    ctx = distill.Context(keys, tc, dd, ds, fit=store.fit(prefix), hooks=log, lightgbm=cfg.options.gbdt, seed=cfg.run.seed)
     done = {"no_distill": distill.Trained(res["no_distill"], "x", tc)}  # the baseline, trained above
     res.update({k: t.result for k, t in distill.run_rows(ctx, rows_lib.plan(distill.LIGHTGBM_METHODS), done).items()
                 if k not in done})

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from experiments import (alpha_robustness, fig3_alpha, fig4_sparsity, fig5_correlation,  # noqa: F401
-                         table3_logs, table5_positive_groups, table6_imputation)
+                         table3_logs, table3_sparsity, table5_positive_groups, table6_imputation)
 from experiments.framework import claims, outputs, setup
 from experiments.framework.records import RunRecord
 from pfd_jax import data as D
@@ -94,6 +94,40 @@ def test_logs_simulator_cascade_and_seed():
   sizes = g.sizes
   first = np.log2(2.0)
   assert np.sum(pos == first) == g.num_queries and sizes.min() >= 15  # one item at position 1 per session
+
+
+def test_the_purchase_offset_thins_the_purchases_of_the_same_sessions():
+  """A larger purchase_offset lowers every item's purchase probability on the same draws: the same sessions,
+  features, clicks and adds, purchases a subset of the default's; the default keeps its bits and its record."""
+  base, same = logs.simulate(sessions=(80, 10, 10), seed=3), logs.simulate(sessions=(80, 10, 10), seed=3,
+                                                                            purchase_offset=2.0)
+  sparse = logs.simulate(sessions=(80, 10, 10), seed=3, purchase_offset=5.0)
+  a, b, c = base["train"], same["train"], sparse["train"]
+  assert a.y.tobytes() == b.y.tobytes() and base.config == same.config and "purchase_offset" not in base.config
+  np.testing.assert_array_equal(a.x, c.x)
+  np.testing.assert_array_equal(a.z, c.z)
+  assert np.all(c.y <= a.y) and c.y.sum() < a.y.sum() and sparse.config["purchase_offset"] == 5.0
+
+
+@pytest.mark.slow
+def test_table3_sparsity_sweeps_the_purchase_rate_on_table3s_rows(tmp_path):
+  """Each offset's level: Table 3's rows on its own sparsity of the same simulation (offset 2: table3_logs' run
+  bit for bit), its teachers' distance to Table 3 from their relative NDCG@8, the paper's claims at every rate."""
+  opts = table3_sparsity.Options(sessions=(60, 30, 60), purchase_offsets=(2.0, 5.0))
+  js = written(tmp_path, table3_sparsity.run(tiny(opts)), table3_sparsity.DRIVER)
+  dense, sparse = js["levels"]["2"], js["levels"]["5"]
+  assert sparse["positive_train_sessions_pct"] < dense["positive_train_sessions_pct"]
+  one = table3_logs.run(tiny(table3_logs.Options(sessions=(60, 30, 60), placebo=False, lightgbm=False)))
+  assert set(dense["rows"]) == set(one["rows"])
+  for k in one["rows"]:
+    np.testing.assert_array_equal(dense["rows"][k], one["rows"][k])
+  rel = sparse["relative"]
+  want = max(abs(rel[f"{k}_teacher"] - v) for k, v in (("position", 1.182), ("click", 2.121), ("add", 2.292)))
+  assert sparse["teacher_distance"] == pytest.approx(100 * want)
+  md = (tmp_path / "out" / "table.md").read_text()
+  assert md.count("(nearest)") == 1 and "table3_logs' logs" in md
+  said = table3_sparsity.DRIVER.claims(RunRecord.from_json(js))
+  assert len(said) == 6 and all("% of sessions with a purchase, offset" in c.text for c in said)
 
 
 @pytest.mark.slow
