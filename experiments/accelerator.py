@@ -7,6 +7,7 @@ paper analogues' calibrations when named (docs/reproducing.md).
   python -m experiments.accelerator --steps=web30k         # Table 2 at Web30k size: calls of its own
   python -m experiments.accelerator --dry_run              # the same steps at toy size on CPU, in minutes
   python -m experiments.accelerator --steps=calibrate_web30k_like  # a paper analogue's teachers, at the paper's size
+  python -m experiments.accelerator --steps=paper_web30k --data_dir=/data/MSLR-WEB30K --minutes=600  # your own GPU
 
 Each step is a command run as a subprocess. Its need is measured (seconds on one H200, see STEPS): a step starts
 where its need fits what is left of the call once the later steps that fit have their needs set aside, runs until
@@ -43,6 +44,7 @@ from typing import List, NamedTuple, Optional, Tuple
 from absl import flags
 
 from experiments import guards
+from experiments.framework import protocol
 from pfd_jax.data import analogues
 
 flags.DEFINE_bool("dry_run", False, "The same steps at toy size (tiny data, 2 epochs, 2 draws, one test file) into a "
@@ -55,6 +57,9 @@ flags.DEFINE_list("steps", ["numeric", "decisive_gpu", "headline"], "The steps t
 flags.DEFINE_string("out_root", "", "Where the runs are written (default: results; the dry run: a temporary folder).")
 flags.DEFINE_integer("grace", 60, "Seconds a step asked to stop may take to save and exit before it is killed.",
                      lower_bound=1)
+flags.DEFINE_string("data_dir", "", "The paper's files that the paper_<dataset> steps read (--preset=paper_<dataset> "
+                    "--data_dir=...; docs/paper-datasets.md): a folder on the machine this runs on, never carried with "
+                    "the working tree.")
 flags.DEFINE_integer("test_workers", 8, "pytest-xdist workers of the numeric tests (each a process on the GPU, "
                      "without preallocation).", lower_bound=0)
 FLAGS = flags.FLAGS
@@ -103,22 +108,31 @@ STEPS = (
                                  f"--synthetic_scale={1 / analogues.ANALOGUES[name].fraction:g}"), 300,
            ("--synthetic_scale=0.05", "--epochs=2", "--seeds=1", "--weights=0.5", "--leaks=0", "--max_buckets=2"), 60,
            (f"calibrate/{name}",)) for name in analogues.ANALOGUES),
+    # The paper's protocol on the paper's own files (--preset=paper_<dataset>, with --data_dir), named by hand: a
+    # user's own GPU, where the data are. Not measured on a GPU (nobody here holds the files): 300 s is a floor at a
+    # guess (parsing a fold and a first row); docs/paper-datasets.md projects the whole run from the measured rate.
+    *(Step(f"paper_{name}", ("experiments.table2", f"--preset=paper_{name}"), 300, ("--epochs=2", "--max_buckets=2"),
+           120, (f"table2/{name}-paper",)) for name in protocol.PAPER_RUNS),
 )
 
 
 flags.register_validator("steps", lambda names: bool(names) and set(names) <= {s.name for s in STEPS},
                          f"one or more of {', '.join(s.name for s in STEPS)}")
+flags.register_multi_flags_validator(
+    ["steps", "data_dir"], lambda f: f["data_dir"] or not any(n.startswith("paper_") for n in f["steps"]),
+    "the paper_<dataset> steps read the paper's files: name their folder with --data_dir")
 
 
-def command(step: Step, out_root: str, dry: bool) -> List[str]:
-  """The step's command line: pytest with its workers, or a driver with its preset, output root and the dry run's
-  toy flags."""
+def command(step: Step, out_root: str, dry: bool, data_dir: str = "") -> List[str]:
+  """The step's command line: pytest with its workers, or a driver with its preset, output root, the dry run's
+  toy flags and (a paper_<dataset> step) the data folder."""
   extra = list(step.dry if dry else ())
   if step.tests:
     workers = ["-n", str(FLAGS.test_workers)] if FLAGS.test_workers and not dry else ["-n", "0"]
     return [sys.executable, "-m", *step.args, *workers, *extra]
   driver = step.args[0].split(".")[-1]
-  return [sys.executable, "-m", *step.args, f"--out_dir={os.path.join(out_root, driver)}", "--notensorboard"] + extra
+  data = [f"--data_dir={data_dir}"] if step.name.startswith("paper_") else []
+  return [sys.executable, "-m", *step.args, f"--out_dir={os.path.join(out_root, driver)}", "--notensorboard"] + data + extra
 
 
 def plan(steps: List[Step], left: float, dry: bool = False) -> Optional[float]:
@@ -211,7 +225,7 @@ def device_record() -> dict:
 
 def run_step(step: Step, out_root: str, dry: bool, seconds: float, out: str, stopper: Stopper) -> dict:
   """Runs one step within `seconds` (then --grace to stop); its log (and, with `out`, its outputs) in `out`."""
-  cmd = command(step, out_root, dry)
+  cmd = command(step, out_root, dry, FLAGS.data_dir)
   t0 = time.time()
   log = os.path.join(out or out_root, f"{step.name}.log")
   os.makedirs(os.path.dirname(log), exist_ok=True)

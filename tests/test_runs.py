@@ -1,5 +1,6 @@
 """Runs that survive interruption, never overwrite each other, and never report silent garbage."""
 import dataclasses
+import json
 import os
 import signal
 import subprocess
@@ -12,7 +13,7 @@ from hypothesis import strategies as st
 from sklearn.datasets import dump_svmlight_file
 
 from experiments import export_logs, table2
-from experiments.framework import cli, family, rowstore, rundir, setup, tabulate
+from experiments.framework import cli, family, lifecycle, rowstore, rundir, setup, tabulate
 from pfd_jax import data as D
 from pfd_jax.data.config import DataConfig
 from pfd_jax.data import logs
@@ -237,6 +238,28 @@ def test_the_accelerator_refuses_a_step_it_does_not_have():
   assert "one or more of numeric, decisive_gpu, web30k, headline" in p.stderr
 
 
+def test_the_accelerators_paper_steps_need_the_data_folder():
+  p = subprocess.run([sys.executable, "-m", "experiments.accelerator", "--steps=paper_yahoo"], cwd=ROOT,
+                     capture_output=True, text=True, timeout=120)
+  assert p.returncode == 2 and "--data_dir" in p.stderr and "paper_<dataset>" in p.stderr
+
+
+def test_the_paper_runs_gpu_floor_is_table_1s_documents_over_the_measured_rate(tmp_path):
+  """Table 1's training documents (groups x documents per group; the positive groups' share for no-distillation and
+  the two teachers), 100 epochs x 2 losses x three rows each, over the headline's rate: one seed a fold on Web30k's
+  five folds, five vmapped seeds on Yahoo's one split."""
+  from experiments.framework import protocol
+  assert protocol.paper_gpu_seconds("web30k", str(tmp_path)) is None  # no measurement, no figure
+  path = tmp_path / protocol.HEADLINE_GPU
+  path.parent.mkdir(parents=True)
+  path.write_text(json.dumps({"one_seed": {"paper MLP": {"docs_per_s": 1e6}},
+                              "ladder": {"cases": {"paper MLP": {"docs_per_s": 5e6}}}}))
+  web30k = 18151 * 124.35 * (1 + 0.0354)  # Table 1: groups, documents per group, % positive groups
+  yahoo = 14477 * 30.02 * (1 + 0.0246)
+  assert protocol.paper_gpu_seconds("web30k", str(tmp_path)) == pytest.approx(100 * 2 * 5 * 3 * web30k / 1e6)
+  assert protocol.paper_gpu_seconds("yahoo", str(tmp_path)) == pytest.approx(100 * 2 * 5 * 3 * yahoo / 5e6)
+
+
 def test_the_accelerator_gives_a_step_the_time_the_later_steps_that_fit_do_not_need():
   from experiments import accelerator as A
   assert A.FLAGS["steps"].default == ["numeric", "decisive_gpu", "headline"]  # web30k and calibrations by name
@@ -265,8 +288,11 @@ def test_every_accelerator_step_is_a_command_its_driver_accepts(tmp_path):
     for dry in (False, True):
       fv = flags.FlagValues()
       cli.define_flags(driver, fv, key_module="t")
-      fv(["prog", *A.command(step, str(tmp_path), dry)[3:]])
+      fv(lifecycle.expand_preset(driver, ["prog", *A.command(step, str(tmp_path), dry, "/data/paper")[3:]]))
       cfg = cli.config_from_flags(driver, fv)
+      if step.name.startswith("paper_"):  # the preset on the folder named, the dry run at toy epochs
+        assert (cfg.data.dataset, cfg.data.data_dir) == (step.name[len("paper_"):], "/data/paper")
+        assert cfg.train.epochs == (2 if dry else 100)
       if step.name.startswith("calibrate_"):
         a = analogues.ANALOGUES[cfg.data.dataset]
         assert cfg.data.synthetic_scale == pytest.approx(0.05 if dry else 1 / a.fraction)
