@@ -22,7 +22,7 @@ from typing import Optional, Tuple
 import numpy as np
 
 from experiments import table2
-from experiments.framework import lifecycle, outputs, paper, rundir, schema, tabulate
+from experiments.framework import lifecycle, outputs, paper, protocol, rundir, schema, tabulate
 from experiments.framework.records import RunRecord
 from pfd_jax.config import ConfigError, option
 from pfd_jax.data import analogues
@@ -42,14 +42,22 @@ class Options:
   gain_tolerance: float = option(3.0, "A teacher's gain within this many points of Table 4's.", lo=0, lo_open=True)
   level_tolerance: float = option(0.10, "No-distillation's NDCG@8 within this share of Table 4's.", lo=0,
                                   lo_open=True)
-  test_scale: float = option(5.0, "Measure on this many times Table 1's test groups (the same population; a "
-                             "teacher's gain on Table 1's test set alone has a standard error near the tolerance).",
-                             lo=1)
+  test_scale: Optional[float] = option(None, "Measure on this many times the run's test groups (the same "
+                                       "population; a teacher's gain on Table 1's test set alone has a standard error "
+                                       "near the tolerance). Default: as many test lists as the Table 2 runs on an "
+                                       "analogue have (protocol.ANALOGUE_TEST_LISTS x Table 1's, at any size).", lo=1)
   write_settings: bool = option(False, "Write the chosen candidate to pfd_jax/data/analogues.json.")
 
 
 def candidates(o: Options) -> list:
   return [dict(weight=w, leak=l, noise=n) for w, l, n in itertools.product(o.weights, o.leaks, o.noises)]
+
+
+def test_scale(cfg: schema.Config) -> float:
+  """--test_scale, or by default the Table 2 runs' on an analogue: ANALOGUE_TEST_LISTS x Table 1's test lists at the
+  run's size (a population is measured on as many test lists as the runs that decide its claims)."""
+  return cfg.options.test_scale or protocol.ANALOGUE_TEST_LISTS / analogues.share(cfg.data.dataset,
+                                                                                cfg.data.synthetic_scale)
 
 
 def settings_text(s: dict) -> str:
@@ -94,6 +102,7 @@ def run(cfg: schema.Config) -> RunRecord:
   if name not in TABLE4:
     raise ConfigError("dataset", f"calibrates a paper analogue ({', '.join(TABLE4)}), not {name}")
   t0 = time.time()
+  cfg = cfg.replace(options=dict(test_scale=test_scale(cfg)))  # recorded resolved: the test lists it measured on
   o = cfg.options
   teachers_only = table2.Options(methods=("gend", "pfd"), teachers_only=True)
   tried = []
@@ -137,8 +146,9 @@ def to_markdown(res: RunRecord) -> str:
 
 
 def write_settings(res, loss: Optional[str] = None) -> str:
-  """Writes the chosen candidate to pfd_jax/data/analogues.json (the file the analogues read), under each loss it
-  was measured on (pfd_jax.data.analogues.calibrations), with its distance, the losses and seeds it was measured
+  """Writes the chosen candidate to pfd_jax/data/analogues.json (the file the analogues read), at the share of the
+  paper's groups it was measured at, under each loss it was measured on (pfd_jax.data.analogues.populations), with
+  its distance, the losses and seeds it was measured
   on and the code that measured it (commit, dirty, sources' digest); returns the file's path.
 
   res: this driver's RunRecord, or its results.json as loaded (a calibration made on another machine, the
@@ -151,6 +161,7 @@ def write_settings(res, loss: Optional[str] = None) -> str:
     current = json.load(f)
   res = outputs.as_json(res)
   cfg, chosen = res["config"], res["chosen"]
+  share = cfg["data"]["synthetic_scale"] * res["analogue"]["fraction"]
   if loss is not None:
     o = Options(gain_tolerance=cfg["options"]["gain_tolerance"], level_tolerance=cfg["options"]["level_tolerance"])
     own = [dict(t, measured={loss: t["measured"][loss]}) for t in res["candidates"] if loss in t["measured"]]
@@ -162,11 +173,13 @@ def write_settings(res, loss: Optional[str] = None) -> str:
   record = dict(
       chosen["settings"], distance=round(chosen["distance"], 3), losses=list(chosen["measured"]),
       seeds=cfg["run"]["seeds"], epochs=cfg["train"]["epochs"], measured=chosen["measured"],
-      scale=cfg["data"]["synthetic_scale"], test_scale=cfg["options"].get("test_scale", 1.0),
+      share=share, test_scale=cfg["options"].get("test_scale", 1.0),
       tolerance=dict(gain=cfg["options"]["gain_tolerance"], level=cfg["options"]["level_tolerance"]),
       code=res.get("provenance", {}).get("code") or rundir.code_version())
-  # under each loss it was measured on: one population for both, or this loss's own (Table 4 is per loss)
-  current.setdefault(cfg["data"]["dataset"], {}).update(dict.fromkeys(chosen["measured"], record))
+  # at the size it was measured (the share of the paper's groups, from the fraction in force when it ran), under
+  # each loss it was measured on: one population for both, or this loss's own (Table 4 is per loss)
+  current.setdefault(cfg["data"]["dataset"], {}).setdefault(f"{share:.4g}", {}).update(
+      dict.fromkeys(chosen["measured"], record))
   with open(path, "w") as f:
     json.dump(current, f, indent=1, sort_keys=True)
     f.write("\n")

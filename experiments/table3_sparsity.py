@@ -29,7 +29,8 @@ from pfd_jax.config import option
 OFFSETS = (2.0, 4.0, 5.0, 6.0)
 SINGLE = table3_logs.PRIVILEGED  # position, click, add
 TEACHERS = tuple(f"{k}_teacher" for k in SINGLE)
-STUDENTS = ("self",) + SINGLE + ("multi", "pre_click_ft", "pre_add_ft")
+PRETRAINED = ("pre_click_ft", "pre_add_ft")  # the pre-training + fine-tuning rows multi-teacher is set against
+STUDENTS = ("self",) + SINGLE + ("multi",) + PRETRAINED
 
 
 @dataclasses.dataclass(frozen=True)
@@ -58,7 +59,7 @@ def run(cfg: schema.Config) -> RunRecord:
         privileged_corr={n: float(np.mean([d[3][n] for d in draws])) for n in draws[0][3]},
         comparisons=tabulate.compare(rows, "no_distill"),
         vs_pretraining={k: tabulate.compare({"multi": rows["multi"], k: rows[k]}, k)["multi"]
-                        for k in ("pre_click_ft", "pre_add_ft")},
+                        for k in PRETRAINED},
         teacher_distance=teacher_distance(relative))
   out["seconds"] = time.time() - t0
   return out
@@ -85,7 +86,7 @@ def to_markdown(res: RunRecord) -> str:
                 [f"{r['relative'][k]:.3f}" for k in TEACHERS] +
                 [f"{r['teacher_distance']:.1f}" + (" (nearest)" if offset == nearest else "")] +
                 [tabulate.change_cell(r["comparisons"][k]) for k in STUDENTS] +
-                [tabulate.change_cell(r["vs_pretraining"][k]) for k in ("pre_click_ft", "pre_add_ft")])
+                [tabulate.change_cell(r["vs_pretraining"][k]) for k in PRETRAINED])
   runs = len(next(iter(levels.values()))["rows"]["no_distill"])
   return (f"# Table 3's claims against the purchase rate ({cfg['run']['loss']})\n\nTest NDCG@8 at each row's "
           f"selected epoch ({cfg['train']['select_on']}), {runs} seeds, {cfg['train']['epochs']} epochs, "

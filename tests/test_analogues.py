@@ -95,7 +95,7 @@ def test_the_calibration_trains_no_student(monkeypatch, tmp_path):
   for name, row in list(rows_lib.REGISTRY.items()):
     if not (row.is_teacher or row.baseline):
       monkeypatch.setitem(rows_lib.REGISTRY._entries, name, dataclasses.replace(row, train=planted))
-  cfg = tiny(calibrate.Options(weights=(0.2, 0.8), leaks=(0.0,), noises=(0.7,)),
+  cfg = tiny(calibrate.Options(weights=(0.2, 0.8), leaks=(0.0,), noises=(0.7,), test_scale=5.0),
              data=dict(dataset="web30k_like", synthetic_scale=0.05, synthetic_queries=(),
                        synthetic_mean_docs=None), run=dict(seeds=1))
   res = calibrate.run(cfg)
@@ -111,7 +111,7 @@ def test_the_calibration_trains_no_student(monkeypatch, tmp_path):
     path.write_text("{}")
     monkeypatch.setattr(A, "SETTINGS_FILE", str(path))
     calibrate.write_settings(record)
-    written.append(json.loads(path.read_text())["web30k_like"])
+    written.append(A.calibrations("web30k_like", 0.05))  # at the size it was measured
   assert written[0] == written[1] and list(written[0]) == list(res["chosen"]["measured"])  # under each loss
   for record in written[0].values():
     assert record["weight"] == res["chosen"]["settings"]["weight"] and record["seeds"] == 1
@@ -134,39 +134,46 @@ def test_one_losss_choice_is_the_nearest_on_that_loss_alone(monkeypatch, tmp_pat
     t["distance"] = calibrate.distance(t["measured"], target, o)
   res = dict(config=dict(data=dict(dataset="web30k_like", synthetic_scale=20.0), run=dict(seeds=2),
                          train=dict(epochs=100), options=dict(gain_tolerance=3.0, level_tolerance=0.1)),
+             analogue=dict(fraction=0.05),
              candidates=[exact_bce, both_near], chosen=both_near, provenance=dict(code={"git_commit": "abc"}))
   path = tmp_path / "analogues.json"
   monkeypatch.setattr(A, "SETTINGS_FILE", str(path))
   for loss, weight, distance in (("rankbce", 0.2, 0.0), ("ranknet", 0.8, 2.0)):
     path.write_text("{}")
     calibrate.write_settings(res, loss=loss)
-    own = json.loads(path.read_text())["web30k_like"]
+    own = json.loads(path.read_text())["web30k_like"]["1"]  # the paper's groups: 20 x the fraction 0.05
     assert list(own) == [loss] and own[loss]["weight"] == weight
     assert own[loss]["distance"] == pytest.approx(distance) and own[loss]["losses"] == [loss]
     assert own[loss]["measured"] == {loss: res["candidates"][0 if weight == 0.2 else 1]["measured"][loss]}
   path.write_text("{}")
   calibrate.write_settings(res)  # the joint choice: under both losses
-  assert {l: r["weight"] for l, r in json.loads(path.read_text())["web30k_like"].items()} == dict(rankbce=0.8,
-                                                                                                   ranknet=0.8)
+  assert {l: r["weight"] for l, r in A.calibrations("web30k_like", 20.0).items()} == dict(rankbce=0.8, ranknet=0.8)
 
 
 def test_an_analogue_calibrated_per_loss_has_a_population_per_loss(monkeypatch, tmp_path):
   """Two losses calibrated apart (one calibration each, written in turn): the loss names its population, the
   bare name asks which (a ValueError naming the flag), and a run of the other loss on it is refused; a population
-  named by its loss generates the bits of its settings given by hand."""
+  named by its loss generates the bits of its settings given by hand. A population is the one calibrated at the
+  run's size: at another size the loss named is not calibrated (a ValueError naming the command at that size)."""
   from experiments.framework import schema
   path = tmp_path / "analogues.json"
   path.write_text("{}")
   monkeypatch.setattr(A, "SETTINGS_FILE", str(path))
   for loss, weight in (("rankbce", 0.9), ("ranknet", 0.6)):
     chosen = dict(settings=dict(weight=weight, leak=0.1, noise=0.7), distance=0.5, measured={loss: {}})
-    calibrate.write_settings(dict(config=dict(data=dict(dataset="yahoo_like", synthetic_scale=8.0),
+    calibrate.write_settings(dict(config=dict(data=dict(dataset="yahoo_like", synthetic_scale=0.05),
                                               run=dict(seeds=2), train=dict(epochs=100),
                                               options=dict(gain_tolerance=3.0, level_tolerance=0.1)),
-                                  chosen=chosen, provenance=dict(code={"git_commit": "abc"})))
-  assert A.analogue("yahoo_like", "rankbce").weight == 0.9 and A.analogue("yahoo_like", "ranknet").weight == 0.6
+                                  analogue=dict(fraction=0.25), chosen=chosen,
+                                  provenance=dict(code={"git_commit": "abc"})))
+  assert list(json.loads(path.read_text())["yahoo_like"]) == ["0.0125"]  # 0.05 x the fraction 0.25
+  assert A.analogue("yahoo_like", "rankbce", 0.05).weight == 0.9 and A.analogue("yahoo_like", "ranknet",
+                                                                                  0.05).weight == 0.6
   with pytest.raises(ValueError, match="calibrated per loss.*--analogue=calibrated_for=<loss>"):
-    A.analogue("yahoo_like")
+    A.analogue("yahoo_like", scale=0.05)
+  with pytest.raises(ValueError, match="not calibrated for ranknet at 0.25 of the paper's groups.*--synthetic_scale=1$"):
+    A.analogue("yahoo_like", "ranknet")  # the declared fraction: another size, another population
+  assert A.analogue("yahoo_like").calibrated == ""
   assert A.analogue("web30k_like").calibrated == ""  # uncalibrated: the module's defaults, unless a loss is named
   with pytest.raises(ValueError, match="not calibrated for rankbce.*experiments.calibrate --dataset=web30k_like"):
     A.generate("web30k_like", scale=0.05, settings=A.parse_settings("calibrated_for=rankbce"))
@@ -176,10 +183,10 @@ def test_an_analogue_calibrated_per_loss_has_a_population_per_loss(monkeypatch, 
   np.testing.assert_array_equal(named["train"].x, by_hand["train"].x)
   # the bare name's recipe (a calibration's own, whose candidates name their settings) records both populations
   from experiments.framework import rundir
-  assert rundir.data_provenance(DataConfig(dataset="yahoo_like"))["analogue"]["populations"]["ranknet"]["weight"] == 0.6
-  assert rundir.data_provenance(DataConfig(dataset="yahoo_like", analogue="calibrated_for=ranknet"))["analogue"][
-      "weight"] == 0.6
-  data = DataConfig(dataset="yahoo_like", analogue="calibrated_for=ranknet")
+  small = dict(dataset="yahoo_like", synthetic_scale=0.05)
+  assert rundir.data_provenance(DataConfig(**small))["analogue"]["populations"]["ranknet"]["weight"] == 0.6
+  assert rundir.data_provenance(DataConfig(**small, analogue="calibrated_for=ranknet"))["analogue"]["weight"] == 0.6
+  data = DataConfig(**small, analogue="calibrated_for=ranknet")
   assert schema.Config(data=data, run=schema.RunConfig(loss="ranknet")).losses == ("ranknet",)
   with pytest.raises(ConfigError, match="analogue.*calibrated for ranknet's teachers.*--loss=ranknet"):
     schema.Config(data=data, run=schema.RunConfig(loss="both"))
@@ -204,7 +211,7 @@ def test_the_test_scale_measures_the_same_population_with_more_test_lists():
   for s in ("train", "vali"):
     np.testing.assert_array_equal(a[s].x, b[s].x)
     np.testing.assert_array_equal(a[s].rel, b[s].rel)
-  assert (a["test"].num_queries, b["test"].num_queries) == (round(4089 * 0.125 * 0.05), round(3 * 4089 * 0.125 * 0.05))
+  assert (a["test"].num_queries, b["test"].num_queries) == (round(4089 * 0.25 * 0.05), round(3 * 4089 * 0.25 * 0.05))
   with pytest.raises(ConfigError, match="test_scale >= 1"):
     DataConfig(dataset="yahoo_like", analogue="test_scale=0.5")
   assert "test_scale" not in A.TEACHER_SETTINGS  # never read from analogues.json into a deciding run
@@ -218,19 +225,26 @@ def test_the_page_sets_each_calibrated_analogue_beside_table_4(tmp_path):
   measured = {loss: dict(level=0.5, pfd_teacher=18.0, gend_teacher=16.0, queries=500,
                          se=dict(level=0.01, pfd_teacher=1.5, gend_teacher=1.25)) for loss in ("rankbce", "ranknet")}
   path = tmp_path / "analogues.json"
-  record = dict(weight=0.75, leak=0.05, noise=0.7, distance=0.8, seeds=2, epochs=100, measured=measured, scale=8,
+  record = dict(weight=0.75, leak=0.05, noise=0.7, distance=0.8, seeds=2, epochs=100, measured=measured, share=1.0,
                 test_scale=5, code={"git_commit": "abc"}, tolerance=dict(gain=3.0, level=0.1))
-  path.write_text(json.dumps({"yahoo_like": {"rankbce": record, "ranknet": record},
-                              "istella_like": {"ranknet": dict(record, weight=0.5, scale=50)}}))
+  path.write_text(json.dumps({"yahoo_like": {"1": {"rankbce": record, "ranknet": record}},
+                              "istella_like": {"0.02": {"ranknet": dict(record, weight=0.5, share=0.02,
+                                                                        test_scale=250)}}}))
   page = analoguepage.section(str(path))
-  assert "| `yahoo_like` | rankbce | 0.517 | 0.500 ± 0.010 | +18.6% | +18.0% ± 1.5 | +17.1% | +16.0% ± 1.2 |" in page
-  assert ("`yahoo_like`: rankbce and ranknet: weight=0.75, leak=0.05, noise=0.7, distance **0.80** tolerances "
-          "(within") in page
+  assert ("| `yahoo_like` | the paper's groups | rankbce | 0.517 | 0.500 ± 0.010 | +18.6% | +18.0% ± 1.5 | +17.1% | "
+          "+16.0% ± 1.2 |") in page
+  assert ("`yahoo_like` at the paper's groups: rankbce and ranknet: weight=0.75, leak=0.05, noise=0.7, distance "
+          "**0.80** tolerances (within") in page
   assert "measured at the paper's groups, 5 x Table 1's test groups" in page
-  assert "`web30k_like`: **not calibrated**" in page and "--synthetic_scale=20" in page
-  # one loss calibrated on its own: a population of its own, the other loss said not calibrated
-  assert "`istella_like`; calibrated per loss" in page and "ranknet: weight=0.5" in page
-  assert "rankbce: **not calibrated**" in page and "| `istella_like` | rankbce | 0.402 | not calibrated |" in page
+  assert ("at the declared fraction (0.25 of the paper's groups, the runs on two cores): **not calibrated** "
+          "(`python -m experiments.calibrate --dataset=yahoo_like`)") in page
+  assert "`web30k_like`: **not calibrated**" in page and "--steps=calibrate_web30k_like" in page
+  # one loss calibrated on its own at the declared fraction: a population of its own, the other loss not calibrated
+  assert ("`istella_like` at 0.02 of the paper's groups (the declared fraction: the runs on two cores) calibrated per "
+          "loss") in page and "ranknet: weight=0.5" in page and "measured at 0.02 of the paper's groups, 5 x" in page
+  assert "rankbce: **not calibrated**" in page
+  assert "| `istella_like` | 0.02 of the paper's groups | rankbce | 0.402 | not calibrated |" in page
+  assert "| `web30k_like` | - | rankbce |" in page
 
 
 @pytest.mark.slow

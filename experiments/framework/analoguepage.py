@@ -16,19 +16,25 @@ EVIDENCE = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.
 ANCHOR = "the-paper-analogues"  # where a run's section before it ends (pagefiles.carried)
 
 
-def _teachers(name: str, entries: dict) -> list:
-  """One row per loss: Table 4's level and gains, the calibrated analogue's with their standard errors."""
+def _size(share: float) -> str:
+  return "the paper's groups" if abs(share - 1) < 1e-9 else f"{share:g} of the paper's groups"
+
+
+def _teachers(name: str, populations: dict) -> list:
+  """One row per size calibrated and loss: Table 4's level and gains, the analogue's with their standard errors."""
   a, rows = analogues.ANALOGUES[name], []
-  for loss in LOSSES:
-    level, pfd, gend = paper.teachers(loss, a.paper)
-    m = entries[loss]["measured"][loss] if loss in entries else None
-    if m is None:
-      ours = ["not calibrated"] * 3
-    else:
-      se = m["se"]
-      ours = [f"{m['level']:.3f} ± {se['level']:.3f}", f"{m['pfd_teacher']:+.1f}% ± {se['pfd_teacher']:.1f}",
-              f"{m['gend_teacher']:+.1f}% ± {se['gend_teacher']:.1f}"]
-    rows.append([f"`{name}`", loss, f"{level:.3f}", ours[0], f"{pfd:+.1f}%", ours[1], f"{gend:+.1f}%", ours[2]])
+  for key, entries in sorted(populations.items(), key=lambda kv: -float(kv[0])) or [("", {})]:
+    for loss in LOSSES:
+      level, pfd, gend = paper.teachers(loss, a.paper)
+      m = entries[loss]["measured"][loss] if loss in entries else None
+      if m is None:
+        ours = ["not calibrated"] * 3
+      else:
+        se = m["se"]
+        ours = [f"{m['level']:.3f} ± {se['level']:.3f}", f"{m['pfd_teacher']:+.1f}% ± {se['pfd_teacher']:.1f}",
+                f"{m['gend_teacher']:+.1f}% ± {se['gend_teacher']:.1f}"]
+      rows.append([f"`{name}`", _size(float(key)) if key else "-", loss, f"{level:.3f}", ours[0], f"{pfd:+.1f}%",
+                   ours[1], f"{gend:+.1f}%", ours[2]])
   return rows
 
 
@@ -58,31 +64,42 @@ def _within(distance: float) -> str:
   return "within" if distance <= 1 else "**outside**"
 
 
-def _calibration(name: str, entries: dict) -> str:
-  """How `name` was calibrated: one clause per population (both losses' one, or each loss's own)."""
-  if not entries:
+def _declared(a: analogues.Analogue, key: str) -> bool:
+  return abs(float(key) - a.fraction) < 1e-9
+
+
+def _calibration(name: str, populations: dict) -> str:
+  """How `name` was calibrated: one clause per size and population (both losses' one, or each loss's own)."""
+  a = analogues.ANALOGUES[name]
+  if not populations:
     return (f"`{name}`: **not calibrated** (its teachers keep the module's uncalibrated defaults; "
-            f"`python -m experiments.accelerator --steps=calibrate_{name}`, or `python -m experiments.calibrate "
-            f"--dataset={name} --synthetic_scale={1 / analogues.ANALOGUES[name].fraction:g}`); no student of it is "
-            "trained before it is" + searched(name))
-  populations = {}
-  for loss, record in entries.items():
-    populations.setdefault(json.dumps(record, sort_keys=True), []).append(loss)
-  clauses = [_population(name, json.loads(text), losses) for text, losses in populations.items()]
-  missing = [loss for loss in LOSSES if loss not in entries]
-  if missing:
-    clauses.append(f"{' and '.join(missing)}: **not calibrated** (no student of it is trained before it is)")
-  per_loss = ("; calibrated per loss (each loss's Table 4 row met by a population of its own, docs/analogues.md; a "
-              "run names its loss's: `--analogue=calibrated_for=<loss>`)" if len(populations) > 1 or missing else "")
-  return f"`{name}`" + per_loss + ": " + "; ".join(clauses)
+            f"`python -m experiments.calibrate --dataset={name}` at the declared fraction, "
+            f"`python -m experiments.accelerator --steps=calibrate_{name}` at the paper's groups); no student of it "
+            "is trained before it is" + searched(name))
+  sizes = []
+  for key, entries in sorted(populations.items(), key=lambda kv: -float(kv[0])):
+    grouped = {}
+    for loss, record in entries.items():
+      grouped.setdefault(json.dumps(record, sort_keys=True), []).append(loss)
+    clauses = [_population(json.loads(text), losses) for text, losses in grouped.items()]
+    missing = [loss for loss in LOSSES if loss not in entries]
+    if missing:
+      clauses.append(f"{' and '.join(missing)}: **not calibrated** (no student of it is trained before it is)")
+    per_loss = (" calibrated per loss (each loss's Table 4 row met by a population of its own, docs/analogues.md; "
+                "a run names its loss's: `--analogue=calibrated_for=<loss>`)" if len(grouped) > 1 or missing else "")
+    runs = " (the declared fraction: the runs on two cores)" if _declared(a, key) else ""
+    sizes.append(f"at {_size(float(key))}{runs}{per_loss}: " + "; ".join(clauses))
+  if not any(_declared(a, key) for key in populations):
+    sizes.append(f"at the declared fraction ({a.fraction:g} of the paper's groups, the runs on two cores): **not "
+                 f"calibrated** (`python -m experiments.calibrate --dataset={name}`)")
+  return f"`{name}` " + "; ".join(sizes)
 
 
-def _population(name: str, record: dict, losses: list) -> str:
-  tol, share = record["tolerance"], record["scale"] * analogues.ANALOGUES[name].fraction
-  size = "the paper's groups" if abs(share - 1) < 1e-9 else f"{share:g} of the paper's groups"
+def _population(record: dict, losses: list) -> str:
+  tol, lists = record["tolerance"], record["test_scale"] * record["share"]  # test_scale: x the run's test groups
   return (f"{' and '.join(losses)}: weight={record['weight']:g}, leak={record['leak']:g}, noise={record['noise']:g}, "
           f"distance **{record['distance']:.2f}** tolerances ({_within(record['distance'])}: gains ±{tol['gain']:g} "
-          f"points, level ±{100 * tol['level']:g}%); measured at {size}, {record['test_scale']:g} x Table 1's test "
+          f"points, level ±{100 * tol['level']:g}%); measured at {_size(record['share'])}, {lists:g} x Table 1's test "
           f"groups, {record['seeds']} seeds, {record['epochs']} epochs, by commit "
           f"{str(record['code'].get('git_commit'))[:10]}")
 
@@ -99,12 +116,15 @@ def section(settings_file: str = analogues.SETTINGS_FILE) -> str:
           "pfd_jax/data/analogues.py): Table 1's columns are the analogue's by construction (feature and group "
           "counts exactly; documents per group and the share of positive training groups under Equation 2 checked "
           "by tests/test_analogues.py within 3% and 10%). A run on two cores generates the declared fraction of the "
-          "groups; `--synthetic_scale` = 1 / fraction gives the paper's.\n\n" +
+          "groups (a training epoch of about 110,000-150,000 documents); `--synthetic_scale` = 1 / fraction gives "
+          "the paper's, for an accelerator. The teachers move with the number of training groups, so each size "
+          "has a calibration of its own.\n\n" +
           tabulate.markdown_table(["analogue", "the paper's", "regular / privileged", "training groups (Table 1)",
                                    "documents per group", "% positive training groups", "declared fraction"], shape) +
           "\n\nTheir teachers, calibrated on the baseline and teacher rows only (experiments.calibrate, no student "
           "trained), beside the paper's Table 4: no-distillation's NDCG@8 and the PFD and GenD teachers' changes "
-          "over it (± a standard error over the calibration's test lists).\n\n" +
-          tabulate.markdown_table(["analogue", "loss", "no-distillation (Table 4)", "analogue", "PFD teacher "
-                                   "(Table 4)", "analogue", "GenD teacher (Table 4)", "analogue"], teachers) +
+          "over it (± a standard error over the calibration's test lists), at each size calibrated.\n\n" +
+          tabulate.markdown_table(["analogue", "calibrated at", "loss", "no-distillation (Table 4)", "analogue",
+                                   "PFD teacher (Table 4)", "analogue", "GenD teacher (Table 4)", "analogue"],
+                                  teachers) +
           "\n\n" + "\n".join(f"- {_calibration(name, chosen.get(name, {}))}." for name in analogues.ANALOGUES) + "\n")

@@ -160,9 +160,10 @@ POPULATIONS = {
     "logs": ("simulated logs", "pfd_jax/data/logs.py's e-commerce sessions (the paper's Amazon logs are not public)"),
     "ohsumed": ("OHSUMED", "OHSUMED's files, LETOR 3.0's five folds"),
     "fig6": ("computed", "the linear theory's closed forms against Monte-Carlo"),
-    **{name: (f"the {a.paper} analogue", f"pfd_jax/data/analogues.py at the paper's Table 1 shape and size, each loss "
-              f"on a population calibrated to that loss's Table 4 teachers for {a.paper} (the page's section on the "
-              "paper analogues)") for name, a in analogues.ANALOGUES.items()}}
+    **{name: (f"the {a.paper} analogue", f"pfd_jax/data/analogues.py at the paper's Table 1 shape, {a.fraction:g} of "
+              f"its groups (the declared fraction on two cores), each loss on a population calibrated at that size to "
+              f"that loss's Table 4 teachers for {a.paper} (the page's section on the paper analogues)")
+       for name, a in analogues.ANALOGUES.items()}}
 
 
 def population_of(run: str) -> tuple:

@@ -216,9 +216,9 @@ def optimism_text(record: LossRecord, select_on: str) -> str:
 # fewer than 10 documents removed, log1p, Eq. 2's labels at t = 4, tau = 4.8, k = 40 / 200 / 50 privileged columns.
 PAPER_FLAGS = ("--tag=paper --loss=both --methods=no_distill,self_distill,gend,pfd --alpha=0.5 --epochs=100 "
                "--select_on=test --empty_rule=exclude --labels=gumbel --min_docs=10 --log1p")
-PAPER_RUNS = {"web30k": ("MSLR-WEB30K", "--seeds=1", "its five official folds, one run each"),
-              "yahoo": ("Yahoo! LTR Set 1", "--seeds=5", "5 independent runs"),
-              "istella": ("Istella LETOR", "--seeds=5", "5 independent runs")}
+PAPER_RUNS = {"web30k": ("MSLR-WEB30K", 1, 5, "its five official folds, one run each"),  # (title, seeds, folds, runs)
+              "yahoo": ("Yahoo! LTR Set 1", 5, 1, "5 independent runs"),
+              "istella": ("Istella LETOR", 5, 1, "5 independent runs")}
 # The benchmark's headline on one H200 (evidence/README.md): the only GPU rate measured for the paper's MLP.
 HEADLINE_GPU = os.path.join("evidence", "accelerator-h200-headline", "results.json")
 
@@ -234,11 +234,10 @@ def paper_gpu_seconds(name: str, root: str = ROOT) -> Optional[float]:
     return None
   with open(path) as f:
     res = json.load(f)
-  seeds = 1 if name == "web30k" else 5
+  _, seeds, units, _ = PAPER_RUNS[name]
   rate = res["one_seed"]["paper MLP"]["docs_per_s"] if seeds == 1 else res["ladder"]["cases"]["paper MLP"]["docs_per_s"]
   a = analogues.ANALOGUES[f"{name}_like"]  # its Table 1 shape: the paper's groups, documents, positive share
   docs = a.queries[0] * a.mean_docs
-  units = 5 if name == "web30k" else 1
   return 100 * 2 * units * seeds * 3 * (docs * a.positive_groups / 100 + docs) / rate
 
 
@@ -251,59 +250,68 @@ def _paper_cost(name: str) -> str:
 
 
 PAPER_PRESETS = tuple(
-    Preset(f"paper_{name}", f"{name}-paper", f"--dataset={name} {seeds} {PAPER_FLAGS}",
+    Preset(f"paper_{name}", f"{name}-paper", f"--dataset={name} --seeds={seeds} {PAPER_FLAGS}",
            f"Table 2 / Table 4 on {title} as the paper ran it ({runs})", accelerator=_paper_cost(name),
            needs=f"the paper's {title} files")
-    for name, (title, seeds, runs) in PAPER_RUNS.items())
+    for name, (title, seeds, _, runs) in PAPER_RUNS.items())
 
 
 # Table 2 on the paper analogues (docs/analogues.md): per analogue and loss a pilot, then the decisive run it sizes,
 # whose three claims are members of the page's family (experiments/framework/family.py), declared with the sizing
 # rule below before any pilot or decisive run was made. Each loss runs on the population calibrated to its own
-# Table 4 row (--analogue=calibrated_for=<loss>: an error while it is not calibrated), at the paper's size
-# (--synthetic_scale = 1 / the declared fraction) and rows, 100 epochs, one seed a draw, the best epoch on validation
-# (Table 1's validation lists). The test split holds ANALOGUE_TEST_SCALE x Table 1's lists of the same population, as
-# the calibration measured it: Yahoo's 4,089 test lists hold about a hundred with a positive, and a claim's MDE is
-# mostly their noise. Hours on two cores each (every student's distillation term reads every training group each
-# epoch; a run resumes by row), so they are listed as not run until made.
-ANALOGUE_TEST_SCALE = 5
+# Table 4 row at the run's size (--analogue=calibrated_for=<loss>: an error while it is not calibrated there): on two
+# cores at the analogue's declared fraction of the paper's groups (pfd_jax.data.analogues: an epoch of about
+# 110,000-150,000 documents), with the paper's rows, 100 epochs, one seed a draw, the best epoch on validation (Table
+# 1's validation lists at that fraction). The test split holds ANALOGUE_TEST_LISTS x Table 1's test lists at any
+# size, as the calibration measured it: a claim's MDE is mostly the noise of the few test lists with a positive
+# (Yahoo's 4,089 hold about a hundred). The same runs at the paper's groups (--synthetic_scale = 1 / fraction, on the
+# population calibrated there) are presets for an accelerator: diagnostics beside the members' runs.
+ANALOGUE_TEST_LISTS = 5
 ANALOGUE_PILOT_DRAWS = 3
 ANALOGUE_MDE = 0.03  # the decisive run: the fewest draws at which every comparison's MDE is at most this (plan)
 
 
-def analogue_flags(name: str, loss: str, tag: str, draws: int, extra: str = "") -> str:
-  return (f"--dataset={name} --loss={loss} --analogue=calibrated_for={loss},test_scale={ANALOGUE_TEST_SCALE} "
-          f"--synthetic_scale={1 / analogues.ANALOGUES[name].fraction:g} --tag={tag} --draws={draws} --seeds=1 "
+def analogue_flags(name: str, loss: str, tag: str, draws: int, extra: str = "", scale: float = 1.0) -> str:
+  test_scale = ANALOGUE_TEST_LISTS / analogues.share(name, scale)
+  return (f"--dataset={name} --loss={loss} --analogue=calibrated_for={loss},test_scale={test_scale:g} "
+          f"--synthetic_scale={scale:g} --tag={tag} --draws={draws} --seeds=1 "
           f"--select_on=vali --curves=select --epochs=100 {extra + ' ' if extra else ''}"
           "--methods=no_distill,self_distill,gend,pfd")
 
 
-def decisive_draws(name: str, loss: str, root: str = ROOT) -> int:
+def decisive_draws(name: str, loss: str, root: str = ROOT, size: str = "") -> int:
   """The draws of an analogue's decisive run: plan(its published pilot, mde=ANALOGUE_MDE)'s, by the rule declared
-  before the pilot ran; 0 while the pilot is not published (the decisive run then fails at once on --pilot)."""
-  path = os.path.join(root, "published", f"table2-{name}-pilot_{loss}")
+  before the pilot ran; 0 while the pilot is not published (the decisive run then fails at once on --pilot).
+  size: '' (the declared fraction) or 'paper_' (the paper's groups)."""
+  path = os.path.join(root, "published", f"table2-{name}-{size}pilot_{loss}")
   if not os.path.isdir(path):
     return 0
   return plan(pagefiles.read_results(path, "pilot"), mde=ANALOGUE_MDE)["draws"]
 
 
-def _analogue_presets(name: str, loss: str) -> tuple:
-  pilot, draws = f"{name}-pilot_{loss}", decisive_draws(name, loss)
-  first = "" if loss in analogues.calibrations(name) else "its calibration (docs/analogues.md), then "
-  sitting = "a sitting of its own on two cores, or an accelerator"
-  cost = ("hours on two cores at the paper's size: every student's distillation term reads every training group "
-          "each epoch; a run resumes by row")
-  return (Preset(f"{name}_{loss}_pilot", pilot, analogue_flags(name, loss, f"pilot_{loss}", ANALOGUE_PILOT_DRAWS),
-                 f"Table 2 / Table 4 on the {name} analogue, {loss}: pilot ({ANALOGUE_PILOT_DRAWS} draws at the "
-                 "paper's size, validation selection)", accelerator=cost, needs=first + sitting),
-          Preset(f"{name}_{loss}_decisive", f"{name}-decisive_{loss}", analogue_flags(
-              name, loss, f"decisive_{loss}", draws, f"--label_seed=1 --seed=1 --target_mde={ANALOGUE_MDE:g} "
-              f"--pilot=published/table2-{pilot}"),
+def _analogue_presets(name: str, loss: str, paper_size: bool = False) -> tuple:
+  size, scale = ("paper_", 1 / analogues.ANALOGUES[name].fraction) if paper_size else ("", 1.0)
+  pilot, draws = f"{name}-{size}pilot_{loss}", decisive_draws(name, loss, size=size)
+  first = ("" if loss in analogues.calibrations(name, scale) else
+           f"its calibration at {'the paper' if paper_size else 'this'} size (docs/analogues.md), then ")
+  where = "an accelerator" if paper_size else "a sitting of its own on two cores, or an accelerator"
+  at = ("the paper's groups" if paper_size else
+        f"{analogues.ANALOGUES[name].fraction:g} of the paper's groups, the declared fraction")
+  cost = ("hours on two cores: every student's distillation term reads every training group each epoch; a run "
+          "resumes by row") if paper_size else ("some ten minutes a draw on two cores at the declared fraction; "
+                                                 "a run resumes by row")
+  return (Preset(f"{name}_{loss}_{size}pilot", pilot,
+                 analogue_flags(name, loss, f"{size}pilot_{loss}", ANALOGUE_PILOT_DRAWS, scale=scale),
+                 f"Table 2 / Table 4 on the {name} analogue, {loss}: pilot ({ANALOGUE_PILOT_DRAWS} draws at {at}, "
+                 "validation selection)", accelerator=cost, needs=first + where),
+          Preset(f"{name}_{loss}_{size}decisive", f"{name}-{size}decisive_{loss}", analogue_flags(
+              name, loss, f"{size}decisive_{loss}", draws, f"--label_seed=1 --seed=1 --target_mde={ANALOGUE_MDE:g} "
+              f"--pilot=published/table2-{pilot}", scale=scale),
                  f"Table 2 / Table 4 on the {name} analogue, {loss}, decisive: the draws its pilot sizes for an MDE "
-                 f"of {100 * ANALOGUE_MDE:g}% on every comparison ({draws or 'its pilot not run yet'}), validation "
-                 "selection", accelerator=cost, needs=first + ("" if draws else "its pilot, then ") + sitting))
+                 f"of {100 * ANALOGUE_MDE:g}% on every comparison ({draws or 'its pilot not run yet'}) at {at}, "
+                 "validation selection", accelerator=cost, needs=first + ("" if draws else "its pilot, then ") + where))
 
 
 # all three analogues, declared at once with their members (each waits for its calibration)
-ANALOGUE_PRESETS = tuple(p for name in analogues.ANALOGUES for loss in analogues.LOSSES
-                         for p in _analogue_presets(name, loss))
+ANALOGUE_PRESETS = tuple(p for paper_size in (False, True) for name in analogues.ANALOGUES
+                         for loss in analogues.LOSSES for p in _analogue_presets(name, loss, paper_size))

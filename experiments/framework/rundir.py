@@ -161,10 +161,10 @@ def data_provenance(d: DataConfig) -> Dict[str, Any]:
     gen = D.spec(d.dataset).generate
     if d.dataset in analogues.ANALOGUES:  # its shape and the teachers' settings in force (analogues.json's)
       try:
-        a = dataclasses.asdict(analogues.resolved(d.dataset, kw.get("settings")))
+        a = dataclasses.asdict(analogues.resolved(d.dataset, kw.get("settings"), kw.get("scale", 1.0)))
       except ValueError:  # calibrated per loss, no population named (a calibration's recipe: each candidate names
         a = dict(dataclasses.asdict(analogues.ANALOGUES[d.dataset]),  # its own): the shape and both populations
-                 populations=analogues.calibrations(d.dataset))
+                 populations=analogues.calibrations(d.dataset, kw.get("scale", 1.0)))
       return dict(generator="pfd_jax.data.analogues.generate", arguments=kw, analogue=a)
     return dict(generator="pfd_jax.data.synthetic." + ("generate_chunked" if "chunk" in kw else "generate")
                 if d.dataset == "synthetic" else f"{gen.__module__}.{gen.__qualname__}", arguments=kw)

@@ -83,10 +83,13 @@ class Analogue:
 
 
 # Table 1 of the paper. top_share: the value at which the expected % of positive training groups under Equation 2
-# (sum over documents, no draw) is Table 1's on 8 x the fraction's groups (tests/test_analogues.py checks it). Yahoo's 700 = 500 + 200 columns.
+# (sum over documents, no draw) is Table 1's at the paper's groups (tests/test_analogues.py checks it). Yahoo's
+# 700 = 500 + 200 columns. fraction: the share at which a training epoch holds about 110,000-150,000 documents
+# (Yahoo 109,000, Web30k 113,000, Istella 146,000), so that one draw of Table 2's four rows takes some ten minutes
+# on two cores (students distil on every group each epoch): the rule that sizes the runs made on two cores.
 ANALOGUES = {
     "yahoo_like": Analogue("Yahoo", 500, 200, (14477, 4089), 30.02, top_share=0.0207, positive_groups=2.46,
-                           fraction=0.125, max_docs=139),
+                           fraction=0.25, max_docs=139),
     "istella_like": Analogue("Istella", 170, 50, (23171, 9782), 315.90, top_share=0.0082, positive_groups=8.83,
                              fraction=0.02, max_docs=1300),
     "web30k_like": Analogue("Web30k", 96, 40, (18151, 6072), 124.35, top_share=0.0072, positive_groups=3.54,
@@ -102,25 +105,41 @@ LOSSES = ("rankbce", "ranknet")  # Table 4's two losses, each with its own teach
 SETTINGS_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "analogues.json")
 
 
-def calibrations(name: str) -> dict:
-  """{loss: record} of analogue `name` in analogues.json (written by experiments.calibrate: the chosen candidate,
-  its distance to that loss's Table 4 row, the code that measured it); {} while it is not calibrated. A
-  calibration on both losses writes its one population under each; one loss's, under that loss only."""
+def share(name: str, scale: float = 1.0) -> float:
+  """The share of the paper's groups that `scale` generates (1: the paper's Table 1 counts)."""
+  return ANALOGUES[name].fraction * scale
+
+
+def _key(share_: float) -> str:
+  return f"{share_:.4g}"
+
+
+def populations(name: str) -> dict:
+  """{share of the paper's groups: {loss: record}} of analogue `name` in analogues.json (written by
+  experiments.calibrate: the chosen candidate, its distance to that loss's Table 4 row, the code that measured it).
+  A population is calibrated at the size its runs use (the teachers move with the training groups), so each share
+  has its own; a calibration on both losses writes its one population under each, one loss's under that loss."""
   with open(SETTINGS_FILE) as f:
     return json.load(f).get(name, {})
 
 
-def analogue(name: str, loss: Optional[str] = None) -> Analogue:
-  """Analogue `name` with its calibrated teachers' settings (analogues.json, read when asked): the population
-  calibrated for `loss`'s teachers, or (loss None) the one population of an analogue calibrated on both losses at
-  once. An analogue whose losses were calibrated apart has two populations, and a ValueError asks which; an
-  uncalibrated one keeps the module's defaults and an empty ``calibrated`` (a loss named but not calibrated: a
-  ValueError)."""
-  a, chosen = ANALOGUES[name], calibrations(name)
+def calibrations(name: str, scale: float = 1.0) -> dict:
+  """{loss: record} of analogue `name` calibrated at the share `scale` generates ({} while none is)."""
+  return populations(name).get(_key(share(name, scale)), {})
+
+
+def analogue(name: str, loss: Optional[str] = None, scale: float = 1.0) -> Analogue:
+  """Analogue `name` with its calibrated teachers' settings (analogues.json, read when asked) at the size `scale`
+  generates: the population calibrated for `loss`'s teachers, or (loss None) the one population of an analogue
+  calibrated on both losses at once. An analogue whose losses were calibrated apart has two populations, and a
+  ValueError asks which; an uncalibrated one keeps the module's defaults and an empty ``calibrated`` (a loss named
+  but not calibrated at this size: a ValueError naming the calibration's command)."""
+  a, chosen = ANALOGUES[name], calibrations(name, scale)
   if loss is not None:
     if loss not in chosen:  # a run that names a calibrated population never gets the defaults in its place
-      raise ValueError(f"analogue {name!r} is not calibrated for {loss} (pfd_jax/data/analogues.json): "
-                       f"python -m experiments.calibrate --dataset={name} --loss={loss}")
+      raise ValueError(f"analogue {name!r} is not calibrated for {loss} at {share(name, scale):g} of the paper's "
+                       f"groups (pfd_jax/data/analogues.json): python -m experiments.calibrate --dataset={name} "
+                       f"--loss={loss} --synthetic_scale={scale:g}")
     chosen = {loss: chosen[loss]}
   settings = {json.dumps({k: r[k] for k in TEACHER_SETTINGS}, sort_keys=True) for r in chosen.values()}
   if len(settings) > 1:
@@ -160,13 +179,13 @@ def parse_settings(text: str) -> dict:
   return out
 
 
-def resolved(name: str, settings: Optional[dict] = None) -> Analogue:
-  """The analogue a generation with `settings` (:func:`parse_settings`'s) makes: all three teachers' settings
-  given (a calibration's candidate), the shape with them; else the calibrated population they name
-  (calibrated_for), or the one in force, with the settings given over it."""
+def resolved(name: str, settings: Optional[dict] = None, scale: float = 1.0) -> Analogue:
+  """The analogue a generation with `settings` (:func:`parse_settings`'s) at `scale` makes: all three teachers'
+  settings given (a calibration's candidate), the shape with them; else the population calibrated at that size
+  which they name (calibrated_for), or the one in force, with the settings given over it."""
   settings = dict(settings or {})
   loss = settings.pop("calibrated_for", None)
-  base = ANALOGUES[name] if set(TEACHER_SETTINGS) <= set(settings) else analogue(name, loss)
+  base = ANALOGUES[name] if set(TEACHER_SETTINGS) <= set(settings) else analogue(name, loss, scale)
   return dataclasses.replace(base, **settings)
 
 
@@ -219,7 +238,7 @@ def generate(name: str, *, scale: float = 1.0, seed: int = 0, settings: Optional
 
   scale multiplies the declared fraction's query counts (1 / fraction: the paper's); settings overrides fields of
   the analogue (the calibration's candidates: weight, leak, noise) or name its population (calibrated_for)."""
-  a = resolved(name, settings)
+  a = resolved(name, settings, scale)
   rng = np.random.default_rng(seed)
   design = _design(rng, a)
   out = {}
