@@ -298,7 +298,7 @@ def _analogue_presets(name: str, loss: str, paper_size: bool = False) -> tuple:
   at = ("the paper's groups" if paper_size else
         f"{analogues.ANALOGUES[name].fraction:g} of the paper's groups, the declared fraction")
   cost = ("hours on two cores: every student's distillation term reads every training group each epoch; a run "
-          "resumes by row") if paper_size else ("some ten minutes a draw on two cores at the declared fraction; "
+          "resumes by row") if paper_size else ("minutes a draw on two cores at the declared fraction; "
                                                  "a run resumes by row")
   return (Preset(f"{name}_{loss}_{size}pilot", pilot,
                  analogue_flags(name, loss, f"{size}pilot_{loss}", ANALOGUE_PILOT_DRAWS, scale=scale),

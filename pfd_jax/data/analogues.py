@@ -85,7 +85,7 @@ class Analogue:
 # Table 1 of the paper. top_share: the value at which the expected % of positive training groups under Equation 2
 # (sum over documents, no draw) is Table 1's at the paper's groups (tests/test_analogues.py checks it). Yahoo's
 # 700 = 500 + 200 columns. fraction: the share at which a training epoch holds about 110,000-150,000 documents
-# (Yahoo 109,000, Web30k 113,000, Istella 146,000), so that one draw of Table 2's four rows takes some ten minutes
+# (Yahoo 109,000, Web30k 113,000, Istella 146,000), so that one draw of Table 2's four rows takes minutes
 # on two cores (students distil on every group each epoch): the rule that sizes the runs made on two cores.
 ANALOGUES = {
     "yahoo_like": Analogue("Yahoo", 500, 200, (14477, 4089), 30.02, top_share=0.0207, positive_groups=2.46,
