@@ -103,10 +103,12 @@ STEPS = (
     # The paper analogues' teachers calibrated at the paper's Table 1 sizes (experiments/calibrate.py: the baseline
     # and teacher rows only, each candidate resumable; docs/analogues.md), named with --steps, never by default: a
     # calibration's result is committed before any student of its analogue is trained. Their need on a GPU is not
-    # measured: 300 s is a floor at a guess (the data and a first candidate), so a call gives one what is left.
+    # measured: 300 s is a floor at a guess (the data and a first candidate), so a call gives one what is left. The
+    # dry run keeps the toy size's own test lists (the default, 5 x Table 1's at any size, is the paper's count).
     *(Step(f"calibrate_{name}", ("experiments.calibrate", f"--dataset={name}",
                                  f"--synthetic_scale={1 / analogues.ANALOGUES[name].fraction:g}"), 300,
-           ("--synthetic_scale=0.05", "--epochs=2", "--seeds=1", "--weights=0.5", "--leaks=0", "--max_buckets=2"), 60,
+           ("--synthetic_scale=0.05", "--test_scale=1", "--epochs=2", "--seeds=1", "--weights=0.5", "--leaks=0",
+            "--max_buckets=2"), 60,
            (f"calibrate/{name}",)) for name in analogues.ANALOGUES),
     # The paper's protocol on the paper's own files (--preset=paper_<dataset>, with --data_dir), named by hand: a
     # user's own GPU, where the data are. Not measured on a GPU (nobody here holds the files): 300 s is a floor at a

@@ -148,8 +148,8 @@ def to_markdown(res: RunRecord) -> str:
 def write_settings(res, loss: Optional[str] = None) -> str:
   """Writes the chosen candidate to pfd_jax/data/analogues.json (the file the analogues read), at the share of the
   paper's groups it was measured at, under each loss it was measured on (pfd_jax.data.analogues.populations), with
-  its distance, the losses and seeds it was measured
-  on and the code that measured it (commit, dirty, sources' digest); returns the file's path.
+  its distance, the losses and seeds it was measured on and the code that measured it (commit, dirty, sources'
+  digest); returns the file's path.
 
   res: this driver's RunRecord, or its results.json as loaded (a calibration made on another machine, the
   accelerator's: ``calibrate.write_settings(json.load(open(<its results.json>)))``), whose run's code is the one
