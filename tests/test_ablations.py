@@ -6,7 +6,7 @@ import re
 import numpy as np
 import pytest
 
-from experiments import (alpha_robustness, fig3_alpha, fig4_sparsity, fig5_correlation,  # noqa: F401
+from experiments import (alpha_robustness, data_summary, fig3_alpha, fig4_sparsity, fig5_correlation,  # noqa: F401
                          table3_logs, table3_sparsity, table5_positive_groups, table6_imputation)
 from experiments.framework import claims, outputs, setup
 from experiments.framework.records import RunRecord
@@ -25,6 +25,27 @@ def test_fig3_alpha_and_ratio(tmp_path):
   assert ratio.shape == (2,) and np.all(ratio > 0)
   # the weighted ratio must shrink by ~ (0.01/0.99)/(0.5/0.5) when alpha goes from 0.5 to 0.99
   assert np.median(ratio) < np.median(js["alphas"]["0.5"]["ratio"])
+
+
+@pytest.mark.slow
+def test_alpha_robustness_is_figure_3s_driver_on_appendix_a7s_alphas(tmp_path):
+  """Appendix A.7's driver: Figure 3's training, bit for bit, on its own alpha list, under its own name and title."""
+  js = written(tmp_path, alpha_robustness.DRIVER.run(tiny(fig3_alpha.Options(alphas=(0.5, 0.95)))), alpha_robustness.DRIVER)
+  fig3 = outputs.as_json(fig3_alpha.run(tiny(fig3_alpha.Options(alphas=(0.5, 0.95)))))
+  assert {k: v for k, v in fig3.items() if k not in ("env", "seconds")} == {
+      k: v for k, v in js.items() if k not in ("env", "seconds")}
+  assert set(js["alphas"]) == {"0.5", "0.95"} and "Appendix A.7" in (tmp_path / "out" / "table.md").read_text()
+  assert alpha_robustness.DRIVER.defaults == (("alphas", alpha_robustness.ALPHAS),)
+
+
+@pytest.mark.slow
+def test_data_summary_counts_table_1s_columns(tmp_path):
+  """The data summary of the tiny synthetic set: Table 1's columns for each split, as the generator made them."""
+  js = written(tmp_path, data_summary.run(TINY), data_summary.DRIVER)
+  (fold,) = js["folds"].values()
+  assert set(fold["splits"]) == {"train", "vali", "test"}
+  for split in fold["splits"].values():
+    assert split["query_groups"] > 0 and 0 < split["positive_groups_pct"] <= 100
 
 
 @pytest.mark.slow
