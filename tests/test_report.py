@@ -463,6 +463,43 @@ def test_recording_canaries_refuses_to_drop_a_driver_it_did_not_reach(tmp_path):
   assert notes == ["table2: canary tests re-recorded under new node ids (gone: tests/b.py::t; new: tests/c.py::t)"]
 
 
+def test_canaries_added_for_a_new_driver_and_verified_on_an_earlier_commit(tmp_path):
+  """--add records a driver that had no canaries from its own tests alone, the others kept; --verify sets a driver's
+  verified_since only where the folder holds the file's bits on the file's configuration."""
+  path = tmp_path / "canaries.json"
+  path.write_text(json.dumps(dict(numerics={"cpu": "x"}, drivers={"table2": {"tests/b.py::t": "f2"}},
+                                  verified_since={"table2": "abc"})))
+  folder = tmp_path / "recorded"
+
+  def record(driver, test, fp, cpu="x"):
+    folder.mkdir(exist_ok=True)
+    (folder / f"{driver}{test[-1]}.json").write_text(
+        json.dumps(dict(driver=driver, test=test, fingerprint=fp, numerics={"cpu": cpu})))
+
+  record("sweep", "tests/s.py::t", "f3")
+  new, notes = staleness.collect(str(folder), str(path), add=("sweep",))
+  assert new == dict(numerics={"cpu": "x"}, drivers={"sweep": {"tests/s.py::t": "f3"}, "table2": {"tests/b.py::t": "f2"}},
+                     verified_since={"table2": "abc"}) and notes == []
+  before = path.read_text()
+  for add, match in ((("sweep",), "sweep already has canaries"), (("other",), "holds no canary of other")):
+    with pytest.raises(staleness.CanaryError, match=match):
+      staleness.collect(str(folder), str(path), add=add)
+  record("other", "tests/o.py::t", "f4", cpu="y")
+  with pytest.raises(staleness.CanaryError, match="mixes canaries computed on 2 configurations"):
+    staleness.collect(str(folder), str(path), add=("other",))
+  (folder / "sweept.json").unlink()
+  with pytest.raises(staleness.CanaryError, match="another configuration"):
+    staleness.collect(str(folder), str(path), add=("other",))
+  assert path.read_text() == before  # nothing written
+  (folder / "othert.json").unlink()
+  record("sweep", "tests/s.py::t", "f3")
+  assert staleness.verify(str(folder), "c0ffee", str(path)) == ["sweep"]
+  assert json.loads(path.read_text())["verified_since"] == {"table2": "abc", "sweep": "c0ffee"}
+  record("sweep", "tests/s.py::t", "f5")  # other bits on that commit: nothing verified
+  with pytest.raises(staleness.CanaryError, match="the canaries of sweep recorded on d00d are not"):
+    staleness.verify(str(folder), "d00d", str(path))
+
+
 def test_the_plan_lists_what_the_page_lacks_with_its_expected_time(tmp_path, monkeypatch):
   """report --plan: the runs table's wall times read back; a re-drawn preset that never ran estimated from its
   driver's fixed run x draws / seeds x the page's measured cost of a draw against a seed; a run whose recorded

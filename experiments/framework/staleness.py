@@ -8,11 +8,14 @@ configuration the suite fails when a canary's bits change, so the file changes e
 (re-record it over every tier of the suite: ``PFD_CANARIES=cache/canaries python -m pytest -m ""``, then
 ``python -m experiments.framework.staleness --collect=cache/canaries``; most canaries are in the slow tier, which
 the default test command leaves out, and collecting refuses to drop a driver that the recording run did not reach).
+A driver that had no canaries gets them from a recording of its own tests alone: ``--collect=FOLDER --add=DRIVER``
+(on the configuration of the file's other canaries).
 
 A run of a driver is **current** when its commit is at or after the commit from which HEAD's canaries of that
 driver are unchanged: walking ``canaries.json``'s history back from HEAD while the driver's entry stays the same,
 the oldest such version's commit, or an earlier commit recorded in its ``verified_since`` (where the same canary
-bits were shown by running the canaries on that commit). Without canaries for the driver the older rule
+bits were shown by running the canaries on that commit: ``--verify=FOLDER --commit=COMMIT``, FOLDER written by the
+driver's canary tests run on that commit's code). Without canaries for the driver the older rule
 applies: the library (less its serving side) and the driver's modules unchanged since the run's commit.
 
 What the rule cannot see: a change that moves bits only at a scale or on data the canaries do not reach; a
@@ -96,24 +99,43 @@ def sources_at(commit: str, root: str = ROOT) -> str:
 
 
 class CanaryError(Exception):
-  """A recording that would lose canaries: the drivers it did not reach are named."""
+  """A recording that would lose canaries or mix configurations: what is wrong is named, nothing is written."""
 
 
-def collect(folder: str, path: str = os.path.join(ROOT, CANARIES), drop: tuple = ()) -> tuple:
+def _recorded(folder: str) -> tuple:
+  """({driver: {test: fingerprint}}, numerics) of the canary files a test run wrote to `folder`; CanaryError where
+  they were computed on more than one configuration."""
+  drivers, numerics = {}, []
+  for name in sorted(os.listdir(folder)):
+    with open(os.path.join(folder, name)) as f:
+      c = json.load(f)
+    drivers.setdefault(c["driver"], {})[c["test"]] = c["fingerprint"]
+    numerics += [c["numerics"]] if c["numerics"] not in numerics else []
+  if len(numerics) > 1:
+    raise CanaryError(f"{folder} mixes canaries computed on {len(numerics)} configurations; nothing written")
+  return drivers, (numerics or [None])[0]
+
+
+def _write(path: str, new: dict) -> dict:
+  with open(path, "w") as f:
+    f.write(json.dumps(new, indent=1, sort_keys=True) + "\n")
+  return new
+
+
+def collect(folder: str, path: str = os.path.join(ROOT, CANARIES), drop: tuple = (), add: tuple = ()) -> tuple:
   """Merges the canary files a test run wrote to `folder` ({driver, test, fingerprint, numerics} each) into
   `path`, keeping its verified_since entries of drivers whose canaries did not change. Returns (the new file's
   contents, lines to tell: each driver whose canary tests changed their node ids, re-recorded under the new ones).
 
   A driver of `path` with no canary in `folder` is a recording that did not reach it (a partial run, `-m` left at
   the default tier): CanaryError, nothing written, unless the driver is named in `drop` (its canaries removed on
-  purpose)."""
+  purpose). With `add`, only the drivers named are taken from `folder`: drivers that have no canaries yet, recorded
+  on the file's configuration; every other entry stays as it is (a recording of the new drivers' tests alone
+  suffices, since no other driver's canaries can move)."""
   old = json.load(open(path)) if os.path.exists(path) else {}
-  drivers, numerics = {}, None
-  for name in sorted(os.listdir(folder)):
-    with open(os.path.join(folder, name)) as f:
-      c = json.load(f)
-    drivers.setdefault(c["driver"], {})[c["test"]] = c["fingerprint"]
-    numerics = c["numerics"]
+  drivers, numerics = _recorded(folder)
+  if add:
+    return _added(old, drivers, numerics, add, folder, path), []
   missing = sorted(set(old.get("drivers", {})) - set(drivers) - set(drop))
   if missing:
     raise CanaryError(f"{folder} holds no canary of {', '.join(missing)}: the recording run did not reach "
@@ -127,19 +149,53 @@ def collect(folder: str, path: str = os.path.join(ROOT, CANARIES), drop: tuple =
       notes.append(f"{d}: canary tests re-recorded under new node ids (gone: {', '.join(sorted(before - now)) or '-'}; "
                    f"new: {', '.join(sorted(now - before)) or '-'})")
   kept = {d: c for d, c in old.get("verified_since", {}).items() if old.get("drivers", {}).get(d) == drivers.get(d)}
-  new = dict(numerics=numerics, drivers=dict(sorted(drivers.items())), verified_since=kept)
-  with open(path, "w") as f:
-    f.write(json.dumps(new, indent=1, sort_keys=True) + "\n")
-  return new, notes
+  return _write(path, dict(numerics=numerics, drivers=dict(sorted(drivers.items())), verified_since=kept)), notes
+
+
+def _added(old: dict, drivers: dict, numerics: dict, add: tuple, folder: str, path: str) -> dict:
+  have = sorted(set(add) & set(old.get("drivers", {})))
+  if have:
+    raise CanaryError(f"{', '.join(have)} already {'has' if len(have) == 1 else 'have'} canaries in {path}: "
+                      "re-record over every tier instead of --add; nothing written")
+  absent = sorted(set(add) - set(drivers))
+  if absent:
+    raise CanaryError(f"{folder} holds no canary of {', '.join(absent)}; nothing written")
+  if old and numerics != old.get("numerics"):
+    raise CanaryError(f"{folder} was recorded on another configuration than {path}'s: canaries added must be "
+                      "computed where the others were; nothing written")
+  merged = dict(old.get("drivers", {}), **{d: drivers[d] for d in add})
+  return _write(path, dict(old, numerics=numerics, drivers=dict(sorted(merged.items()))))
+
+
+def verify(folder: str, commit: str, path: str = os.path.join(ROOT, CANARIES)) -> list:
+  """Records that the canaries a test run wrote to `folder` on the code of `commit` are `path`'s own bits: each
+  such driver's verified_since becomes `commit`, so its runs from `commit` on count as current. Every test of a
+  driver must be in `folder` with the file's fingerprint, on the file's configuration; otherwise CanaryError and
+  nothing written. Returns the drivers verified."""
+  old = json.load(open(path))
+  drivers, numerics = _recorded(folder)
+  if numerics != old.get("numerics"):
+    raise CanaryError(f"{folder} was recorded on another configuration than {path}'s: its bits prove nothing "
+                      "here; nothing written")
+  differ = sorted(d for d, tests in drivers.items() if old["drivers"].get(d) != tests)
+  if differ:
+    raise CanaryError(f"the canaries of {', '.join(differ)} recorded on {commit[:10]} are not {path}'s (another "
+                      "fingerprint, or a test missing); nothing written")
+  _write(path, dict(old, verified_since=dict(old.get("verified_since", {}), **{d: commit for d in drivers})))
+  return sorted(drivers)
 
 
 if __name__ == "__main__":
   args = dict(a.lstrip("-").split("=", 1) for a in sys.argv[1:] if "=" in a)
-  if "collect" not in args:
-    sys.exit("usage: python -m experiments.framework.staleness --collect=<folder the canary tests wrote> "
-             "[--drop=DRIVER,...]")
+  names = lambda key: tuple(filter(None, args.get(key, "").split(",")))
   try:
-    c, notes = collect(args["collect"], drop=tuple(filter(None, args.get("drop", "").split(","))))
+    if "verify" in args and "commit" in args:
+      print(f"verified since {args['commit'][:10]}: {', '.join(verify(args['verify'], args['commit']))}")
+      sys.exit(0)
+    if "collect" not in args:
+      sys.exit("usage: python -m experiments.framework.staleness --collect=<folder the canary tests wrote> "
+               "[--drop=DRIVER,... | --add=DRIVER,...]  |  --verify=<folder written on COMMIT's code> --commit=COMMIT")
+    c, notes = collect(args["collect"], drop=names("drop"), add=names("add"))
   except CanaryError as e:
     sys.exit(f"error: {e}")
   for line in notes:
