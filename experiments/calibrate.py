@@ -178,7 +178,7 @@ def write_settings(res, loss: Optional[str] = None) -> str:
       code=res.get("provenance", {}).get("code") or rundir.code_version())
   # at the size it was measured (the share of the paper's groups, from the fraction in force when it ran), under
   # each loss it was measured on: one population for both, or this loss's own (Table 4 is per loss)
-  current.setdefault(cfg["data"]["dataset"], {}).setdefault(f"{share:.4g}", {}).update(
+  current.setdefault(cfg["data"]["dataset"], {}).setdefault(analogues.share_key(share), {}).update(
       dict.fromkeys(chosen["measured"], record))
   with open(path, "w") as f:
     json.dump(current, f, indent=1, sort_keys=True)

@@ -110,7 +110,8 @@ def share(name: str, scale: float = 1.0) -> float:
   return ANALOGUES[name].fraction * scale
 
 
-def _key(share_: float) -> str:
+def share_key(share_: float) -> str:
+  """A share's key in analogues.json (four significant digits: 0.25, 1, 0.05)."""
   return f"{share_:.4g}"
 
 
@@ -125,7 +126,7 @@ def populations(name: str) -> dict:
 
 def calibrations(name: str, scale: float = 1.0) -> dict:
   """{loss: record} of analogue `name` calibrated at the share `scale` generates ({} while none is)."""
-  return populations(name).get(_key(share(name, scale)), {})
+  return populations(name).get(share_key(share(name, scale)), {})
 
 
 def analogue(name: str, loss: Optional[str] = None, scale: float = 1.0) -> Analogue:
