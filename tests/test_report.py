@@ -236,6 +236,14 @@ def test_every_entry_has_a_driver_and_claims_for_each_paper_result():
                                                  "table6_imputation", "sdr", "rank_distill", "committee_perceptron"}
 
 
+
+def test_every_driver_on_the_page_has_canaries():
+  """A driver without canaries goes stale at any change of the library or the experiments (staleness's older
+  rule): each driver whose runs the page shows must have canaries in experiments/canaries.json."""
+  with open(os.path.join(staleness.ROOT, staleness.CANARIES)) as f:
+    have = set(json.load(f)["drivers"])
+  assert sorted({e.driver for e in report.EXPECTED} - have) == []
+
 # ------------------------------------------------------------------ configurations and --check
 
 
