@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import itertools
 import json
+from typing import Dict, Tuple
 
 import numpy as np
 from absl import app, flags
@@ -25,6 +26,7 @@ from absl import app, flags
 from experiments import guards, machine
 from experiments.framework import pagefiles, pairs, published
 from experiments.framework.records import LossRecord
+from pfd_jax.config import JsonObject
 from pfd_jax.ops import perturbation
 
 flags.DEFINE_list("runs", [], "The main job's runs under different numerics: run folders or results.json[.gz].")
@@ -32,13 +34,13 @@ flags.DEFINE_string("spread_file", published.SPREAD_FILE, "Where the measured sp
 REFERENCE = "no_distill"
 
 
-def rows_of(res: dict) -> dict:
+def rows_of(res: JsonObject) -> Dict[Tuple[str, str], np.ndarray]:
   """{(loss, row): [runs, 3]} per-run NDCG@8/16/32 of every row of a table2 result."""
   return {(loss, name): np.asarray(v, np.float64) for loss in sorted(res["losses"])
           for name, v in sorted(pairs.aggregate(LossRecord.from_json(res["losses"][loss])).items())}
 
 
-def values(a: dict, b: dict) -> tuple:
+def values(a: Dict[Tuple[str, str], np.ndarray], b: Dict[Tuple[str, str], np.ndarray]) -> tuple:
   """(cells, differences) of two runs' rows_of over the rows both have: cells [2, 3 x rows, runs] (each row's
   NDCG@8/16/32), differences [2, rows less no-distillation, runs] (each row's NDCG@8 minus no-distillation's)."""
   keys = [k for k in a if k in b and a[k].shape == b[k].shape]
@@ -48,20 +50,20 @@ def values(a: dict, b: dict) -> tuple:
   return cells, diffs
 
 
-def pair_record(a: np.ndarray, b: np.ndarray, ddof: int) -> dict:
+def pair_record(a: np.ndarray, b: np.ndarray, ddof: int) -> JsonObject:
   """The per-value ratios of one pair of runs over one kind of value ([K, n] each; var with `ddof`)."""
   r = perturbation.perturbation_ratios(a, b, (a.var(1, ddof=ddof) + b.var(1, ddof=ddof)) / 2)
   summary = dict(mean=r.mean(), median=np.median(r), max=r.max()) if r.size else dict(mean=0.0, median=0.0, max=0.0)
   return dict(values=int(r.size), **{k: float(v) for k, v in summary.items()}, ratios=[round(float(x), 6) for x in r])
 
 
-def name(numerics: dict) -> str:
+def name(numerics: JsonObject) -> str:
   """A configuration in a few words: 'AMD EPYC (avx512f), 2 threads, XLA_FLAGS=--xla_cpu_max_isa=AVX'."""
   return (f"{numerics.get('cpu', '?')} ({machine.top_isa(numerics)}), {numerics.get('threads', '?')} threads" +
           (f", XLA_FLAGS={numerics['xla_flags']}" if numerics.get("xla_flags") else ""))
 
 
-def measure(results: list) -> dict:
+def measure(results: list) -> JsonObject:
   """The spread record of runs [results.json] of the main job (module docstring), over the rows each pair of
   runs has in common (a run of the MLP rows alone, --methods=no_distill,self_distill,gend,pfd,placebo, skips the
   LightGBM rows, which no XLA setting moves)."""

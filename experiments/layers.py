@@ -1,7 +1,7 @@
 """The shape of the code, measured with the standard library only: the import graph of `pfd_jax/` (its depth,
 its longest chain, any circle, imports written inside functions), file lengths, the longest functions and
-public functions with many positional parameters, for `pfd_jax/` and `experiments/`, and whether a driver imports
-another driver.
+public functions with many positional parameters, annotations that use a bare ``dict`` (no key or value types), for
+`pfd_jax/` and `experiments/`, and whether a driver imports another driver.
 
   python -m experiments.layers            # the report
   python -m experiments.layers --check    # exit 1 when a limit below is broken (tests/test_layers.py runs it)
@@ -20,11 +20,14 @@ from __future__ import annotations
 import ast
 import os
 import sys
-from typing import NamedTuple
+from typing import Dict, NamedTuple
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PACKAGES = ("pfd_jax", "experiments")
 MAX_DEPTH, MAX_FILE_LINES, MAX_FUNCTION_LINES, MAX_POSITIONAL = 6, 400, 60, 6
+# Annotations with a bare dict / Dict: a reader learns nothing of its keys and values. A dict of named JSON fields is
+# pfd_jax.config.JsonObject, a dataset's splits pfd_jax.data.groups.Splits; the rest say their key and value types.
+MAX_UNTYPED_DICTS = 100
 
 
 class Function(NamedTuple):
@@ -170,7 +173,29 @@ def functions(packages=PACKAGES, root: str = ROOT) -> list:
   return out
 
 
-def file_lines(packages=PACKAGES, root: str = ROOT) -> dict:
+def _bare_dict(annotation) -> bool:
+  subscripted = {id(n.value) for n in ast.walk(annotation) if isinstance(n, ast.Subscript)}
+  return any(isinstance(n, ast.Name) and n.id in ("dict", "Dict") and id(n) not in subscripted
+             for n in ast.walk(annotation))
+
+
+def untyped_dicts(packages=PACKAGES, root: str = ROOT) -> list:
+  """"path:line" of every annotation (a parameter's, a return's, a field's) that uses a bare dict or Dict."""
+  out = []
+  for package in packages:
+    for path in modules(package, root).values():
+      for node in ast.walk(ast.parse(open(path).read(), path)):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+          a = node.args
+          found = [x.annotation for x in a.posonlyargs + a.args + a.kwonlyargs + [a.vararg, a.kwarg] if x]
+          found.append(node.returns)
+        else:
+          found = [node.annotation] if isinstance(node, ast.AnnAssign) else []
+        out += [f"{os.path.relpath(path, root)}:{x.lineno}" for x in found if x is not None and _bare_dict(x)]
+  return out
+
+
+def file_lines(packages=PACKAGES, root: str = ROOT) -> Dict[str, int]:
   """{path: lines} of every file of the packages."""
   return {os.path.relpath(p, root): sum(1 for _ in open(p)) for package in packages
           for p in modules(package, root).values()}
@@ -218,6 +243,9 @@ def problems(root: str = ROOT) -> list:
       out.append(f"{f.where} {f.name}: {f.positional} positional parameters > {MAX_POSITIONAL}")
   out += [f"driver {a} imports driver {b}: move what it uses into pfd_jax or experiments.framework"
           for a, b in driver_imports(root)]
+  bare = untyped_dicts(root=root)
+  out += [f"{len(bare)} annotations with a bare dict > {MAX_UNTYPED_DICTS} (first: {bare[0]})"] \
+      if len(bare) > MAX_UNTYPED_DICTS else []
   return out
 
 
@@ -238,9 +266,10 @@ def report(root: str = ROOT, top: int = 10) -> str:
   public = sorted((f for f in fs if f.public), key=lambda f: -f.positional)
   lines.append("most positional parameters (public): " + ", ".join(
       f"{f.where} {f.name} {f.positional}" for f in public[:5]))
+  lines.append(f"annotations with a bare dict: {len(untyped_dicts(root=root))}")
   found = problems(root)
   lines.append(f"limits (depth {MAX_DEPTH}, file {MAX_FILE_LINES}, function {MAX_FUNCTION_LINES}, positional "
-               f"{MAX_POSITIONAL}): " + ("all kept" if not found else f"{len(found)} broken"))
+               f"{MAX_POSITIONAL}, bare-dict annotations {MAX_UNTYPED_DICTS}): " + ("all kept" if not found else f"{len(found)} broken"))
   lines += [f"  {p}" for p in found]
   return "\n".join(lines)
 

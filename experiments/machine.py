@@ -20,6 +20,9 @@ import importlib.metadata
 import os
 import platform
 import subprocess
+from typing import Dict, Optional
+
+from pfd_jax.config import JsonObject
 
 # CPU features that change what XLA's CPU backend and its kernel libraries emit (vector width, fused
 # multiply-add, the AVX-512 / AMX dot kernels).
@@ -28,7 +31,7 @@ ISA_FEATURES = ("sse4_2", "avx", "avx2", "fma", "avx512f", "avx512_bf16", "avx51
 NUMERIC_PACKAGES = ("jax", "jaxlib", "flax", "optax", "numpy", "scipy", "lightgbm")
 
 
-def _cpuinfo() -> dict:
+def _cpuinfo() -> Dict[str, str]:
   """The first processor's fields of /proc/cpuinfo ({} where there is none, e.g. macOS)."""
   try:
     with open("/proc/cpuinfo") as f:
@@ -60,7 +63,7 @@ def threads() -> int:
   return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
-def packages() -> dict:
+def packages() -> Dict[str, str]:
   """{distribution: version} of every installed Python distribution, sorted by name."""
   found = {}
   for d in importlib.metadata.distributions():
@@ -87,7 +90,7 @@ def _gpu_driver() -> str | None:
   return out.stdout.strip().splitlines()[0] if out.returncode == 0 and out.stdout.strip() else None
 
 
-def accelerator(installed: dict) -> dict | None:
+def accelerator(installed: Dict[str, str]) -> Optional[JsonObject]:
   """What an accelerator run's bits depend on besides the host: the platform, the devices' kind and count, the
   driver, JAX's plugin packages (CUDA, cuDNN, cuBLAS wheels) and the matrix products' precision in force. None
   on a CPU backend, whose products are float32 whatever the precision asks (pfd_jax.ops.precision), so a CPU run's
@@ -101,7 +104,7 @@ def accelerator(installed: dict) -> dict | None:
               driver=_gpu_driver(), plugins=plugins, matmul_precision=matmul_precision())
 
 
-def numerics(installed: dict | None = None) -> dict:
+def numerics(installed: Optional[Dict[str, str]] = None) -> JsonObject:
   """The determinants of a run's bits beside its code, configuration and data (see the module docstring); on an
   accelerator, its record (:func:`accelerator`) too."""
   info = _cpuinfo()
@@ -115,12 +118,12 @@ def numerics(installed: dict | None = None) -> dict:
   return dict(out, accelerator=device) if device else out
 
 
-def top_isa(n: dict) -> str:
+def top_isa(n: JsonObject) -> str:
   """The widest vector instruction set of a numerics record ('amx_tile', 'avx512f', 'avx2', 'avx', 'no AVX')."""
   return next((f for f in ("amx_tile", "avx512f", "avx2", "avx") if f in n.get("isa", [])), "no AVX")
 
 
-def differences(a: dict, b: dict) -> list:
+def differences(a: JsonObject, b: JsonObject) -> list:
   """'field: a vs b' for each determinant in which two numerics records differ (packages one by one)."""
   out = []
   for k in sorted(set(a) | set(b)):

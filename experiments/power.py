@@ -24,7 +24,7 @@ import dataclasses
 import json
 import os
 import time
-from typing import Tuple
+from typing import Any, Dict, Tuple
 
 import numpy as np
 
@@ -32,7 +32,7 @@ from experiments.framework.records import RunRecord
 from experiments.framework import lifecycle, monitor, outputs, plots, rowstore, rundir, schema, setup, tabulate
 from experiments.framework.claims import Preset
 from pfd_jax import training as T
-from pfd_jax.config import option
+from pfd_jax.config import JsonObject, option
 from pfd_jax.methods import distill
 from pfd_jax.methods import rows as rows_lib
 from pfd_jax.ops import stats
@@ -77,7 +77,7 @@ def run(cfg: schema.Config) -> RunRecord:
   return out
 
 
-def point(cfg: schema.Config, ds, loss: str, scale: float) -> dict:
+def point(cfg: schema.Config, ds, loss: str, scale: float) -> JsonObject:
   """One (scale, loss): the Table 2 MLP rows with the pilot seeds, their per-query lists and times (under
   'seconds': the fingerprint leaves times out)."""
   wall, cpu = time.time(), time.process_time()
@@ -101,7 +101,7 @@ def point(cfg: schema.Config, ds, loss: str, scale: float) -> dict:
               seconds=first_timing(store.store, f"x{scale:g}", timing))
 
 
-def first_timing(folder, name: str, timing: dict) -> dict:
+def first_timing(folder, name: str, timing: Dict[str, float]) -> Dict[str, float]:
   """The times of the run that trained a point, kept beside its saved rows (<folder>/<name>_seconds.json): a
   resumed run reports them, not its loading times. Outside a run folder (folder None): `timing`."""
   if not folder:
@@ -114,7 +114,7 @@ def first_timing(folder, name: str, timing: dict) -> dict:
   return timing
 
 
-def components(p: dict) -> dict:
+def components(p: JsonObject) -> Dict[str, Tuple[float, float]]:
   """{compared row: (seed variance, query variance)} of one point, relative to the compared row's mean NDCG@8
   (variances divided by its square)."""
   out = {}
@@ -144,7 +144,7 @@ def fit_inverse(x, y) -> tuple:
   return (float(y.mean()), 0.0) if b < 0 else (float(a), float(b))
 
 
-def analyse(points: dict, o: Options, epochs: int) -> dict:
+def analyse(points: Dict[str, JsonObject], o: Options, epochs: int) -> JsonObject:
   """The measured components, their fits, the time model and the choice (all JSON-ready)."""
   scales = [float(s) for s in points]
   losses = list(next(iter(points.values())))
@@ -175,7 +175,7 @@ def analyse(points: dict, o: Options, epochs: int) -> dict:
               positive_share=share, timing=timing, grid=grid, web30k=web, choice=choose(grid, o))
 
 
-def projected_spread(fit: dict, measured: dict, scale: float, q: int) -> float:
+def projected_spread(fit: JsonObject, measured: Dict[str, Any], scale: float, q: int) -> float:
   """:func:`spread` at `scale`: of the measured components ({scale: (seed, query)}) at a measured scale, of the
   fits' projection elsewhere."""
   if str(scale) in measured:
@@ -184,7 +184,7 @@ def projected_spread(fit: dict, measured: dict, scale: float, q: int) -> float:
   return spread((a1 + b1 / scale, a2 + b2 / scale), q)
 
 
-def time_model(points: dict, loss: str, epochs: int) -> dict:
+def time_model(points: Dict[str, JsonObject], loss: str, epochs: int) -> Dict[str, float]:
   """Per seed: training seconds linear in the training groups (fitted) and evaluation seconds per test query
   with a positive and epoch (every row evaluates those once per epoch); per run: the fixed overhead (data,
   compiling)."""
@@ -202,7 +202,7 @@ def time_model(points: dict, loss: str, epochs: int) -> dict:
               rows=rows, epochs=epochs, overhead=float(np.mean(fixed)))
 
 
-def seconds(t: dict, scale: float, test_positive: int, seeds: int) -> float:
+def seconds(t: Dict[str, float], scale: float, test_positive: int, seeds: int) -> float:
   """Projected wall seconds of one loss's Table 2 MLP rows at this size (test_positive: the test queries with a
   positive, the ones evaluated)."""
   groups = train_queries(scale)  # ~ the training groups (min_docs drops about 1%)
@@ -211,7 +211,7 @@ def seconds(t: dict, scale: float, test_positive: int, seeds: int) -> float:
   return seeds * per_seed + t["overhead"]
 
 
-def choose(grid: list, o: Options) -> dict:
+def choose(grid: list, o: Options) -> JsonObject:
   """The decisive protocol: the cheapest grid point x seeds with 80% power for every comparison within the
   budget, else the affordable one with the highest smallest power."""
   budget = 60 * o.budget_minutes
@@ -231,7 +231,7 @@ def choose(grid: list, o: Options) -> dict:
   return dict(best or fallback or {}, decides=best is not None)
 
 
-def analysis(res: dict) -> dict:
+def analysis(res: JsonObject) -> JsonObject:
   """:func:`analyse` of a results dictionary as results.json holds it."""
   o = Options(**{k: tuple(v) if isinstance(v, list) else v for k, v in res["config"]["options"].items()})
   return analyse(res["points"], o, res["config"]["train"]["epochs"])

@@ -31,11 +31,12 @@ The practitioner's path in a few calls (see the README section "PFD on your own 
 """
 import importlib
 import importlib.util
+from typing import Mapping
 
 __version__ = "0.1.0"
 
 
-def lazy(package: str, table: dict):
+def lazy(package: str, table: Mapping[str, str]):
   """``(__getattr__, __dir__)`` of a package whose public names load on first use (PEP 562).
 
   table: {module: "name name ..."}: each name is that module's attribute; any submodule of `package` loads

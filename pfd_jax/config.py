@@ -16,8 +16,11 @@ from __future__ import annotations
 import dataclasses
 import math
 import typing
-from typing import Any, Optional, Sequence
+from typing import Any, Dict, Mapping, Optional, Sequence
 
+# A JSON object as read or written (a configuration, a recipe, a results file): named keys, values of any JSON
+# type. The name says what a dict is where its values have no single type.
+JsonObject = Dict[str, Any]
 
 
 class ConfigError(ValueError):
@@ -47,7 +50,7 @@ def option(default, help: str, *, choices: Optional[Sequence] = None, lo=None, h
   return dataclasses.field(default=default, metadata=meta)
 
 
-def _check_value(name: str, value, meta: dict) -> None:
+def _check_value(name: str, value, meta: Mapping[str, Any]) -> None:
   if isinstance(value, float) and not math.isfinite(value):
     raise ConfigError(name, f"must be finite, got {value}")
   choices = choices_of(meta)
@@ -61,7 +64,7 @@ def _check_value(name: str, value, meta: dict) -> None:
       raise ConfigError(name, f"must be <= {hi}, got {value}")
 
 
-def choices_of(meta: dict) -> Optional[tuple]:
+def choices_of(meta: Mapping[str, Any]) -> Optional[tuple]:
   """A field's allowed values now (a registry's names are read at each call)."""
   choices = meta.get("choices")
   return tuple(choices()) if callable(choices) else choices
@@ -79,13 +82,13 @@ def check(obj) -> None:
       _check_value(f.name, v, f.metadata)
 
 
-def to_dict(obj) -> dict:
+def to_dict(obj) -> JsonObject:
   """A configuration as plain data (nested dataclasses as dicts), less the omit_default fields at their
   default (:func:`option`)."""
   return _prune(obj, dataclasses.asdict(obj))
 
 
-def _prune(obj, d: dict) -> dict:
+def _prune(obj, d: JsonObject) -> JsonObject:
   for f in dataclasses.fields(obj):
     value = getattr(obj, f.name)
     if f.metadata.get("omit_default") and value == f.default:
@@ -95,7 +98,7 @@ def _prune(obj, d: dict) -> dict:
   return d
 
 
-def from_dict(cls, d: dict, **nested):
+def from_dict(cls, d: JsonObject, **nested):
   """The instance of dataclass `cls` that :func:`to_dict` wrote (lists back to tuples, nested dataclasses
   rebuilt; `nested` gives the class of fields typed ``Any``)."""
   hints = typing.get_type_hints(cls)

@@ -41,6 +41,20 @@ def test_the_graph_measures_what_python_runs(tmp_path):
   assert ("pkg.d", 2, "pkg.e") in local and "pkg.a" not in graph["pkg.e"]  # annotations only: no edge
 
 
+def test_bare_dict_annotations_are_found_and_typed_ones_are_not(tmp_path):
+  pkg = tmp_path / "pkg"
+  pkg.mkdir()
+  (pkg / "__init__.py").write_text("")
+  (pkg / "m.py").write_text(
+      "from typing import Dict, Mapping, Optional\n"
+      "def f(a: dict, b: Dict[str, int], c: Optional[dict] = None, *d: Dict, **e) -> Mapping[str, dict]:\n"
+      "  x: dict = {}\n  y: Dict[str, float] = {}\n  return {}\n"
+      "class C:\n  z: Dict\n  w: Mapping[str, int]\n")
+  found = layers.untyped_dicts(("pkg",), str(tmp_path))
+  # a, c, *d and the return's inner dict; x; z (b, y, w and e, unannotated, are not)
+  assert found == ["pkg/m.py:2"] * 4 + ["pkg/m.py:3", "pkg/m.py:7"]
+
+
 def test_saved_models_score_without_the_training_code(tmp_path):
   """import pfd_jax, loading a saved MLP and scoring it import neither optax, the training modules nor
   LightGBM (a fresh interpreter: what a serving process loads)."""

@@ -14,10 +14,10 @@ import json
 import os
 import re
 import shutil
-from typing import Optional
+from typing import Dict, Optional
 
 from experiments.framework import pagelayout, published
-from pfd_jax.config import ConfigError
+from pfd_jax.config import ConfigError, JsonObject
 from experiments.framework.staleness import staleness
 
 ARCHIVE = "published"  # beside the page
@@ -29,7 +29,7 @@ KEPT = ("provenance.json", "table.md", ORIGIN)
 CARRIED = "**Carried**"
 
 
-def load_run(results: str, e, archive: Optional[str] = None) -> Optional[dict]:
+def load_run(results: str, e, archive: Optional[str] = None) -> Optional[JsonObject]:
   """The run of `e` under <results>/<driver>/<label>/latest; else, given `archive` (the page's own copy of its runs'
   files, :func:`archive_run`), from <archive>/<anchor>/; None when neither has it."""
   folder = os.path.join(results, e.driver, e.label, "latest")
@@ -56,7 +56,7 @@ def load_run(results: str, e, archive: Optional[str] = None) -> Optional[dict]:
   return run
 
 
-def read_results(path: str, flag: str) -> dict:
+def read_results(path: str, flag: str) -> JsonObject:
   """A run's results: a results.json or results.json.gz file, or a folder holding one (a run folder, or the page's
   copy of a run in published/); a ConfigError naming `flag` and the path when there is none."""
   for p in ([os.path.join(path, "results.json"), os.path.join(path, ARCHIVED)] if os.path.isdir(path) else [path]):
@@ -67,7 +67,7 @@ def read_results(path: str, flag: str) -> dict:
                     "published/, or the file)")
 
 
-def archive_run(run: dict, folder: str) -> None:
+def archive_run(run: JsonObject, folder: str) -> None:
   """Copies the files the page reads of `run` into `folder` (tracked beside the page, so that a fresh clone rebuilds
   the page without the results tree, which holds models and checkpoints and stays on the machine that ran it)."""
   if os.path.realpath(folder) == run["folder"]:
@@ -92,7 +92,7 @@ def archive_run(run: dict, folder: str) -> None:
     f.write(run["shown"] + "\n")
 
 
-def _without_histories(res: dict) -> dict:
+def _without_histories(res: JsonObject) -> JsonObject:
   """A table2-style run without its rows' per-epoch histories (curves, losses), and one seed's per-seed lists (its
   test_lists): what no page reads back (the figures drawn from them are copied as PNGs, the tables as table.md;
   claims read the best epochs and per-list NDCG), and most of a many-draw run's bytes."""
@@ -126,7 +126,7 @@ _VERBATIM = "that page's, verbatim,"
 _VERBATIM_NOW = "that page's, verbatim but for the tables' shared legend (at the top),"
 
 
-def carried(page: str, entries: list, root: str, ref_numerics: Optional[dict]) -> dict:
+def carried(page: str, entries: list, root: str, ref_numerics: Optional[JsonObject]) -> Dict[str, tuple]:
   """The sections of `entries` on the published `page` (and their RESULTS.json records), for runs whose results
   files this machine does not have: {anchor: (summary row, section, record)}. Each is the earlier page's text
   verbatim under a note that says so; its figures move beside the page (<dir>/published/<anchor>/)."""

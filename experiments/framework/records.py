@@ -10,8 +10,10 @@ from typing import Any, Dict, Mapping, MutableMapping, Optional
 
 import numpy as np
 
+from pfd_jax.config import JsonObject
 
-def _json(record, order: tuple, optional: tuple = ()) -> dict:
+
+def _json(record, order: tuple, optional: tuple = ()) -> JsonObject:
   """A record's fields as a dict in `order`, leaving out the optional parts it does not have."""
   return {k: getattr(record, k) for k in order if not (k in optional and getattr(record, k) is None)}
 
@@ -34,12 +36,12 @@ class RowRecord:
     return cls(best=result.best, best_epoch=result.best_epoch, curves=result.curves, loss=result.loss,
                seconds=result.seconds, test_lists=seed_lists.mean(0), seed_lists=seed_lists)
 
-  def to_json(self) -> dict:
+  def to_json(self) -> JsonObject:
     return _json(self, ("best", "best_epoch", "curves", "loss", "seconds", "test_lists", "seed_lists"),
                  ("seed_lists",))
 
   @classmethod
-  def from_json(cls, d: dict) -> "RowRecord":
+  def from_json(cls, d: JsonObject) -> "RowRecord":
     return cls(**d)
 
 
@@ -57,12 +59,12 @@ class FoldRecord:
   debias: Optional[Dict[str, Any]] = None     # the --position rows' notes
   search: Optional[Dict[str, Any]] = None     # what the PFD search found (--search; table2.search_record)
 
-  def to_json(self) -> dict:  # the order results.json always had
+  def to_json(self) -> JsonObject:  # the order results.json always had
     return _json(self, ("data", "train_groups", "positive_train_groups", "seconds", "rows", "test_lists_valid",
                         "ensembles", "latency", "debias", "search"), ("ensembles", "latency", "debias", "search"))
 
   @classmethod
-  def from_json(cls, d: dict) -> "FoldRecord":
+  def from_json(cls, d: JsonObject) -> "FoldRecord":
     return cls(**dict(d, rows={k: RowRecord.from_json(r) for k, r in d["rows"].items()}))
 
 
@@ -74,11 +76,11 @@ class LossRecord:
   comparisons: Optional[Dict[str, Any]] = None  # experiments.framework.pairs.comparisons
   deploy: Optional[Dict[str, Any]] = None       # experiments.framework.deploy.choose (a run with ensembles)
 
-  def to_json(self) -> dict:  # the order results.json always had
+  def to_json(self) -> JsonObject:  # the order results.json always had
     return _json(self, ("train_config", "folds", "comparisons", "deploy"), ("comparisons", "deploy"))
 
   @classmethod
-  def from_json(cls, d: dict) -> "LossRecord":
+  def from_json(cls, d: JsonObject) -> "LossRecord":
     return cls(**dict(d, folds={k: FoldRecord.from_json(f) for k, f in d["folds"].items()}))
 
   @property

@@ -27,9 +27,10 @@ import json
 import os
 import subprocess
 import sys
-from typing import Optional
+from typing import Dict, Optional
 
 from experiments.framework import rundir
+from pfd_jax.config import JsonObject
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CANARIES = "experiments/canaries.json"
@@ -41,7 +42,7 @@ def git(root: str, *args) -> subprocess.CompletedProcess:
   return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, timeout=60)
 
 
-def _canaries_at(root: str, commit: str) -> dict:
+def _canaries_at(root: str, commit: str) -> JsonObject:
   out = git(root, "show", f"{commit}:{CANARIES}")
   return json.loads(out.stdout) if out.returncode == 0 else {}
 
@@ -67,7 +68,7 @@ def _code_changes(commit: str, root: str) -> list:
   return git(root, "diff", "--name-only", commit, "HEAD", "--", *paths).stdout.split()
 
 
-def staleness(code: dict, driver: str, root: str = ROOT) -> Optional[str]:
+def staleness(code: JsonObject, driver: str, root: str = ROOT) -> Optional[str]:
   """None when the run is current (module docstring); else why it is stale (or cannot be checked)."""
   commit = code.get("git_commit")
   if not commit:
@@ -116,7 +117,7 @@ def _recorded(folder: str) -> tuple:
   return drivers, (numerics or [None])[0]
 
 
-def _write(path: str, new: dict) -> dict:
+def _write(path: str, new: JsonObject) -> JsonObject:
   with open(path, "w") as f:
     f.write(json.dumps(new, indent=1, sort_keys=True) + "\n")
   return new
@@ -152,7 +153,8 @@ def collect(folder: str, path: str = os.path.join(ROOT, CANARIES), drop: tuple =
   return _write(path, dict(numerics=numerics, drivers=dict(sorted(drivers.items())), verified_since=kept)), notes
 
 
-def _added(old: dict, drivers: dict, numerics: dict, add: tuple, folder: str, path: str) -> dict:
+def _added(old: JsonObject, drivers: Dict[str, Dict[str, str]], numerics: JsonObject, add: tuple, folder: str,
+           path: str) -> JsonObject:
   have = sorted(set(add) & set(old.get("drivers", {})))
   if have:
     raise CanaryError(f"{', '.join(have)} already {'has' if len(have) == 1 else 'have'} canaries in {path}: "

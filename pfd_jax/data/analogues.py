@@ -28,11 +28,12 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-from typing import Optional
+from typing import Any, Dict, Optional
 
 import numpy as np
 
-from pfd_jax.data.groups import Groups
+from pfd_jax.config import JsonObject
+from pfd_jax.data.groups import Groups, Splits
 
 _B = np.array([1.0, 0.8, 0.65, 0.5, 0.4, 0.3])
 _B = _B / np.linalg.norm(_B)
@@ -115,7 +116,7 @@ def share_key(share_: float) -> str:
   return f"{share_:.4g}"
 
 
-def populations(name: str) -> dict:
+def populations(name: str) -> Dict[str, Dict[str, JsonObject]]:
   """{share of the paper's groups: {loss: record}} of analogue `name` in analogues.json (written by
   experiments.calibrate: the chosen candidate, its distance to that loss's Table 4 row, the code that measured it).
   A population is calibrated at the size its runs use (the teachers move with the training groups), so each share
@@ -124,7 +125,7 @@ def populations(name: str) -> dict:
     return json.load(f).get(name, {})
 
 
-def calibrations(name: str, scale: float = 1.0) -> dict:
+def calibrations(name: str, scale: float = 1.0) -> Dict[str, JsonObject]:
   """{loss: record} of analogue `name` calibrated at the share `scale` generates ({} while none is)."""
   return populations(name).get(share_key(share(name, scale)), {})
 
@@ -153,7 +154,7 @@ def analogue(name: str, loss: Optional[str] = None, scale: float = 1.0) -> Analo
                              calibrated=json.dumps(record, sort_keys=True))
 
 
-def parse_settings(text: str) -> dict:
+def parse_settings(text: str) -> Dict[str, Any]:
   """'weight=0.4,leak=0.1' -> {'weight': 0.4, 'leak': 0.1}: the teachers' settings (module docstring), the
   measurement's test_scale (>= 1), or calibrated_for=<loss> (the population calibrated for that loss's teachers,
   analogues.json); a ValueError names a bad item."""
@@ -180,7 +181,7 @@ def parse_settings(text: str) -> dict:
   return out
 
 
-def resolved(name: str, settings: Optional[dict] = None, scale: float = 1.0) -> Analogue:
+def resolved(name: str, settings: Optional[Dict[str, Any]] = None, scale: float = 1.0) -> Analogue:
   """The analogue a generation with `settings` (:func:`parse_settings`'s) at `scale` makes: all three teachers'
   settings given (a calibration's candidate), the shape with them; else the population calibrated at that size
   which they name (calibrated_for), or the one in force, with the settings given over it."""
@@ -234,7 +235,7 @@ def _split(rng, a: Analogue, num_queries: int, design) -> Groups:
   return Groups(x=x.astype(np.float32), rel=rel, qid=np.arange(num_queries, dtype=np.int64), offsets=offsets)
 
 
-def generate(name: str, *, scale: float = 1.0, seed: int = 0, settings: Optional[dict] = None) -> dict:
+def generate(name: str, *, scale: float = 1.0, seed: int = 0, settings: Optional[Dict[str, Any]] = None) -> Splits:
   """Raw splits {'train', 'vali', 'test'} -> :class:`Groups` of analogue `name` (before any preprocessing).
 
   scale multiplies the declared fraction's query counts (1 / fraction: the paper's); settings overrides fields of

@@ -3,7 +3,7 @@ are padded. Each field is a flag of the drivers; :func:`pfd_jax.data.datasets.pr
 from __future__ import annotations
 
 import dataclasses
-from typing import Optional, Tuple
+from typing import Any, Dict, Optional, Tuple
 
 import numpy as np
 
@@ -142,7 +142,7 @@ class DataConfig:
     :func:`draw_seed` (label_seed, k), which seeds its generator too."""
     return dataclasses.replace(self, label_seed=draw_seed(self.label_seed, fold)) if self.draws else self
 
-  def synthetic_kwargs(self) -> dict:
+  def synthetic_kwargs(self) -> Dict[str, Any]:
     """Arguments of :func:`pfd_jax.data.synthetic.generate` for dataset=synthetic (a draw's: from its recipe,
     :meth:`draw`)."""
     kw = synthetic.web30k_scale() if self.synthetic_web30k else dict(scale=self.synthetic_scale)

@@ -25,14 +25,15 @@ import dataclasses
 import hashlib
 import os
 import zlib
-from typing import Optional, Sequence
+from typing import Any, Dict, Mapping, Optional, Sequence
 
 import numpy as np
 
 from pfd_jax import distributed
 from pfd_jax.data import preprocess as pp
 from pfd_jax.data.config import LABEL_MODES, DataConfig
-from pfd_jax.data.groups import DataError, Groups
+from pfd_jax.config import JsonObject
+from pfd_jax.data.groups import DataError, Groups, Splits
 from pfd_jax.data.preprocess import file_labels
 from pfd_jax.data.letor import pad_features, require_contiguous
 from pfd_jax.data.padding import bucketize, padding_ratio
@@ -112,7 +113,7 @@ def _find_split(folders, split):
   return None
 
 
-def split_files(name: str, data_dir: Optional[str], fold: int = 1) -> dict:
+def split_files(name: str, data_dir: Optional[str], fold: int = 1) -> Dict[str, str]:
   """{split: path} for the splits of `name` found on disk (FileNotFoundError if none)."""
   s = spec(name)
   root = resolve_data_dir(name, data_dir)
@@ -134,7 +135,7 @@ def split_files(name: str, data_dir: Optional[str], fold: int = 1) -> dict:
 
 
 def load_raw(name: str, data_dir: Optional[str] = None, fold: int = 1, cache_dir: Optional[str] = None,
-             synthetic_kwargs: Optional[dict] = None, comm=None) -> dict:
+             synthetic_kwargs: Optional[Mapping[str, Any]] = None, comm=None) -> Splits:
   """Raw splits {split: Groups} of a named dataset (files parsed by its spec's reader, nothing transformed).
 
   comm (:class:`pfd_jax.distributed.Comm`): in a multi-process run each process reads only its share of
@@ -166,7 +167,7 @@ def load_raw(name: str, data_dir: Optional[str] = None, fold: int = 1, cache_dir
   return _declared_width(s, files, splits, int(comm.max(max(g.x.shape[1] for g in splits.values()))))
 
 
-def _declared_width(s, files: dict, splits: dict, widest: int) -> dict:
+def _declared_width(s, files: Dict[str, str], splits: Splits, widest: int) -> Splits:
   """`splits` zero-filled to the spec's declared width, else to the `widest` split's (a feature id no file mentions
   is a column of zeros, as an absent SVMlight feature is 0); a file with an id past the declared width is refused,
   naming it (in a multi-process run, the process that read it)."""
@@ -188,9 +189,9 @@ def read_serving(path: str, num_features: Optional[int] = None, dataset: Optiona
 class Dataset:
   """A preprocessed dataset: splits with x (regular), z (privileged), rel, y, g0, g1; and its recipe."""
   name: str
-  splits: dict
+  splits: Splits
   privileged: np.ndarray  # column indices (in the raw feature order) moved to z
-  config: dict
+  config: JsonObject
 
   def __getitem__(self, split: str) -> Groups:
     if split not in self.splits:
@@ -209,7 +210,7 @@ def privileged_indices(ids: Sequence[int], num_features: int) -> np.ndarray:
   return np.asarray(ids, np.int64) - 1
 
 
-def prepare(cfg: DataConfig, raw: dict, *, comm=None, require_positive: Optional[bool] = None) -> Dataset:
+def prepare(cfg: DataConfig, raw: Splits, *, comm=None, require_positive: Optional[bool] = None) -> Dataset:
   """The paper's pipeline on raw splits, as the recipe `cfg` says: filter, (query-level min-max), log1p,
   labels, privileged split.
 
@@ -243,7 +244,7 @@ def prepare(cfg: DataConfig, raw: dict, *, comm=None, require_positive: Optional
                   positive_grade=cfg.positive_grade, privileged=cfg.privileged_ids, comm=comm or distributed.LOCAL)
 
 
-def _prepare(name: str, raw: dict, *, t, tau, num_privileged, min_docs, require_positive, log1p, query_norm,
+def _prepare(name: str, raw: Splits, *, t, tau, num_privileged, min_docs, require_positive, log1p, query_norm,
              seed, labels, positive_grade, privileged, comm) -> Dataset:
   if not raw:
     raise DataError(f"dataset {name!r} has no split")
@@ -286,7 +287,7 @@ def _prepare(name: str, raw: dict, *, t, tau, num_privileged, min_docs, require_
   return Dataset(name=name, splits=out, privileged=priv, config=config)
 
 
-def fingerprint(splits: dict) -> str:
+def fingerprint(splits: Splits) -> str:
   """SHA-256 (16 hex digits) of prepared splits' bits (features, labels, grades, list boundaries, in split order):
   two runs saw the same data iff their fingerprints agree (in a multi-process run: this process's share)."""
   h = hashlib.sha256()
@@ -332,7 +333,7 @@ def with_placebo_privileged(ds: Dataset, within: str = "query", seed: int = 0) -
                  config=dict(ds.config, placebo=within, placebo_seed=seed))
 
 
-def summary(ds: Dataset, max_buckets: int = 8) -> dict:
+def summary(ds: Dataset, max_buckets: int = 8) -> JsonObject:
   """The paper's Table 1 columns (plus padding ratio) for every split of `ds`."""
   rows = {}
   for split, g in ds.splits.items():

@@ -7,7 +7,7 @@ end, in :mod:`pfd_jax.data.padding`, when arrays go to the device.
 from __future__ import annotations
 
 import dataclasses
-from typing import Optional
+from typing import Dict, Optional
 
 import numpy as np
 
@@ -68,7 +68,7 @@ class Groups:
     """i64[N] the query index (0..Q-1) of every document."""
     return np.repeat(np.arange(self.num_queries), self.sizes)
 
-  def per_doc_fields(self) -> dict:
+  def per_doc_fields(self) -> Dict[str, np.ndarray]:
     return {k: getattr(self, k) for k in ("x", "rel", "z", "y", "g0", "g1") if getattr(self, k) is not None}
 
   def rows(self, query_index: np.ndarray) -> np.ndarray:
@@ -94,3 +94,7 @@ def group_any(values: np.ndarray, offsets: np.ndarray) -> np.ndarray:
   counts = np.add.reduceat(np.asarray(values != 0, np.int64), offsets[:-1]) if values.size else np.zeros(0)
   counts = np.where(np.diff(offsets) > 0, counts, 0)  # reduceat returns values[i] for empty groups
   return counts > 0
+
+
+# A dataset's splits by name ({"train": Groups, "vali": ..., "test": ...}).
+Splits = Dict[str, Groups]

@@ -35,7 +35,7 @@ import numpy as np
 
 from pfd_jax import files
 from pfd_jax.distributed import shard_bytes
-from pfd_jax.data.groups import DataError, Groups
+from pfd_jax.data.groups import DataError, Groups, Splits
 
 _CACHE_VERSION = "2"  # 2: keyed by content
 
@@ -281,7 +281,7 @@ def load_letor_shard(path: str, index: int, count: int) -> Groups:
   return _parse(path, shard_lines(path, index, count))
 
 
-def pad_features(splits: dict, width: Optional[int] = None) -> dict:
+def pad_features(splits: Splits, width: Optional[int] = None) -> Splits:
   """Zero-fills the feature columns of every split to the widest split, or to `width` (absent SVMlight
   feature = 0)."""
   width = max(g.x.shape[1] for g in splits.values()) if width is None else width

@@ -19,10 +19,11 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Iterable, Optional, Sequence
+from typing import Dict, Iterable, Optional, Sequence
 
 import numpy as np
 
+from pfd_jax.config import JsonObject
 from pfd_jax.data import letor
 from pfd_jax.data.groups import Groups
 from pfd_jax.data.letor import pad_features
@@ -80,7 +81,7 @@ class ShardBucket:
   def num_groups(self) -> int:
     return int(self.fields["x"].shape[0])
 
-  def read(self, rows: np.ndarray, view: str = "xz", length: Optional[int] = None) -> dict:
+  def read(self, rows: np.ndarray, view: str = "xz", length: Optional[int] = None) -> Dict[str, np.ndarray]:
     """The groups `rows` (sorted, distinct indices), the fields `view` needs (x, z, y, mask) and pos (the
     group has a y = 1); with `length`, padded to that many groups with zeros."""
     base = view.partition(":")[0]
@@ -89,7 +90,7 @@ class ShardBucket:
     out["pos"] = ((out["y"] * out["mask"]).max(-1) > 0).astype(np.float32)
     return out
 
-  def whole(self, fields: Sequence[str]) -> dict:
+  def whole(self, fields: Sequence[str]) -> Dict[str, np.ndarray]:
     """Fields of every group, read whole (the small ones: y, mask)."""
     return {f: self.fields[f].take(np.arange(self.num_groups)) for f in fields}
 
@@ -129,7 +130,7 @@ class BucketWriter:
         raise OSError(f"{self.root}: short write to bucket {k} ({f}): is the disk full?")
     self.next[k] += n
 
-  def close(self, meta: Optional[dict] = None):
+  def close(self, meta: Optional[JsonObject] = None):
     for files in self.files:
       for fd, *_ in files.values():
         os.fsync(fd)
@@ -147,7 +148,7 @@ def _create(path: str, dtype: np.dtype, shape: tuple) -> tuple:
   return os.open(path, os.O_WRONLY), offset, shape, dtype
 
 
-def write_buckets(folder: str, name: str, buckets: Sequence[Padded], meta: Optional[dict] = None):
+def write_buckets(folder: str, name: str, buckets: Sequence[Padded], meta: Optional[JsonObject] = None):
   """Writes in-memory buckets as the set `name` (the resident buckets, on disk)."""
   z = buckets[0].z
   w = BucketWriter(folder, name, [b.mask.shape[0] for b in buckets], [b.mask.shape[1] for b in buckets],
@@ -157,7 +158,7 @@ def write_buckets(folder: str, name: str, buckets: Sequence[Padded], meta: Optio
   w.close(meta)
 
 
-def is_done(folder: str, name: str, meta: Optional[dict] = None) -> bool:
+def is_done(folder: str, name: str, meta: Optional[JsonObject] = None) -> bool:
   """Whether the set `name` was written whole (and, given `meta`, for the same recipe)."""
   p = os.path.join(folder, name, "done.json")
   if not os.path.exists(p):

@@ -19,11 +19,12 @@ unpacked side by side) are refused: --data_dir names the one to use.
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable, Optional, Tuple
+from typing import Any, Callable, Mapping, Optional, Tuple
 
 import numpy as np
 
 from pfd_jax.data import analogues, synthetic
+from pfd_jax.data.groups import Splits
 from pfd_jax.data.letor import load_letor, load_letor_shard, read_serving
 from pfd_jax.registry import Registry
 
@@ -72,7 +73,7 @@ class DatasetSpec:
     return self.generate is not None
 
 
-def _synthetic(kwargs: dict, share: tuple) -> dict:
+def _synthetic(kwargs: Mapping[str, Any], share: tuple) -> Splits:
   """The synthetic generator's splits; in a multi-process run, this process's contiguous block of queries (with a
   chunk size each process draws only its own chunks)."""
   index, count = share
@@ -89,7 +90,7 @@ def _analogue(name: str) -> Callable:
   """The generate callable of paper analogue `name` (pfd_jax.data.analogues): --synthetic_scale multiplies its
   declared fraction of the paper's groups, --draws seeds it; the default synthetic generator's size flags do not
   apply (an error names them rather than a run that silently ignores them)."""
-  def generate(kwargs: dict, share: tuple) -> dict:
+  def generate(kwargs: Mapping[str, Any], share: tuple) -> Splits:
     other = sorted(set(kwargs) - {"scale", "seed", "settings"})
     if other:
       raise ValueError(f"dataset {name!r}: the synthetic generator's size settings ({', '.join(other)}: "

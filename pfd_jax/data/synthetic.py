@@ -23,9 +23,11 @@ Table 2 protocol runs in minutes on 2 CPU cores; ``web30k_scale()`` gives MSLR-W
 """
 from __future__ import annotations
 
+from typing import Any, Dict
+
 import numpy as np
 
-from pfd_jax.data.groups import Groups
+from pfd_jax.data.groups import Groups, Splits
 
 _BETA = np.array([2.0, 1.5, 1.0, 0.8, 0.6, 0.5, 0.4, 0.3])
 _GRADE_Z = np.array([0.0, 0.842, 1.476, 2.054])  # N(0,1) quantiles at 50, 80, 93, 98 %
@@ -55,7 +57,7 @@ def _split(rng, num_queries, mean_docs, max_docs, loading, other, count_like):
 
 
 def generate(*, num_queries=(400, 200, 600), mean_docs: float = 40.0, max_docs: int = 1500,
-             num_features: int = 136, num_strong: int = 24, scale: float = 1.0, seed: int = 0) -> dict:
+             num_features: int = 136, num_strong: int = 24, scale: float = 1.0, seed: int = 0) -> Splits:
   """Raw splits {'train', 'vali', 'test'} -> :class:`Groups` (before any preprocessing).
 
   Args:
@@ -123,7 +125,7 @@ def generate_chunks(num_queries: int, *, chunk: int = 2000, mean_docs: float = 1
 
 def generate_chunked(*, num_queries=(400, 200, 600), mean_docs: float = 40.0, max_docs: int = 1500,
                      num_features: int = 136, num_strong: int = 24, scale: float = 1.0, seed: int = 0,
-                     chunk: int = 2000, share=(0, 1)) -> dict:
+                     chunk: int = 2000, share=(0, 1)) -> Splits:
   """Raw splits like :func:`generate`, each drawn `chunk` queries at a time from per-chunk generators
   (``default_rng([seed, split index, chunk index])``, :func:`generate_chunks`): the recipe for sizes where
   generating a split in one piece would hold several copies of it at once (Web30k: the F-wide noise, features
@@ -150,6 +152,6 @@ def generate_chunked(*, num_queries=(400, 200, 600), mean_docs: float = 40.0, ma
   return out
 
 
-def web30k_scale() -> dict:
+def web30k_scale() -> Dict[str, Any]:
   """Keyword arguments of :func:`generate` for MSLR-WEB30K Fold1 size (about 18k train queries x 124 docs)."""
   return dict(num_queries=(18919, 6306, 6306), mean_docs=124.0, max_docs=1300, num_features=136, scale=1.0)

@@ -68,7 +68,7 @@ class DeviceData:
   """One dataset fold on the device: training buckets (all groups, positive groups) and eval splits."""
   train_all: list
   train_pos: list
-  eval_sets: dict
+  eval_sets: Dict[str, Any]  # {split: EvalSet, or DrawnEvalSet with draws}
   num_train_groups: int
   num_positive_groups: int
   max_buckets: int  # the bucketing of every split: the GBDT rows order their lists alike (per-list pairing)
@@ -204,7 +204,7 @@ class Context:
     """The row's device data: the placebo copy for a placebo row."""
     return self.placebo() if row.placebo else self.dd
 
-  def lightgbm_kw(self) -> dict:
+  def lightgbm_kw(self) -> Dict[str, Any]:
     """The keywords every LightGBM row passes to gbdt.train (seeds, splits, bucketing: rows pair list by list)."""
     return dict(num_seeds=int(np.shape(self.keys)[0]), seed=self.seed, eval_splits=tuple(self.dd.eval_sets),
                 max_buckets=self.dd.max_buckets)
@@ -245,7 +245,7 @@ def teacher_targets(cfg: TrainConfig, teachers: Sequence[tuple], dd: DeviceData,
 
 
 def train_student(keys, cfg: TrainConfig, dd: DeviceData, targets: list, hooks: Hooks = Hooks(),
-                  variants: Optional[Sequence[dict]] = None):
+                  variants: Optional[Sequence[Dict[str, Any]]] = None):
   """A student on x over all training groups with Eq. 1 against `targets` (see teacher_targets); with
   `variants` (e.g. ``[{"alpha": a} for a in alphas]``), one student per variant trained side by side in one
   program (a list of results; :func:`pfd_jax.training.train`)."""
@@ -260,7 +260,7 @@ def num_rows(methods: Sequence[str]) -> int:
 
 def run_methods(keys, cfg: TrainConfig, dd: DeviceData, methods: Sequence[str] = METHODS, *,
                 hooks: Optional[Callable[[str], Hooks]] = None,
-                fit: Optional[Callable] = None, placebo: Optional[Callable[[], DeviceData]] = None) -> dict:
+                fit: Optional[Callable] = None, placebo: Optional[Callable[[], DeviceData]] = None) -> Dict[str, Any]:
   """Runs the rows of `methods` (--methods choices of the row registry, :func:`pfd_jax.methods.rows.plan`: each with
   the teachers it needs; the baseline no_distill always) and returns {row name: TrainResult}, e.g. rows no_distill,
   self_distill, gend_teacher, gend, pfd_teacher, pfd, placebo_teacher, placebo: :func:`run_rows` on a

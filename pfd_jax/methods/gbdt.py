@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from typing import TYPE_CHECKING, Callable, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Dict, Optional, Sequence
 
 import jax.numpy as jnp
 import numpy as np
@@ -82,12 +82,12 @@ class Result:
   best: {split: [S, len(ks)]} NDCG of the early-stopped models; best_epoch: [S] their number of trees;
   curves and loss are empty (no epochs); params: the LightGBM parameters of seed 0 (seed s adds s)."""
   models: list
-  best: dict
+  best: Dict[str, np.ndarray]
   best_epoch: np.ndarray
   seconds: float
-  params: dict
+  params: Dict[str, Any]
   view: str
-  curves: dict = dataclasses.field(default_factory=dict)
+  curves: Dict[str, np.ndarray] = dataclasses.field(default_factory=dict)
   loss: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros((0,), np.float32))
 
   def boosters(self) -> list:
@@ -99,7 +99,7 @@ def booster(model_text: str):
   return lgb.Booster(model_str=model_text)
 
 
-def lgb_params(gc: GBDTConfig, objective: str, seed: int) -> dict:
+def lgb_params(gc: GBDTConfig, objective: str, seed: int) -> Dict[str, Any]:
   """LightGBM's parameters of one fit (objective 'lambdarank' or 'cross_entropy'; the selection metric is
   ours, :func:`selection_metric`)."""
   return dict(objective=objective, num_leaves=gc.leaves, learning_rate=gc.learning_rate,

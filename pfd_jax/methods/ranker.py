@@ -3,7 +3,7 @@ imports training)."""
 from __future__ import annotations
 
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Dict
 
 import numpy as np
 
@@ -17,14 +17,14 @@ if TYPE_CHECKING:
   from pfd_jax.training.config import TrainConfig
 
 
-def _mlp_model(cfg: TrainConfig) -> dict:
+def _mlp_model(cfg: TrainConfig) -> Dict[str, Any]:
   """model.json's model entry of an MLP row: kind, hidden, layers and the modern options that are on (a model
   of the paper's shape records exactly what it recorded before the options existed)."""
   arch, off = cfg.arch._asdict(), Arch()._asdict()
   return dict(kind="mlp", **{k: v for k, v in arch.items() if k in ("hidden", "layers") or v != off[k]})
 
 
-def make_ranker(result, cfg: TrainConfig, view: str, data_config: dict, **info) -> Ranker:
+def make_ranker(result, cfg: TrainConfig, view: str, data_config: config.JsonObject, **info) -> Ranker:
   """The :class:`Ranker` of a training run (its best-epoch parameters of every seed).
 
   result: a :class:`pfd_jax.training.loop.TrainResult`, or a :class:`pfd_jax.methods.gbdt.Result`.

@@ -43,7 +43,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
-from typing import TYPE_CHECKING, Callable, NamedTuple, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, NamedTuple, Optional, Sequence, Tuple
 
 import jax
 import numpy as np
@@ -116,7 +116,7 @@ def masked(ds: Dataset, columns: Sequence[int]) -> Dataset:
   return dataclasses.replace(ds, splits=splits, config=dict(ds.config, privileged_mask=[int(c) for c in columns]))
 
 
-def predicted(ds: Dataset, subset_list) -> dict:
+def predicted(ds: Dataset, subset_list) -> Dict[Tuple[int, ...], theory.Predicted]:
   """{subset: :class:`pfd_jax.ops.theory.Predicted`}: Theorem 2's gain of each subset's PFD over no distillation at
   plug-in estimates from the training split (:func:`pfd_jax.ops.theory.predicted_gain`; labelled: the documents of
   the groups with a positive, which the teacher trains on; a subset the data cannot support: omitted)."""
@@ -155,28 +155,28 @@ class Search:
   strengths, each subset teacher's validation NDCG, the chosen candidate's and no-distillation's trained models with
   every seed (TrainResult), the validation lists they were compared on, the screening's seeds and patience, the
   cross-fitting folds and the search's wall time."""
-  lists: dict
-  choice: dict
+  lists: Dict[Candidate, np.ndarray]
+  choice: Dict[str, Any]
   strength: np.ndarray
-  teachers: dict
+  teachers: Dict[Tuple[int, ...], np.ndarray]
   chosen: object
   baseline: object
   valid: np.ndarray
   seconds: float = 0.0
   seeds: int = 0
   patience: int = 0
-  scores: dict = dataclasses.field(default_factory=dict)
-  estimates: dict = dataclasses.field(default_factory=dict)
-  operating: Optional[dict] = None
+  scores: Dict[Candidate, list] = dataclasses.field(default_factory=dict)
+  estimates: Dict[Candidate, stats.Estimate] = dataclasses.field(default_factory=dict)
+  operating: Optional[Dict[str, Any]] = None
   folds: int = 0
-  predicted: dict = dataclasses.field(default_factory=dict)
+  predicted: Dict[Tuple[int, ...], theory.Predicted] = dataclasses.field(default_factory=dict)
 
   @property
   def candidate(self) -> Candidate:
     return self.choice["chosen"]
 
 
-def sequence(candidates, subset_list, plain: dict, plain_alpha: float) -> tuple:
+def sequence(candidates, subset_list, plain: Dict[str, Any], plain_alpha: float) -> tuple:
   """The declared order of the distilling candidates and their weights in :func:`pfd_jax.ops.choice.fallback`:
   subset by subset in `subset_list`'s order (all columns, then each alone from the most predictive, then backward
   elimination), each at the plain PFD setting first and then its other settings in :meth:`Candidate.simplicity`'s
@@ -199,7 +199,7 @@ def by_lists(blocks) -> np.ndarray:
   return q / q.sum()
 
 
-def operating(blocks, reference: float, level: float, gains=GAINS, trials: int = 4000) -> dict:
+def operating(blocks, reference: float, level: float, gains=GAINS, trials: int = 4000) -> Dict[str, Any]:
   """The rule's operating characteristics at the user's sizes, for its first comparison (plain PFD against no
   distillation at its `level`; blocks: the paired per-list differences [S, Q_p] on every part): with the variance
   components measured there (:func:`pfd_jax.ops.choice.components`), simulated studies of the same sizes give the

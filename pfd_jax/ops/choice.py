@@ -11,7 +11,7 @@
 from __future__ import annotations
 
 import math
-from typing import Callable, Optional
+from typing import Any, Callable, Dict, Mapping, Optional
 
 import numpy as np
 from scipy import stats as sps
@@ -19,7 +19,7 @@ from scipy import stats as sps
 from pfd_jax.ops import stats
 
 
-def fallback(estimates, weights, level: float = 0.05) -> dict:
+def fallback(estimates, weights, level: float = 0.05) -> Dict[str, Any]:
   """The fallback procedure (Wiens 2003) over candidates declared in order, each one-sided (H0: no gain over the
   reference, :meth:`pfd_jax.ops.stats.Estimate.p_above` 0): candidate i is tested at level * weights[i] plus, when
   candidate i - 1 was found better, the level candidate i - 1 was tested at. Its family-wise error is at most
@@ -86,7 +86,7 @@ def simulated_power(shapes, parts, effect: float, level: float = 0.05, weights=N
   return hits / trials
 
 
-def tied_with_best(lists: dict, simplicity: Callable, alpha: float = 0.05) -> dict:
+def tied_with_best(lists: Mapping[Any, np.ndarray], simplicity: Callable, alpha: float = 0.05) -> Dict[str, Any]:
   """The simplest candidate that validation cannot tell from the best one.
 
   lists: {candidate: f[Q]} each candidate's NDCG on the same Q validation lists (a single model's: the mean over

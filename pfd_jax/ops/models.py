@@ -10,7 +10,7 @@ are shared per architecture and a saved model's ``model.json`` holds it whole.
 from __future__ import annotations
 
 import functools
-from typing import Callable, NamedTuple
+from typing import Any, Callable, Mapping, NamedTuple
 
 import flax.linen as nn
 import jax
@@ -227,7 +227,7 @@ class Arch(NamedTuple):
     return bool(self.noise or self.dropout)
 
   @classmethod
-  def from_json(cls, model: dict) -> "Arch":
+  def from_json(cls, model: Mapping[str, Any]) -> "Arch":
     """The architecture a saved ``model.json`` ``model`` entry records (absent options: their defaults)."""
     return cls(**{k: model[k] for k in cls._fields if k in model})
 

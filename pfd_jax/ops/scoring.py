@@ -12,7 +12,7 @@ rows). Lists without a positive are reduced by :func:`pfd_jax.ops.metrics.list_m
 from __future__ import annotations
 
 import functools
-from typing import Callable, NamedTuple
+from typing import Any, Callable, Mapping, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -24,7 +24,7 @@ from pfd_jax.ops.models import Arch
 VIEWS = ("x", "z", "xz")
 
 
-def features(bucket: dict, view: str, z_override=None):
+def features(bucket: Mapping[str, Any], view: str, z_override=None):
   """The model input of a bucket: 'x' (regular), 'z' (privileged) or 'xz' (both, concatenated).
 
   A suffix ':i,j' keeps only those privileged columns ('xz:0' = regular + the first privileged feature), and a

@@ -24,6 +24,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from pfd_jax import files
+from pfd_jax.config import JsonObject
 from pfd_jax.serving.model import GBDTRanker, ModelError, Ranker
 
 STABLEHLO_FILE = "model.stablehlo"
@@ -60,7 +61,7 @@ def serving_function(ranker: Ranker, seed: Optional[int] = None, ensemble: bool 
 
 
 def export(ranker: Ranker, out_dir: str, fmt: str = "onnx", seed: Optional[int] = None,
-           ensemble: bool = False) -> dict:
+           ensemble: bool = False) -> JsonObject:
   """Writes the ranker's serving graph to `out_dir` as ``model.onnx`` (fmt='onnx') or ``model.stablehlo``
   (fmt='stablehlo'), and ``serving.json`` beside it (the feature ids in input-column order, the seed, the
   recipe); returns that spec. The graph's input is one query's raw documents f32[n, D], n dynamic."""

@@ -25,7 +25,7 @@ import dataclasses
 import functools
 import json
 import os
-from typing import Any, Optional
+from typing import Any, Dict, Optional
 
 import flax.serialization
 import jax
@@ -33,6 +33,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from pfd_jax import files
+from pfd_jax.config import JsonObject
 from pfd_jax.data.groups import DataError, Groups
 from pfd_jax.data.padding import bucketize
 from pfd_jax.data.preprocess import file_labels, transform_features
@@ -49,7 +50,7 @@ RECIPE_FILE = "model.json"
 class Ranker:
   """A trained, seed-stacked scorer and its recipe (see the module docstring)."""
   params: Any
-  recipe: dict
+  recipe: JsonObject
 
   @property
   def num_seeds(self) -> int:
@@ -171,7 +172,7 @@ _RECIPE = dict(format=str, model=dict(kind=str), view=str, input_ids=list,
 _MODEL = dict(mlp=dict(hidden=int, layers=int), lightgbm=dict(files=list, params=dict))
 
 
-def _check_keys(recipe, spec: dict, where: str, prefix: str = "") -> None:
+def _check_keys(recipe, spec: Dict[str, Any], where: str, prefix: str = "") -> None:
   if not isinstance(recipe, dict):
     raise ModelError(f"{where}: {prefix.rstrip('.') or 'the recipe'} is not a JSON object")
   for key, kind in spec.items():
@@ -183,7 +184,7 @@ def _check_keys(recipe, spec: dict, where: str, prefix: str = "") -> None:
       raise ModelError(f"{where}: {prefix + key!r} should be a {kind.__name__}, got {recipe[key]!r}")
 
 
-def check_recipe(recipe: dict, where: str = RECIPE_FILE) -> None:
+def check_recipe(recipe: JsonObject, where: str = RECIPE_FILE) -> None:
   """Raises ModelError unless `recipe` is a complete, self-consistent ranker recipe: every key, its feature ids
   the ones its view reads from its regular and privileged ids (in order), within 1..num_features."""
   _check_keys(recipe, _RECIPE, where)
@@ -224,13 +225,13 @@ _ARCH_CHECKS = dict(norm=lambda v: v in NORMS, dropout=lambda v: _number(v) and 
                     matmul_precision=lambda v: v in MATMUL_PRECISIONS)
 
 
-def _check_arch(model: dict, where: str) -> None:
+def _check_arch(model: JsonObject, where: str) -> None:
   for key, ok in _ARCH_CHECKS.items():
     if key in model and not ok(model[key]):
       raise ModelError(f"{where}: model.{key} = {model[key]!r} is not a valid setting")
 
 
-def _expected_shapes(recipe: dict) -> dict:
+def _expected_shapes(recipe: JsonObject) -> Dict[str, Dict[str, Dict[str, tuple]]]:
   """{collection: {layer: {leaf: seed-stacked shape}}} of the recipe's architecture."""
   width, seeds = len(recipe["input_ids"]), recipe["num_seeds"]
   shapes = jax.eval_shape(Ranker(None, recipe).arch.module().init, jax.random.PRNGKey(0), jnp.zeros((1, width)))
@@ -238,7 +239,7 @@ def _expected_shapes(recipe: dict) -> dict:
           for c, tree in shapes.items()}
 
 
-def _by_layer(collections: dict):
+def _by_layer(collections: Dict[str, Any]):
   """{layer: {leaf: value}} of a variables tree {collection: {layer: {leaf: value}}} (None if not of that form)."""
   out = {}
   for tree in collections.values():
@@ -249,7 +250,7 @@ def _by_layer(collections: dict):
   return out
 
 
-def _check_params(params, recipe: dict, where: str) -> None:
+def _check_params(params, recipe: JsonObject, where: str) -> None:
   """The parameter tree must be the recipe's architecture (Dense layers, and the norm layers and running
   statistics it has), seed-stacked, widths as recorded."""
   m, seeds, width = recipe["model"], recipe["num_seeds"], len(recipe["input_ids"])
@@ -314,7 +315,7 @@ def load_model(path: str) -> Ranker:
   return Ranker(params=jax.tree_util.tree_map(jnp.asarray, params), recipe=recipe)
 
 
-def _load_gbdt(path: str, recipe: dict) -> GBDTRanker:
+def _load_gbdt(path: str, recipe: JsonObject) -> GBDTRanker:
   """A LightGBM ranker's model files, each parsed and checked against the recipe's input width."""
   from lightgbm import Booster  # deferred on purpose: only a LightGBM model needs LightGBM
   from lightgbm.basic import LightGBMError

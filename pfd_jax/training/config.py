@@ -3,7 +3,7 @@ field a flag of the training drivers (:mod:`pfd_jax.config`), and the top-K teac
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable, Optional, Tuple
+from typing import Callable, Dict, Optional, Tuple, Union
 
 from pfd_jax import config
 from pfd_jax.ops import losses as losses_lib
@@ -79,7 +79,7 @@ class TopK:
   def __post_init__(self):
     config.check(self)
 
-  def loss_settings(self) -> dict:
+  def loss_settings(self) -> Dict[str, Union[int, float, str]]:
     """The keyword settings of :func:`pfd_jax.ops.topk.topk_loss` and ``topk_weights``."""
     return dict(k=self.k, scheme=self.scheme, lam=self.lam, mu=self.mu, eps=self.eps)
 
@@ -208,6 +208,6 @@ class TrainConfig:
     """lr, or the paper's for this loss."""
     return self.lr or PAPER_BATCH.get(self.loss, PAPER_BATCH_DEFAULT)[1]
 
-  def record(self) -> dict:
+  def record(self) -> config.JsonObject:
     """The configuration as results.json records it, with the batch size and learning rate in force."""
     return dict(config.to_dict(self), batch_size=self.effective_batch_size, lr=self.effective_lr)

@@ -18,7 +18,7 @@ of a drawn run is S seeds of draw 0, then draw 1's, and so on.
 """
 from __future__ import annotations
 
-from typing import NamedTuple, Optional, Sequence
+from typing import Dict, NamedTuple, Optional, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -48,7 +48,7 @@ class DrawnEvalSet(NamedTuple):
   num_lists: np.ndarray  # i64[D]
 
 
-def layout(groups: Sequence, max_buckets: int = 8, query_index: Optional[Sequence] = None) -> dict:
+def layout(groups: Sequence, max_buckets: int = 8, query_index: Optional[Sequence] = None) -> Dict[str, tuple]:
   """The layout D draws' groups (all, or query_index[d] of draw d) share: {cuts: the bucket lengths, capacity: each
   bucket's groups}, for :func:`stack` (a draw trained alone on the layout of a run of several)."""
   _, counts, cuts = _counts(groups, max_buckets, query_index)
@@ -143,7 +143,7 @@ def predict(cfg, params, d: Draws, view: str) -> list:
   return [by_model(fn(by_draw(params, d.num_draws), features(b, view))) for b in d.buckets]
 
 
-def teacher_inputs(targets, logits, bucket: dict, draws: int):
+def teacher_inputs(targets, logits, bucket: Dict[str, jax.Array], draws: int):
   """The teacher term's inputs of one bucket of a drawn run: `targets` (a teaching's (logits [S, Q, L], y, mask)
   -> inputs) applied per draw to its own labels."""
   return by_model(jax.vmap(targets)(by_draw(logits, draws), bucket["y"], bucket["mask"]))

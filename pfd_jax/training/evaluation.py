@@ -7,7 +7,7 @@ scores its own lists and the sums and counts are added across processes.
 """
 from __future__ import annotations
 
-from typing import NamedTuple, Sequence
+from typing import Dict, NamedTuple, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -119,7 +119,7 @@ def predict(cfg: TrainConfig, params, buckets: list, view: str, z_override=None)
   return out
 
 
-def full_metrics(cfg: TrainConfig, params, es: EvalSet, view: str, ks=(3, 5, 10)) -> dict:
+def full_metrics(cfg: TrainConfig, params, es: EvalSet, view: str, ks=(3, 5, 10)) -> Dict[str, np.ndarray]:
   """{name: [S]} NDCG@k, P@k and MAP (:func:`pfd_jax.ops.metrics.metric_table`) of S seed-stacked models on an
   :class:`EvalSet`, averaged over lists by cfg.empty_rule."""
   fn = scoring(cfg.arch, tuple(cfg.ks), tuple(ks)).table

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import queue
 import threading
-from typing import TYPE_CHECKING, NamedTuple, Optional, Sequence
+from typing import TYPE_CHECKING, Dict, NamedTuple, Optional, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -81,7 +81,7 @@ class Resident:
     self.dim = int(features(buckets[0], self.view).shape[-1])
     self.buckets = tuple(self._bucket(b, None if teacher is None else teacher[i]) for i, b in enumerate(buckets))
 
-  def _bucket(self, b: dict, teacher) -> Bucket:
+  def _bucket(self, b: Dict[str, jax.Array], teacher) -> Bucket:
     """One bucket as the program takes it."""
     w = b["pos"] if self.cfg.data_groups == "positive" else jnp.ones_like(b["pos"])
     return Bucket(features(b, self.view), b["y"], b["mask"], w, teacher)
@@ -258,7 +258,7 @@ def _num_groups(b) -> int:
   return int(b["x"].shape[0]) if isinstance(b, dict) else b.num_groups
 
 
-def _head(b) -> dict:
+def _head(b) -> Dict[str, np.ndarray]:
   """The first group of a bucket (its feature width)."""
   return {k: v[:1] for k, v in b.items()} if isinstance(b, dict) else b.read(np.arange(min(1, b.num_groups)))
 

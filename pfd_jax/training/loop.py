@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import time
-from typing import TYPE_CHECKING, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Dict, Mapping, Optional, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -43,10 +43,10 @@ class TrainResult:
   epoch; seconds: wall time.
   """
   params: object
-  curves: dict
+  curves: Dict[str, np.ndarray]
   loss: np.ndarray
   best_epoch: np.ndarray
-  best: dict
+  best: Dict[str, np.ndarray]
   seconds: float
 
   def part(self, i: int, n: int) -> "TrainResult":
@@ -58,9 +58,9 @@ class TrainResult:
                        best={k: cut(v) for k, v in self.best.items()}, seconds=self.seconds)
 
 
-def train(key, cfg: TrainConfig, train_buckets: list, view: str, eval_sets: dict, *,
+def train(key, cfg: TrainConfig, train_buckets: list, view: str, eval_sets: Mapping[str, Any], *,
           teacher: Optional[list] = None, num_seeds: Optional[int] = None,
-          hooks: Hooks = Hooks(), init_params=None, variants: Optional[Sequence[dict]] = None,
+          hooks: Hooks = Hooks(), init_params=None, variants: Optional[Sequence[Mapping[str, Any]]] = None,
           chunk_steps: int = 0, patience: int = 0):
   """Trains `S` models (one per seed) and keeps each one's best epoch. Returns a :class:`TrainResult`
   (a list of them with `variants`).

@@ -2,7 +2,7 @@
 states), so that no position carries a meaning."""
 from __future__ import annotations
 
-from typing import Any, Callable, NamedTuple, Optional, Protocol, Sequence
+from typing import Any, Callable, Dict, NamedTuple, Optional, Protocol, Sequence
 
 import jax
 import numpy as np
@@ -55,7 +55,7 @@ class EpochScalars(NamedTuple):
   epoch: int          # 0-based
   epochs: int         # of the run
   loss: np.ndarray    # [M] the epoch's summed total loss
-  metrics: dict       # {split: [M, len(ks)]} mean NDCG@ks
+  metrics: Dict[str, np.ndarray]  # {split: [M, len(ks)]} mean NDCG@ks
   ks: tuple
   select_on: str      # the split of the best-epoch choice (metrics[select_on][:, 0])
   seconds: float      # since training began

@@ -28,7 +28,7 @@ the data loss).
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Any, Callable, Optional, Tuple, Union
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional, Tuple, Union
 
 import jax.numpy as jnp
 
@@ -105,7 +105,7 @@ def of(cfg: TrainConfig) -> Teaching:
   return next((t for t in REGISTRY.values() if t.term and t.term == cfg.teacher_loss), PLAIN)
 
 
-def teacher_inputs(cfg: TrainConfig, logits, bucket: dict):
+def teacher_inputs(cfg: TrainConfig, logits, bucket: Mapping[str, Any]):
   """What the teacher term consumes for one bucket, from teacher logits [S, (K,) Q, L]."""
   return of(cfg).part("targets")(cfg, logits, jnp.asarray(bucket["y"]), jnp.asarray(bucket["mask"]))
 
