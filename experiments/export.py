@@ -10,14 +10,12 @@ f32[n, D] (columns = serving.json's feature_ids in that order; n any size), appl
 Runtime alone.
 """
 import dataclasses
-import os
 from typing import Optional
 
 from experiments.framework.records import RunRecord
 from experiments.framework import lifecycle, schema
-from pfd_jax.serving import export
-from pfd_jax import serving
 from pfd_jax.config import ConfigError, check, option
+from pfd_jax.serving import jobs
 
 
 @dataclasses.dataclass(frozen=True)
@@ -39,19 +37,11 @@ class Options:
 
 def run(cfg: schema.Config) -> RunRecord:
   o = cfg.options
-  ranker = serving.load_model(o.model)
-  if o.seed is not None and o.seed >= ranker.num_seeds:
-    raise ConfigError("seed", f"{o.seed}: the model holds seeds 0..{ranker.num_seeds - 1}")
-  spec = export.export(ranker, o.out, o.format, o.seed, o.ensemble)
-  return RunRecord(options=o, spec=spec, bytes=os.path.getsize(os.path.join(o.out, spec["artifact"])))
+  return RunRecord(options=o, **jobs.export_model(o.model, o.out, o.format, o.seed, o.ensemble))
 
 
 def to_markdown(res: RunRecord) -> str:
-  o, spec = res["options"], res["spec"]
-  who = "the mean of every seed" if spec["ensemble"] else f"seed {spec['seed']}"
-  return (f"{os.path.join(o['out'], spec['artifact'])}: {res['bytes']:,} bytes ({o['format']}, {who}); input f32[n, "
-          f"{len(spec['feature_ids'])}] with columns = feature ids {','.join(map(str, spec['feature_ids']))} "
-          f"(also in {os.path.join(o['out'], export.SPEC_FILE)})")
+  return jobs.export_text(res, res["options"]["out"], res["options"]["format"])
 
 
 DRIVER = schema.Driver("export", run, to_markdown, options=Options, groups=(), write=False)

@@ -170,6 +170,33 @@ def test_driver_saves_models_and_predict_scores_serving_files(practitioner, tmp_
     assert not out.exists() and not os.path.exists(str(out) + ".tmp")
 
 
+def _installed(command: str) -> str:
+  path = os.path.join(os.path.dirname(sys.executable), command)
+  assert os.path.exists(path), f"{command} is not installed beside {sys.executable}: pip install -e . installs it"
+  return path
+
+
+def test_installed_commands_score_and_export_as_the_clones_drivers_do(practitioner, tmp_path):
+  """pip install puts pfd-predict and pfd-export on the PATH (pyproject's scripts): the same scores, bit for bit, as
+  python -m experiments.predict; a graph written; a missing flag and a teacher without its privileged ids refused
+  in one line each, with the drivers' exit codes."""
+  folder, models = practitioner.folder, Path(practitioner.models)
+  run = lambda *a: subprocess.run([_installed(a[0]), *a[1:]], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+  p = run("pfd-predict", f"--model={models / 'pfd'}", f"--data={folder}/serve.txt", f"--out={tmp_path / 'a.tsv'}",
+          "--seed=1")
+  assert p.returncode == 0 and "NDCG over" in p.stdout, p.stderr[-1500:]
+  _predict(models / "pfd", f"{folder}/serve.txt", tmp_path / "b.tsv", seed=1)
+  assert (tmp_path / "a.tsv").read_bytes() == (tmp_path / "b.tsv").read_bytes()
+  p = run("pfd-predict", f"--model={models / 'pfd'}", f"--data={folder}/serve.txt")
+  assert (p.returncode, p.stderr.strip()) == (2, "error: --out: required")
+  p = run("pfd-predict", f"--model={models / 'pfd_teacher'}", f"--data={folder}/serve.txt", "--out=t.tsv")
+  assert p.returncode == 1 and "are privileged: this model is a teacher" in p.stderr and "Traceback" not in p.stderr
+  assert not (tmp_path / "t.tsv").exists()
+  p = run("pfd-export", f"--model={models / 'pfd'}", "--format=stablehlo", f"--out={tmp_path / 'served'}")
+  assert p.returncode == 0 and "model.stablehlo" in p.stdout, p.stderr[-1500:]
+  assert sorted(os.listdir(tmp_path / "served")) == ["model.stablehlo", "serving.json"]
+
+
 def _predict(model, data, out, **kw):
   return predict.run(schema.Config(options=predict.Options(model=str(model), data=str(data), out=str(out), **kw)))
 
