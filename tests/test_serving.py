@@ -176,6 +176,7 @@ def _installed(command: str) -> str:
   return path
 
 
+@pytest.mark.slow  # four processes, each importing JAX
 def test_installed_commands_score_and_export_as_the_clones_drivers_do(practitioner, tmp_path):
   """pip install puts pfd-predict and pfd-export on the PATH (pyproject's scripts): the same scores, bit for bit, as
   python -m experiments.predict; a graph written; a missing flag and a teacher without its privileged ids refused
