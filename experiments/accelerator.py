@@ -82,15 +82,12 @@ class Step(NamedTuple):
     return self.args[0] == "pytest"
 
 
-# Needs measured on one H200 (evidence/accelerator-h200-*, experiments/device_runs/h200-2026-11-26): the numeric
-# tests ran 144 tests in about 220 s on 12-14 workers, and 165 in 177 to 188 s on 8 (2026-11-28); decisive_gpu
-# loaded its 174 draws in 97 s and trained both losses' rows by 405 s, and its statistics and files took about 40 s
-# on the device's host after their mend; the benchmark's headline took 154 s alone on 2026-11-27, and on a fresh
-# machine on 2026-11-28 had not finished at 227 s (240 s is the least worth starting it with). web30k (about 4 h on
-# two cores) has no measured need and is named by hand: it resumes on the same warm machine, so it takes what a call
-# leaves, if that is at least the 5 minutes that its data and a first row take at a guess. The dry needs: each dry
-# step alone on the developers' two cores, cold compilation cache. A need is a floor, not a cap: a step runs until
-# the later steps' needs are all that is left.
+# Needs: floors set from each step's wall time on one H200 (evidence/accelerator-h200-*,
+# experiments/device_runs/h200-2026-11-26: the numeric tests, decisive_gpu's loading, training and statistics, the
+# benchmark's headline on a warm and on a fresh machine). web30k has no measured need and is named by hand: it
+# resumes on the same warm machine, so it takes what a call leaves, if that is at least the 5 minutes that its data
+# and a first row take at a guess. The dry needs: each dry step alone on the developers' two cores, cold compilation
+# cache. A need is a floor, not a cap: a step runs until the later steps' needs are all that is left.
 STEPS = (
     Step("numeric", ("pytest", "-m", "numeric and not slow", "-v", "-rfE", "-p", "no:cacheprovider"), 240,
          ("tests/test_precision.py",), 60, ()),

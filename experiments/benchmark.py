@@ -54,7 +54,6 @@ from pfd_jax.config import option
 
 @dataclasses.dataclass(frozen=True)
 class Options:
-  # Wall times measured on two cores (an AMD EPYC, 2026-11): headline 1-2 min, peers 92 s, export 65 s, memory 9 s.
   case: str = option("headline", "What to measure. headline: the modern ranker's ablation ladder, one-seed "
                      "docs/s of both models, the 5-seed ratio, the roofline and the exported latency on a small set "
                      "(1-2 minutes on two cores). The other cases: throughput (Web30k size, both losses, seeds, torch "
