@@ -269,7 +269,8 @@ def report(root: str = ROOT, top: int = 10) -> str:
   lines.append(f"annotations with a bare dict: {len(untyped_dicts(root=root))}")
   found = problems(root)
   lines.append(f"limits (depth {MAX_DEPTH}, file {MAX_FILE_LINES}, function {MAX_FUNCTION_LINES}, positional "
-               f"{MAX_POSITIONAL}, bare-dict annotations {MAX_UNTYPED_DICTS}): " + ("all kept" if not found else f"{len(found)} broken"))
+               f"{MAX_POSITIONAL}, bare-dict annotations {MAX_UNTYPED_DICTS}): "
+               + ("all kept" if not found else f"{len(found)} broken"))
   lines += [f"  {p}" for p in found]
   return "\n".join(lines)
 

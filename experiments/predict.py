@@ -49,8 +49,9 @@ class Options:
 def run(cfg: schema.Config) -> RunRecord:
   o = cfg.options
   res = jobs.score_file(o.model, o.data, o.out, o.seed, o.impute)
-  if jobs.imputed_warning(res):
-    print(jobs.imputed_warning(res), file=sys.stderr)
+  warning = jobs.imputed_warning(res)
+  if warning:
+    print(warning, file=sys.stderr)
   return RunRecord(options=o, **res)
 
 

@@ -30,7 +30,8 @@ def test_fig3_alpha_and_ratio(tmp_path):
 @pytest.mark.slow
 def test_alpha_robustness_is_figure_3s_driver_on_appendix_a7s_alphas(tmp_path):
   """Appendix A.7's driver: Figure 3's training, bit for bit, on its own alpha list, under its own name and title."""
-  js = written(tmp_path, alpha_robustness.DRIVER.run(tiny(fig3_alpha.Options(alphas=(0.5, 0.95)))), alpha_robustness.DRIVER)
+  res = alpha_robustness.DRIVER.run(tiny(fig3_alpha.Options(alphas=(0.5, 0.95))))
+  js = written(tmp_path, res, alpha_robustness.DRIVER)
   fig3 = outputs.as_json(fig3_alpha.run(tiny(fig3_alpha.Options(alphas=(0.5, 0.95)))))
   assert {k: v for k, v in fig3.items() if k not in ("env", "seconds")} == {
       k: v for k, v in js.items() if k not in ("env", "seconds")}

@@ -30,8 +30,9 @@ def main(argv=None) -> int:
 
   def job() -> str:
     res = jobs.score_file(fv.model, fv.data, fv.out, fv.seed, fv.impute)
-    if jobs.imputed_warning(res):
-      print(jobs.imputed_warning(res), file=sys.stderr)
+    warning = jobs.imputed_warning(res)
+    if warning:
+      print(warning, file=sys.stderr)
     return jobs.scores_text(res, fv.model, fv.data, fv.out)
   return common.run(job)
 
