@@ -220,8 +220,10 @@ def prepare(cfg: DataConfig, raw: Splits, *, comm=None, require_positive: Option
       split's top grade), labels (gumbel, the paper's protocol, or file: :func:`file_labels` with
       positive_grade), privileged (1-based ids, in this order, or auto: the num_privileged reference
       columns most |correlated| with y, default the paper's per-dataset k), min_docs, query_norm and log1p
-      (query_norm = LETOR QueryLevelNorm, before log1p), label_seed (each split draws from its own stream
-      derived from (label_seed, split name)).
+      (query_norm = LETOR QueryLevelNorm, before log1p), label_seed (the Gumbel draws of a dataset read from
+      files are keyed by (label_seed, query id, position in the query), so a document has one label in every
+      split and fold that holds it (:func:`pfd_jax.data.preprocess.document_gumbel`); a generated dataset's
+      split draws from its own stream derived from (label_seed, split name), as each split is new data).
     raw: {split: Groups} from :func:`load_raw`. Label defaults and the privileged split are computed on
       'train'; a set without train (the staged MQ2008 vali/test pair) uses its first split instead and
       records that as config['reference_split'].
@@ -241,11 +243,12 @@ def prepare(cfg: DataConfig, raw: Splits, *, comm=None, require_positive: Option
   return _prepare(name, raw, t=cfg.t, tau=tau, num_privileged=cfg.num_privileged, min_docs=cfg.min_docs,
                   require_positive=labels == "gumbel" if require_positive is None else require_positive,
                   log1p=cfg.log1p, query_norm=cfg.query_norm, seed=cfg.label_seed, labels=labels,
-                  positive_grade=cfg.positive_grade, privileged=cfg.privileged_ids, comm=comm or distributed.LOCAL)
+                  positive_grade=cfg.positive_grade, privileged=cfg.privileged_ids, comm=comm or distributed.LOCAL,
+                  by_document=not (name in REGISTRY and REGISTRY[name].in_memory))
 
 
 def _prepare(name: str, raw: Splits, *, t, tau, num_privileged, min_docs, require_positive, log1p, query_norm,
-             seed, labels, positive_grade, privileged, comm) -> Dataset:
+             seed, labels, positive_grade, privileged, comm, by_document=False) -> Dataset:
   if not raw:
     raise DataError(f"dataset {name!r} has no split")
   if labels not in LABEL_MODES:
@@ -262,7 +265,9 @@ def _prepare(name: str, raw: Splits, *, t, tau, num_privileged, min_docs, requir
       raise DataError(f"dataset {name!r}: no {split} group left after filtering "
                        f"(min_docs={min_docs}, require_positive={require_positive})")
     g = dataclasses.replace(g, x=pp.transform_features(g.x, g.offsets, log1p=log1p, query_norm=query_norm))
-    if labels == "gumbel":
+    if labels == "gumbel" and by_document:
+      out[split] = pp.with_document_labels(g, seed, t=t, tau=tau)
+    elif labels == "gumbel":
       seed_seq = [seed, zlib.crc32(split.encode())]
       if comm.count == 1:
         out[split] = pp.with_labels(g, np.random.default_rng(seed_seq), t=t, tau=tau)
@@ -284,6 +289,8 @@ def _prepare(name: str, raw: Splits, *, t, tau, num_privileged, min_docs, requir
                 num_features=int(num_features), min_docs=min_docs, require_positive=require_positive,
                 log1p=log1p, query_norm=query_norm, seed=seed, reference_split=ref,
                 data_fingerprint=fingerprint(out))
+  if by_document and labels == "gumbel":
+    config["labels_keyed_by"] = "document"  # recorded where it applies: a generated dataset's record is as it was
   return Dataset(name=name, splits=out, privileged=priv, config=config)
 
 
