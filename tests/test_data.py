@@ -1,4 +1,5 @@
 import gzip
+import json
 import os
 
 import numpy as np
@@ -8,7 +9,7 @@ from scipy import stats
 from conftest import shared
 from pfd_jax import data as D
 from pfd_jax.data.config import DataConfig
-from pfd_jax.data import preprocess as pp
+from pfd_jax.data import letor, preprocess as pp
 
 
 def _write(tmp_path, text, name="f.txt"):
@@ -34,7 +35,9 @@ def test_load_letor_gz_and_cache(tmp_path):
     f.write("1 qid:1 1:1 2:2\n0 qid:1 1:3 2:4\n")
   cache = str(tmp_path / "cache")
   a = D.load_letor(p, cache_dir=cache)
-  assert len(os.listdir(cache)) == 1
+  names = sorted(os.listdir(cache))  # the file's list of chunks, and its one chunk
+  assert len(names) == 2 and names[0] == "chunks" and names[1].startswith("f_txt_gz-")
+  assert len(os.listdir(os.path.join(cache, "chunks"))) == 1
   b = D.load_letor(p, cache_dir=cache)  # from the .npz
   for k in ("x", "rel", "qid", "offsets"):
     np.testing.assert_array_equal(getattr(a, k), getattr(b, k))
@@ -94,12 +97,13 @@ def test_cache_is_keyed_by_content_and_survives_damage(tmp_path):
   os.utime(p, ns=(st.st_atime_ns, st.st_mtime_ns))  # same mtime
   assert os.stat(p).st_size == st.st_size and os.stat(p).st_mtime_ns == st.st_mtime_ns
   assert D.load_letor(str(p), cache_dir=cache).rel.tolist() == [0, 1]
-  for f in os.listdir(cache):
-    with open(os.path.join(cache, f), "r+b") as fh:
-      fh.truncate(40)
+  for folder, _, names in os.walk(cache):
+    for f in names:
+      with open(os.path.join(folder, f), "r+b") as fh:
+        fh.truncate(40)
   assert D.load_letor(str(p), cache_dir=cache).rel.tolist() == [0, 1]
   assert D.load_letor(str(p), cache_dir=cache).rel.tolist() == [0, 1]  # the rewritten cache reads back
-  assert not [f for f in os.listdir(cache) if f.endswith(".tmp")]
+  assert not [f for _, _, names in os.walk(cache) for f in names if f.endswith(".tmp")]
   (tmp_path / "afile").write_text("")
   with pytest.raises(NotADirectoryError, match="cache folder"):
     D.load_letor(str(p), cache_dir=str(tmp_path / "afile"))
@@ -398,3 +402,26 @@ def test_a_documents_label_is_the_same_in_every_fold_that_holds_it(tmp_path):
   assert abs(np.sum(y) - p.sum()) < 5 * np.sqrt(np.sum(p * (1 - p)))
   synthetic = D.prepare(DataConfig(), D.load_raw("synthetic", synthetic_kwargs=dict(num_queries=(40, 10, 20), seed=3)))
   assert "labels_keyed_by" not in synthetic.config
+
+
+def test_the_cache_stores_each_block_of_web30ks_rotated_folds_once(tmp_path, monkeypatch):
+  """MSLR-WEB30K's layout (each S-block in three trains, one vali and one test): the 15 files read from the cache
+  are the files parsed whole, bit for bit, and their chunks are stored about once (5 blocks, not 15 copies)."""
+  from test_paper_presets import write_layout
+  monkeypatch.setattr(letor, "CHUNK_EVERY", 4)  # the toy blocks have 40 queries: about 10 chunks each
+  data = write_layout("web30k", tmp_path / "web30k")
+  cache, used = str(tmp_path / "cache"), 0
+  for fold in range(1, 6):
+    for split in ("train", "vali", "test"):
+      path = os.path.join(data, f"Fold{fold}", f"{split}.txt")
+      whole, cached = letor._parse(path), D.load_letor(path, cache_dir=cache)
+      for k in ("x", "rel", "qid", "offsets"):
+        assert getattr(whole, k).dtype == getattr(cached, k).dtype
+        np.testing.assert_array_equal(getattr(whole, k), getattr(cached, k))
+      again = D.load_letor(path, cache_dir=cache)  # from the cache
+      np.testing.assert_array_equal(again.x, whole.x)
+      used += len(json.load(open(letor._manifest_file(path, cache))))
+  stored = len(os.listdir(os.path.join(cache, "chunks")))
+  blocks = sum(len(list(letor._chunks(os.path.join(data, f"Fold{k}", "vali.txt")))) for k in range(1, 6))
+  # the five blocks' chunks, and at most one more at each of the five joins (S1|S2, ..., S5|S1) the trains hold
+  assert blocks <= stored <= blocks + 5 and stored < used / 2.5, (blocks, stored, used)

@@ -27,9 +27,11 @@ import errno
 import gzip
 import hashlib
 import io
+import json
 import os
 import zipfile
-from typing import Optional
+import zlib
+from typing import Iterator, Optional
 
 import numpy as np
 
@@ -37,7 +39,8 @@ from pfd_jax import files
 from pfd_jax.distributed import shard_bytes
 from pfd_jax.data.groups import DataError, Groups, Splits
 
-_CACHE_VERSION = "2"  # 2: keyed by content
+_CACHE_VERSION = "3"  # 2: keyed by content; 3: compressed chunks cut by content, shared across files
+CHUNK_EVERY = 64  # queries a cache chunk holds, on average (_chunks)
 
 
 _F32_MAX = float(np.finfo(np.float32).max)
@@ -169,13 +172,59 @@ def _parse(path: str, data: Optional[bytes] = None):
   return Groups(x=x, rel=rel.astype(np.float32), qid=qid[starts].astype(np.int64), offsets=offsets)
 
 
-def _cache_file(path: str, cache_dir: str) -> str:
-  """The cache file of `path`: keyed by the format version and the file's content (SHA-256), so a file edited
-  in place is parsed again even when its size and modification time are unchanged (the hash costs one read
-  of the file, which provenance reads anyway: :func:`pfd_jax.files.sha256` reads it once per process)."""
+def _manifest_file(path: str, cache_dir: str) -> str:
+  """The file listing the cached chunks of `path`: keyed by the format version and the file's content
+  (SHA-256), so a file edited in place is read again even when its size and modification time are unchanged
+  (the hash costs one read of the file, which provenance reads anyway: :func:`pfd_jax.files.sha256` reads it
+  once per process)."""
   key = f"{_CACHE_VERSION}|{files.sha256(path)}"
   base = os.path.basename(path).replace(".", "_")
-  return os.path.join(cache_dir, f"{base}-{hashlib.sha1(key.encode()).hexdigest()[:12]}.npz")
+  return os.path.join(cache_dir, f"{base}-{hashlib.sha1(key.encode()).hexdigest()[:12]}.json")
+
+
+def _chunk_file(cache_dir: str, data: bytes) -> str:
+  """The cache file of one chunk of lines, keyed by its bytes: the same lines in another file share it."""
+  key = hashlib.sha256(_CACHE_VERSION.encode() + b"|" + data).hexdigest()[:24]
+  return os.path.join(cache_dir, "chunks", f"{key}.npz")
+
+
+def _chunks(path: str) -> Iterator[bytes]:
+  """The lines of `path` in chunks cut by content: a chunk ends before a query whose qid token's CRC-32 is 0 mod
+  CHUNK_EVERY (about that many queries a chunk), so a block of queries is cut the same wherever it stands in a
+  file. MSLR-WEB30K's folds are its five S-blocks rotated (a fold's train.txt is three of them, its vali.txt
+  and test.txt one each): every S-block's chunks, but the one or two at its edges, are shared by the 15 files
+  that hold it, and are parsed and stored once."""
+  opener = gzip.open if path.endswith(".gz") else open
+  buf, last = [], None
+  with opener(path, "rb") as f:
+    for line in f:
+      q = _qid(line)
+      if q is not None and q != last:
+        if buf and zlib.crc32(q) % CHUNK_EVERY == 0:
+          yield b"".join(buf)
+          buf = []
+        last = q
+      buf.append(line)
+  if buf:
+    yield b"".join(buf)
+
+
+def _join(path: str, parts: list) -> Groups:
+  """The Groups of `path` from those of its chunks, in file order (each zero-filled to the widest)."""
+  n = sum(g.num_docs for g in parts)
+  if n == 0:
+    raise DataError(f"{path}: empty file (no data line)")
+  width = max(g.x.shape[1] for g in parts)
+  _check_width(path, n, width)
+  x = np.zeros((n, width), np.float32)
+  at, offsets = 0, [np.zeros(1, np.int64)]
+  for g in parts:
+    x[at:at + g.num_docs, :g.x.shape[1]] = g.x
+    offsets.append(g.offsets[1:] + at)
+    at += g.num_docs
+  qid = np.concatenate([g.qid for g in parts])
+  require_contiguous(path, qid)
+  return Groups(x=x, rel=np.concatenate([g.rel for g in parts]), qid=qid, offsets=np.concatenate(offsets))
 
 
 def _read_cache(cached: str) -> Optional[Groups]:
@@ -190,30 +239,52 @@ def _read_cache(cached: str) -> Optional[Groups]:
     return None
 
 
+def _read_manifest(path: str, manifest: str, cache_dir: str) -> Optional[Groups]:
+  """The Groups of `path` its manifest lists, or None when it or one of its chunks is absent or damaged."""
+  try:
+    with open(manifest) as f:
+      names = json.load(f)
+  except (OSError, ValueError):
+    return None
+  parts = [_read_cache(os.path.join(cache_dir, "chunks", n)) for n in names] if isinstance(names, list) else [None]
+  return None if any(g is None for g in parts) else _join(path, parts)
+
+
 def load_letor(path: str, cache_dir: Optional[str] = None) -> Groups:
-  """Reads one LETOR/SVMlight ranking file (plain or .gz) into flat :class:`Groups`.
+  """Reads one LETOR/SVMlight ranking file (plain or .gz) into flat :class:`Groups`, chunk by chunk
+  (:func:`_chunks`: the sparse parse of one chunk is in memory at a time, beside the dense result).
 
   Args:
     path: the file.
-    cache_dir: if given, the parsed arrays are saved there as ``.npz`` (keyed by the file's content) and
-      later loads read the cache instead of parsing; a damaged cache file is parsed again.
+    cache_dir: if given, each chunk's arrays are stored there as a compressed ``.npz`` keyed by its bytes
+      (shared by every file that holds the same lines), with a list of them keyed by the file's content; later
+      loads read the cache instead of parsing; a damaged cache file is parsed again.
   Raises:
     FileNotFoundError: no such file. NotADirectoryError: `cache_dir` is a file.
     DataError: the file breaks the format (see the module docstring); the message names file and line.
   """
   if not os.path.isfile(path):
     raise FileNotFoundError(f"no such LETOR file: {path}")
-  if cache_dir is not None:
-    if os.path.exists(cache_dir) and not os.path.isdir(cache_dir):
-      raise NotADirectoryError(errno.ENOTDIR, "the cache folder (--cache_dir) is a file", cache_dir)
-    cached = _cache_file(path, cache_dir)
-    groups = _read_cache(cached)
-    if groups is not None:
-      return groups
-  groups = _parse(path)
-  if cache_dir is not None:  # atomic: a killed run never leaves a half-written cache
-    files.write_atomic(cached, lambda f: np.savez(f, x=groups.x, rel=groups.rel, qid=groups.qid,
-                                                  offsets=groups.offsets))
+  if cache_dir is None:
+    return _join(path, [_parse(path, data) for data in _chunks(path)])
+  if os.path.exists(cache_dir) and not os.path.isdir(cache_dir):
+    raise NotADirectoryError(errno.ENOTDIR, "the cache folder (--cache_dir) is a file", cache_dir)
+  manifest = _manifest_file(path, cache_dir)
+  groups = _read_manifest(path, manifest, cache_dir)
+  if groups is not None:
+    return groups
+  names, parts = [], []
+  for data in _chunks(path):
+    cached = _chunk_file(cache_dir, data)
+    g = _read_cache(cached)
+    if g is None:  # atomic: a killed run never leaves a half-written cache
+      g = _parse(path, data)
+      files.write_atomic(cached, lambda f, g=g: np.savez_compressed(f, x=g.x, rel=g.rel, qid=g.qid,
+                                                                     offsets=g.offsets))
+    names.append(os.path.basename(cached))
+    parts.append(g)
+  groups = _join(path, parts)
+  files.write_atomic(manifest, json.dumps(names))
   return groups
 
 
