@@ -7,9 +7,9 @@ import pytest
 from scipy import stats
 
 from conftest import shared
-from pfd_jax import data as D
+from pfd_jax import data as D, files
 from pfd_jax.data.config import DataConfig
-from pfd_jax.data import letor, preprocess as pp
+from pfd_jax.data import letor, parse_cache, preprocess as pp
 
 
 def _write(tmp_path, text, name="f.txt"):
@@ -420,7 +420,7 @@ def test_the_cache_stores_each_block_of_web30ks_rotated_folds_once(tmp_path, mon
         np.testing.assert_array_equal(getattr(whole, k), getattr(cached, k))
       again = D.load_letor(path, cache_dir=cache)  # from the cache
       np.testing.assert_array_equal(again.x, whole.x)
-      used += len(json.load(open(letor._manifest_file(path, cache))))
+      used += len(json.load(open(parse_cache.manifest_file(path, cache, files.sha256(path)))))
   stored = len(os.listdir(os.path.join(cache, "chunks")))
   blocks = sum(len(list(letor._chunks(os.path.join(data, f"Fold{k}", "vali.txt")))) for k in range(1, 6))
   # the five blocks' chunks, and at most one more at each of the five joins (S1|S2, ..., S5|S1) the trains hold

@@ -1,4 +1,4 @@
-"""LETOR / SVMlight ranking files -> :class:`Groups`, with an ``.npz`` cache and line-numbered errors.
+"""LETOR / SVMlight ranking files -> :class:`Groups`, with a parse cache and line-numbered errors.
 
 Parsing is done by scikit-learn's C parser (``load_svmlight_file(..., query_id=True)``). It is fast but
 its errors name neither file nor line, so when it fails (or when its output violates one of our rules) a
@@ -25,11 +25,8 @@ from __future__ import annotations
 
 import errno
 import gzip
-import hashlib
 import io
-import json
 import os
-import zipfile
 import zlib
 from typing import Iterator, Optional
 
@@ -37,9 +34,9 @@ import numpy as np
 
 from pfd_jax import files
 from pfd_jax.distributed import shard_bytes
+from pfd_jax.data import parse_cache
 from pfd_jax.data.groups import DataError, Groups, Splits
 
-_CACHE_VERSION = "3"  # 2: keyed by content; 3: compressed chunks cut by content, shared across files
 CHUNK_EVERY = 64  # queries a cache chunk holds, on average (_chunks)
 
 
@@ -172,22 +169,6 @@ def _parse(path: str, data: Optional[bytes] = None):
   return Groups(x=x, rel=rel.astype(np.float32), qid=qid[starts].astype(np.int64), offsets=offsets)
 
 
-def _manifest_file(path: str, cache_dir: str) -> str:
-  """The file listing the cached chunks of `path`: keyed by the format version and the file's content
-  (SHA-256), so a file edited in place is read again even when its size and modification time are unchanged
-  (the hash costs one read of the file, which provenance reads anyway: :func:`pfd_jax.files.sha256` reads it
-  once per process)."""
-  key = f"{_CACHE_VERSION}|{files.sha256(path)}"
-  base = os.path.basename(path).replace(".", "_")
-  return os.path.join(cache_dir, f"{base}-{hashlib.sha1(key.encode()).hexdigest()[:12]}.json")
-
-
-def _chunk_file(cache_dir: str, data: bytes) -> str:
-  """The cache file of one chunk of lines, keyed by its bytes: the same lines in another file share it."""
-  key = hashlib.sha256(_CACHE_VERSION.encode() + b"|" + data).hexdigest()[:24]
-  return os.path.join(cache_dir, "chunks", f"{key}.npz")
-
-
 def _chunks(path: str) -> Iterator[bytes]:
   """The lines of `path` in chunks cut by content: a chunk ends before a query whose qid token's CRC-32 is 0 mod
   CHUNK_EVERY (about that many queries a chunk), so a block of queries is cut the same wherever it stands in a
@@ -227,38 +208,15 @@ def _join(path: str, parts: list) -> Groups:
   return Groups(x=x, rel=np.concatenate([g.rel for g in parts]), qid=qid, offsets=np.concatenate(offsets))
 
 
-def _read_cache(cached: str) -> Optional[Groups]:
-  """The Groups of a cache file, or None when it is absent or damaged (truncated, not an .npz): a damaged
-  cache is parsed again and rewritten, never an error of the run."""
-  try:
-    with np.load(cached) as f:
-      return Groups(x=f["x"], rel=f["rel"], qid=f["qid"], offsets=f["offsets"])
-  except FileNotFoundError:
-    return None
-  except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile):
-    return None
-
-
-def _read_manifest(path: str, manifest: str, cache_dir: str) -> Optional[Groups]:
-  """The Groups of `path` its manifest lists, or None when it or one of its chunks is absent or damaged."""
-  try:
-    with open(manifest) as f:
-      names = json.load(f)
-  except (OSError, ValueError):
-    return None
-  parts = [_read_cache(os.path.join(cache_dir, "chunks", n)) for n in names] if isinstance(names, list) else [None]
-  return None if any(g is None for g in parts) else _join(path, parts)
-
-
 def load_letor(path: str, cache_dir: Optional[str] = None) -> Groups:
   """Reads one LETOR/SVMlight ranking file (plain or .gz) into flat :class:`Groups`, chunk by chunk
   (:func:`_chunks`: the sparse parse of one chunk is in memory at a time, beside the dense result).
 
   Args:
     path: the file.
-    cache_dir: if given, each chunk's arrays are stored there as a compressed ``.npz`` keyed by its bytes
-      (shared by every file that holds the same lines), with a list of them keyed by the file's content; later
-      loads read the cache instead of parsing; a damaged cache file is parsed again.
+    cache_dir: if given, the parse cache (:mod:`pfd_jax.data.parse_cache`): each chunk stored there compressed,
+      keyed by its bytes (shared by every file that holds the same lines), and the file's list of chunks keyed
+      by its content; later loads read the cache instead of parsing; a damaged entry is parsed again.
   Raises:
     FileNotFoundError: no such file. NotADirectoryError: `cache_dir` is a file.
     DataError: the file breaks the format (see the module docstring); the message names file and line.
@@ -269,22 +227,21 @@ def load_letor(path: str, cache_dir: Optional[str] = None) -> Groups:
     return _join(path, [_parse(path, data) for data in _chunks(path)])
   if os.path.exists(cache_dir) and not os.path.isdir(cache_dir):
     raise NotADirectoryError(errno.ENOTDIR, "the cache folder (--cache_dir) is a file", cache_dir)
-  manifest = _manifest_file(path, cache_dir)
-  groups = _read_manifest(path, manifest, cache_dir)
-  if groups is not None:
-    return groups
-  names, parts = [], []
+  manifest = parse_cache.manifest_file(path, cache_dir, files.sha256(path))  # read once a process (provenance)
+  parts = parse_cache.read_manifest(manifest, cache_dir)
+  if parts is not None:
+    return _join(path, [Groups(**a) for a in parts])
+  chunks, parts = [], []
   for data in _chunks(path):
-    cached = _chunk_file(cache_dir, data)
-    g = _read_cache(cached)
-    if g is None:  # atomic: a killed run never leaves a half-written cache
+    chunks.append(parse_cache.chunk_file(cache_dir, data))
+    a = parse_cache.read_chunk(chunks[-1])
+    if a is None:
       g = _parse(path, data)
-      files.write_atomic(cached, lambda f, g=g: np.savez_compressed(f, x=g.x, rel=g.rel, qid=g.qid,
-                                                                     offsets=g.offsets))
-    names.append(os.path.basename(cached))
-    parts.append(g)
+      a = dict(x=g.x, rel=g.rel, qid=g.qid, offsets=g.offsets)
+      files.write_atomic(chunks[-1], parse_cache.chunk_writer(a))
+    parts.append(Groups(**a))
   groups = _join(path, parts)
-  files.write_atomic(manifest, json.dumps(names))
+  files.write_atomic(manifest, parse_cache.manifest_text(chunks))
   return groups
 
 
