@@ -32,7 +32,7 @@ class ConfigError(ValueError):
 
 
 def option(default, help: str, *, choices: Optional[Sequence] = None, lo=None, hi=None, lo_open: bool = False,
-           flag: bool = True, parse=None, fmt=None, omit_default: bool = False):
+           flag: bool = True, parse=None, fmt=None, omit_default: bool = False, same_numbers: bool = False):
   """A configuration field: default, help, and the checks of :func:`check`.
 
   choices: allowed values (of each element for a tuple field), or a function returning them (a registry's
@@ -42,9 +42,11 @@ def option(default, help: str, *, choices: Optional[Sequence] = None, lo=None, h
   omit_default: :func:`to_dict` leaves the field out while it holds its default. For a setting added after
   results were first recorded, off by default: a run that does not use it records exactly what it recorded
   before the setting existed (same results file, same run folder hash), and :func:`from_dict` fills it back in.
+  same_numbers: the setting changes how a run is computed, never its numbers (tested bit for bit): a run made
+  with another value of it is no other run (:func:`same_numbers`).
   """
   meta = dict(help=help, choices=tuple(choices) if choices is not None and not callable(choices) else choices, lo=lo, hi=hi, lo_open=lo_open,
-              flag=flag, parse=parse, fmt=fmt, omit_default=omit_default)
+              flag=flag, parse=parse, fmt=fmt, omit_default=omit_default, same_numbers=same_numbers)
   if isinstance(default, (list, dict, set)):
     raise TypeError("mutable default; use a tuple")
   return dataclasses.field(default=default, metadata=meta)
@@ -80,6 +82,14 @@ def check(obj) -> None:
       continue
     for v in (value if isinstance(value, tuple) and f.metadata.get("parse") is None else (value,)):
       _check_value(f.name, v, f.metadata)
+
+
+def same_numbers(obj) -> frozenset:
+  """The fields of a configuration (class or instance; anything else has none) declared same_numbers
+  (:func:`option`)."""
+  if not dataclasses.is_dataclass(obj):
+    return frozenset()
+  return frozenset(f.name for f in dataclasses.fields(obj) if f.metadata.get("same_numbers"))
 
 
 def to_dict(obj) -> JsonObject:

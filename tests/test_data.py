@@ -425,3 +425,31 @@ def test_the_cache_stores_each_block_of_web30ks_rotated_folds_once(tmp_path, mon
   blocks = sum(len(list(letor._chunks(os.path.join(data, f"Fold{k}", "vali.txt")))) for k in range(1, 6))
   # the five blocks' chunks, and at most one more at each of the five joins (S1|S2, ..., S5|S1) the trains hold
   assert blocks <= stored <= blocks + 5 and stored < used / 2.5, (blocks, stored, used)
+
+
+def test_padded_slots_and_resident_bytes_are_what_bucketing_holds():
+  """padded_slots from the sizes alone = the slots bucketize pads; resident_bytes = the bytes of the padded x, z,
+  rel, y (float32) and mask (a byte) of to_device's bucket sets (training: all groups and the positive ones; each
+  eval split's lists with a positive)."""
+  from pfd_jax.data.padding import bucketize, padded_slots
+  from pfd_jax.methods import distill
+  from pfd_jax.training.evaluation import eval_buckets
+  ds = D.prepare(DataConfig(), D.load_raw("synthetic", synthetic_kwargs=dict(num_queries=(60, 20, 30), seed=2)))
+  tr = ds["train"]
+  for k in (1, 2, 4):
+    assert padded_slots(tr.sizes, k) == sum(b.mask.size for b in bucketize(tr, k))
+  sets = [bucketize(tr, 4), bucketize(tr, 4, np.flatnonzero(pp.positive_groups(tr)))]
+  sets += [eval_buckets(ds[s], 4) for s in ("test", "vali")]
+  held = sum(b.x.nbytes + b.z.nbytes + b.rel.nbytes + b.y.nbytes + b.mask.nbytes for bs in sets for b in bs)
+  assert distill.resident_bytes(ds, 4) == held
+
+
+def test_a_fold_whose_buckets_exceed_stream_above_of_the_memory_streams():
+  from experiments.framework import setup
+  gib = 2 ** 30
+  assert setup.streams("streamed", 0.25, lambda: 1, lambda: 100 * gib) == (True, "")
+  assert setup.streams("resident", 0.0, lambda: 10 * gib, lambda: gib) == (False, "")  # 0: never
+  streamed, why = setup.streams("resident", 0.25, lambda: 3 * gib, lambda: 8 * gib)
+  assert streamed and "3.00 GiB, more than --stream_above=0.25 of the 8.0 GiB available" in why
+  streamed, why = setup.streams("resident", 0.25, lambda: 2 * gib, lambda: 8 * gib)
+  assert not streamed and "no more than" in why

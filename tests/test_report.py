@@ -540,6 +540,8 @@ def test_the_plan_lists_what_the_page_lacks_with_its_expected_time(tmp_path, mon
   assert pageplan.changed(t5.DRIVER, "redrawn", {"config": now}) == ""
   was = dict(now, data=dict(now["data"], draws=6))
   assert pageplan.changed(t5.DRIVER, "redrawn", {"config": was}) == "data.draws"
+  # a run that streamed its buckets (data_source: the same numbers) is no other run
+  assert pageplan.changed(t5.DRIVER, "redrawn", {"config": dict(now, data=dict(now["data"], data_source="streamed"))}) == ""
   # a group the driver has no flags for is what its run derived (table3_logs: data.draws from its --draws)
   t3 = table3_logs.DRIVER
   now = config_of(t3, pageplan.lifecycle.expand_preset(t3, ["prog", "--preset=redrawn"])[1:])

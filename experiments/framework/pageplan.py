@@ -29,7 +29,7 @@ from absl import flags as absl_flags
 from experiments.framework import cli, lifecycle, pagefiles, protocol, schema
 from experiments.framework.outputs import as_json
 from experiments.framework.staleness import staleness
-from pfd_jax import data as D
+from pfd_jax import config as C, data as D
 
 _WALL = re.compile(r"(?:(\d+) min )?(\d+) s$")
 
@@ -63,10 +63,12 @@ def changed(driver: schema.Driver, preset: str, res: dict) -> str:
   fv = absl_flags.FlagValues()
   cli.define_flags(driver, fv)
   fv(["prog"] + lifecycle.expand_preset(driver, ["prog", f"--preset={preset}"])[1:])
-  now, was = as_json(cli.config_from_flags(driver, fv)), res.get("config", {})
+  cfg = cli.config_from_flags(driver, fv)
+  now, was = as_json(cfg), res.get("config", {})
   groups = [g for g in ("data", "run") if g in driver.groups] + ["options"]
+  same = {g: C.same_numbers(getattr(cfg, g, None)) for g in groups}  # how it ran, never what it found
   diff = [f"{g}.{k}" for g in groups for k in set(now.get(g) or {}) | set(was.get(g) or {})
-          if (now.get(g) or {}).get(k) != (was.get(g) or {}).get(k)]
+          if (now.get(g) or {}).get(k) != (was.get(g) or {}).get(k) and k not in same[g]]
   data = now.get("data") or {}
   if D.spec(data.get("dataset", "synthetic")).own_data and not os.path.isdir(data.get("data_dir") or ""):
     diff = [d for d in diff if d not in cli.FROM_FOLDER]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import os
 from typing import Callable, Optional
 
 import jax
@@ -117,11 +118,34 @@ def device_data(cfg: Config, ds: D.Dataset, tc: TrainConfig, fold: int = 1) -> d
   """A fold's buckets on the device (or streamed from shards, as --data_source says); a dataset with a ``truth``
   split (the simulated logs' unbiased target, pfd_jax.data.logs) is evaluated on it too."""
   splits = eval_splits(tc) + (("truth",) if "truth" in ds.splits else ())
-  dd = distill.to_device(ds, cfg.data.max_buckets, splits, tc.data_groups,
-                         cfg.data.shard_dir if cfg.data.data_source == "streamed" else None)
+  streamed, why = streams(cfg.data.data_source, cfg.data.stream_above, lambda: distill.resident_bytes(
+      ds, cfg.data.max_buckets, splits, tc.data_groups), available_memory)
+  dd = distill.to_device(ds, cfg.data.max_buckets, splits, tc.data_groups, cfg.data.shard_dir if streamed else None)
   if dd.shards:
-    logging.info("fold %d streams its buckets from %s", fold, dd.shards)
+    logging.info("fold %d streams its buckets from %s%s", fold, dd.shards, why)
+  elif why:
+    logging.info("fold %d holds its buckets resident%s", fold, why)
   return dd
+
+
+def streams(source: str, above: float, need: Callable[[], int], available: Callable[[], int]) -> tuple:
+  """(whether a fold streams its buckets, why: '' unless the fold was to be resident and `above` > 0): resident
+  buckets whose bytes (`need`) exceed the fraction `above` of the memory `available` stream instead."""
+  if source == "streamed" or not above:
+    return source == "streamed", ""
+  n, a = need(), available()
+  more = n > above * a
+  return more, (f" (its padded buckets take {n / 2 ** 30:.2f} GiB, {'more' if more else 'no more'} than "
+                f"--stream_above={above:g} of the {a / 2 ** 30:.1f} GiB available)")
+
+
+def available_memory() -> int:
+  """The bytes this machine can give without swapping (Linux's MemAvailable; elsewhere its physical memory)."""
+  try:
+    with open("/proc/meminfo") as f:
+      return next(int(line.split()[1]) * 1024 for line in f if line.startswith("MemAvailable:"))
+  except (OSError, StopIteration, ValueError):
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
 
 
 def placebo_data(cfg: Config, ds: D.Dataset, tc: TrainConfig, fold: int = 1) -> Callable[[], distill.DeviceData]:

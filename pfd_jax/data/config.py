@@ -97,9 +97,15 @@ class DataConfig:
                          "population calibrated for that loss's teachers, where the two losses' differ.",
                          omit_default=True)
   max_buckets: int = option(4, "Length buckets per split (padding vs compiled shapes).", lo=1)
-  data_source: str = option("resident", "Where training reads its buckets: resident (on the device) or streamed "
-                            "(pre-bucketed shards on disk, read a chunk of steps at a time; the same numbers).",
-                            choices=("resident", "streamed"))
+  data_source: str = option("resident", "Where training reads its buckets: resident (on the device, where they fit: "
+                            "see --stream_above) or streamed (pre-bucketed shards on disk, read a chunk of steps at a "
+                            "time). The same numbers either way (tested bit for bit).",
+                            choices=("resident", "streamed"), same_numbers=True)
+  stream_above: float = option(0.25, "With data_source=resident: a fold whose padded buckets would take more than "
+                               "this fraction of the memory available as it loads is streamed instead, and the log "
+                               "says so (on a CPU they are held twice, on the host and on the device, beside the "
+                               "dataset and the models); 0 = never.", lo=0.0, hi=1.0, omit_default=True,
+                               same_numbers=True)
   shard_dir: str = option("cache/shards", "With data_source=streamed: the folder of the shard sets (written once "
                           "per dataset recipe, then reused).")
 

@@ -115,6 +115,15 @@ def bucketize(g: Groups, max_buckets: int = 8, query_index: Optional[np.ndarray]
   return [pad(g, idx[which == b], cuts[b]) for b in range(len(cuts)) if np.any(which == b)]
 
 
+def padded_slots(sizes: np.ndarray, max_buckets: int) -> int:
+  """The document slots :func:`bucketize` pads groups of these sizes into (each group its bucket's length)."""
+  sizes = np.asarray(sizes, np.int64)
+  if sizes.size == 0:
+    return 0
+  cuts = bucket_cuts(sizes, max_buckets)
+  return int(cuts[np.searchsorted(cuts, sizes)].sum())
+
+
 def padding_ratio(buckets: Sequence[Padded]) -> float:
   """Padded slots / real documents over the buckets (1.0 means no padding)."""
   slots = sum(b.mask.size for b in buckets)

@@ -45,7 +45,7 @@ from pfd_jax import distributed
 from pfd_jax.data import shards
 from pfd_jax.data.config import DataConfig
 from pfd_jax.data.datasets import Dataset
-from pfd_jax.data.padding import bucketize
+from pfd_jax.data.padding import bucketize, padded_slots
 from pfd_jax.data.preprocess import positive_groups
 from pfd_jax.methods import debias, gbdt
 from pfd_jax.methods import rows as rows_lib
@@ -109,6 +109,20 @@ def to_device(ds: Dataset, max_buckets: Optional[int] = None, eval_splits: Seque
   return DeviceData(train_all=buckets["train_all"], train_pos=buckets["train_pos"], eval_sets=evals,
                     num_train_groups=int(comm.sum(tr.num_queries)), num_positive_groups=int(comm.sum(pos.size)),
                     max_buckets=max_buckets, shards=folder)
+
+
+def resident_bytes(ds: Dataset, max_buckets: Optional[int] = None, eval_splits: Sequence[str] = ("test", "vali"),
+                   data_groups: str = "positive") -> int:
+  """The bytes :func:`to_device` holds resident for `ds` (each of its bucket sets, padded), from the group sizes
+  alone: x, z, rel, y and the mask in every padded slot (float32; the mask a byte)."""
+  if max_buckets is None:
+    max_buckets = DataConfig.max_buckets
+  tr = ds["train"]
+  pos = positive_groups(tr)
+  width = tr.x.shape[1] + (0 if tr.z is None else tr.z.shape[1])
+  lists = [tr.sizes, tr.sizes[pos] if data_groups == "positive" else tr.sizes]
+  lists += [ds[s].sizes[positive_groups(ds[s])] for s in eval_splits if s in ds.splits]
+  return sum(padded_slots(sizes, max_buckets) for sizes in lists) * (4 * (width + 2) + 1)
 
 
 def to_device_draws(sets: Sequence[Dataset], max_buckets: Optional[int] = None,
