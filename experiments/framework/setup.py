@@ -8,6 +8,7 @@ import os
 from typing import Callable, Optional
 
 import jax
+import numpy as np
 from absl import logging
 
 from pfd_jax import config as C
@@ -120,6 +121,8 @@ def device_data(cfg: Config, ds: D.Dataset, tc: TrainConfig, fold: int = 1) -> d
   splits = eval_splits(tc) + (("truth",) if "truth" in ds.splits else ())
   streamed, why = streams(cfg.data.data_source, cfg.data.stream_above, lambda: distill.resident_bytes(
       ds, cfg.data.max_buckets, splits, tc.data_groups), available_memory)
+  if why:  # every process of a multi-process run alike: one that must stream makes them all stream
+    streamed = bool(distributed.comm().max(np.int64(streamed)))
   dd = distill.to_device(ds, cfg.data.max_buckets, splits, tc.data_groups, cfg.data.shard_dir if streamed else None)
   if dd.shards:
     logging.info("fold %d streams its buckets from %s%s", fold, dd.shards, why)
