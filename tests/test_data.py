@@ -27,6 +27,7 @@ def test_load_letor_dense_sparse_and_comments(tmp_path):
   np.testing.assert_array_equal(g.rel, [2, 0, 1])
   np.testing.assert_array_equal(g.qid, [7, 3])
   np.testing.assert_array_equal(g.offsets, [0, 2, 3])
+  np.testing.assert_array_equal(g.position, [0, 1, 0])  # each document's place within its query
 
 
 def test_load_letor_gz_and_cache(tmp_path):
@@ -390,8 +391,7 @@ def test_a_documents_label_is_the_same_in_every_fold_that_holds_it(tmp_path):
     ds = D.prepare(DataConfig(dataset="web30k", label_seed=3, tau=4.8), raw)
     assert ds.config["labels_keyed_by"] == "document"
     for split, g in ds.splits.items():
-      sizes = np.diff(g.offsets)
-      keys = zip(np.repeat(g.qid, sizes).tolist(), (np.arange(g.num_docs) - np.repeat(g.offsets[:-1], sizes)).tolist())
+      keys = zip(g.qid[g.group_index].tolist(), g.position.tolist())
       for key, label, r in zip(keys, g.y.tolist(), g.rel.tolist()):
         assert seen.setdefault(key, label) == label, (fold, split, key)
         if fold == 1:

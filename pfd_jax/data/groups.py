@@ -68,6 +68,11 @@ class Groups:
     """i64[N] the query index (0..Q-1) of every document."""
     return np.repeat(np.arange(self.num_queries), self.sizes)
 
+  @property
+  def position(self) -> np.ndarray:
+    """i64[N] every document's position within its query (0-based)."""
+    return np.arange(self.num_docs) - np.repeat(self.offsets[:-1], self.sizes)
+
   def per_doc_fields(self) -> Dict[str, np.ndarray]:
     return {k: getattr(self, k) for k in ("x", "rel", "z", "y", "g0", "g1") if getattr(self, k) is not None}
 

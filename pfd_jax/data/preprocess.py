@@ -90,9 +90,7 @@ def document_gumbel(seed: int, qid: np.ndarray, position: np.ndarray):
 def with_document_labels(g: Groups, seed: int, *, t: float = 4.0, tau: float = 4.8) -> Groups:
   """:func:`with_labels` with each document's draws keyed by the document (:func:`document_gumbel`), not by
   its place in a split: the labels of files, whose documents recur across folds."""
-  sizes = np.diff(g.offsets)
-  position = np.arange(g.num_docs) - np.repeat(g.offsets[:-1], sizes)
-  g0, g1 = document_gumbel(seed, np.repeat(g.qid, sizes), position)
+  g0, g1 = document_gumbel(seed, g.qid[g.group_index], g.position)
   return dataclasses.replace(g, y=gumbel_labels(g.rel, g0, g1, t=t, tau=tau), g0=g0, g1=g1)
 
 

@@ -60,9 +60,8 @@ def ndcg(ranker: Ranker, groups: D.Groups, scores: np.ndarray) -> Optional[tuple
 def write_scores(path: str, groups: D.Groups, scores: np.ndarray) -> None:
   """qid<TAB>index within its query (0-based)<TAB>score per document, in input order; written to a temporary file
   and renamed (never partial)."""
-  within = np.arange(groups.num_docs) - np.repeat(groups.offsets[:-1], groups.sizes)
-  qid = np.repeat(groups.qid, groups.sizes)
-  lines = (f"{q}\t{i}\t{s!r}\n".encode() for q, i, s in zip(qid.tolist(), within.tolist(), scores.tolist()))
+  qid = groups.qid[groups.group_index]
+  lines = (f"{q}\t{i}\t{s!r}\n".encode() for q, i, s in zip(qid.tolist(), groups.position.tolist(), scores.tolist()))
   files.write_atomic(path, lambda f: f.writelines(lines))
 
 
