@@ -270,7 +270,7 @@ def _remeasure(name, record, tmp_path):
            f"--leaks={record['leak']:g}", f"--noises={record['noise']:g}", f"--seeds={record['seeds']}",
            f"--epochs={record['epochs']}", f"--test_scale={record['test_scale']:g}",
            f"--loss={record['losses'][0] if len(record['losses']) == 1 else 'both'}", f"--out_dir={tmp_path}",
-           "--notensorboard"]
+           "--notensorboard", "--noprobe"]
   subprocess.run([sys.executable, "-m", "experiments.calibrate", *flags], check=True,
                  cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
   res = json.loads((tmp_path / name / "latest" / "results.json").read_text())

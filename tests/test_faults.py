@@ -30,7 +30,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HERE = os.path.dirname(os.path.abspath(__file__))
 TINY_FLAGS = ["--methods=pfd", "--loss=rankbce", "--seeds=2", "--epochs=4", "--hidden=16", "--layers=3",
               "--synthetic_queries=80,20,60", "--synthetic_mean_docs=16", "--tau=4", "--max_buckets=2",
-              "--min_docs=5", "--cache_dir="]
+              "--min_docs=5", "--cache_dir=", "--noprobe"]  # tiny runs: no cost probe (tests/test_costing.py)
 
 
 def _env(*paths):

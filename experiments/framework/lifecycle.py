@@ -23,7 +23,7 @@ from experiments.framework.monitor import PROGRESS, TENSORBOARD
 from experiments.framework.outputs import as_json, write_outputs
 from experiments.framework.records import RunRecord
 from experiments.framework.rundir import Provenance, point_latest, prepare_run
-from experiments.framework import setup
+from experiments.framework import costing, setup
 from experiments.framework.schema import Config, Driver, MULTI_PROCESS
 
 
@@ -122,6 +122,9 @@ def _run(driver: Driver, cfg: Config) -> None:
       print(driver.to_markdown(RunRecord.from_json(as_json(driver.run(cfg)))))
       return
     use_compile_cache(cfg.output.compile_cache)
+    if cfg.output.plan:  # the estimate alone: no run folder, nothing trained beyond the probe
+      print(costing.announce(driver, cfg, _total_rows(driver, cfg), jax.default_backend()), flush=True)
+      return
     cfg, prov = _open_run(cfg, driver, lead, held)
     _finish(cfg, driver, lead, prov, driver.run(cfg))
   except _EXIT_KINDS as e:
@@ -171,6 +174,9 @@ def _open_run(cfg: Config, driver: Driver, lead: bool, held: list) -> tuple:
     _fail(error, 1)
   logging.info("run folder %s", run_dir)
   cfg = cfg.replace(output=dict(run_dir=run_dir))
+  if cfg.output.probe and lead:
+    for line in costing.announce(driver, cfg, _total_rows(driver, cfg), jax.default_backend()).splitlines():
+      logging.info("%s", line)
   PROGRESS.start(_total_rows(driver, cfg))
   if cfg.output.tensorboard and lead:
     TENSORBOARD.open(os.path.join(run_dir, "tensorboard"), as_json({"c": cfg})["c"])

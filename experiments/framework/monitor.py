@@ -21,6 +21,7 @@ class ProgressLine(NamedTuple):
   row: str
 
   def write_epoch(self, s: EpochScalars) -> None:
+    PROGRESS.epoch_ended(s.epoch + 1, s.epochs)
     loss = float(s.loss.mean())  # a LightGBM row reports no loss
     logging.info("%s %-13s %s %s %3d/%d  loss %10s  select NDCG %.4f  %s", self.prefix, self.row,
                  PROGRESS.of(), s.unit, s.epoch + 1, s.epochs, f"{loss:.3f}" if np.isfinite(loss) else "-",
@@ -85,11 +86,19 @@ class TensorBoard:
 TENSORBOARD = TensorBoard()
 
 
+class RowTimes(NamedTuple):
+  """When a row (or rows trained together) began, each epoch's end [(epoch, of epochs, time)], and [its end]."""
+  begin: float
+  epochs: list
+  end: list
+
+
 class Progress:
   """Per-epoch progress of a whole run: row i of n, epoch e of E, elapsed time and an estimate for the run
   (main starts it with the driver's row count; rows loaded from a saved run count as done). The estimate
   is the mean time of the rows trained so far in this process times the rows left; before one has ended it
-  says 'estimating' (a first row's early epochs include loading and compiling, so extrapolating them misleads)."""
+  says 'estimating' (a first row's early epochs include loading and compiling, so extrapolating them misleads).
+  Each row trained in this process keeps its times (:attr:`timed`, what the cost probe measures)."""
 
   def __init__(self):
     self.start(None)
@@ -97,16 +106,26 @@ class Progress:
   def start(self, total: Optional[int]) -> None:
     self.total, self.row, self.t0 = total, 0, time.time()
     self.t_row, self.trained_rows, self.trained_seconds = self.t0, 0, 0.0
+    self.timed: list = []  # [RowTimes] of the rows trained, in order
 
   def begin_row(self) -> None:
     self.row += 1
     self.t_row = time.time()
+    self.timed.append(RowTimes(self.t_row, [], [None]))
+
+  def epoch_ended(self, epoch: int, epochs: int) -> None:
+    """Epoch `epoch` of `epochs` of the current row has ended (its training and its evaluation)."""
+    if self.timed:
+      self.timed[-1].epochs.append((epoch, epochs, time.time()))
 
   def end_rows(self, count: int, trained: bool) -> None:
     """The current `count` rows (trained together, or loaded) have ended."""
     if trained:
       self.trained_rows += count
       self.trained_seconds += time.time() - self.t_row
+      self.timed[-1].end[0] = time.time()
+    elif self.timed:
+      self.timed.pop()  # loaded, not trained: nothing of it measured
     self.row += count - 1
 
   def of(self) -> str:

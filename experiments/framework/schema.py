@@ -65,6 +65,11 @@ class OutputConfig:
   tensorboard: bool = option(True, "Write every row's per-epoch loss and NDCG of every seed as TensorBoard event "
                              "files under <run folder>/tensorboard (flushed each epoch; tensorboard --logdir "
                              "results).")
+  probe: bool = option(True, "Before training, time a short probe of the run (its first fold at 3 epochs, in a folder "
+                       "deleted after) and log the run's expected wall time on this machine "
+                       "(experiments/framework/costing.py).", omit_default=True)
+  plan: bool = option(False, "Print the run's expected wall time on this machine, from the probe, and exit without "
+                      "running it.", omit_default=True)
   compile_cache: str = option(os.path.join("cache", "jax"), "JAX's persistent compilation cache folder, so that "
                               "a second run of a driver skips compiling ('' = off).")
   coordinator: str = option("", "Multi-process run: host:port of process 0 (or 'auto': the cluster's "

@@ -1,0 +1,199 @@
+"""A run's cost, said before it runs: a short timed probe of the run itself, extrapolated.
+
+The probe is the run at :data:`PROBE_EPOCHS` epochs on its first fold (or its first program of draws trained side
+by side), in a folder of its own that is deleted after it; the progress monitor times every row's epochs
+(:attr:`experiments.framework.monitor.Progress.timed`). A row of the probe takes ``c + P e + t``: ``c`` its start
+(its data to the device, compiling, the first epoch's extra), ``e`` one epoch (its steps and the epoch's
+evaluation, the mean of the probe's later epochs), ``t`` its end (scoring its kept models). The run's row takes
+``c + E e + t`` at the run's E epochs; the rest of the probe (loading and preparing the fold, its comparisons)
+comes once per fold:
+
+    expected = (folds of the run / folds of the probe) x (rest + sum over rows of (c + E e + t))
+
+A row that trained more than P epochs in the probe does not follow --epochs (a LightGBM row's boosting rounds) and
+counts as measured. The run compiles again what JAX's persistent cache does not hold, and ``c`` counts it again, so
+a short run may end sooner than said. Rows already saved in the run folder are loaded, not trained: the time left
+counts the others at the mean row's cost.
+
+On the paper's own files (:data:`experiments.framework.protocol.PAPER_RUNS`) the estimate also says what the paper's
+whole protocol (``--preset=paper_<dataset>``: its rows, both losses, 100 epochs, its folds or runs) takes at the
+probe's rates, and on a CPU the accelerator command that runs it on a GPU (a run of more than a day: said so).
+"""
+from __future__ import annotations
+
+import glob
+import math
+import os
+import tempfile
+import time
+from typing import NamedTuple, Optional
+
+from absl import logging
+
+from experiments.framework import protocol, setup
+from experiments.framework.monitor import PROGRESS, RowTimes
+from experiments.framework.schema import Config, Driver
+from pfd_jax.methods import rows as rows_lib
+
+PROBE_EPOCHS = 3  # two epochs after the first: the first holds the compiling, the others give e
+DAY = 24 * 3600
+
+
+class RowCost(NamedTuple):
+  """One row of the probe (module docstring): start c, epoch e and end t in seconds, its timed epochs, and whether
+  they follow --epochs (a row without two timed epochs: its whole time as start, not scaled)."""
+  start: float
+  epoch: float
+  end: float
+  epochs: int
+  scaled: bool
+
+  @property
+  def seconds(self) -> float:
+    """What it took in the probe."""
+    return self.start + self.epochs * self.epoch + self.end
+
+  def at(self, epochs: int) -> float:
+    """Its seconds in a run of `epochs` epochs (as in the probe when it does not follow --epochs)."""
+    return self.start + (epochs if self.scaled else self.epochs) * self.epoch + self.end
+
+
+class Estimate(NamedTuple):
+  """What the probe measured and what it gives: the run's seconds (the probe's own apart)."""
+  seconds: float
+  probe_seconds: float
+  rest: float  # the probe's time outside its rows (per probed fold group)
+  rows: tuple  # RowCost
+  folds: float  # the run's folds over the probe's
+  epochs: int
+
+
+def row_cost(t: RowTimes, now: float) -> RowCost:
+  """The cost of one row of the probe from its times (`now`: its end, if the row did not say it ended)."""
+  ends, end = [when for _, _, when in t.epochs], t.end[0] or now
+  if len(ends) < 2:
+    return RowCost(end - t.begin, 0.0, 0.0, 0, False)
+  epoch = (ends[-1] - ends[0]) / (len(ends) - 1)
+  start = max(ends[0] - t.begin - epoch, 0.0)
+  return RowCost(start, epoch, end - ends[-1], len(ends), len(ends) <= PROBE_EPOCHS)
+
+
+def probe_folds(driver: Driver, cfg: Config) -> tuple:
+  """(the probe's folds, the run's folds over the probe's): the first fold (the first program of draws with
+  --draws_per_program); (None, 1) for a driver without folds."""
+  if "data" not in driver.groups:
+    return None, 1.0
+  folds = setup.folds_of(cfg.data)
+  k = max(int(getattr(cfg.options, "draws_per_program", 0) or 0), 1)
+  return tuple(folds[:k]), math.ceil(len(folds) / k)
+
+
+def skipped(driver: Driver, cfg: Config) -> str:
+  """'' when a probe applies, else why none does."""
+  if "train" not in driver.groups:
+    return "it trains no network"
+  if cfg.output.num_processes > 1 or cfg.output.coordinator:
+    return "a multi-process run"
+  if cfg.train.epochs <= PROBE_EPOCHS:
+    return f"{cfg.train.epochs} epochs: the probe would be the run"
+  return ""
+
+
+def extrapolate(rows: tuple, probe_seconds: float, folds: float, epochs: int) -> Estimate:
+  """The run's seconds from the probe's rows (module docstring's formula). A driver whose training times no row
+  (no progress hooks) has its probe's whole time scaled by epochs."""
+  if not rows:
+    return Estimate(folds * probe_seconds * epochs / PROBE_EPOCHS, probe_seconds, probe_seconds, (), folds, epochs)
+  rest = max(probe_seconds - sum(c.seconds for c in rows), 0.0)
+  return Estimate(folds * (rest + sum(c.at(epochs) for c in rows)), probe_seconds, rest, rows, folds, epochs)
+
+
+def probe(driver: Driver, cfg: Config) -> Estimate:
+  """Runs the probe (the run at PROBE_EPOCHS epochs on its first fold, in a folder deleted after) and
+  extrapolates it; the monitor's state and the log's verbosity as they were after it."""
+  folds, ratio = probe_folds(driver, cfg)
+  saved, verbosity = dict(vars(PROGRESS)), logging.get_verbosity()
+  with tempfile.TemporaryDirectory(prefix="pfd_probe_") as folder:
+    small = cfg.replace(train=dict(epochs=PROBE_EPOCHS), output=dict(run_dir=folder, tensorboard=False),
+                        **({"data": dict(folds=folds)} if folds else {}))
+    PROGRESS.start(None)
+    logging.set_verbosity(logging.WARNING)
+    t0 = time.time()
+    try:
+      driver.run(small)
+      now = time.time()
+      seconds, rows = now - t0, tuple(row_cost(t, now) for t in PROGRESS.timed)
+    finally:
+      logging.set_verbosity(verbosity)
+      vars(PROGRESS).update(saved)
+  return extrapolate(rows, seconds, ratio, cfg.train.epochs)
+
+
+def paper_protocol(cfg: Config, e: Estimate) -> Optional[float]:
+  """Seconds of the paper's whole protocol on this run's dataset (--preset=paper_<name>) at the probe's rates: its
+  rows at the mean timed row's start, epoch and end (epochs x its seeds over the run's: the seeds are vmapped,
+  about linear on a CPU), both losses at the probed losses' mean, its folds or runs; None off the paper's files
+  (and off --synthetic_web30k, a generated fold of Web30k's size)."""
+  name = "web30k" if cfg.data.synthetic_web30k else cfg.data.dataset  # the generated fold of Web30k's size
+  timed = [c for c in e.rows if c.scaled]
+  if name not in protocol.PAPER_RUNS or not timed:
+    return None
+  _, seeds, units, _ = protocol.PAPER_RUNS[name]
+  rows = len(rows_lib.plan(("no_distill", "self_distill", "gend", "pfd")))
+  mean = lambda f: sum(map(f, timed)) / len(timed)
+  per_row = mean(lambda c: c.start + c.end) + 100 * mean(lambda c: c.epoch) * seeds / cfg.run.seeds
+  per_fold_rest = e.rest / len(cfg.losses)  # the probe's rest covered its losses on one fold
+  return units * 2 * (per_fold_rest + rows * per_row)
+
+
+def hms(seconds: float) -> str:
+  """'3 h 05 min', '12 min 40 s', '35 s'."""
+  s = int(round(seconds))
+  if s >= DAY:
+    return f"{s / DAY:.1f} days ({s // 3600} h)"
+  if s >= 3600:
+    return f"{s // 3600} h {s % 3600 // 60:02d} min"
+  return f"{s // 60} min {s % 60:02d} s" if s >= 60 else f"{s} s"
+
+
+def saved_rows(run_dir: Optional[str]) -> int:
+  """How many rows a run folder holds saved (they load instead of training)."""
+  return len(glob.glob(os.path.join(run_dir, "runs", "**", "*.msgpack"), recursive=True)) if run_dir else 0
+
+
+def say(e: Estimate, cfg: Config, total_rows: Optional[int], saved: int, backend: str) -> str:
+  """The lines a run prints before it trains: its expected wall time here, the probe it came from, what is left
+  of a resumed run, and the paper's whole protocol on its files."""
+  lines = [f"expected wall time here: about {hms(e.seconds)} ({e.epochs} epochs, {e.folds:g} x the probe's folds; "
+           f"probe: {PROBE_EPOCHS} epochs of each of {len(e.rows)} timed rows in {hms(e.probe_seconds)}, "
+           f"experiments/framework/costing.py)"]
+  if e.rows:
+    n = len(e.rows)
+    lines.append(f"the probe's rows on average: start {sum(c.start for c in e.rows) / n:.1f} s, epoch "
+                 f"{sum(c.epoch for c in e.rows) / n:.2f} s, end {sum(c.end for c in e.rows) / n:.1f} s; the rest of "
+                 f"the probe {e.rest:.1f} s")
+  if saved and total_rows:
+    left = e.seconds * max(total_rows - saved, 0) / total_rows
+    lines.append(f"{saved} of {total_rows} rows saved in the run folder: about {hms(left)} left")
+  full = paper_protocol(cfg, e)
+  name = "web30k" if cfg.data.synthetic_web30k else cfg.data.dataset
+  if full is not None:
+    where = "on these files" if name == cfg.data.dataset else "on Web30k's files, at this generated fold's size"
+    lines.append(f"the paper's whole protocol {where} (--preset=paper_{name}): about {hms(full)} here at the "
+                 "probe's rates")
+  days = max(e.seconds, full or 0) > DAY
+  if backend == "cpu" and (days or full is not None):
+    command = (f"python -m experiments.accelerator --steps=paper_{name} --data_dir=<your folder> "
+               "(docs/paper-datasets.md)" if full is not None else "python -m experiments.accelerator "
+               "(docs/reproducing.md)")
+    lines.append(("that is a multi-day job on this CPU: " if days else "") + f"on a GPU: {command}; its rows "
+                 "resume across calls")
+  return "\n".join(lines)
+
+
+def announce(driver: Driver, cfg: Config, total_rows: Optional[int], backend: str) -> str:
+  """The estimate's lines for `cfg` (the probe run now), or one line saying why no probe applies."""
+  why = skipped(driver, cfg)
+  if why:
+    return f"expected wall time: not probed ({why})"
+  return say(probe(driver, cfg), cfg, total_rows, saved_rows(cfg.output.run_dir), backend)

@@ -1,0 +1,126 @@
+"""The cost probe (experiments/framework/costing.py): its arithmetic in closed form on planted times, the probe run
+as the run at 3 epochs on its first fold in a folder of its own, and (slow) a real run's numbers untouched by it."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from absl import logging
+
+from experiments.framework import costing, monitor, schema
+from experiments.framework.costing import PROBE_EPOCHS, RowCost
+from experiments.framework.monitor import PROGRESS, RowTimes
+from pfd_jax.data.config import DataConfig
+from pfd_jax.training import TrainConfig
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def test_a_rows_start_epoch_and_end_from_its_times():
+  # began at 10; epochs end at 17 (4 s of start + a 3 s epoch), 20, 23; ended at 24
+  c = costing.row_cost(RowTimes(10.0, [(1, 3, 17.0), (2, 3, 20.0), (3, 3, 23.0)], [24.0]), now=99.0)
+  assert c == RowCost(start=4.0, epoch=3.0, end=1.0, epochs=3, scaled=True)
+  assert c.seconds == 14.0 and c.at(100) == 4.0 + 300.0 + 1.0
+  # more epochs than the probe's: a row that does not follow --epochs (boosting rounds) counts as measured
+  rounds = costing.row_cost(RowTimes(0.0, [(k, 50, 2.0 + k) for k in range(1, 51)], [60.0]), now=99.0)
+  assert not rounds.scaled and rounds.epoch == pytest.approx(1.0) and rounds.at(100) == pytest.approx(60.0)
+  # fewer than two timed epochs: its whole time, not scaled; a row that did not say it ended ends now
+  assert costing.row_cost(RowTimes(5.0, [(1, 1, 6.0)], [None]), now=9.0) == RowCost(4.0, 0.0, 0.0, 0, False)
+
+
+def test_the_runs_seconds_in_closed_form():
+  rows = (RowCost(4.0, 3.0, 1.0, 3, True), RowCost(2.0, 0.5, 0.5, 3, True), RowCost(60.0, 0.0, 0.0, 0, False))
+  probe = sum(r.seconds for r in rows) + 7.0  # 7 s outside the rows: loading and preparing the fold
+  e = costing.extrapolate(rows, probe, folds=5, epochs=100)
+  assert e.rest == pytest.approx(7.0)
+  assert e.seconds == pytest.approx(5 * (7.0 + (4 + 300 + 1) + (2 + 50 + 0.5) + 60))
+  # a driver that times no row: its whole probe scaled by epochs
+  assert costing.extrapolate((), 30.0, folds=2, epochs=30).seconds == pytest.approx(2 * 30.0 * 30 / PROBE_EPOCHS)
+
+
+def test_what_is_said_before_a_run():
+  rows = (RowCost(1.0, 2.0, 0.0, 3, True),)
+  e = costing.extrapolate(rows, 7.0 + 6.0, folds=1, epochs=100)  # 1 + 200 + 6 s
+  cfg = schema.Config(data=DataConfig(dataset="synthetic"), train=TrainConfig(epochs=100))
+  text = costing.say(e, cfg, total_rows=10, saved=4, backend="cpu")
+  assert "about 3 min 27 s" in text and "4 of 10 rows saved" in text and "about 2 min 04 s left" in text
+  assert "paper" not in text and "multi-day" not in text
+  day = costing.extrapolate((RowCost(1.0, 1000.0, 0.0, 3, True),), 3000.0, folds=1, epochs=100)
+  assert "multi-day job on this CPU" in costing.say(day, cfg, None, 0, "cpu")
+  assert "multi-day" not in costing.say(day, cfg, None, 0, "gpu")
+
+
+def test_the_papers_whole_protocol_at_the_probes_rates():
+  """Web30k: 5 folds x 2 losses x (the rest per loss + 6 rows x (start + end + 100 epochs x 1 seed / the run's 2))."""
+  rows = (RowCost(3.0, 4.0, 1.0, 3, True), RowCost(1.0, 2.0, 1.0, 3, True))
+  e = costing.extrapolate(rows, sum(r.seconds for r in rows) + 10.0, folds=1, epochs=2 * PROBE_EPOCHS)
+  cfg = schema.Config(data=DataConfig(dataset="web30k", data_dir="unused"), train=TrainConfig(epochs=6),
+                      run=schema.RunConfig(seeds=2, loss="rankbce"))
+  rows_of_table2 = 6  # no-distillation (also the self-distillation teacher), self-distillation, two teachers and students
+  per_row = (2.0 + 1.0) + 100 * 3.0 * 1 / 2
+  assert costing.paper_protocol(cfg, e) == pytest.approx(5 * 2 * (10.0 + rows_of_table2 * per_row))
+  text = costing.say(e, cfg, None, 0, "cpu")
+  assert "--preset=paper_web30k): about 2 h 34 min" in text and "multi-day" not in text
+  assert "on a GPU: python -m experiments.accelerator --steps=paper_web30k --data_dir=" in text
+  assert "accelerator" not in costing.say(e, cfg, None, 0, "gpu")
+  slow = costing.extrapolate((RowCost(3.0, 400.0, 1.0, 3, True),), 1300.0, folds=1, epochs=6)
+  assert "multi-day job on this CPU: on a GPU: python -m experiments.accelerator --steps=paper_web30k" in costing.say(
+      slow, cfg, None, 0, "cpu")
+  assert costing.paper_protocol(cfg.replace(data=dict(dataset="synthetic", data_dir=None)), e) is None
+
+
+def test_the_probe_is_the_run_at_three_epochs_on_its_first_fold_in_a_folder_deleted_after():
+  seen = []
+
+  def run(cfg):
+    seen.append(cfg)
+    assert os.path.isdir(cfg.output.run_dir) and not logging.level_info()
+    for _ in range(2):  # two rows, each three epochs
+      PROGRESS.begin_row()
+      for k in range(1, cfg.train.epochs + 1):
+        monitor.PROGRESS.epoch_ended(k, cfg.train.epochs)
+      PROGRESS.end_rows(1, trained=True)
+    return {}
+
+  driver = schema.Driver("probe_test", run, lambda r: "")
+  cfg = schema.Config(data=DataConfig(dataset="synthetic", draws=4), train=TrainConfig(epochs=50),
+                      output=schema.OutputConfig(run_dir="/nonexistent/run"))
+  PROGRESS.start(7)
+  PROGRESS.row, verbosity = 3, logging.get_verbosity()
+  e = costing.probe(driver, cfg)
+  probe_cfg, = seen
+  assert probe_cfg.train.epochs == PROBE_EPOCHS and probe_cfg.data.folds == (1,) and not probe_cfg.output.tensorboard
+  assert not os.path.exists(probe_cfg.output.run_dir)
+  assert len(e.rows) == 2 and all(r.scaled and r.epochs == PROBE_EPOCHS for r in e.rows) and e.folds == 4
+  assert (PROGRESS.total, PROGRESS.row, PROGRESS.timed) == (7, 3, []) and logging.get_verbosity() == verbosity
+  assert costing.probe_folds(driver, cfg.replace(options=None, data=dict(draws=5)))[1] == 5
+
+
+def test_runs_that_get_no_probe_say_why():
+  train = schema.Driver("t", None, None)
+  assert costing.skipped(train, schema.Config(train=TrainConfig(epochs=3))) == "3 epochs: the probe would be the run"
+  assert costing.skipped(train, schema.Config(output=schema.OutputConfig(num_processes=2))) == "a multi-process run"
+  assert costing.skipped(schema.Driver("t", None, None, groups=("output",)), schema.Config()) == "it trains no network"
+  assert costing.skipped(train, schema.Config()) == ""
+
+
+@pytest.mark.slow
+def test_a_probed_run_has_the_numbers_of_an_unprobed_one_and_plan_only_estimates(tmp_path):
+  flags = ["--methods=pfd", "--loss=rankbce", "--seeds=2", "--epochs=5", "--hidden=16", "--layers=3",
+           "--synthetic_queries=80,20,60", "--synthetic_mean_docs=16", "--tau=4", "--max_buckets=2", "--min_docs=5",
+           "--cache_dir=", "--notensorboard"]
+  out = {}
+  for name, extra in (("probed", []), ("unprobed", ["--noprobe"])):
+    p = subprocess.run([sys.executable, "-m", "experiments.table2", *flags, *extra, f"--out_dir={tmp_path / name}"],
+                       cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert ("expected wall time here: about" in p.stderr) == (name == "probed"), p.stderr[-2000:]
+    res = json.loads((tmp_path / name / "synthetic" / "latest" / "results.json").read_text())
+    fold = res["losses"]["rankbce"]["folds"]["fold1"]
+    out[name] = {row: r["curves"] for row, r in fold["rows"].items()}
+  assert out["probed"] == out["unprobed"] and all(len(c["test"][0]) == 5 for c in out["probed"].values())
+  p = subprocess.run([sys.executable, "-m", "experiments.table2", *flags, "--plan", f"--out_dir={tmp_path / 'plan'}"],
+                     cwd=ROOT, capture_output=True, text=True, timeout=600)
+  assert p.returncode == 0 and "expected wall time here: about" in p.stdout, p.stderr[-2000:]
+  assert not (tmp_path / "plan").exists()
