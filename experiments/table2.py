@@ -384,8 +384,8 @@ PRESETS = (
            '6,306 test queries, 29 seeds (sized by the power study)'),
     Preset('web30k', 'synthetic-web30k', f'--tag=web30k --synthetic_web30k --synthetic_chunk=500 '
            f'--methods={",".join(distill.METHODS)}', 'Table 2 / Table 4 at MSLR-WEB30K size (synthetic, 5 seeds)',
-           accelerator="projected by the power study's time model at 4 h 5 min on the developers' 2-core CPU, 49 "
-           "minutes per seed for both losses; not yet measured on an accelerator"),
+           accelerator="its expected time on your machine: python -m experiments.table2 --preset=web30k --plan (a "
+           "timed probe); not yet measured on an accelerator"),
     *protocol.PAPER_PRESETS, *protocol.ANALOGUE_PRESETS)
 
 
