@@ -129,12 +129,18 @@ def probe(driver: Driver, cfg: Config) -> Estimate:
   return extrapolate(rows, seconds, ratio, cfg.train.epochs)
 
 
+def paper_dataset(cfg: Config) -> str:
+  """The paper's dataset whose protocol the run's data stand for: its files, or web30k for --synthetic_web30k (a
+  generated fold of Web30k's size); else the run's dataset (not one of the paper's)."""
+  return "web30k" if cfg.data.synthetic_web30k else cfg.data.dataset
+
+
 def paper_protocol(cfg: Config, e: Estimate) -> Optional[float]:
   """Seconds of the paper's whole protocol on this run's dataset (--preset=paper_<name>) at the probe's rates: its
   rows at the mean timed row's start, epoch and end (epochs x its seeds over the run's: the seeds are vmapped,
-  about linear on a CPU), both losses at the probed losses' mean, its folds or runs; None off the paper's files
-  (and off --synthetic_web30k, a generated fold of Web30k's size)."""
-  name = "web30k" if cfg.data.synthetic_web30k else cfg.data.dataset  # the generated fold of Web30k's size
+  about linear on a CPU), both losses at the probed losses' mean, its folds or runs; None unless the run is on the
+  paper's files or on a generated fold of their size (:func:`paper_dataset`)."""
+  name = paper_dataset(cfg)
   timed = [c for c in e.rows if c.scaled]
   if name not in protocol.PAPER_RUNS or not timed:
     return None
@@ -175,8 +181,7 @@ def say(e: Estimate, cfg: Config, total_rows: Optional[int], saved: int, backend
   if saved and total_rows:
     left = e.seconds * max(total_rows - saved, 0) / total_rows
     lines.append(f"{saved} of {total_rows} rows saved in the run folder: about {hms(left)} left")
-  full = paper_protocol(cfg, e)
-  name = "web30k" if cfg.data.synthetic_web30k else cfg.data.dataset
+  full, name = paper_protocol(cfg, e), paper_dataset(cfg)
   if full is not None:
     where = "on these files" if name == cfg.data.dataset else "on Web30k's files, at this generated fold's size"
     lines.append(f"the paper's whole protocol {where} (--preset=paper_{name}): about {hms(full)} here at the "
