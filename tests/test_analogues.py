@@ -87,6 +87,7 @@ def test_teachers_only_plans_the_baseline_and_the_teachers():
   assert names == ["no_distill", "gend_teacher", "pfd_teacher"]
 
 
+@pytest.mark.heavy
 def test_the_calibration_trains_no_student(monkeypatch, tmp_path):
   """Every student row planted to fail if trained; the calibration of two candidates runs to its choice, which
   is the nearer of the two to Table 4 by the distance it states."""

@@ -351,6 +351,7 @@ def test_redrawn_components_unbiased_and_power_matches_simulation():
   assert abs(np.mean(hits) - e.power(effect)) < 4 * math.sqrt(e.power(effect) * (1 - e.power(effect)) / 4000)
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("form,margin", [("superiority", 0.0), ("superiority", 0.01), ("non-inferiority", 0.01),
                                          ("equivalence", None)])
 def test_the_mde_is_the_effect_the_claims_own_test_finds_80_percent_of_the_time(form, margin):

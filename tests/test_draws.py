@@ -50,6 +50,7 @@ def _layout(which):
 
 # One batch per bucket (the decisive protocol), and several (steps past a draw's groups mid-epoch); the draws looped
 # inside the program (a CPU's default: the alone-run's bits) and batched (an accelerator's).
+@pytest.mark.heavy
 @pytest.mark.parametrize("batch,batching", [(64, "loop"), pytest.param(64, "vmap", marks=pytest.mark.slow),
                                             pytest.param(5, "loop", marks=pytest.mark.slow)])
 def test_vmapped_draws_equal_draws_trained_one_at_a_time_on_their_layout(batch, batching, monkeypatch):

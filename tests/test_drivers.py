@@ -1,9 +1,9 @@
-"""Each driver's path once, in the default tier: the paper's drivers here, the related systems' and the
-debiasing driver in test_drivers_related.py (two files, so that pytest-xdist's file-level scheduling runs them side
-by side). The drivers' canaries, which pin their bits, are in the slow tier; here each runs at the smallest size
-its options allow (one point of its sweep, TINY's training on one length bucket, LightGBM left out where the driver
-allows it: compilation is most of a tiny run's cost, one program per bucket shape) and writes its results.json,
-table and plots as its main would (conftest.driver_end_to_end). The theory driver's path is the slow tier's alone:
+"""Each driver's path once (the cheapest in the default tier, the others marked heavy): the paper's drivers here,
+the related systems' and the debiasing driver in test_drivers_related.py (two files, so that pytest-xdist's
+file-level scheduling runs them side by side). The drivers' canaries, which pin their bits, are in the slow tier;
+here each runs at the smallest size its options allow (one point of its sweep, TINY's training on one length bucket,
+LightGBM left out where the driver allows it: compilation is most of a tiny run's cost, one program per bucket
+shape) and writes its results.json, table and plots as its main would (conftest.driver_end_to_end). The theory driver's path is the slow tier's alone:
 at any size it compiles its whole grid (about 40 s), and its parts are tested in test_theory.py."""
 import pytest
 
@@ -26,6 +26,12 @@ CASES = {  # driver: (its configuration, the key of its results.json that holds 
 }
 
 
-@pytest.mark.parametrize("driver", list(CASES), ids=lambda d: d.name)
+# The drivers that compile the most (a sweep, LightGBM, several teachers) run with the full suite (heavy).
+HEAVY = (alpha_robustness.DRIVER, table3_logs.DRIVER, power.DRIVER, fig3_alpha.DRIVER, fig4_sparsity.DRIVER,
+         fig5_correlation.DRIVER)
+
+
+@pytest.mark.parametrize("driver", [pytest.param(d, marks=pytest.mark.heavy) if d in HEAVY else d for d in CASES],
+                         ids=lambda d: d.name)
 def test_each_driver_runs_end_to_end_and_writes_its_outputs(driver, tmp_path):
   driver_end_to_end(driver, *CASES[driver], tmp_path)

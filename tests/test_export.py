@@ -68,6 +68,7 @@ def _runner(path, fmt):
   return lambda x: sess.run(None, {sess.get_inputs()[0].name: x})[0]
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("fmt", ["stablehlo", "onnx"])
 def test_exported_graph_scores_like_the_ranker(student, tmp_path, fmt):
   ranker, raw, _ = student
@@ -80,6 +81,7 @@ def test_exported_graph_scores_like_the_ranker(student, tmp_path, fmt):
     np.testing.assert_allclose(got, ranker.score_groups(one), rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("fmt", ["stablehlo", "onnx"])
 def test_a_normalised_ensemble_exports_as_it_scores(modern_student, tmp_path, fmt):
   """A batch- or layer-normalised model with noise and dropout, exported as the mean logit of its seeds:
@@ -95,6 +97,7 @@ def test_a_normalised_ensemble_exports_as_it_scores(modern_student, tmp_path, fm
                                atol=1e-5)
 
 
+@pytest.mark.heavy
 def test_ensemble_is_the_mean_of_the_seeds(student, tmp_path):
   ranker, raw, _ = student
   one = D.Groups(x=raw.x[:12], rel=None, qid=np.array([1]), offsets=np.array([0, 12]))
@@ -109,6 +112,7 @@ def test_a_lightgbm_model_is_refused_with_one_line():
     export.serving_function(fake)
 
 
+@pytest.mark.heavy
 def test_export_driver_and_the_serving_example_without_jax(student, logs_folder, tmp_path):
   """experiments.export writes the ONNX graph; examples/serve_onnx.py scores serve.txt with ONNX Runtime in a
   process that never imports JAX, giving experiments.predict's scores (1e-5) line for line."""
@@ -148,6 +152,7 @@ def _scalars(folder):
   return out
 
 
+@pytest.mark.heavy
 def test_tensorboard_files_hold_every_rows_scalars(tmp_path):
   from conftest import TINY
   from experiments import table2

@@ -219,6 +219,7 @@ def _writer(path, text, times):
     files.write_atomic(path, text)
 
 
+@pytest.mark.heavy
 def test_concurrent_atomic_writes_never_collide_or_show_a_partial_file(tmp_path):
   path = str(tmp_path / "f.json")
   texts = ["a" * 200_000, "b" * 150_000]
@@ -312,6 +313,7 @@ DAMAGE = {
 }
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("case", sorted(DAMAGE))
 def test_a_damaged_model_is_refused_with_one_line(model_dir, tmp_path, case):
   damage, want = DAMAGE[case]
@@ -321,6 +323,7 @@ def test_a_damaged_model_is_refused_with_one_line(model_dir, tmp_path, case):
     serving.load_model(bad)
 
 
+@pytest.mark.heavy
 def test_model_paths_that_are_not_models(model_dir, tmp_path):
   with pytest.raises(serving.ModelError, match="a file, not a saved model folder"):
     serving.load_model(os.path.join(model_dir, "model.json"))
@@ -334,6 +337,7 @@ def test_model_paths_that_are_not_models(model_dir, tmp_path):
     serving.load_model(str(tmp_path / "nowhere"))
 
 
+@pytest.mark.heavy
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 def test_fuzz_load_model_on_corrupted_bytes(model_dir, tmp_path_factory, data):
@@ -429,6 +433,7 @@ SERVING = {  # serving file edits -> message
 }
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("case", sorted(SERVING))
 def test_predict_refuses_a_bad_serving_file_naming_the_line(practitioner, tmp_path, case):
   folder, student, _ = practitioner
@@ -440,6 +445,7 @@ def test_predict_refuses_a_bad_serving_file_naming_the_line(practitioner, tmp_pa
   assert os.listdir(tmp_path) == ["serve.txt"]  # nothing written, no temporary left
 
 
+@pytest.mark.heavy
 def test_predict_reads_crlf_files_as_lf(practitioner, tmp_path):
   folder, student, _ = practitioner
   crlf = tmp_path / "crlf.txt"
@@ -449,6 +455,7 @@ def test_predict_reads_crlf_files_as_lf(practitioner, tmp_path):
   assert (tmp_path / "a.tsv").read_bytes() == (tmp_path / "b.tsv").read_bytes()
 
 
+@pytest.mark.heavy
 def test_predict_refuses_a_teacher_without_its_privileged_features(practitioner, tmp_path, capsys):
   folder, _, teacher = practitioner
   out = tmp_path / "scores.tsv"
@@ -462,6 +469,7 @@ def test_predict_refuses_a_teacher_without_its_privileged_features(practitioner,
   assert "imputed as 0 (absent from" in predict.to_markdown(outputs.as_json(summary)) and out.exists()
 
 
+@pytest.mark.heavy
 def test_predict_protects_its_input_and_writes_nothing_partial(practitioner, tmp_path):
   folder, student, _ = practitioner
   data = tmp_path / "serve.txt"
@@ -480,6 +488,7 @@ def test_predict_protects_its_input_and_writes_nothing_partial(practitioner, tmp
   assert data.read_bytes() == before and os.listdir(tmp_path) == ["serve.txt"]
 
 
+@pytest.mark.heavy
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 def test_fuzz_serving_reader(practitioner, tmp_path_factory, data):

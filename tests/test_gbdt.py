@@ -32,6 +32,7 @@ def _groups(rng, sizes, positive=True, dim=5):
                   z=rng.normal(size=(offsets[-1], 2)).astype(np.float32))
 
 
+@pytest.mark.heavy
 def test_our_ndcg_of_a_lambdamart_model_equals_lightgbms_own():
   """Binary labels (gain 2^y - 1 in both), every list with a positive, no tied scores: LightGBM's ndcg@k eval of
   its last round equals pfd_jax.ops.metrics on the same predictions. A list without a positive is where the
@@ -68,6 +69,7 @@ def synthetic():
   return cfg, ds, dd, tc, keys
 
 
+@pytest.mark.heavy
 def test_per_document_scores_evaluate_as_the_mlp_rows(synthetic):
   """An MLP's per-document scores through gbdt's evaluation give train.evaluate's numbers and per_list_ndcg's
   lists, and back into buckets they are the teacher targets distill builds for that MLP."""
@@ -249,6 +251,7 @@ def test_benchmark_peer_lightgbm_and_the_time_to_reach_it(folder):
   assert peers.reach(ours, 0.51) is None
 
 
+@pytest.mark.heavy
 def test_gbdt_teacher_teaches_through_every_teacher_transform(synthetic):
   """The out-of-fold LambdaMART scores are teacher logits like an MLP's: every teacher transform trains a student."""
   cfg, ds, dd, tc, keys = synthetic

@@ -152,6 +152,7 @@ def batch_norm_run(tiny_device):
   return cfg, distill.train_on_data(jax.random.split(jax.random.PRNGKey(0), 3), cfg, tiny_device, "x")
 
 
+@pytest.mark.heavy
 def test_batch_norm_runs_through_the_seed_vmapped_step(batch_norm_run, tiny_device):
   """Each seed keeps its own running statistics, moved away from their initial (0, 1), and the kept best
   parameters score exactly the recorded best NDCG (scoring uses the running statistics)."""
@@ -164,6 +165,7 @@ def test_batch_norm_runs_through_the_seed_vmapped_step(batch_norm_run, tiny_devi
   assert res.loss[:, -1, 0].mean() < res.loss[:, 0, 0].mean()
 
 
+@pytest.mark.heavy
 def test_a_seed_ensemble_scores_the_mean_logit_of_its_seeds(batch_norm_run, tiny_device):
   """distill.ensemble_lists = NDCG of the mean of the seeds' logits, list by list; one seed = its single model."""
   from experiments.framework import setup as fsetup

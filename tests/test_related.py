@@ -75,6 +75,7 @@ def _exact_student_ranks(s, t_rank, unl):
   return np.array(out, float)
 
 
+@pytest.mark.heavy
 def test_rank_estimate_algorithm1_converges_to_exact_rank():
   rng = np.random.default_rng(1)
   l, k = 40, 5

@@ -69,6 +69,7 @@ def _canaries(repo, **drivers):
   (repo / "experiments" / "canaries.json").write_text(json.dumps(dict(numerics={}, drivers=drivers)))
 
 
+@pytest.mark.heavy
 def test_report_builds_marks_stale_and_fails_on_a_missing_run(tmp_path, table5_run):
   # a repository whose library changes twice: a refactor that keeps every canary's bits, then one that moves
   # Table 5's canary (Table 6's stays)
@@ -181,6 +182,7 @@ def test_report_builds_marks_stale_and_fails_on_a_missing_run(tmp_path, table5_r
   assert f"**Not run yet**: it needs an accelerator ({web.accelerator})" in flat
 
 
+@pytest.mark.heavy
 def test_a_run_without_files_is_carried_from_the_page_it_replaces(tmp_path, table5_run):
   """--carry: a run absent from the results tree and the page's copy keeps the earlier page's section verbatim,
   marked carried, with its RESULTS.json record and figures; its claims leave the Holm family; a second rebuild
@@ -322,6 +324,7 @@ def test_a_verdict_near_its_bound_is_fragile(monkeypatch):
   assert claim.verdict == "holds" and claim.fragile and claim.detail.endswith("across a bound the verdict reads")
 
 
+@pytest.mark.heavy
 def test_page_marks_other_configurations_and_check_tells_a_newcomer(tmp_path):
   here = dict(cpu="Xeon", isa=["avx2", "avx512f"], caches="L2 2048K", threads=2, xla_flags="", python="3.11.7",
               packages=dict(jax="0.10.2"))

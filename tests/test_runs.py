@@ -66,6 +66,7 @@ def test_configurations_get_their_own_run_folders(two_folds, tmp_path):
   assert prov["family"] == family.declaration(f"table2/{os.path.basename(os.path.dirname(a))}")
 
 
+@pytest.mark.heavy
 def test_saved_rows_round_trip(tmp_path):
   cfg = TINY.replace(output=dict(run_dir=str(tmp_path)))
   ds, dd, tc, keys = setup.fold_setup(cfg)

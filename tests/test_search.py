@@ -45,6 +45,7 @@ def test_subsets_strengths_and_masks():
   assert losses.get_transform("sigmoid") is losses.transform_sigmoid
 
 
+@pytest.mark.heavy
 def test_search_reads_no_test_label_and_trains_each_candidate_as_its_own_run():
   """Nested: the same choice and the same bits of every candidate's validation lists when the test labels are
   shuffled. Vmapped: a candidate's students, trained side by side in one program, equal the separate run with
@@ -77,6 +78,7 @@ def test_search_reads_no_test_label_and_trains_each_candidate_as_its_own_run():
   np.testing.assert_array_equal(lists.mean(0)[valid], res.lists[one])
 
 
+@pytest.mark.heavy
 def test_the_cheap_search_screens_in_two_stages_on_fewer_seeds():
   """Two stages: every subset at the plain PFD setting (cfg.alpha, T = 1), then the grid for the best subset on
   validation only; screened on the first of two keys. No-distillation's screening lists are its first model's."""

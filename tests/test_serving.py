@@ -78,6 +78,7 @@ def test_out_of_range_privileged_id_names_the_flag(folder):
     setup.load_dataset(logs_data(folder, privileged="99"))
 
 
+@pytest.mark.heavy
 def test_save_load_score_equals_in_memory_bit_for_bit(folder, tmp_path):
   ds = setup.load_dataset(logs_data(folder))
   dd = distill.to_device(ds, 2, ("test",))
@@ -127,6 +128,7 @@ def _numpy_ndcg8(score_file, labelled_file, min_docs):
   return float(np.mean(vals))
 
 
+@pytest.mark.heavy
 def test_driver_saves_models_and_predict_scores_serving_files(practitioner, tmp_path):
   folder, res = practitioner.folder, practitioner.result
   data = res["losses"]["rankbce"].first_fold.data

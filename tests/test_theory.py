@@ -87,6 +87,7 @@ def test_gend_no_better_than_regression_when_z_independent_of_x():
   assert gend.mean == pytest.approx(float(np.sum(p.w ** 2)), rel=0.05)  # ||w_gend|| ~ 0
 
 
+@pytest.mark.heavy
 def test_self_distillation_with_alpha_zero_is_regression():
   p = th.Problem.example1(d_z=3)
   a = th.monte_carlo(KEY, p, "self", trials=256)

@@ -114,6 +114,7 @@ def _shards(tiny_device, folder):
   return {k: shards.open_set(str(folder), k) for k in ("train_pos", "train_all")}
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("loss", ["rankbce", pytest.param("ranknet", marks=pytest.mark.slow)])
 def test_chunked_epochs_and_streamed_data_give_the_resident_bits(tiny_device, tmp_path, loss):
   """One program, three ways to feed it: a whole epoch per call, a chunk of 2 steps per call, and the same
@@ -168,6 +169,7 @@ def test_epoch_plan_visits_every_group_once_per_seed():
   np.testing.assert_array_equal(alone[1][:, 0], idx[:, 1])  # ... not depending on the other seeds
 
 
+@pytest.mark.heavy
 def test_variants_and_seeds_vmapped_equal_separate_runs(tiny_device):
   """Seeds and a sweep of the teacher term (Figure 3's alpha, SDR's softmax-transform temperature) vmapped in one
   program: a (variant, seed) other than the first equals its run alone, one seed of one variant."""
@@ -190,6 +192,7 @@ def test_variants_and_seeds_vmapped_equal_separate_runs(tiny_device):
     distill.train_student(keys, cfg, tiny_device, targets, variants=[dict(lr=0.1)])
 
 
+@pytest.mark.heavy
 def test_seeds_looped_equal_seeds_vmapped(tiny_device):
   """seed_batching='loop' (gradients model after model) trains the same models as the vmapped default, up to
   float summation order."""
