@@ -154,10 +154,15 @@ def tiny_device():
   return distill.to_device(setup.load_dataset(TINY.data), max_buckets=2, eval_splits=("test", "vali"))
 
 
-def slow_after_first(cases: list) -> list:
-  """Parameters of a test of one subprocess per case: the first case in the default tier, the others in the slow
-  tier (each subprocess imports JAX anew)."""
-  return [cases[0]] + [pytest.param(*c, marks=pytest.mark.slow) for c in cases[1:]]
+def slow_after_first(cases: list, mark=pytest.mark.slow) -> list:
+  """Parameters of a test of one subprocess per case: the first case in the default tier, the others marked `mark`
+  (each subprocess imports JAX anew): slow, or heavy (run beside the slow tier, under AVX and TF32 too)."""
+  return [cases[0]] + [pytest.param(*(c if isinstance(c, tuple) else (c,)), marks=mark) for c in cases[1:]]
+
+
+def heavy_after_first(cases: list) -> list:
+  """slow_after_first's cases, the later ones marked heavy."""
+  return slow_after_first(cases, pytest.mark.heavy)
 
 
 def driver_end_to_end(driver, cfg: schema.Config, rows: tuple, tmp_path) -> dict:

@@ -7,7 +7,7 @@ import sys
 import pytest
 from absl import app, flags
 
-from conftest import slow_after_first
+from conftest import heavy_after_first, slow_after_first
 from experiments.framework import cli, outputs, schema
 from pfd_jax import config as C
 from pfd_jax.data.config import DataConfig
@@ -131,7 +131,7 @@ def test_bad_flags_fail_before_loading_data_in_a_real_process(argv, want):
   assert len(p.stderr.strip().splitlines()) == 2
 
 
-@pytest.mark.parametrize("name", ["table2", "committee_perceptron", "predict"])
+@pytest.mark.parametrize("name", heavy_after_first(["table2", "committee_perceptron", "predict"]))
 def test_help_lists_the_drivers_flags(name):
   p = _run(f"experiments.{name}", "--help")
   assert p.returncode == 0, p.stderr[-500:]
@@ -139,8 +139,8 @@ def test_help_lists_the_drivers_flags(name):
     assert (f"--[no]{flag}" if t is bool else f"--{flag}") in p.stdout, flag
 
 
-@pytest.mark.parametrize("name,flag", [("report", "--check"), ("launch", "--num_processes"),
-                                       ("crossmachine", "--spread_file")])
+@pytest.mark.parametrize("name,flag", heavy_after_first([("launch", "--num_processes"), ("report", "--check"),
+                                                          ("crossmachine", "--spread_file")]))
 def test_help_of_the_tools_exits_0_and_lists_their_flags(name, flag):
   """The tools with their own flags answer --help as every driver does (absl's default exit is 1), and a flag
   they do not know is one line and exit 2."""

@@ -18,7 +18,7 @@ from pfd_jax import data as D
 from pfd_jax.data.config import DataConfig
 from pfd_jax.data import logs
 
-from conftest import TINY
+from conftest import TINY, heavy_after_first
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -135,7 +135,7 @@ def test_nan_label_names_file_and_line(tmp_path):
     D.load_letor(str(p))
 
 
-@pytest.mark.parametrize("argv,code,want", [
+@pytest.mark.parametrize("argv,code,want", heavy_after_first([
     (["--dataset=ohsumed", "--data_dir=/nonexistent/folder"], 1, "error: --data_dir '/nonexistent/folder'"),
     (["--dataset=letor", "--data_dir={bad}", "--privileged=1"], 1,
      "error: {bad}/train.txt:2: value of feature 1 'x' is not a number"),
@@ -146,7 +146,7 @@ def test_nan_label_names_file_and_line(tmp_path):
      "the path is a file, not a folder)"),
     (["--cache_dir={bad}/test.txt", "--dataset=letor", "--data_dir={bad}/only_test", "--privileged=1"], 1,
      "error: {bad}/test.txt: the cache folder (--cache_dir) is a file"),
-])
+]))
 def test_known_user_errors_are_one_readable_line(tmp_path, argv, code, want):
   bad = tmp_path / "bad"
   bad.mkdir()
