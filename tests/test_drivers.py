@@ -26,7 +26,8 @@ CASES = {  # driver: (its configuration, the key of its results.json that holds 
 }
 
 
-# The drivers that compile the most (a sweep, LightGBM, several teachers) run with the full suite (heavy).
+# The drivers that compile the most (a sweep, LightGBM, several teachers) are heavy; the default tier keeps those
+# that share one compiled student (Table 5's and Table 6's rows) and the data summary.
 HEAVY = (alpha_robustness.DRIVER, table3_logs.DRIVER, power.DRIVER, fig3_alpha.DRIVER, fig4_sparsity.DRIVER,
          fig5_correlation.DRIVER)
 

@@ -1,5 +1,5 @@
-"""The related systems' drivers and the debiasing driver, each end to end once at its smallest size (the
-default tier's driver paths, the heavy ones apart; the paper's drivers: test_drivers.py)."""
+"""The related systems' drivers and the debiasing driver, each end to end once at its smallest size; heavy, all of
+them (the default tier's driver paths are test_drivers.py's cheapest, which share their compiled programs)."""
 import pytest
 
 from conftest import TINY, driver_end_to_end, tiny
@@ -18,11 +18,9 @@ CASES = {  # driver: (its configuration, the key of its results.json that holds 
 }
 
 
-# The drivers that compile the most (a sweep, LightGBM, several teachers) run with the full suite (heavy).
-HEAVY = (debias.DRIVER, committee_perceptron.DRIVER, rank_distill.DRIVER, sdr.DRIVER)
+pytestmark = pytest.mark.heavy
 
 
-@pytest.mark.parametrize("driver", [pytest.param(d, marks=pytest.mark.heavy) if d in HEAVY else d for d in CASES],
-                         ids=lambda d: d.name)
+@pytest.mark.parametrize("driver", list(CASES), ids=lambda d: d.name)
 def test_each_driver_runs_end_to_end_and_writes_its_outputs(driver, tmp_path):
   driver_end_to_end(driver, *CASES[driver], tmp_path)
