@@ -31,12 +31,58 @@ jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
 def pytest_addoption(parser):
   parser.addoption("--tf32", action="store_true", help="Round the operands of float32 products as an NVIDIA GPU's "
                    "TF32 does (tests/tf32.py), to run the numeric tests under a GPU's default rounding on a CPU.")
+  parser.addoption("--compile_times", metavar="FILE", help="Where a tier's time goes: each test process appends to "
+                   "FILE (a new file per run) its seconds of JAX tracing, lowering and XLA compilation per test file "
+                   "(a JSON line), and the run ends with the files' totals (a test's own subprocesses not counted).")
+
+
+# --compile_times: {(test file, stage): seconds} of this process, charged to the file of the test running.
+_COMPILING = {}
+_RUNNING = [""]
+_STAGES = {"/jax/core/compile/jaxpr_trace_duration": "tracing",
+           "/jax/core/compile/jaxpr_to_mlir_module_duration": "lowering",
+           "/jax/core/compile/backend_compile_duration": "XLA compilation"}
+
+
+def _compiling(event: str, duration: float, **_) -> None:
+  if event in _STAGES:
+    key = (_RUNNING[0], _STAGES[event])
+    _COMPILING[key] = _COMPILING.get(key, 0.0) + duration
 
 
 def pytest_configure(config):
   if config.getoption("tf32"):
     import tf32
     tf32.install()
+  if config.getoption("compile_times"):
+    jax.monitoring.register_event_duration_secs_listener(_compiling)
+
+
+def pytest_runtest_protocol(item, nextitem):
+  _RUNNING[0] = item.nodeid.split("::")[0]
+
+
+def pytest_sessionfinish(session):
+  path = session.config.getoption("compile_times")
+  if path and _COMPILING:  # a worker, or a run without workers (the controller compiles nothing)
+    with open(path, "a") as f:
+      f.write(json.dumps([[*k, v] for k, v in _COMPILING.items()]) + "\n")
+
+
+def pytest_terminal_summary(terminalreporter, config):
+  path = config.getoption("compile_times")
+  if not path or hasattr(config, "workerinput") or not os.path.exists(path):
+    return
+  files = {}
+  with open(path) as f:
+    for line in f:
+      for name, stage, seconds in json.loads(line):
+        files.setdefault(name, {}).setdefault(stage, 0.0)
+        files[name][stage] += seconds
+  terminalreporter.section(f"seconds compiling per test file (all processes of {path})")
+  for name, stages in sorted(files.items(), key=lambda kv: -sum(kv[1].values())):
+    terminalreporter.write_line(f"{sum(stages.values()):8.1f} s  {name or '(outside tests)'}: " +
+                                ", ".join(f"{s} {t:.1f} s" for s, t in sorted(stages.items())))
 
 
 def emulating_tf32() -> bool:

@@ -84,3 +84,40 @@ def test_the_readme_opens_with_the_two_commands_ci_runs():
   assert "python -m pytest -q -m '(slow or heavy) and not montecarlo" in ci
   with open(os.path.join(ROOT, "pyproject.toml"), encoding="utf-8") as f:
     assert "-m 'not slow and not heavy'" in f.read()
+
+
+def test_compile_times_charges_each_stage_to_the_running_tests_file_and_sums_the_processes(tmp_path, monkeypatch):
+  """--compile_times: a process's JAX compile events summed per (test file, stage), one JSON line per process, and
+  the controller's summary the sum over the lines, largest file first."""
+  import conftest
+  monkeypatch.setattr(conftest, "_COMPILING", {})
+  monkeypatch.setattr(conftest, "_RUNNING", ["tests/test_a.py"])
+  conftest._compiling("/jax/core/compile/backend_compile_duration", 2.0)
+  conftest._compiling("/jax/core/compile/backend_compile_duration", 0.5)
+  conftest._compiling("/jax/compilation_cache/cache_hits", 9.0)  # not a compile stage
+  conftest._RUNNING[0] = "tests/test_b.py"
+  conftest._compiling("/jax/core/compile/jaxpr_trace_duration", 1.0)
+  path = str(tmp_path / "times.jsonl")
+
+  class Config:
+    def getoption(self, name):
+      return path
+
+  class Session:
+    config = Config()
+
+  conftest.pytest_sessionfinish(Session())
+  conftest.pytest_sessionfinish(Session())  # a second process with the same times
+
+  class Reporter:
+    lines = []
+
+    def section(self, title):
+      self.lines.append(title)
+
+    def write_line(self, line):
+      self.lines.append(line)
+
+  conftest.pytest_terminal_summary(Reporter(), Config())
+  assert Reporter.lines[1:] == ["     5.0 s  tests/test_a.py: XLA compilation 5.0 s",
+                                "     2.0 s  tests/test_b.py: tracing 2.0 s"]
