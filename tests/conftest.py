@@ -98,10 +98,19 @@ def operand_roundoff(matmul_precision: str) -> float:
   return precision.operand_roundoff(matmul_precision, jax.default_backend(), emulating_tf32())
 
 
+# The default tier's longest files (--durations=0 --compile_times=FILE measure them), handed out first.
+LONGEST_FILES = ("test_losses.py", "test_train.py", "test_models.py", "test_related.py", "test_theory.py",
+                 "test_faults.py", "test_drivers.py")
+
+
 def pytest_collection_modifyitems(config, items):
-  """The tests marked long first (a stable sort): --dist loadfile hands files to the workers in collection order,
-  and a file of several minutes handed out last keeps one worker busy while the other has nothing left."""
-  items.sort(key=lambda item: item.get_closest_marker("long") is None)
+  """The tests marked long first, then LONGEST_FILES' (a stable sort): --dist loadfile hands files to the workers in
+  collection order, and a long file handed out last keeps one worker busy while the other has nothing left."""
+  def rank(item) -> tuple:
+    name = os.path.basename(str(item.fspath))
+    return (item.get_closest_marker("long") is None,
+            LONGEST_FILES.index(name) if name in LONGEST_FILES else len(LONGEST_FILES))
+  items.sort(key=rank)
 
 
 def pytest_unconfigure(config):
