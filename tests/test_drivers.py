@@ -1,10 +1,10 @@
-"""Each driver's path once (the cheapest in the default tier, the others marked heavy): the paper's drivers here,
-the related systems' and the debiasing driver in test_drivers_related.py (two files, so that pytest-xdist's
-file-level scheduling runs them side by side). The drivers' canaries, which pin their bits, are in the slow tier;
-here each runs at the smallest size its options allow (one point of its sweep, TINY's training on one length bucket,
-LightGBM left out where the driver allows it: compilation is most of a tiny run's cost, one program per bucket
-shape) and writes its results.json, table and plots as its main would (conftest.driver_end_to_end). The theory driver's path is the slow tier's alone:
-at any size it compiles its whole grid (about 40 s), and its parts are tested in test_theory.py."""
+"""Each driver's path once: the paper's drivers here, the related systems' and the debiasing driver in
+test_drivers_related.py (all heavy). The default tier keeps the cheapest paths here, the others are marked heavy; the
+drivers' canaries, which pin their bits, are in the slow tier. Each runs at the smallest size its options allow (one
+point of its sweep, TINY's training on one length bucket, LightGBM left out where the driver allows it: compilation
+is most of a tiny run's cost, one program per bucket shape) and writes its results.json, table and plots as its main
+would (conftest.driver_end_to_end). The theory driver's path is the slow tier's alone: at any size it compiles its
+whole grid (about 40 s), and its parts are tested in test_theory.py."""
 import pytest
 
 from conftest import TINY, driver_end_to_end, tiny
