@@ -319,7 +319,7 @@ def build(results: str, out: str, root: str = ROOT, expected: list = EXPECTED, r
   return dict(entries=[e.key for e in expected], stale=[e.key for e, _ in stale],
               carried=[e.key for e in expected if e.anchor in carried],
               claims=[(e.key, c.text, c.verdict) for e, _, c in all_claims],
-              family=[(d.member.run, d.member.text, d.adjusted[1]) for d in decided])
+              family=[(d.member.run, d.member.text, d.adjusted.word) for d in decided])
 
 
 flags.DEFINE_string("results", "results", "The results root the drivers wrote (<results>/<driver>/<label>/latest).")
@@ -369,8 +369,8 @@ def main(argv):
     print(f"error: {e}", file=sys.stderr, flush=True)
     sys.exit(1)
   verdicts = {}
-  for _, _, v in s["family"]:
-    verdicts[v.split(" at ")[0]] = verdicts.get(v.split(" at ")[0], 0) + 1
+  for _, _, word in s["family"]:
+    verdicts[word] = verdicts.get(word, 0) + 1
   print(f"wrote {flags.FLAGS.out}: {len(s['entries'])} runs, {len(s['claims'])} claims; the papers' "
         f"{len(s['family'])} after Holm: {', '.join(f'{n} {k}' for k, n in verdicts.items())}; stale or missing: "
         f"{', '.join(s['stale']) or 'none'}; "

@@ -39,7 +39,10 @@ def test_verdicts_follow_the_interval():
   e = claims.estimate_of(_record(0.001, 0.002))
   assert claims.judge(e, "equivalence", 0.02)[0] == "holds"
   assert claims.judge(claims.estimate_of(_record(0.05, 0.01)), "equivalence", 0.02)[0] == "does not reproduce"
-  assert claims.judge(claims.estimate_of(_record(0.0, 0.05)), "equivalence", 0.02)[0] == "undecided at 10 runs"
+  wide = claims.estimate_of(_record(0.0, 0.05))
+  assert claims.judge(wide, "equivalence", 0.02)[0] == claims.UNDECIDED
+  said = claims.claim("c", wide, form="equivalence", margin=0.02)
+  assert (said.word, said.at, said.verdict) == ("undecided", "10 runs", "undecided at 10 runs")
   s = sweeps.sweep("x", {"a": _record(0.05, 0.01), "b": _record(0.01, 0.05)})
   assert s.verdict == "undecided at 1 of 2 points" and "holds at a" in s.detail and "undecided at b" in s.detail
 
@@ -368,6 +371,7 @@ def test_page_marks_other_configurations_and_check_tells_a_newcomer(tmp_path):
   claim = "No-distillation beats the PFD teacher served with mean-imputed z (paper, Table 6)"
   assert side["table6_imputation/synthetic"]["verdicts"][claim] == "holds"
   side["table6_imputation/synthetic"]["verdicts"][claim] = "undecided at 10 runs"
+  side["table6_imputation/synthetic"]["words"][claim] = "undecided"
   (tmp_path / "RESULTS.json").write_text(json.dumps(side))
   ok, lines = report.check_reproduction(str(mine), str(page), [entry])
   assert ok and lines[1:] == [f"  verdict changed: {claim}: undecided at 10 runs -> holds"]

@@ -49,13 +49,17 @@ ALPHA = (1 - stats.LEVEL) / 2   # one-sided level of every claim's test (its 95%
 RUN_UNITS = ("runs", "draws", "folds")  # units that are the runs of a run (folds: one run a fold)
 QUERIES = "test queries at these seeds"  # what a crossed (seeds x queries) claim's count of units counts
 FORMS = ("superiority", "non-inferiority", "equivalence", "trend", "shape", "check")
+# A verdict's word, a value (its text adds where an undecided one stands: 'undecided at 22 draws').
+HOLDS, AGAINST, UNDECIDED = "holds", "does not reproduce", "undecided"
 VACUOUS = "vacuous"  # judge(): the rows are one model (every unit scores the same in both)
+AFTER_HOLM, NOT_DECIDED = "undecided after Holm", "not decided"  # adjust(): a raw verdict Holm does not keep; no run
+WORDS = (HOLDS, AGAINST, UNDECIDED, VACUOUS, AFTER_HOLM, NOT_DECIDED)
 PFD = "PFD"  # the main paper (Yang et al., NeurIPS 2022) as a claim's source
 
 
 class Claim(NamedTuple):
   text: str
-  verdict: str   # holds / does not reproduce / undecided at n <unit>
+  word: str      # its verdict: HOLDS / AGAINST / UNDECIDED / VACUOUS
   detail: str
   queries: str = ""  # the per-test-query diagnostic verdict: "<verdict>: <detail>" ('' where the run has none)
   fragile: bool = False  # another machine's rounding could flip the verdict (:func:`fragility`)
@@ -71,6 +75,12 @@ class Claim(NamedTuple):
   need: int = 0            # an undecided claim: the units that would decide it (80% power, :func:`_need`); 0 unknown
   have: int = 0            # an undecided claim: the units it has, counted as `need` counts them
   interval: tuple = ()     # its 95% interval of the relative change (lo, hi); () for a sweep, a check, a trend
+  at: str = ""             # where an undecided verdict stands: '22 draws', '1 of 3 points' ('' where unknown)
+
+  @property
+  def verdict(self) -> str:
+    """The verdict as the page says it: its word, and where an undecided one stands."""
+    return self.word + (f" at {self.at}" if self.at else "")
 
   @property
   def confirmatory(self) -> bool:
@@ -113,7 +123,7 @@ def in_draws(c: Claim) -> Claim:
     return c
   said = lambda t: re.sub(r"([\d,~]+) (runs|seeds) ", r"\1 draws ", re.sub(r"([\d,~]+) runs\b", r"\1 draws", t)).replace(
       "(runs)", "(draws)")
-  return c._replace(verdict=said(c.verdict), detail=said(c.detail), unit="draws")
+  return c._replace(at=said(c.at), detail=said(c.detail), unit="draws")
 
 
 def estimate_of(c: tabulate.ComparisonRecord) -> stats.Estimate:
@@ -174,15 +184,16 @@ def _need(e: stats.Estimate, folds: int = 1, form: str = "superiority", margin: 
 
 
 def judge(e: stats.Estimate, form: str = "superiority", margin: float = 0.0) -> tuple:
-  """(verdict, one-sided p) of a superiority, non-inferiority or equivalence claim on the estimate `e`; 'vacuous'
-  (p nan: no test, no Holm family) when every unit scores the same in both rows, a model compared with itself (the
-  PFD search that kept no distillation, against no distillation)."""
+  """(its verdict's word, one-sided p) of a superiority, non-inferiority or equivalence claim on the estimate `e`
+  (an undecided one stands at :func:`stands`); VACUOUS (p nan: no test, no Holm family) when every unit scores the
+  same in both rows, a model compared with itself (the PFD search that kept no distillation, against no
+  distillation)."""
   if e.se == 0 and e.diff == 0:
     return VACUOUS, math.nan
   m = margin * e.reference
   lo, hi = e.interval()
   if not (np.isfinite(lo) and np.isfinite(hi)):
-    return "undecided", math.nan
+    return UNDECIDED, math.nan
   if form == "superiority":
     region, p = (m, math.inf), e.p_above(m)
   elif form == "non-inferiority":
@@ -192,10 +203,15 @@ def judge(e: stats.Estimate, form: str = "superiority", margin: float = 0.0) -> 
   else:
     raise ValueError(f"judge: form {form!r} is not one of superiority, non-inferiority, equivalence")
   if region[0] < lo and hi < region[1]:
-    return "holds", p
+    return HOLDS, p
   if hi <= region[0] or lo >= region[1]:
-    return "does not reproduce", p
-  return f"undecided at {e.n} {e.unit}", p
+    return AGAINST, p
+  return UNDECIDED, p
+
+
+def stands(e: stats.Estimate) -> str:
+  """Where an undecided verdict on `e` stands: its count of units ('' where its interval is unknown)."""
+  return f"{e.n} {e.unit}" if np.all(np.isfinite(e.interval())) else ""
 
 
 def against(e: stats.Estimate, form: str = "superiority", margin: float = 0.0) -> float:
@@ -210,28 +226,37 @@ def against(e: stats.Estimate, form: str = "superiority", margin: float = 0.0) -
 
 def verdict(c: tabulate.ComparisonRecord, folds: int = 1, margin: float = MARGIN, form: str = "superiority",
             claim_margin: float = 0.0) -> tuple:
-  """(verdict, detail) of a diagnostic claim in `form` with `claim_margin` on a comparison record (the per-query
-  second verdict, in its claim's form); `margin` names the gain the detail says is ruled out. '(reversed)' marks
-  an interval wholly below zero (two identical rows do not reproduce a superiority claim, unreversed)."""
+  """(verdict text, detail) of a diagnostic claim in `form` with `claim_margin` on a comparison record
+  (:func:`diagnostic`)."""
+  word, at, detail = diagnostic(c, folds, margin, form, claim_margin)
+  return word + (f" at {at}" if at else ""), detail
+
+
+def diagnostic(c: tabulate.ComparisonRecord, folds: int = 1, margin: float = MARGIN, form: str = "superiority",
+               claim_margin: float = 0.0) -> tuple:
+  """(word, where an undecided one stands, detail) of a diagnostic claim in `form` with `claim_margin` on a
+  comparison record (the per-query second verdict, in its claim's form); `margin` names the gain the detail says is
+  ruled out. '(reversed)' marks an interval wholly below zero (two identical rows do not reproduce a superiority
+  claim, unreversed)."""
   e = estimate_of(c)
   word, p = judge(e, form, claim_margin)
   if word == VACUOUS:
-    return word, f"every one of {e.n} {e.unit} scores the same (one model); no test"
+    return word, "", f"every one of {e.n} {e.unit} scores the same (one model); no test"
   detail = tabulate.change_cell(c)
-  if word.startswith("undecided"):
+  if word == UNDECIDED:
     detail += ((f" (a gain of {100 * margin:.0f}% or more is ruled out)" if form == "superiority" and
                 e.interval()[1] < margin * e.reference else "") + _need(e, folds, form, claim_margin)[2])
-  elif word == "does not reproduce" and e.interval()[1] < 0:
+  elif word == AGAINST and e.interval()[1] < 0:
     detail += " (reversed)"
-  return word, detail
+  return word, stands(e) if word == UNDECIDED else "", detail
 
 
-def reading(word: str) -> str:
-  """A diagnostic's word for where its interval lies against the claim's region: never a verdict's word (a
-  diagnostic decides nothing; the claim's own unit does)."""
-  if word.startswith("undecided"):
-    return "inconclusive" + word[len("undecided"):]
-  return {"holds": "inside the claimed region", "does not reproduce": "outside the claimed region"}.get(word, word)
+def reading(word: str, at: str = "") -> str:
+  """A diagnostic's words for where its interval lies against the claim's region (at: where an undecided one
+  stands): never a verdict's word (a diagnostic decides nothing; the claim's own unit does)."""
+  if word == UNDECIDED:
+    return "inconclusive" + (f" at {at}" if at else "")
+  return {HOLDS: "inside the claimed region", AGAINST: "outside the claimed region"}.get(word, word)
 
 
 def fragility(c: tabulate.ComparisonRecord, bounds: Optional[tuple] = None, thresholds: tuple = (0.0,)) -> str:
@@ -261,7 +286,7 @@ def claim(text: str, e: stats.Estimate, *, form: str = "superiority", margin: fl
                  unit=e.unit)
   mde = detectable(e, form)
   detail = _cell(e, p) + f" ({e.unit})" + (f"; MDE {100 * mde:.1f}%" if np.isfinite(mde) else "")
-  need, have, needed = _need(e, folds, form, margin) if word.startswith("undecided") else (0, 0, "")
+  need, have, needed = _need(e, folds, form, margin) if word == UNDECIDED else (0, 0, "")
   detail += needed
   if run is not None and (e.unit not in RUN_UNITS or e.n != run["n"]):  # another interval: a diagnostic
     detail += f"; runs: {tabulate.change_cell(run)}"
@@ -270,7 +295,8 @@ def claim(text: str, e: stats.Estimate, *, form: str = "superiority", margin: fl
   interval = tuple(float(v / e.reference) for v in e.interval()) if e.reference else ()
   return Claim(text, word, detail + (f"; {why}" if why else ""), queries=queries, fragile=bool(why), form=form,
                margin=margin, source=source, p=p, p_against=against(e, form, margin), unit=e.unit,
-               power=achieved_power(e, form, margin), mde=mde, need=need, have=have, interval=interval)
+               power=achieved_power(e, form, margin), mde=mde, need=need, have=have, interval=interval,
+               at=stands(e) if word == UNDECIDED else "")
 
 
 def detectable(e: stats.Estimate, form: str) -> float:
@@ -303,21 +329,25 @@ def beats(text: str, rows: tabulate.Runs, a: str, b: str, folds: int = 1, col: i
   second = ""
   if queries and a in queries and b in queries:
     per_query = stats.paired(queries[a], queries[b], unit="queries", resamples=0)  # the verdict reads its t-test
-    word, detail = verdict(tabulate.comparison_record(per_query), form=form, claim_margin=margin)
-    second = f"{reading(word)}: {detail}"
+    word, at, detail = diagnostic(tabulate.comparison_record(per_query), form=form, claim_margin=margin)
+    second = f"{reading(word, at)}: {detail}"
   return claim(text, estimate or estimate_of(c), form=form, margin=margin, source=source, run=c, queries=second,
                folds=folds)
 
 
 def check(text: str, ok: bool, detail: str, source: str = "") -> Claim:
-  return Claim(text, "holds" if ok else "does not reproduce", detail, form="check", source=source)
+  return Claim(text, HOLDS if ok else AGAINST, detail, form="check", source=source)
 
 
-NOT_DECIDED = "not decided"
+class Adjusted(NamedTuple):
+  """A family member's verdict after Holm: its adjusted p (nan: no test), its word and its text."""
+  p: float
+  word: str
+  verdict: str
 
 
 def adjust(family: list) -> list:
-  """[(adjusted p, adjusted verdict)] of a declared family of claims (:mod:`experiments.framework.family`; None: a
+  """[Adjusted] of a declared family of claims (:mod:`experiments.framework.family`; None: a
   member without a current run, 'not decided', counted at p = 1 so that it never drops out): Holm's step-down
   adjustment **in both directions**. Each claim's test reads the smaller of its two one-sided p-values (p: for the
   claim; p_against: against it), so the family is Holm's over two-sided tests at 2 x ALPHA with the verdict taking
@@ -326,19 +356,18 @@ def adjust(family: list) -> list:
   reads 'undecided after Holm'. A wrong verdict of either kind somewhere in the family has probability at most
   2 x ALPHA (ALPHA where no true change sits exactly on a claim's threshold). A claim without a test (a check; a
   vacuous one) keeps its raw verdict (adjusted p nan) and is no member of the adjustment."""
-  sides = [(1.0, "holds") if c is None else
-           (c.p, "holds") if not c.p_against < c.p else (c.p_against, "does not reproduce") for c in family]
+  sides = [(1.0, HOLDS) if c is None else
+           (c.p, HOLDS) if not c.p_against < c.p else (c.p_against, AGAINST) for c in family]
   tested = [i for i, c in enumerate(family) if c is None or np.isfinite(c.p)]
   adj = dict(zip(tested, stats.holm([sides[i][0] for i in tested]))) if tested else {}
   out = []
   for i, c in enumerate(family):
     if c is None:
-      out.append((math.nan, NOT_DECIDED))
+      out.append(Adjusted(math.nan, NOT_DECIDED, NOT_DECIDED))
     elif i not in adj:
-      out.append((math.nan, c.verdict))
+      out.append(Adjusted(math.nan, c.word, c.verdict))
     else:
       p, side = float(adj[i]), sides[i][1]
-      decided = c.verdict in ("holds", "does not reproduce")
-      out.append((p, side if p < ALPHA and c.verdict == side else
-                  "undecided after Holm" if decided else c.verdict))
+      word = side if p < ALPHA and c.word == side else AFTER_HOLM if c.word in (HOLDS, AGAINST) else c.word
+      out.append(Adjusted(p, word, c.verdict if word == c.word else word))
   return out

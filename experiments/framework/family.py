@@ -200,11 +200,11 @@ class DeclarationError(Exception):
 
 
 class Decided(NamedTuple):
-  """A member with the claim its run states (None: not decided, `why`), and its adjusted (p, verdict)."""
+  """A member with the claim its run states (None: not decided, `why`), and its verdict after Holm."""
   member: Member
   claim: Optional[Claim]
   why: str
-  adjusted: tuple
+  adjusted: claims_lib.Adjusted
 
 
 def resolve(runs: Mapping[str, tuple], family: Sequence[Member] = FAMILY) -> list:
@@ -236,9 +236,8 @@ def member_of(decided: Sequence[Decided], run: str, claim: Claim) -> Optional[De
 def _words(decided: Sequence[Decided]) -> str:
   counts = {}
   for d in decided:
-    word = d.adjusted[1].split(" at ")[0] if d.claim is not None else "not decided"
-    counts[word] = counts.get(word, 0) + 1
-  return ", ".join(f"{n} {'hold' if w == 'holds' and n > 1 else w}" for w, n in counts.items())
+    counts[d.adjusted.word] = counts.get(d.adjusted.word, 0) + 1
+  return ", ".join(f"{n} {'hold' if w == claims_lib.HOLDS and n > 1 else w}" for w, n in counts.items())
 
 
 def beside_reported(d: Decided) -> str:
@@ -262,8 +261,8 @@ def conclusion(decided: Sequence[Decided]) -> list:
   for group in dict.fromkeys(d.member.group for d in decided):
     ds = [d for d in decided if d.member.group == group]
     mdes = [d.claim.mde for d in ds if d.claim is not None and np.isfinite(d.claim.mde)]
-    others = [f"{d.member.text.rstrip(' ,')}: {d.adjusted[1] if d.claim is not None else 'not decided, ' + d.why}"
-              for d in ds if d.claim is None or d.adjusted[1] != "holds"]
+    others = [f"{d.member.text.rstrip(' ,')}: {d.adjusted.verdict if d.claim is not None else 'not decided, ' + d.why}"
+              for d in ds if d.claim is None or d.adjusted.word != claims_lib.HOLDS]
     checks = all(d.member.form == "check" for d in ds)
     head = f"{len(ds)} {'checks, computed' if checks else 'claim' if len(ds) == 1 else 'claims'}"
     mde = (f"; the smallest effect its evidence detects with 80% power: {100 * min(mdes):.1f}%" +

@@ -14,10 +14,10 @@ from experiments.framework.claims import MARGIN, Claim
 
 def adjusted_cell(d: family.Decided) -> str:
   """A member's verdict after Holm with its adjusted p (why, when not decided)."""
-  p, word = d.adjusted
   if d.claim is None:
     return f"not decided: {d.why}"
-  return word if not np.isfinite(p) else f"{word} (p={p:.2g})"
+  p, said = d.adjusted.p, d.adjusted.verdict
+  return said if not np.isfinite(p) else f"{said} (p={p:.2g})"
 
 
 def page_verdict(key: str, c: Claim, decided: list) -> tuple:
@@ -25,14 +25,14 @@ def page_verdict(key: str, c: Claim, decided: list) -> tuple:
   diagnostic (a paper's claim another run decides) or exploratory (ours)."""
   d = family.member_of(decided, key, c)
   if d is not None:
-    return adjusted_cell(d), d.adjusted[1].split(" at ")[0]
+    return adjusted_cell(d), d.adjusted.word
   if c.confirmatory:
     # the member that states this claim, on this run's population where several do (Table 2's on each population)
     deciders = [d for d in decided if c.text.startswith(d.member.text)]
     decider = next((d for d in deciders if family.population_of(d.member.run) == family.population_of(key)),
                    deciders[0] if deciders else None)
     if decider is not None and decider.member.run == key:  # this run's member, not decided (a stale run)
-      return adjusted_cell(decider), "not decided"
+      return adjusted_cell(decider), claims_lib.NOT_DECIDED
     return (f"diagnostic: decided by {decider.member.run}" if decider else "diagnostic: no member of the family",
             "diagnostic")
   return "exploratory", "exploratory"

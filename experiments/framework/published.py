@@ -147,7 +147,7 @@ def published_record(run: dict, claims: list) -> dict:
               numerics=run["res"].get("env", {}).get("numerics"),
               fingerprint=run.get("fingerprint") or fingerprint(run["res"]),  # an archived copy: its run's
               cells=cells(_read(os.path.join(run["folder"], "table.md"))),
-              verdicts={c.text: c.verdict for c in claims})
+              verdicts={c.text: c.verdict for c in claims}, words={c.text: c.word for c in claims})
 
 
 def _read(path: str) -> str:
@@ -171,9 +171,10 @@ def _page_record(page: str, anchor: str) -> Optional[dict]:
   return dict(numerics=None, fingerprint=None, cells=cells(section), verdicts=dict(VERDICT_ROW.findall(section)))
 
 
-def _word(verdict: str) -> str:
-  """A verdict without its unit count ('undecided at 5 runs' and 'undecided at 380 seeds x queries' agree)."""
-  return verdict.split(" at ")[0]
+def _word(pub: Mapping[str, Any], text: str) -> str:
+  """The word of a published claim's verdict (claims.WORDS): RESULTS.json's, or, for a page published without it,
+  read from its text without the unit count ('undecided at 5 runs' and 'undecided at 380 seeds x queries' agree)."""
+  return pub.get("words", {}).get(text) or pub["verdicts"][text].split(" at ")[0]
 
 
 def check_reproduction(results: str, page: str, expected: list, load_run, required: bool = False) -> tuple:
@@ -219,5 +220,5 @@ def check_reproduction(results: str, page: str, expected: list, load_run, requir
     lines.append(f"{key}: {'unchecked' if unchecked else 'ok' if good else 'FAILED'}: {why}")
     lines += [f"  verdict changed: {c.text}: {pub['verdicts'][c.text]} -> {c.verdict}" + (
         " (fragile: within the machine spread)" if c.fragile else "")
-        for c in claims if c.text in pub["verdicts"] and _word(pub["verdicts"][c.text]) != _word(c.verdict)]
+        for c in claims if c.text in pub["verdicts"] and _word(pub, c.text) != c.word]
   return ok, lines

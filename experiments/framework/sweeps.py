@@ -15,8 +15,8 @@ from typing import Mapping, Optional
 import numpy as np
 
 from experiments.framework import tabulate
-from experiments.framework.claims import (MARGIN, QUERIES, VACUOUS, Claim, against, claim, detectable, estimate_of,
-                                          judge)
+from experiments.framework.claims import (AGAINST, HOLDS, MARGIN, QUERIES, UNDECIDED, VACUOUS, Claim, against, claim,
+                                          detectable, estimate_of, judge, stands)
 from pfd_jax.ops import stats
 
 
@@ -27,27 +27,27 @@ def every(text: str, claims: Mapping[str, Claim], *, source: str = "") -> Option
     return None
   found = {}
   for point, c in claims.items():
-    found.setdefault(c.verdict.split(" at ")[0], []).append(str(point))
+    found.setdefault(c.word, []).append(str(point))
   first = next(iter(claims.values()))
   if set(found) == {VACUOUS}:
     return Claim(text, VACUOUS, f"vacuous at every point ({', '.join(found[VACUOUS])})", form=first.form,
                  margin=first.margin, source=source, unit=first.unit)
-  word = ("does not reproduce" if "does not reproduce" in found else "holds" if set(found) == {"holds"} else
-          f"undecided at {len(found.get('undecided', []))} of {len(claims)} points")
+  word = AGAINST if AGAINST in found else HOLDS if set(found) == {HOLDS} else UNDECIDED
   fragile = [str(k) for k, c in claims.items() if c.fragile]
-  hardest = max((c for c in claims.values() if c.verdict.startswith("undecided")), key=lambda c: c.need,
+  hardest = max((c for c in claims.values() if c.word == UNDECIDED), key=lambda c: c.need,
                 default=None)
   need = hardest.need if hardest else 0
   unit = QUERIES if first.unit == "seeds x queries" else first.unit
   at = f"a {100 * MARGIN:.0f}% change or the observed one" if first.form == "superiority" else "no change within the margin"
   return Claim(text, word, "; ".join(f"{k} at {', '.join(v)}" for k, v in found.items()) +
-               (_deciding(hardest, unit, at) if word.startswith("undecided") else "") +
+               (_deciding(hardest, unit, at) if word == UNDECIDED else "") +
                (f"; fragile at {', '.join(fragile)} (another machine's rounding could move those points' verdicts)"
                 if fragile else ""), fragile=bool(fragile), form=first.form, margin=first.margin, source=source,
-               p=max(c.p for c in claims.values() if c.verdict != VACUOUS),
-               p_against=_union([c.p_against for c in claims.values() if c.verdict != VACUOUS]), unit=first.unit,
+               p=max(c.p for c in claims.values() if c.word != VACUOUS),
+               p_against=_union([c.p_against for c in claims.values() if c.word != VACUOUS]), unit=first.unit,
                power=min(c.power for c in claims.values()),
-               mde=float(np.max([c.mde for c in claims.values()])), need=need if word.startswith("undecided") else 0)
+               mde=float(np.max([c.mde for c in claims.values()])), need=need if word == UNDECIDED else 0,
+               at=f"{len(found.get(UNDECIDED, []))} of {len(claims)} points" if word == UNDECIDED else "")
 
 
 def _deciding(hardest: Optional[Claim], unit: str, at: str) -> str:
@@ -77,10 +77,10 @@ def trend(text: str, x, gains, *, decreasing: bool = False, source: str = "") ->
   sign = -1 if decreasing else 1
   detail = (f"slope {sign * e.diff:+.3g} [{min(sign * lo, sign * hi):+.3g}, {max(sign * lo, sign * hi):+.3g}] per "
             f"unit over {len(x)} points, {e.n} runs, p={p:.2g}")
-  need, needed = _slope_need([e], ["the observed slope"]) if word.startswith("undecided") else (0, "")
+  need, needed = _slope_need([e], ["the observed slope"]) if word == UNDECIDED else (0, "")
   mde, said = _over_span([e], x)
   return Claim(text, word, detail + said + needed, form="trend", source=source, p=p, p_against=against(e),
-               unit=e.unit, need=need, mde=mde)
+               unit=e.unit, need=need, mde=mde, at=stands(e) if word == UNDECIDED else "")
 
 
 def shape(text: str, x, gains, *, source: str = "") -> Claim:
@@ -90,16 +90,16 @@ def shape(text: str, x, gains, *, source: str = "") -> Claim:
   left, right = stats.end_slopes(x, gains)
   el, er = stats.runs_estimate(left, 1.0), stats.runs_estimate(-right, 1.0)
   (wl, pl), (wr, pr) = judge(el), judge(er)
-  word = ("does not reproduce" if "does not reproduce" in (wl, wr) else "holds" if wl == wr == "holds" else
-          f"undecided at {el.n} runs")
+  word = AGAINST if AGAINST in (wl, wr) else HOLDS if wl == wr == HOLDS else UNDECIDED
   (l0, l1), (r0, r1) = el.interval(), er.interval()
   detail = (f"slope at x = {np.min(x):.3g}: {el.diff:+.3g} [{l0:+.3g}, {l1:+.3g}] p={pl:.2g}; at x = "
             f"{np.max(x):.3g}: {-er.diff:+.3g} [{-r1:+.3g}, {-r0:+.3g}] p={pr:.2g} (quadratic per run)")
   ends = [f"the observed slope at x = {np.min(x):.3g}", f"the observed slope at x = {np.max(x):.3g}"]
-  need, needed = _slope_need([el, er], ends) if word.startswith("undecided") else (0, "")
+  need, needed = _slope_need([el, er], ends) if word == UNDECIDED else (0, "")
   mde, said = _over_span([el, er], x)
   return Claim(text, word, detail + said + needed, form="shape", source=source, p=max(pl, pr),
-               p_against=_union([against(el), against(er)]), unit=el.unit, need=need, mde=mde)
+               p_against=_union([against(el), against(er)]), unit=el.unit, need=need, mde=mde,
+               at=f"{el.n} runs" if word == UNDECIDED else "")
 
 
 def _over_span(estimates: list, x) -> tuple:
