@@ -30,7 +30,7 @@ import numpy as np
 
 from experiments.framework.records import RunRecord
 from experiments.framework import lifecycle, plots, rundir, schema, setup, tabulate
-from experiments.framework.claims import MARGIN, Preset, claim, estimate_of
+from experiments.framework.claims import MARGIN, Preset, claim, estimate_of, named
 from pfd_jax import data as D
 from pfd_jax.ops import metrics
 from pfd_jax.methods import perceptron as P
@@ -244,9 +244,11 @@ def plot(res: RunRecord, path: str) -> None:
 def claims(res: RunRecord) -> list:
   """The claims of a run of this driver, with their verdicts (:mod:`experiments.framework.claims`)."""
   cmp = res["comparisons"]
-  return [claim(f"The {k} is within ±{100 * MARGIN:.0f}% of RankSVM, NDCG@10 paired by fold (Committee Perceptron)",
-                estimate_of(dict(cmp[k], unit="folds")), form="equivalence", margin=MARGIN, source="Committee Perceptron", run=cmp[k])
-          for k in ("committee (avg), K chosen", "committee (vote), K chosen") if k in cmp]
+  return [named(f"committee_perceptron:{how}-within-ranksvm", claim(
+      f"The {k} is within ±{100 * MARGIN:.0f}% of RankSVM, NDCG@10 paired by fold (Committee Perceptron)",
+      estimate_of(dict(cmp[k], unit="folds")), form="equivalence", margin=MARGIN, source="Committee Perceptron",
+      run=cmp[k])) for how, k in (("avg", "committee (avg), K chosen"), ("vote", "committee (vote), K chosen"))
+      if k in cmp]
 
 
 DRIVER = schema.Driver("committee_perceptron", run, to_markdown, plot, "committee.png", options=Options,

@@ -32,7 +32,7 @@ import numpy as np
 
 from experiments.framework.records import RunRecord
 from experiments.framework import lifecycle, monitor, plots, rowstore, rundir, schema, setup, tabulate
-from experiments.framework.claims import Preset
+from experiments.framework.claims import Preset, named
 from experiments.framework.sweeps import sweep
 from pfd_jax.data.logs import SimulatorOptions
 from pfd_jax import data as D
@@ -208,7 +208,7 @@ def claims(res: RunRecord) -> list:
   def over_etas(a, b):
     return {f"eta={e}": tabulate.compare({a: np.asarray(r["truth"][a]), b: np.asarray(r["truth"][b])}, b)[a]
             for e, r in res["etas"].items() if a in r["truth"] and b in r["truth"]}
-  return [sweep(text, over_etas(a, b)) for text, a, b in (
+  return [named(f"debias:{a}-vs-{b}", sweep(text, over_etas(a, b))) for text, a, b in (
       ("PFD(position) beats no-distillation on the truth", "pfd_position", "no_distill"),
       ("PFD(position) beats IPS with known propensities on the truth", "pfd_position", "ips_known"),
       ("PFD(position) beats IPS with regression-EM propensities on the truth", "pfd_position", "ips_em"),

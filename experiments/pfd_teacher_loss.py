@@ -18,7 +18,7 @@ import numpy as np
 
 from experiments.framework.records import RunRecord
 from experiments.framework import ablation, lifecycle, plots, schema, tabulate
-from experiments.framework.claims import runs_per_fold
+from experiments.framework.claims import named, runs_per_fold
 from experiments.framework.sweeps import sweep
 from pfd_jax.methods import distill
 from pfd_jax.methods import rows as rows_lib
@@ -62,7 +62,8 @@ def claims(res: RunRecord) -> list:
   f = runs_per_fold(len(rows["no_distill"]), res)
   recs = {k: tabulate.compare({k: np.asarray(rows[k]), "b": np.asarray(rows["no_distill"])}, "b")[k]
           for k in res["config"]["options"]["teachings"] if k in rows}
-  return [sweep("PFD beats no-distillation, whatever the teacher term", recs, f)]
+  return [named("pfd_teacher_loss:pfd-vs-no_distill-every-term",
+                sweep("PFD beats no-distillation, whatever the teacher term", recs, f))]
 
 
 def to_markdown(res: RunRecord) -> str:

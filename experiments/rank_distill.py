@@ -26,7 +26,7 @@ import numpy as np
 from experiments.framework.records import RunRecord
 from experiments.framework import (deploy, lifecycle, monitor, plots, protocol, rowstore, rundir, schema, setup,
                                    tabulate)
-from experiments.framework.claims import Preset, runs_per_fold
+from experiments.framework.claims import Preset, named, runs_per_fold
 from experiments.framework.sweeps import sweep
 from pfd_jax.methods import distill
 from pfd_jax.ops import models
@@ -138,8 +138,10 @@ def claims(res: RunRecord) -> list:
   rows = {k: np.asarray(v["NDCG@10"])[:, None] for k, v in res["rows"].items()}
   f = runs_per_fold(len(rows["student"]), res)
   schemes = [k for k in rows if k not in ("teacher", "student")]
-  return [sweep("Ranking distillation beats the student trained alone, NDCG@10 (Ranking Distillation)",
-                {k: tabulate.compare({k: rows[k], "student": rows["student"]}, "student")[k] for k in schemes}, f, source="Ranking Distillation")]
+  return [named("rank_distill:distilled-vs-student-alone", sweep(
+      "Ranking distillation beats the student trained alone, NDCG@10 (Ranking Distillation)",
+      {k: tabulate.compare({k: rows[k], "student": rows["student"]}, "student")[k] for k in schemes}, f,
+      source="Ranking Distillation"))]
 
 
 DRIVER = schema.Driver("rank_distill", run, to_markdown, plot, "rank_distill.png", options=Options,

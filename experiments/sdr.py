@@ -29,7 +29,7 @@ import numpy as np
 
 from experiments.framework.records import RunRecord
 from experiments.framework import lifecycle, monitor, plots, protocol, rowstore, rundir, schema, setup, tabulate
-from experiments.framework.claims import Preset, beats, runs_per_fold
+from experiments.framework.claims import Preset, beats, named, runs_per_fold
 from pfd_jax import data as D
 from pfd_jax.methods import distill
 from pfd_jax.config import option
@@ -166,10 +166,12 @@ def claims(res: RunRecord) -> list:
   rows = res["rows"]
   f = runs_per_fold(len(next(iter(rows.values()))), res)
   col = SHOW.index(5)
-  return [beats("The listwise self-distilled student beats its teacher (SDR)", rows, "listwise -> listwise",
-                "listwise teacher", f, col, source="SDR"),
-          beats("The pointwise-teacher, listwise-student pair beats its teacher (SDR)", rows, "pointwise -> listwise",
-                "pointwise teacher", f, col, source="SDR")]
+  return [named("sdr:listwise-self-vs-teacher", beats("The listwise self-distilled student beats its teacher (SDR)",
+                                                     rows, "listwise -> listwise", "listwise teacher", f, col,
+                                                     source="SDR")),
+          named("sdr:pointwise-to-listwise-vs-teacher", beats(
+              "The pointwise-teacher, listwise-student pair beats its teacher (SDR)", rows, "pointwise -> listwise",
+              "pointwise teacher", f, col, source="SDR"))]
 
 
 DRIVER = schema.Driver("sdr", run, to_markdown, plot, "sdr.png", options=Options, needs_privileged=False,

@@ -18,9 +18,10 @@ from absl import logging
 
 from experiments.framework import (deploy, drawn, lifecycle, monitor, pagefiles, plots, position, practice, protocol,
                                    rowstore, rundir, schema, setup, tabulate)
-from experiments.framework.pairs import aggregate, column_comparisons, comparisons, primary, query_lists
+from experiments.framework.pairs import (aggregate, column_comparisons, comparisons, declared_claims, primary,
+                                         query_lists)
 from experiments.framework.records import FoldRecord, LossRecord, RowRecord, RunRecord
-from experiments.framework.claims import Preset, beats
+from experiments.framework.claims import Preset, beats, named, row_claim
 from pfd_jax import distributed
 from pfd_jax import training as T
 from pfd_jax.config import ConfigError, option
@@ -326,20 +327,15 @@ def plot_curves(res: RunRecord, path: str) -> list:
 
 def claims(res: RunRecord) -> list:
   """The claims of a run of this driver, with their verdicts (:mod:`experiments.framework.claims`): every row's
-  claims (:attr:`pfd_jax.methods.rows.Row.claims`) whose rows the run has, by run and per test query: a row of
-  the user's module with the claims the run recorded (its provenance's registered rows), the project's rows (and
-  every row of a run from before they were recorded) as declared now (a change after a run is marked in the
-  family, experiments/framework/frozen.py)."""
-  recorded, out = res.get("provenance", {}).get("registered", {}).get("rows") or {}, []
-  ours = {name: row.row_claims for name, row in rows_lib.REGISTRY.items()}
-  declared = {name: [rows_lib.RowClaim(**c) for c in r["claims"]] if r.get("module") != rows_lib.__name__ or
-              name not in ours else ours[name] for name, r in recorded.items()} or ours
+  claims (:func:`experiments.framework.pairs.declared_claims`) whose rows the run has, by run and per test query."""
+  declared, out = declared_claims(res), []
   for loss, d in res["losses"].items():
     record = LossRecord.from_json(d)
     rows, folds, p = aggregate(record), len(record.folds), f"[{loss}] "
     queries = query_lists(record)
-    out += [beats(p + c.text, rows, name, c.versus, folds, queries=queries, form=c.form, margin=c.margin,
-                  source=c.source, estimate=primary(record, name, c.versus))
+    out += [named(row_claim(loss, name, c.versus),
+                  beats(p + c.text, rows, name, c.versus, folds, queries=queries, form=c.form, margin=c.margin,
+                        source=c.source, estimate=primary(record, name, c.versus)))
             for name, row_claims in declared.items() for c in row_claims]
   return out
 

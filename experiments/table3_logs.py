@@ -21,7 +21,7 @@ import numpy as np
 
 from experiments.framework.records import RunRecord
 from experiments.framework import lifecycle, monitor, plots, protocol, rowstore, rundir, schema, setup, tabulate
-from experiments.framework.claims import PFD, Preset, beats
+from experiments.framework.claims import PFD, Preset, beats, named
 from experiments.framework.sweeps import sweep
 from pfd_jax.methods import distill
 from pfd_jax.methods import rows as rows_lib
@@ -174,21 +174,29 @@ def plot(res: RunRecord, path: str) -> None:
   plots.bar_plot(res, path, dict(ROWS), scale_to="no_distill")
 
 
+# The ids of the paper's Table 3 claims (table3_sparsity states them at each purchase rate, as diagnostics).
+MULTI_VS_BASELINE, SINGLE_VS_BASELINE = "table3:multi-vs-baseline", "table3:single-vs-baseline"
+MULTI_VS_PRETRAINING = "table3:multi-vs-pretraining"
+
+
 def claims(res: RunRecord) -> list:
   """The claims of a run of this driver, with their verdicts (:mod:`experiments.framework.claims`)."""
   rows = res["rows"]
   single = ("position", "click", "add")
   vs = lambda a, b: tabulate.compare({a: np.asarray(rows[a]), b: np.asarray(rows[b])}, b)[a]
-  return [beats("Multi-teacher PFD beats the baseline (paper, Table 3)", rows, "multi", "no_distill", source=PFD),
-          sweep("Each single-feature PFD student beats the baseline (paper, Table 3)",
-                {k: vs(k, "no_distill") for k in single if k in rows}, source=PFD),
-          sweep("Multi-teacher PFD beats pre-training + fine-tuning (paper, Table 3)",
-                {k: vs("multi", k) for k in ("pre_click_ft", "pre_add_ft") if k in rows}, source=PFD),
-          beats("Multi-teacher PFD beats its placebo: the gain is the privileged information (control)", rows,
-                "multi", "multi_placebo"),
-          sweep("Each single-feature PFD student beats its placebo (control)",
-                {k: vs(k, f"{k}_placebo") for k in single if f"{k}_placebo" in rows}),
-          beats("Multi-teacher PFD beats LambdaMART, the incumbent", rows, "multi", "lambdamart")]
+  return [named(MULTI_VS_BASELINE, beats("Multi-teacher PFD beats the baseline (paper, Table 3)", rows, "multi",
+                                         "no_distill", source=PFD)),
+          named(SINGLE_VS_BASELINE, sweep("Each single-feature PFD student beats the baseline (paper, Table 3)",
+                                          {k: vs(k, "no_distill") for k in single if k in rows}, source=PFD)),
+          named(MULTI_VS_PRETRAINING, sweep("Multi-teacher PFD beats pre-training + fine-tuning (paper, Table 3)",
+                                            {k: vs("multi", k) for k in ("pre_click_ft", "pre_add_ft") if k in rows},
+                                            source=PFD)),
+          named("table3:multi-vs-placebo", beats("Multi-teacher PFD beats its placebo: the gain is the privileged "
+                                                 "information (control)", rows, "multi", "multi_placebo")),
+          named("table3:single-vs-placebo", sweep("Each single-feature PFD student beats its placebo (control)",
+                                                  {k: vs(k, f"{k}_placebo") for k in single if f"{k}_placebo" in rows})),
+          named("table3:multi-vs-lambdamart", beats("Multi-teacher PFD beats LambdaMART, the incumbent", rows, "multi",
+                                                    "lambdamart"))]
 
 
 # The runs of RESULTS.md this driver makes (python -m experiments.table3_logs --preset=<name>).

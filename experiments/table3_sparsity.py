@@ -21,7 +21,7 @@ import numpy as np
 
 from experiments import table3_logs
 from experiments.framework import lifecycle, paper, plots, rundir, schema, setup, tabulate
-from experiments.framework.claims import PFD, Preset, beats
+from experiments.framework.claims import PFD, Preset, beats, named
 from experiments.framework.records import RunRecord
 from experiments.framework.sweeps import sweep
 from pfd_jax.config import option
@@ -115,12 +115,13 @@ def claims(res: RunRecord) -> list:
   out = []
   for offset, r in res["levels"].items():
     at = f" (at {r['positive_train_sessions_pct']:.1f}% of sessions with a purchase, offset {offset})"
-    out += [beats("Multi-teacher PFD beats the baseline (paper, Table 3)" + at, r["rows"], "multi", "no_distill",
-                  source=PFD),
-            sweep("Each single-feature PFD student beats the baseline (paper, Table 3)" + at,
-                  {k: r["comparisons"][k] for k in SINGLE}, source=PFD),
-            sweep("Multi-teacher PFD beats pre-training + fine-tuning (paper, Table 3)" + at, r["vs_pretraining"],
-                  source=PFD)]
+    out += [named(table3_logs.MULTI_VS_BASELINE, beats("Multi-teacher PFD beats the baseline (paper, Table 3)" + at,
+                                                       r["rows"], "multi", "no_distill", source=PFD)),
+            named(table3_logs.SINGLE_VS_BASELINE, sweep("Each single-feature PFD student beats the baseline (paper, "
+                                                        "Table 3)" + at, {k: r["comparisons"][k] for k in SINGLE},
+                                                        source=PFD)),
+            named(table3_logs.MULTI_VS_PRETRAINING, sweep("Multi-teacher PFD beats pre-training + fine-tuning (paper, "
+                                                          "Table 3)" + at, r["vs_pretraining"], source=PFD))]
   return out
 
 

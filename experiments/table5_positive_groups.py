@@ -12,7 +12,7 @@ import time
 
 from experiments.framework.records import RunRecord
 from experiments.framework import ablation, lifecycle, schema, tabulate
-from experiments.framework.claims import PFD, beats, runs_per_fold
+from experiments.framework.claims import PFD, beats, named, runs_per_fold
 from pfd_jax.methods import distill
 
 ROWS = {"no_distill": "No-distillation", "pfd_positive": "PFD, data loss on positive query groups",
@@ -39,8 +39,10 @@ def claims(res: RunRecord) -> list:
   """The claims of a run of this driver, with their verdicts (:mod:`experiments.framework.claims`)."""
   rows = res["rows"]
   f = runs_per_fold(len(rows["no_distill"]), res)
-  return [beats("Data loss on positive groups beats all groups (paper, Table 5)", rows, "pfd_positive", "pfd_all", f, source=PFD),
-          beats("PFD (positive groups) beats no-distillation", rows, "pfd_positive", "no_distill", f)]
+  return [named("table5:positive-vs-all-groups", beats("Data loss on positive groups beats all groups (paper, Table 5)",
+                                                      rows, "pfd_positive", "pfd_all", f, source=PFD)),
+          named("table5:positive-vs-no_distill", beats("PFD (positive groups) beats no-distillation", rows,
+                                                       "pfd_positive", "no_distill", f))]
 
 
 def to_markdown(res: RunRecord) -> str:

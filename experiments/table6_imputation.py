@@ -12,7 +12,7 @@ import jax.numpy as jnp
 
 from experiments.framework.records import RunRecord
 from experiments.framework import ablation, lifecycle, schema, tabulate
-from experiments.framework.claims import PFD, beats, runs_per_fold
+from experiments.framework.claims import PFD, beats, named, runs_per_fold
 from pfd_jax import training as T
 
 ROWS = {"zero": "Zero imputation", "mean": "Mean imputation", "teacher": "PFD teacher with true z*",
@@ -36,10 +36,9 @@ def claims(res: RunRecord) -> list:
   """The claims of a run of this driver, with their verdicts (:mod:`experiments.framework.claims`)."""
   rows = res["rows"]
   f = runs_per_fold(len(rows["no_distill"]), res)
-  return [beats("No-distillation beats the PFD teacher served with mean-imputed z (paper, Table 6)", rows,
-                "no_distill", "mean", f, source=PFD),
-          beats("No-distillation beats the PFD teacher served with zero-imputed z (paper, Table 6)", rows,
-                "no_distill", "zero", f, source=PFD)]
+  return [named(f"table6:no_distill-vs-{how}-imputed",
+                beats(f"No-distillation beats the PFD teacher served with {how}-imputed z (paper, Table 6)", rows,
+                      "no_distill", how, f, source=PFD)) for how in ("mean", "zero")]
 
 
 def to_markdown(res: RunRecord) -> str:

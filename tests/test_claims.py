@@ -249,18 +249,22 @@ def test_holm_in_both_directions_equals_statsmodels_on_a_fixed_list():
 def test_the_family_is_fixed_by_its_declaration():
   """A member whose run is absent is listed as not decided and stays in the family at p = 1; a run that decides no
   member (ours, a replicate of a member's claim) moves no adjusted p when it comes or goes; a run that words a
-  member's claim in another form than declared is an error."""
+  member's claim in another form than declared is an error. A member is its run's claim with its id, whatever
+  either text says."""
   C = lambda text, p, **k: claims.Claim(text, "holds" if p < claims.ALPHA else "undecided", "",
                                         source=k.pop("source", "PFD"), p=p, p_against=1 - p,
                                         at="" if p < claims.ALPHA else "9 runs", **k)
-  members = tuple(family.Member(g, f"{k}/x", f"{k.upper()} beats", "superiority", unit="runs")
+  members = tuple(family.Member(g, f"{k}/x", k, f"{k.upper()} beats", "superiority", unit="runs")
                   for g, k in (("g", "a"), ("g", "b"), ("h", "c")))
-  runs = {"a/x": ([C("A beats one", 0.004), C("ours beats", 0.001, source="")], ""),
-          "b/x": ([C("B beats two", 0.02)], ""), "c/x": ([C("C beats three", 0.01)], "")}
+  runs = {"a/x": ([C("A beats one", 0.004, id="a"), C("ours beats", 0.001, source="")], ""),
+          "b/x": ([C("B beats two", 0.02, id="b")], ""), "c/x": ([C("C beats three", 0.01, id="c")], "")}
   full = family.resolve(runs, members)
   assert [d.adjusted[1] for d in full] == ["holds", "holds", "holds"]
+  # matched by id: reworded, A's claim still decides its member; A's words without its id decide nothing
+  assert family.resolve(dict(runs, **{"a/x": ([C("reworded", 0.004, id="a")], "")}), members)[0].claim.text == "reworded"
+  assert family.resolve(dict(runs, **{"a/x": ([C("A beats one", 0.004)], "")}), members)[0].claim is None
   # a replicate of A's claim in another run, and a run of ours: nothing moves
-  more = dict(runs, **{"d/x": ([C("A beats one", 0.3), C("ours again", 0.0001, source="")], "")})
+  more = dict(runs, **{"d/x": ([C("A beats one", 0.3, id="a"), C("ours again", 0.0001, source="")], "")})
   assert [d.adjusted for d in family.resolve(more, members)] == [d.adjusted for d in full]
   # C's run removed, or stale: C is not decided, counted at p = 1 (three members still); the others' adjusted p
   # never fall
@@ -274,10 +278,10 @@ def test_the_family_is_fixed_by_its_declaration():
   text = " ".join(family.conclusion(less))
   assert "**g** (2 claims; on x): after Holm, 1 holds, 1 undecided after Holm (B beats: undecided after Holm)" in text
   assert "**h** (1 claim; on x): after Holm, 1 not decided (C beats: not decided, stale (x))" in text
-  other = family.resolve(dict(runs, **{"c/x": ([C("C beats three", 0.01, unit="draws")], "")}), members)
+  other = family.resolve(dict(runs, **{"c/x": ([C("C beats three", 0.01, unit="draws", id="c")], "")}), members)
   assert other[2].claim is None and "judged it over draws, the declaration over runs" in other[2].why
   with pytest.raises(family.DeclarationError, match="a/x states 'A beats one' as equivalence"):
-    family.resolve({"a/x": ([C("A beats one", 0.01, form="equivalence", margin=0.02)], "")}, members)
+    family.resolve({"a/x": ([C("A beats one", 0.01, form="equivalence", margin=0.02, id="a")], "")}, members)
 
 
 def test_every_member_of_the_declared_family_is_a_claim_its_run_states():
@@ -287,6 +291,7 @@ def test_every_member_of_the_declared_family_is_a_claim_its_run_states():
   keys = {e.key for e in report.EXPECTED}
   assert {m.run for m in family.FAMILY} <= keys
   assert len({(m.run, m.text) for m in family.FAMILY}) == len(family.FAMILY) == 43  # each claim once
+  assert len({(m.run, m.claim) for m in family.FAMILY}) == 43 and all(m.claim for m in family.FAMILY)
   assert sum(m.source == claims.PFD for m in family.FAMILY) == 38  # the main paper's 38 claims
   assert all(m.quote for m in family.FAMILY)  # each quotes the sentence it tests
   assert not {m.text for m, _ in family.WITHDRAWN} & {m.text for m in family.FAMILY}
@@ -313,11 +318,13 @@ def test_table_2_on_an_analogue_is_its_own_members_and_its_pilot_their_diagnosti
   assert family.population_of("table2/yahoo_like-pilot_rankbce")[0] == "the Yahoo analogue"
   decided = family.resolve({})
   claim = claims.Claim("[rankbce] PFD student beats no-distillation (paper, Table 2): +9.0%", "holds", "", p=0.01,
-                       source="PFD")
+                       source="PFD", id=claims.row_claim("rankbce", "pfd", "no_distill"))
   assert familypage.page_verdict("table2/yahoo_like-pilot_rankbce", claim, decided)[0] == (
       "diagnostic: decided by table2/yahoo_like-decisive_rankbce")
   assert familypage.page_verdict("table2/synthetic", claim, decided)[0] == (
       f"diagnostic: decided by {family.DECISIVE}")
+  assert familypage.page_verdict("table2/synthetic", claim._replace(id=""), decided)[0] == (
+      "diagnostic: no member of the family")  # the paper's words without the claim's id
 
 
 def test_an_analogues_decisive_run_is_sized_by_its_published_pilot_by_the_declared_rule(tmp_path):
@@ -502,7 +509,7 @@ def test_an_interval_is_set_beside_the_effects_the_paper_reports():
   c = claims.claim("X beats Y", e, source=claims.PFD)
   lo, hi = e.interval()
   assert c.interval == pytest.approx((lo, hi))
-  m = family.Member("g", "a/x", "X beats Y", "superiority", reported=(("A", 0.5), ("B", 2.0), ("C", 5.0)))
+  m = family.Member("g", "a/x", "x", "X beats Y", "superiority", reported=(("A", 0.5), ("B", 2.0), ("C", 5.0)))
   text = family.beside_reported(family.Decided(m, c, "", (c.p, c.verdict)))
   assert text == f"X beats Y: [{100 * lo:+.1f}%, {100 * hi:+.1f}%] lies above +0.5% (A); it contains +2.0% (B); it " \
                 "lies below +5.0% (C)"

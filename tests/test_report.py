@@ -125,10 +125,14 @@ def test_report_builds_marks_stale_and_fails_on_a_missing_run(tmp_path, table5_r
   readme.write_text(f"# x\n\n{report.BEGIN}\nPLACEHOLDER\n{report.END}\n\nafter\n")
   # a family declared for these runs: Table 6's two claims, decided by its fixed-data run, and Table 5's (whose run
   # is stale, so not decided)
-  members = tuple(family.Member("Tables 5 and 6", f"{d}/synthetic", t, "superiority", population="fixed", unit="runs")
-                  for d, t in (("table6_imputation", "No-distillation beats the PFD teacher served with mean"),
-                               ("table6_imputation", "No-distillation beats the PFD teacher served with zero"),
-                               ("table5_positive_groups", "Data loss on positive groups beats all groups")))
+  members = tuple(family.Member("Tables 5 and 6", f"{d}/synthetic", k, t, "superiority", population="fixed",
+                                unit="runs")
+                  for d, k, t in (("table6_imputation", "table6:no_distill-vs-mean-imputed",
+                                   "No-distillation beats the PFD teacher served with mean"),
+                                  ("table6_imputation", "table6:no_distill-vs-zero-imputed",
+                                   "No-distillation beats the PFD teacher served with zero"),
+                                  ("table5_positive_groups", "table5:positive-vs-all-groups",
+                                   "Data loss on positive groups beats all groups")))
   s = report.build(str(results), str(out), root=str(repo), expected=expected, readme=str(readme), members=members)
   text = readme.read_text()
   assert "PLACEHOLDER" not in text and text.endswith("\n\nafter\n") and f"commit `{tip[:10]}`" in text

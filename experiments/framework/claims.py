@@ -76,6 +76,7 @@ class Claim(NamedTuple):
   have: int = 0            # an undecided claim: the units it has, counted as `need` counts them
   interval: tuple = ()     # its 95% interval of the relative change (lo, hi); () for a sweep, a check, a trend
   at: str = ""             # where an undecided verdict stands: '22 draws', '1 of 3 points' ('' where unknown)
+  id: str = ""             # what the claim is, across runs and wordings ('<driver>:<what>', :func:`named`)
 
   @property
   def verdict(self) -> str:
@@ -333,6 +334,17 @@ def beats(text: str, rows: tabulate.Runs, a: str, b: str, folds: int = 1, col: i
     second = f"{reading(word, at)}: {detail}"
   return claim(text, estimate or estimate_of(c), form=form, margin=margin, source=source, run=c, queries=second,
                folds=folds)
+
+
+def named(key: str, c: Optional[Claim]) -> Optional[Claim]:
+  """The claim `c` (None: a row it needs is absent) with its id: the name the family's members and the other runs
+  that state the same claim (its diagnostics) know it by, whatever its text says."""
+  return None if c is None else c._replace(id=key)
+
+
+def row_claim(loss: str, row: str, versus: str) -> str:
+  """The id of table2's claim about `row` against `versus` under `loss` (pfd_jax.methods.rows.Row.claims)."""
+  return f"table2:{loss}:{row}-vs-{versus}"
 
 
 def check(text: str, ok: bool, detail: str, source: str = "") -> Claim:

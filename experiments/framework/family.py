@@ -37,9 +37,10 @@ DECISIVE = "table2/synthetic-decisive_redrawn"
 
 
 class Member(NamedTuple):
-  """A declared claim: `text` is how its driver words it (the driver's claim text begins so)."""
+  """A declared claim: `claim` is the id its driver gives it (claims.named), `text` how the page names it."""
   group: str
   run: str           # the run that decides it: driver/label (report --list)
+  claim: str         # the id of the run's claim it is
   text: str
   form: str
   margin: float = 0.0
@@ -76,13 +77,13 @@ _AMENDING = "8d36c78"  # the commit of the two amendments above, and of the with
 _TABLE2 = (("PFD student beats no-distillation (paper, Table 2)", "no_distill", ""),
            ("PFD student beats self-distillation (paper, Table 2)", "self_distill", ""),
            ("PFD student beats the GenD student (paper, Table 2)", "gend", _GEND_AMENDED))
-_THEORY = (("Theorem 1 (exact) matches Monte-Carlo", 'Section 5.1, Theorem 1: "For standard linear regression, we '
+_THEORY = (("theory:theorem1", "Theorem 1 (exact) matches Monte-Carlo", 'Section 5.1, Theorem 1: "For standard linear regression, we '
             'have that [its expected estimation error in closed form]"'),
-           ("Theorem 2 matches Monte-Carlo", 'Section 5.2, Theorem 2: "For privileged features distillation, we have '
+           ("theory:theorem2", "Theorem 2 matches Monte-Carlo", 'Section 5.2, Theorem 2: "For privileged features distillation, we have '
             'that [its expected estimation error in closed form]"'),
-           ("Figure 6: PFD's error is smallest strictly inside", 'Figure 6, caption: "The most predictive z does not '
+           ("theory:fig6-interior-minimum", "Figure 6: PFD's error is smallest strictly inside", 'Figure 6, caption: "The most predictive z does not '
             'give the best PFD performance."'),
-           ("Example 1: PFD beats regression", 'Section 5.2, Example 1, with Figure 6: PFD\'s error against "the '
+           ("theory:example1", "Example 1: PFD beats regression", 'Section 5.2, Example 1, with Figure 6: PFD\'s error against "the '
             'standard linear regression" as d_z goes from 0 to 10'))
 
 # Table 2 on each paper analogue (pfd_jax/data/analogues.py), with the paper's name of the dataset it stands in
@@ -90,54 +91,59 @@ _THEORY = (("Theorem 1 (exact) matches Monte-Carlo", 'Section 5.1, Theorem 1: "F
 _ANALOGUES = tuple((name, a.paper) for name, a in analogues.ANALOGUES.items())
 
 FAMILY: tuple = (
-    *(Member("Table 2", DECISIVE, f"[{loss}] {text}", "superiority", quote=_BEST + (_TIE if versus == "gend" else ""),
+    *(Member("Table 2", DECISIVE, claims_lib.row_claim(loss, "pfd", versus), f"[{loss}] {text}", "superiority", quote=_BEST + (_TIE if versus == "gend" else ""),
              amended=amended.format(commit=_AMENDING), reported=paper.table4_change(loss, "pfd", versus))
       for loss in ("rankbce", "ranknet") for text, versus, amended in _TABLE2),
-    *(Member(f"Table 2 on the {paper_name} analogue", f"table2/{name}-decisive_{loss}", f"[{loss}] {text}",
-             "superiority", quote=_BEST + (_TIE if (paper_name, loss, versus) == ("Yahoo", "ranknet", "gend") else ""),
+    *(Member(f"Table 2 on the {paper_name} analogue", f"table2/{name}-decisive_{loss}", claims_lib.row_claim(loss, "pfd", versus),
+             f"[{loss}] {text}", "superiority", quote=_BEST + (_TIE if (paper_name, loss, versus) == ("Yahoo", "ranknet", "gend") else ""),
              reported=tuple(r for r in paper.table4_change(loss, "pfd", versus) if r[0] == paper_name))
       for name, paper_name in _ANALOGUES for loss in analogues.LOSSES for text, versus, _ in _TABLE2),
     Member("The alpha study (Figure 3, Appendix A.7)", "fig3_alpha/synthetic-redrawn",
-           "PFD student beats no-distillation at every alpha ≤ 0.95", "superiority", quote=_ALPHA,
+           "fig3:pfd-vs-no_distill-every-alpha", "PFD student beats no-distillation at every alpha ≤ 0.95", "superiority", quote=_ALPHA,
            amended=_ALPHA_AMENDED.format(commit=_AMENDING)),
-    Member("Label sparsity (Figure 4)", "fig4_sparsity/synthetic-redrawn",
+    Member("Label sparsity (Figure 4)", "fig4_sparsity/synthetic-redrawn", "fig4:pfd-vs-no_distill-every-tau",
            "PFD beats no-distillation at every tau_target", "superiority",
            quote='Figure 4, caption: "PFD yields larger improvement when the labeled samples are scarce."'),
     Member("Label sparsity (Figure 4)", "fig4_sparsity/synthetic-redrawn",
-           "PFD's relative gain over self-distillation grows as the labels get sparser", "trend", quote=_SPARSE),
+           "fig4:gain-over-self-grows-as-labels-sparser", "PFD's relative gain over self-distillation grows as the labels get sparser", "trend", quote=_SPARSE),
     Member("Correlation of z with y (Figure 5)", "fig5_correlation/synthetic-redrawn",
-           "The PFD student's gain over no-distillation is non-monotone", "shape",
+           "fig5:gain-non-monotone-in-corr", "The PFD student's gain over no-distillation is non-monotone", "shape",
            quote='Section 6: "as the predictive power of privileged features increase, the performance of PFD first '
            'increases and then decreases"; Figure 5, caption: "The privileged features with the highest correlation '
            'with y do not yield the best distillation performance."'),
-    Member("Tables 3, 5 and 6", "table3_logs/logs-redrawn", "Multi-teacher PFD beats the baseline", "superiority",
+    Member("Tables 3, 5 and 6", "table3_logs/logs-redrawn", "table3:multi-vs-baseline",
+           "Multi-teacher PFD beats the baseline", "superiority",
            quote=_TABLE3 + ' (its multi-teacher row: 1.112 of the baseline\'s NDCG@8)',
            reported=(("Amazon", round(100 * (paper.TABLE3["multi"] - 1), 1)),)),
-    Member("Tables 3, 5 and 6", "table3_logs/logs-redrawn", "Each single-feature PFD student beats the baseline",
-           "superiority", quote=_TABLE3 + " (its position, click and add-to-cart students: 1.078, 1.082, 1.073)"),
-    Member("Tables 3, 5 and 6", "table3_logs/logs-redrawn", "Multi-teacher PFD beats pre-training + fine-tuning",
-           "superiority", quote=_TABLE3),
-    Member("Tables 3, 5 and 6", "table5_positive_groups/synthetic-redrawn",
+    Member("Tables 3, 5 and 6", "table3_logs/logs-redrawn", "table3:single-vs-baseline",
+           "Each single-feature PFD student beats the baseline", "superiority", quote=_TABLE3 + " (its position, click and add-to-cart students: 1.078, 1.082, 1.073)"),
+    Member("Tables 3, 5 and 6", "table3_logs/logs-redrawn", "table3:multi-vs-pretraining",
+           "Multi-teacher PFD beats pre-training + fine-tuning", "superiority", quote=_TABLE3),
+    Member("Tables 3, 5 and 6", "table5_positive_groups/synthetic-redrawn", "table5:positive-vs-all-groups",
            "Data loss on positive groups beats all groups", "superiority",
            quote='Appendix A.5: "using only positive query groups for data loss always leads to better distillation '
            'performance."', reported=paper.mean_change(paper.TABLE5)),
-    Member("Tables 3, 5 and 6", "table6_imputation/synthetic-redrawn",
+    Member("Tables 3, 5 and 6", "table6_imputation/synthetic-redrawn", "table6:no_distill-vs-mean-imputed",
            "No-distillation beats the PFD teacher served with mean-imputed z", "superiority", quote=_IMPUTED,
            reported=paper.mean_change({d: (t["baseline"], t["mean"]) for d, t in paper.TABLE6.items()})),
-    Member("Tables 3, 5 and 6", "table6_imputation/synthetic-redrawn",
+    Member("Tables 3, 5 and 6", "table6_imputation/synthetic-redrawn", "table6:no_distill-vs-zero-imputed",
            "No-distillation beats the PFD teacher served with zero-imputed z", "superiority", quote=_IMPUTED,
            reported=paper.mean_change({d: (t["baseline"], t["zero"]) for d, t in paper.TABLE6.items()})),
-    *(Member("The linear theory (Theorems 1 and 2, Figure 6)", "theory/fig6", text, "check", population="computed",
-             unit="checks", quote=quote) for text, quote in _THEORY),
-    Member("Related systems", "sdr/synthetic-redrawn", "The listwise self-distilled student beats its teacher",
+    *(Member("The linear theory (Theorems 1 and 2, Figure 6)", "theory/fig6", key, text, "check",
+             population="computed", unit="checks", quote=quote) for key, text, quote in _THEORY),
+    Member("Related systems", "sdr/synthetic-redrawn", "sdr:listwise-self-vs-teacher",
+           "The listwise self-distilled student beats its teacher",
            "superiority", source="SDR", quote=_SDR),
-    Member("Related systems", "sdr/synthetic-redrawn", "The pointwise-teacher, listwise-student pair beats its teacher",
+    Member("Related systems", "sdr/synthetic-redrawn", "sdr:pointwise-to-listwise-vs-teacher",
+           "The pointwise-teacher, listwise-student pair beats its teacher",
            "superiority", source="SDR", quote=_SDR),
-    Member("Related systems", "rank_distill/synthetic-redrawn", "Ranking distillation beats the student trained alone",
+    Member("Related systems", "rank_distill/synthetic-redrawn", "rank_distill:distilled-vs-student-alone",
+           "Ranking distillation beats the student trained alone",
            "superiority", source="Ranking Distillation",
            quote='Ranking Distillation, Table 2, caption: "The performance of the models with ranking distillation, '
            'Fossil-RD and Caser-RD, always has statistically significant improvements over the student-only models"'),
-    *(Member("Related systems", "committee_perceptron/ohsumed", f"The committee ({how}), K chosen is within",
+    *(Member("Related systems", "committee_perceptron/ohsumed", f"committee_perceptron:{how}-within-ranksvm",
+             f"The committee ({how}), K chosen is within",
              "equivalence", 0.02, source="Committee Perceptron", population="files", unit="folds",
              quote='The Committee Perceptron, Conclusions: "Comparable or better performance to RankSVM and RankBoost"',
              amended="f51a7e3: its unit, runs -> folds (a method run once a fold is judged over its folds)")
@@ -146,8 +152,8 @@ FAMILY: tuple = (
 
 # Members withdrawn after their runs were made: (the member as it was declared, when and why), listed on the page.
 WITHDRAWN: tuple = (
-    (Member("The alpha study (Figure 3, Appendix A.7)", "fig3_alpha/synthetic-redrawn", "PFD is not sensitive to alpha",
-            "equivalence", 0.02),
+    (Member("The alpha study (Figure 3, Appendix A.7)", "fig3_alpha/synthetic-redrawn", "fig3:pfd-within-ref-alpha",
+            "PFD is not sensitive to alpha", "equivalence", 0.02),
      f"{_AMENDING}: the paper states no equivalence: section 4.2's 'not sensitive to alpha' is 'good performance over "
      "a large range of alpha', and appendix A.7 a gain for every alpha <= 0.95 (the member above); 'every alpha up "
      "to 0.999 within 2% of alpha 0.5' must fail where PFD becomes no-distillation. Kept as ours (exploratory), to "
@@ -215,7 +221,7 @@ def resolve(runs: Mapping[str, tuple], family: Sequence[Member] = FAMILY) -> lis
   found = []
   for m in family:
     claims, why = runs.get(m.run, ((), f"no run of {m.run}"))
-    claim = next((c for c in claims if c.text.startswith(m.text)), None)
+    claim = next((c for c in claims if c.id == m.claim), None)
     if claim is not None and (claim.form, claim.margin, claim.source) != (m.form, m.margin, m.source):
       raise DeclarationError(f"{m.run} states {claim.text!r} as {claim.form_text} ({claim.source or 'ours'}); the "
                              f"family declares it {m.form}, margin {m.margin:g} ({m.source})")

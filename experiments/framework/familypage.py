@@ -28,7 +28,7 @@ def page_verdict(key: str, c: Claim, decided: list) -> tuple:
     return adjusted_cell(d), d.adjusted.word
   if c.confirmatory:
     # the member that states this claim, on this run's population where several do (Table 2's on each population)
-    deciders = [d for d in decided if c.text.startswith(d.member.text)]
+    deciders = [d for d in decided if c.id and c.id == d.member.claim]
     decider = next((d for d in deciders if family.population_of(d.member.run) == family.population_of(key)),
                    deciders[0] if deciders else None)
     if decider is not None and decider.member.run == key:  # this run's member, not decided (a stale run)
