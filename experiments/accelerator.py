@@ -43,7 +43,7 @@ from typing import List, NamedTuple, Optional, Tuple
 
 from absl import flags
 
-from experiments import guards
+from experiments.framework import guards
 from experiments.framework import protocol
 from pfd_jax.data import analogues
 
@@ -203,7 +203,7 @@ def device_record() -> dict:
   """The machine the call ran on, taken in a child process (this one never starts JAX: it would hold the GPU's
   memory the steps need): machine.numerics() (CPU, packages; on an accelerator the GPU's kind and count, the
   driver, JAX's plugins and the precision) and nvidia-smi's GPU line where there is one."""
-  code = "import json; from experiments import machine; print(json.dumps(machine.numerics()))"
+  code = "import json; from experiments.framework import machine; print(json.dumps(machine.numerics()))"
   env = dict(os.environ, XLA_PYTHON_CLIENT_PREALLOCATE="false")
   out = {}
   try:

@@ -44,7 +44,9 @@ from absl import logging
 
 from experiments.framework.records import RunRecord
 from experiments.framework import lifecycle, protocol, rundir, schema, tabulate
-from experiments import bench_draws, bench_memory, bench_modern, bench_roofline, peers
+from experiments import peers
+from experiments.bench import draws as bench_draws, memory as bench_memory, modern as bench_modern
+from experiments.bench import roofline as bench_roofline
 from pfd_jax import data as D
 from pfd_jax.data.config import DataConfig
 from pfd_jax import training as T

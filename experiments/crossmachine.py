@@ -23,7 +23,7 @@ from typing import Dict, Tuple
 import numpy as np
 from absl import app, flags
 
-from experiments import guards, machine
+from experiments.framework import guards, machine
 from experiments.framework import pagefiles, pairs, published
 from experiments.framework.records import LossRecord
 from pfd_jax.config import JsonObject

@@ -34,7 +34,7 @@ import time
 
 from absl import app, flags
 
-from experiments import guards
+from experiments.framework import guards
 
 FLAGS = flags.FLAGS
 LOCAL_TIMEOUTS = ("--heartbeat_timeout=10", "--shutdown_timeout=10")

@@ -28,7 +28,7 @@ from typing import Any, Callable, Mapping, NamedTuple, Optional
 
 from absl import flags
 
-from experiments import guards, machine
+from experiments.framework import guards, machine
 from experiments.framework import claims as claims_lib
 from experiments.framework import (analoguepage, family, familypage, outputs, pagefiles, pagelayout, pageplan,
                                    published, tabulate)

@@ -10,7 +10,7 @@ import jax
 import numpy as np
 import pytest
 
-from experiments import machine
+from experiments.framework import machine
 from experiments.framework import outputs, published, schema, staleness
 from pfd_jax.data.config import DataConfig
 from pfd_jax.data import shared_data_root

@@ -17,7 +17,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import CACHE, TINY
-from experiments import guards, predict
+from experiments import predict
+from experiments.framework import guards
 from experiments.framework import monitor, outputs, schema, setup
 from pfd_jax import data as D
 from pfd_jax.methods import distill

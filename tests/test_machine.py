@@ -1,10 +1,10 @@
-"""experiments.machine: what a run records of the machine and packages its bits depend on."""
+"""experiments.framework.machine: what a run records of the machine and packages its bits depend on."""
 import os
 
 import jax
 import numpy as np
 
-from experiments import machine
+from experiments.framework import machine
 from experiments.framework import rundir
 
 

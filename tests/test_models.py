@@ -238,7 +238,7 @@ def test_the_benchmarks_multiply_add_floor_counts_the_models_own_kernels():
   """bench_modern.training_macs: forward = the Dense kernels' sizes as the initialised model has them (96 regular
   features: 39,700 for the paper's MLP, 155,904 for the modern ranker), x 3 for training, less the first layer's
   input gradient where nothing before it trains: a floor ratio of 4.27 between the two."""
-  from experiments import bench_modern
+  from experiments.bench import modern as bench_modern
   for arch, forward in ((Arch(), 39_700), (bench_modern.ARCHS["modern"], 155_904)):
     params = arch.module().init({"params": jax.random.PRNGKey(0)}, jnp.zeros((1, 2, 96)))["params"]
     kernels = [v["kernel"] for k, v in sorted(params.items(), key=lambda kv: int(kv[0].split("_")[1]))
@@ -307,5 +307,5 @@ def test_the_input_norm_without_affine_has_no_parameters_and_no_input_gradient()
   params = arch.module().init(jax.random.PRNGKey(0), jnp.zeros((1, 2, 4)))
   assert "MaskedBatchNorm_0" not in params["params"] and "MaskedBatchNorm_0" in params["batch_stats"]
   assert set(params["params"]["MaskedBatchNorm_1"]) == {"scale", "bias"}
-  from experiments import bench_modern
+  from experiments.bench import modern as bench_modern
   assert bench_modern.training_macs(arch, 4) == 3 * (4 * 8 + 8 * 8 + 8) - 4 * 8

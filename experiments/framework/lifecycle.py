@@ -12,7 +12,7 @@ from typing import Optional
 import jax
 from absl import app, flags, logging
 
-from experiments import guards
+from experiments.framework import guards
 from pfd_jax import config as C
 from pfd_jax import data as D
 from pfd_jax import distributed, registry
@@ -36,7 +36,7 @@ def main(driver: Driver) -> None:
   Known user errors end with one line on stderr and the exit code of their row of :data:`EXITS`: 2 for usage
   (a bad flag or flag combination), 1 for data and I/O (a missing or malformed file, a full disk, a folder
   that cannot be written); unexpected exceptions keep their traceback. --help exits 0. SIGTERM or Ctrl-C stop
-  the run at the next safe point (:mod:`experiments.guards`) with every finished row saved (exit 143 or 130):
+  the run at the next safe point (:mod:`experiments.framework.guards`) with every finished row saved (exit 143 or 130):
   the same command resumes.
   """
   try:  # before the flags are defined: what they register is a choice of them (--loss, --methods, --teaching)

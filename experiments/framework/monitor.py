@@ -9,7 +9,7 @@ from typing import Callable, NamedTuple, Optional
 import numpy as np
 from absl import logging
 
-from experiments import guards
+from experiments.framework import guards
 from pfd_jax import config as C
 from pfd_jax import distributed
 from pfd_jax.training.loop import EpochScalars, Hooks

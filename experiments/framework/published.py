@@ -1,6 +1,6 @@
 r"""What RESULTS.md publishes of a run, and whether a newcomer's run reproduces it.
 
-A run's bits depend on the machine and packages too (:mod:`experiments.machine`). RESULTS.json beside the page
+A run's bits depend on the machine and packages too (:mod:`experiments.framework.machine`). RESULTS.json beside the page
 keeps, per run, its numerics, a fingerprint of its stored results (every field less wall times, paths and the
 environment) and its table's cells, so that ``python -m experiments.report --check`` can tell whether each run
 is bit-identical to the published one (required on the same configuration) or, on another configuration, within
@@ -42,7 +42,7 @@ import os
 import re
 from typing import Any, Mapping, Optional
 
-from experiments import machine
+from experiments.framework import machine
 from pfd_jax.ops import perturbation
 
 

@@ -15,7 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 from absl import logging
 
-from experiments import guards
+from experiments.framework import guards
 from pfd_jax import config as config_lib
 from pfd_jax import data as D
 from pfd_jax import distributed, registry

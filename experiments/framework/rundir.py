@@ -15,7 +15,7 @@ import jax
 import numpy as np
 
 import pfd_jax
-from experiments import guards, machine
+from experiments.framework import guards, machine
 from pfd_jax import data as D
 from pfd_jax import files
 from pfd_jax.data import analogues

@@ -15,7 +15,7 @@ from __future__ import annotations
 import jax
 import numpy as np
 
-from experiments import bench_modern
+from experiments.bench import modern as bench_modern
 from experiments.framework import protocol, rundir, tabulate
 from pfd_jax import data as D
 from pfd_jax import training as T

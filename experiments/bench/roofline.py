@@ -16,7 +16,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from experiments import bench_modern
+from experiments.bench import modern as bench_modern
 from pfd_jax import data as D
 from pfd_jax import training as T
 from pfd_jax.training import feed as feed_lib

@@ -84,7 +84,7 @@ def stream_child(folder: str, source: str, epochs: int = 2) -> dict:
 
 def _child(code: str) -> dict:
   """Runs `code` (an expression of this module) in a fresh interpreter: its own peak memory."""
-  r = subprocess.run([sys.executable, "-c", "import json, resource; from experiments.bench_memory import *; r = "
+  r = subprocess.run([sys.executable, "-c", "import json, resource; from experiments.bench.memory import *; r = "
                       f"{code}; r['peak_rss_gib'] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2 ** 20; "
                       "print('RESULT' + json.dumps(r))"], capture_output=True, text=True)
   if r.returncode:
