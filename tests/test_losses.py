@@ -5,6 +5,7 @@ import optax
 import pytest
 
 from pfd_jax.ops import losses as L
+from pfd_jax.ops import teacher as TT
 
 from conftest import assert_close_at_scale
 
@@ -169,9 +170,9 @@ def test_ranknet_blocked_equals_single_block(pairs, monkeypatch):
 def test_teacher_transforms():
   t = jnp.array([[2.0, -1.0, 0.5, 9.0]])
   m = jnp.array([[True, True, True, False]])
-  np.testing.assert_allclose(L.transform_affine(t, a=2.0, b=1.0), [[5.0, 0.0, 2.0, 19.0]])
-  np.testing.assert_allclose(L.transform_sigmoid(t), 1 / (1 + np.exp(-np.asarray(t))), rtol=1e-6)
-  sm = L.transform_softmax(t, m, temperature=2.0)
+  np.testing.assert_allclose(TT.transform_affine(t, a=2.0, b=1.0), [[5.0, 0.0, 2.0, 19.0]])
+  np.testing.assert_allclose(TT.transform_sigmoid(t), 1 / (1 + np.exp(-np.asarray(t))), rtol=1e-6)
+  sm = TT.transform_softmax(t, m, temperature=2.0)
   e = np.exp(np.array([2.0, -1.0, 0.5]) / 2)
   np.testing.assert_allclose(sm[0, :3], e / e.sum(), rtol=1e-6)
   assert float(sm[0, 3]) == 0.0
@@ -187,9 +188,9 @@ def test_distillation_loss_is_eq1():
     data = fn(s, y, m, reduce_fn=None)
     teach = (fn(s, t1, m, reduce_fn=None) + fn(s, t2, m, reduce_fn=None)) / 2
     expect = np.sum(0.3 * w * data + 0.7 * teach)
-    got = L.distillation_loss(fn, s, y, jnp.stack([t1, t2]), m, alpha=0.3, data_weight=w)
+    got = TT.distillation_loss(fn, s, y, jnp.stack([t1, t2]), m, alpha=0.3, data_weight=w)
     assert float(got) == pytest.approx(float(expect), rel=1e-5)
-    one = L.distillation_loss(fn, s, y, t1, m, alpha=0.5)
+    one = TT.distillation_loss(fn, s, y, t1, m, alpha=0.5)
     assert float(one) == pytest.approx(float(np.sum(0.5 * data + 0.5 * fn(s, t1, m, reduce_fn=None))), rel=1e-5)
 
 

@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 from pfd_jax.ops import losses as L
+from pfd_jax.ops import teacher as TT
 from pfd_jax.ops import topk as RD
 from pfd_jax.training.config import TopK
 
@@ -15,15 +16,15 @@ pytestmark = pytest.mark.numeric
 
 def test_affine_transform_eq10():
   t = jnp.array([-2.0, -0.5, 0.0, 0.7, 3.0])
-  g = L.get_transform("affine", a=2.0, b=0.5)
+  g = TT.get_transform("affine", a=2.0, b=0.5)
   np.testing.assert_allclose(g(t), np.maximum(2.0 * np.asarray(t) + 0.5, 0.0))
   assert float(jnp.min(g(t))) == 0.0  # the max(., 0) safeguard
   with pytest.raises(ValueError, match="slope a > 0"):
-    L.get_transform("affine", a=0.0)
+    TT.get_transform("affine", a=0.0)
   with pytest.raises(ValueError, match="unknown teacher transform"):
-    L.get_transform("cube")
+    TT.get_transform("cube")
   m = jnp.array([True, True, True, False, False])
-  p = L.get_transform("softmax", temperature=2.0)(t, m)
+  p = TT.get_transform("softmax", temperature=2.0)(t, m)
   e = np.exp(np.asarray(t[:3]) / 2.0)
   np.testing.assert_allclose(p, np.r_[e / e.sum(), 0, 0], rtol=1e-6)
 
@@ -46,11 +47,11 @@ def test_sdr_combined_loss_eq4():
 
   g = np.maximum(1.5 * t - 0.2, 0.0)
   want = ((1 - a) * softmax_ce(y, s, m) + a * softmax_ce(g, s, m)).sum()
-  got = L.distillation_loss(L.softmax, jnp.asarray(s), jnp.asarray(y),
-                            L.get_transform("affine", a=1.5, b=-0.2)(jnp.asarray(t)), jnp.asarray(m), alpha=1 - a)
+  got = TT.distillation_loss(L.softmax, jnp.asarray(s), jnp.asarray(y),
+                            TT.get_transform("affine", a=1.5, b=-0.2)(jnp.asarray(t)), jnp.asarray(m), alpha=1 - a)
   np.testing.assert_allclose(got, want, rtol=1e-5)
   # pointwise distillation (SDR Eq. 12) under a listwise data loss: teacher_loss_fn replaces the teacher term
-  got = L.distillation_loss(L.softmax, jnp.asarray(s), jnp.asarray(y), jnp.asarray(g), jnp.asarray(m),
+  got = TT.distillation_loss(L.softmax, jnp.asarray(s), jnp.asarray(y), jnp.asarray(g), jnp.asarray(m),
                             alpha=1 - a, teacher_loss_fn=L.mse)
   want = ((1 - a) * softmax_ce(y, s, m) + a * (np.where(m, (s - g) ** 2, 0)).sum(-1)).sum()
   np.testing.assert_allclose(got, want, rtol=1e-5)

@@ -11,7 +11,7 @@ from conftest import TINY
 from experiments.framework import setup
 from pfd_jax.data.datasets import Dataset
 from pfd_jax.methods import distill, search
-from pfd_jax.ops import losses
+from pfd_jax.ops import teacher
 from pfd_jax.training import TrainConfig
 from pfd_jax.training.evaluation import per_list_ndcg
 
@@ -40,9 +40,9 @@ def test_subsets_strengths_and_masks():
     assert np.all(m[s].z[:, 0] == 0) and np.array_equal(m[s].z[:, 1], ds[s].z[:, 1])
   # the teacher's softening: sigmoid(t / T); T = 1 is the paper's transform itself
   t = jnp.linspace(-6, 6, 13)
-  np.testing.assert_allclose(losses.get_transform("sigmoid", temperature=3.0)(t), 1 / (1 + np.exp(-np.linspace(
+  np.testing.assert_allclose(teacher.get_transform("sigmoid", temperature=3.0)(t), 1 / (1 + np.exp(-np.linspace(
       -6, 6, 13) / 3.0)), rtol=1e-6)
-  assert losses.get_transform("sigmoid") is losses.transform_sigmoid
+  assert teacher.get_transform("sigmoid") is teacher.transform_sigmoid
 
 
 @pytest.mark.heavy

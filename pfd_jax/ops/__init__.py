@@ -3,6 +3,7 @@ linear theory. Functions of arrays with keyword settings (as rax's); no configur
 from pfd_jax import lazy as _lazy
 
 __getattr__, __dir__ = _lazy(__name__, {
-    "pfd_jax.ops.losses": "get_loss get_transform distillation_terms",
+    "pfd_jax.ops.losses": "get_loss",
+    "pfd_jax.ops.teacher": "get_transform distillation_terms",
     "pfd_jax.ops.metrics": "mean_over_lists ndcg",
 })

@@ -7,6 +7,7 @@ from typing import Callable, Dict, Optional, Tuple, Union
 
 from pfd_jax import config
 from pfd_jax.ops import losses as losses_lib
+from pfd_jax.ops import teacher as teacher_lib
 from pfd_jax.ops.models import DEFAULT_PRECISION, MATMUL_PRECISIONS, NORMS, Arch
 from pfd_jax.ops.topk import SCHEMES
 
@@ -140,7 +141,7 @@ class TrainConfig:
   data_groups: str = config.option("positive", "Groups of the data loss: positive (paper) or all (Table 5).",
                                    choices=("positive", "all"))
   teacher_transform: str = config.option("sigmoid", "Teacher logits -> targets (paper: sigmoid "
-                                         "probabilities).", choices=losses_lib.TRANSFORMS, flag=False)
+                                         "probabilities).", choices=teacher_lib.TRANSFORMS, flag=False)
   teacher_loss: str = config.option("", "The teacher term's loss function ('' = the data loss; topk = Ranking "
                                     "Distillation).", choices=lambda: ("",) + losses_lib.REGISTRY.names() + ("topk",),
                                     flag=False)
@@ -187,7 +188,7 @@ class TrainConfig:
 
   def make_transform(self) -> Callable:
     """The teacher-score transform g(t, mask) of :attr:`teacher_transform`, its parameters bound."""
-    return losses_lib.get_transform(self.teacher_transform, a=self.transform_a, b=self.transform_b,
+    return teacher_lib.get_transform(self.teacher_transform, a=self.transform_a, b=self.transform_b,
                                     temperature=self.temperature)
 
   @property

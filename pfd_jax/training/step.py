@@ -17,6 +17,7 @@ import jax.numpy as jnp
 import optax
 
 from pfd_jax.ops import losses as losses_lib
+from pfd_jax.ops import teacher as teacher_lib
 from pfd_jax.ops.models import MLP
 from pfd_jax.training.teaching import teacher_term
 from pfd_jax.training.structures import Batch, Bucket, Clock, SeedBatch, StepFns
@@ -88,7 +89,7 @@ def compiled(cfg: TrainConfig, has_teacher: bool, steps_per_epoch: int, data_axi
     if b.teacher is None:
       return jnp.sum(data), (jnp.sum(data), jnp.zeros(()))
     t_fn = teacher_term(cfg, jax.random.fold_in(b.key, b.step), b.y, b.phase)
-    _, teach = losses_lib.distillation_terms(data_loss, s, b.y, b.teacher, b.mask, teacher_loss_fn=t_fn)
+    _, teach = teacher_lib.distillation_terms(data_loss, s, b.y, b.teacher, b.mask, teacher_loss_fn=t_fn)
     teach = teach * b.valid
     return jnp.sum(b.alpha * data + (1 - b.alpha) * teach), (jnp.sum(data), jnp.sum(teach))
 
