@@ -71,10 +71,11 @@ def claims(res: RunRecord) -> list:
   return [named("fig3:pfd-vs-no_distill-every-alpha", sweep(
               f"PFD student beats no-distillation at every alpha ≤ {PAPER_MAX_ALPHA:g} (paper, section 4.2 / "
               "appendix A.7)", {a: alphas[a]["comparison"] for a in pfd}, f, source=PFD)),
-          named("fig3:pfd-within-ref-alpha", sweep(f"The PFD student at every alpha ≤ {PAPER_MAX_ALPHA:g} within ±{100 * MARGIN:.0f}% of the student at "
-                f"alpha = {ref} (ours: 'PFD is not sensitive to alpha' read as equivalence; the paper states a gain "
-                "over the range)", {a: tabulate.compare({a: v, ref: pfd[ref]}, ref)[a] for a, v in pfd.items()
-                                    if a != ref}, f, form="equivalence", margin=MARGIN))]
+          named("fig3:pfd-within-ref-alpha", sweep(
+              f"The PFD student at every alpha ≤ {PAPER_MAX_ALPHA:g} within ±{100 * MARGIN:.0f}% of the student at "
+              f"alpha = {ref} (ours: 'PFD is not sensitive to alpha' read as equivalence; the paper states a gain "
+              "over the range)", {a: tabulate.compare({a: v, ref: pfd[ref]}, ref)[a] for a, v in pfd.items()
+                                  if a != ref}, f, form="equivalence", margin=MARGIN))]
 
 
 def to_markdown(res: RunRecord, title: str = "Figure 3: PFD against alpha") -> str:

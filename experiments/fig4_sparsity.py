@@ -119,8 +119,9 @@ def claims(res: RunRecord) -> list:
          named("fig4:self-vs-no_distill-every-tau",
                sweep("Self-distillation beats no-distillation at every tau_target (ours: the paper cites it as known)",
                      cmp(SELF), f)),
-         named("fig4:pfd-vs-placebo-every-tau", sweep("PFD beats the placebo at every tau_target (control)",
-                                                     {t: r[VS_CONTROL] for t, r in taus.items() if VS_CONTROL in r}, f))]
+         named("fig4:pfd-vs-placebo-every-tau",
+               sweep("PFD beats the placebo at every tau_target (control)",
+                     {t: r[VS_CONTROL] for t, r in taus.items() if VS_CONTROL in r}, f))]
   if all({PFD_ROW, SELF} <= set(r["rows"]) for r in taus.values()):
     x = [r["positive_groups_pct"] for r in taus.values()]
     gains = [(np.asarray(r["rows"][PFD_ROW])[:, 0] - np.asarray(r["rows"][SELF])[:, 0]) /

@@ -133,11 +133,13 @@ def claims(res: RunRecord) -> list:
   f = runs_per_fold(len(res["no_distill"]), res)
   base = np.asarray(res["no_distill"])[:, 0]
   gains = [(np.asarray(v["student"])[:, 0] - base) / base.mean() for v in tp.values()]
-  return [named("fig5:gain-non-monotone-in-corr", shape("The PFD student's gain over no-distillation is non-monotone in corr(z, y): it first rises, then "
-                "falls (an interior maximum: the per-run quadratic's slope > 0 at the least correlated z, < 0 at the "
-                "most) (paper, Figure 5)", [v["corr"] for v in tp.values()], gains, source=PFD)),
-          named("fig5:pfd-vs-no_distill-every-tau_priv", sweep("PFD student beats no-distillation at every tau_priv "
-                                                               "(ours)", {k: v["comparison"] for k, v in tp.items()}, f))]
+  return [named("fig5:gain-non-monotone-in-corr", shape(
+              "The PFD student's gain over no-distillation is non-monotone in corr(z, y): it first rises, then "
+              "falls (an interior maximum: the per-run quadratic's slope > 0 at the least correlated z, < 0 at the "
+              "most) (paper, Figure 5)", [v["corr"] for v in tp.values()], gains, source=PFD)),
+          named("fig5:pfd-vs-no_distill-every-tau_priv",
+                sweep("PFD student beats no-distillation at every tau_priv (ours)",
+                      {k: v["comparison"] for k, v in tp.items()}, f))]
 
 
 DRIVER = schema.Driver("fig5_correlation", run, to_markdown, plot, "fig5_correlation.png", options=Options,

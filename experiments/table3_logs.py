@@ -193,8 +193,9 @@ def claims(res: RunRecord) -> list:
                                             source=PFD)),
           named("table3:multi-vs-placebo", beats("Multi-teacher PFD beats its placebo: the gain is the privileged "
                                                  "information (control)", rows, "multi", "multi_placebo")),
-          named("table3:single-vs-placebo", sweep("Each single-feature PFD student beats its placebo (control)",
-                                                  {k: vs(k, f"{k}_placebo") for k in single if f"{k}_placebo" in rows})),
+          named("table3:single-vs-placebo",
+                sweep("Each single-feature PFD student beats its placebo (control)",
+                      {k: vs(k, f"{k}_placebo") for k in single if f"{k}_placebo" in rows})),
           named("table3:multi-vs-lambdamart", beats("Multi-teacher PFD beats LambdaMART, the incumbent", rows, "multi",
                                                     "lambdamart"))]
 

@@ -261,7 +261,8 @@ def test_the_family_is_fixed_by_its_declaration():
   full = family.resolve(runs, members)
   assert [d.adjusted[1] for d in full] == ["holds", "holds", "holds"]
   # matched by id: reworded, A's claim still decides its member; A's words without its id decide nothing
-  assert family.resolve(dict(runs, **{"a/x": ([C("reworded", 0.004, id="a")], "")}), members)[0].claim.text == "reworded"
+  reworded = family.resolve(dict(runs, **{"a/x": ([C("reworded", 0.004, id="a")], "")}), members)
+  assert reworded[0].claim.text == "reworded"
   assert family.resolve(dict(runs, **{"a/x": ([C("A beats one", 0.004)], "")}), members)[0].claim is None
   # a replicate of A's claim in another run, and a run of ours: nothing moves
   more = dict(runs, **{"d/x": ([C("A beats one", 0.3, id="a"), C("ours again", 0.0001, source="")], "")})

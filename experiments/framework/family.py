@@ -77,35 +77,41 @@ _AMENDING = "8d36c78"  # the commit of the two amendments above, and of the with
 _TABLE2 = (("PFD student beats no-distillation (paper, Table 2)", "no_distill", ""),
            ("PFD student beats self-distillation (paper, Table 2)", "self_distill", ""),
            ("PFD student beats the GenD student (paper, Table 2)", "gend", _GEND_AMENDED))
-_THEORY = (("theory:theorem1", "Theorem 1 (exact) matches Monte-Carlo", 'Section 5.1, Theorem 1: "For standard linear regression, we '
-            'have that [its expected estimation error in closed form]"'),
-           ("theory:theorem2", "Theorem 2 matches Monte-Carlo", 'Section 5.2, Theorem 2: "For privileged features distillation, we have '
-            'that [its expected estimation error in closed form]"'),
-           ("theory:fig6-interior-minimum", "Figure 6: PFD's error is smallest strictly inside", 'Figure 6, caption: "The most predictive z does not '
-            'give the best PFD performance."'),
-           ("theory:example1", "Example 1: PFD beats regression", 'Section 5.2, Example 1, with Figure 6: PFD\'s error against "the '
-            'standard linear regression" as d_z goes from 0 to 10'))
+_THEORY = (("theory:theorem1", "Theorem 1 (exact) matches Monte-Carlo",
+            'Section 5.1, Theorem 1: "For standard linear regression, we have that [its expected estimation error in '
+            'closed form]"'),
+           ("theory:theorem2", "Theorem 2 matches Monte-Carlo",
+            'Section 5.2, Theorem 2: "For privileged features distillation, we have that [its expected estimation '
+            'error in closed form]"'),
+           ("theory:fig6-interior-minimum", "Figure 6: PFD's error is smallest strictly inside",
+            'Figure 6, caption: "The most predictive z does not give the best PFD performance."'),
+           ("theory:example1", "Example 1: PFD beats regression",
+            'Section 5.2, Example 1, with Figure 6: PFD\'s error against "the standard linear regression" as d_z goes '
+            'from 0 to 10'))
 
 # Table 2 on each paper analogue (pfd_jax/data/analogues.py), with the paper's name of the dataset it stands in
 # for: decided by the decisive runs of experiments/framework/protocol.py's ANALOGUE_PRESETS.
 _ANALOGUES = tuple((name, a.paper) for name, a in analogues.ANALOGUES.items())
 
 FAMILY: tuple = (
-    *(Member("Table 2", DECISIVE, claims_lib.row_claim(loss, "pfd", versus), f"[{loss}] {text}", "superiority", quote=_BEST + (_TIE if versus == "gend" else ""),
-             amended=amended.format(commit=_AMENDING), reported=paper.table4_change(loss, "pfd", versus))
+    *(Member("Table 2", DECISIVE, claims_lib.row_claim(loss, "pfd", versus), f"[{loss}] {text}", "superiority",
+             quote=_BEST + (_TIE if versus == "gend" else ""), amended=amended.format(commit=_AMENDING),
+             reported=paper.table4_change(loss, "pfd", versus))
       for loss in ("rankbce", "ranknet") for text, versus, amended in _TABLE2),
-    *(Member(f"Table 2 on the {paper_name} analogue", f"table2/{name}-decisive_{loss}", claims_lib.row_claim(loss, "pfd", versus),
-             f"[{loss}] {text}", "superiority", quote=_BEST + (_TIE if (paper_name, loss, versus) == ("Yahoo", "ranknet", "gend") else ""),
+    *(Member(f"Table 2 on the {paper_name} analogue", f"table2/{name}-decisive_{loss}",
+             claims_lib.row_claim(loss, "pfd", versus), f"[{loss}] {text}", "superiority",
+             quote=_BEST + (_TIE if (paper_name, loss, versus) == ("Yahoo", "ranknet", "gend") else ""),
              reported=tuple(r for r in paper.table4_change(loss, "pfd", versus) if r[0] == paper_name))
       for name, paper_name in _ANALOGUES for loss in analogues.LOSSES for text, versus, _ in _TABLE2),
     Member("The alpha study (Figure 3, Appendix A.7)", "fig3_alpha/synthetic-redrawn",
-           "fig3:pfd-vs-no_distill-every-alpha", "PFD student beats no-distillation at every alpha ≤ 0.95", "superiority", quote=_ALPHA,
-           amended=_ALPHA_AMENDED.format(commit=_AMENDING)),
+           "fig3:pfd-vs-no_distill-every-alpha", "PFD student beats no-distillation at every alpha ≤ 0.95",
+           "superiority", quote=_ALPHA, amended=_ALPHA_AMENDED.format(commit=_AMENDING)),
     Member("Label sparsity (Figure 4)", "fig4_sparsity/synthetic-redrawn", "fig4:pfd-vs-no_distill-every-tau",
            "PFD beats no-distillation at every tau_target", "superiority",
            quote='Figure 4, caption: "PFD yields larger improvement when the labeled samples are scarce."'),
     Member("Label sparsity (Figure 4)", "fig4_sparsity/synthetic-redrawn",
-           "fig4:gain-over-self-grows-as-labels-sparser", "PFD's relative gain over self-distillation grows as the labels get sparser", "trend", quote=_SPARSE),
+           "fig4:gain-over-self-grows-as-labels-sparser",
+           "PFD's relative gain over self-distillation grows as the labels get sparser", "trend", quote=_SPARSE),
     Member("Correlation of z with y (Figure 5)", "fig5_correlation/synthetic-redrawn",
            "fig5:gain-non-monotone-in-corr", "The PFD student's gain over no-distillation is non-monotone", "shape",
            quote='Section 6: "as the predictive power of privileged features increase, the performance of PFD first '
@@ -116,7 +122,8 @@ FAMILY: tuple = (
            quote=_TABLE3 + ' (its multi-teacher row: 1.112 of the baseline\'s NDCG@8)',
            reported=(("Amazon", round(100 * (paper.TABLE3["multi"] - 1), 1)),)),
     Member("Tables 3, 5 and 6", "table3_logs/logs-redrawn", "table3:single-vs-baseline",
-           "Each single-feature PFD student beats the baseline", "superiority", quote=_TABLE3 + " (its position, click and add-to-cart students: 1.078, 1.082, 1.073)"),
+           "Each single-feature PFD student beats the baseline", "superiority",
+           quote=_TABLE3 + " (its position, click and add-to-cart students: 1.078, 1.082, 1.073)"),
     Member("Tables 3, 5 and 6", "table3_logs/logs-redrawn", "table3:multi-vs-pretraining",
            "Multi-teacher PFD beats pre-training + fine-tuning", "superiority", quote=_TABLE3),
     Member("Tables 3, 5 and 6", "table5_positive_groups/synthetic-redrawn", "table5:positive-vs-all-groups",
