@@ -27,15 +27,15 @@ def _record(diff, sd, n=10, ref=0.5):
 def test_verdicts_follow_the_interval():
   """The diagnostic superiority verdict of a comparison record: symmetric (an interval below +2% but above 0
   is no refutation), with the seeds a test would need when undecided."""
-  assert claims.verdict(_record(0.05, 0.01))[0] == "holds"
-  v, detail = claims.verdict(_record(-0.05, 0.01))
-  assert v == "does not reproduce" and "reversed" in detail
-  v, detail = claims.verdict(_record(0.001, 0.002))  # interval ~[-0.3%, +0.5%]: undecided, a 2% gain ruled out
-  assert v == "undecided at 10 runs" and "ruled out" in detail
+  assert claims.diagnostic(_record(0.05, 0.01))[:2] == ("holds", "")
+  v, at, detail = claims.diagnostic(_record(-0.05, 0.01))
+  assert (v, at) == ("does not reproduce", "") and "reversed" in detail
+  v, at, detail = claims.diagnostic(_record(0.001, 0.002))  # interval ~[-0.3%, +0.5%]: undecided, a 2% gain ruled out
+  assert (v, at) == ("undecided", "10 runs") and "ruled out" in detail
   c = _record(0.01, 0.05)  # +2% observed, wide interval
-  v, detail = claims.verdict(c, folds=2)
+  v, at, detail = claims.diagnostic(c, folds=2)
   need = stats.runs_for_power(max(c["diff"], 0.02 * c["reference"]), c["sd"])
-  assert v == "undecided at 10 runs" and f"~{-(-need // 2):,} seeds per fold" in detail
+  assert (v, at) == ("undecided", "10 runs") and f"~{-(-need // 2):,} seeds per fold" in detail
   e = claims.estimate_of(_record(0.001, 0.002))
   assert claims.judge(e, "equivalence", 0.02)[0] == "holds"
   assert claims.judge(claims.estimate_of(_record(0.05, 0.01)), "equivalence", 0.02)[0] == "does not reproduce"

@@ -225,14 +225,6 @@ def against(e: stats.Estimate, form: str = "superiority", margin: float = 0.0) -
           "equivalence": lambda: min(e.p_below(-m), e.p_above(m))}[form]()
 
 
-def verdict(c: tabulate.ComparisonRecord, folds: int = 1, margin: float = MARGIN, form: str = "superiority",
-            claim_margin: float = 0.0) -> tuple:
-  """(verdict text, detail) of a diagnostic claim in `form` with `claim_margin` on a comparison record
-  (:func:`diagnostic`)."""
-  word, at, detail = diagnostic(c, folds, margin, form, claim_margin)
-  return word + (f" at {at}" if at else ""), detail
-
-
 def diagnostic(c: tabulate.ComparisonRecord, folds: int = 1, margin: float = MARGIN, form: str = "superiority",
                claim_margin: float = 0.0) -> tuple:
   """(word, where an undecided one stands, detail) of a diagnostic claim in `form` with `claim_margin` on a

@@ -13,24 +13,14 @@ A list with no real document contributes exactly 0. Labels may be soft (teacher 
 from __future__ import annotations
 
 import functools
-from typing import Callable, Mapping, NamedTuple, Optional, Tuple
+from typing import Callable, Mapping, NamedTuple, Tuple
 
 import jax
 import jax.numpy as jnp
 
 from pfd_jax.ops import metrics
+from pfd_jax.ops.lists import ReduceFn, real, reduce_lists
 from pfd_jax.registry import Registry
-
-ReduceFn = Optional[Callable[[jax.Array], jax.Array]]
-
-
-def _mask(scores, mask):
-  return jnp.ones(scores.shape, bool) if mask is None else mask.astype(bool)
-
-
-def _reduce(per_list, reduce_fn):
-  return per_list if reduce_fn is None else reduce_fn(per_list)
-
 
 def rank_bce(scores, labels, mask=None, *, reduce_fn: ReduceFn = jnp.sum):
   r"""RankBCE (appendix A.2): :math:`\sum_{i} \mathrm{CE}(\sigma(s_i), y_i)` over the real documents.
@@ -38,15 +28,15 @@ def rank_bce(scores, labels, mask=None, *, reduce_fn: ReduceFn = jnp.sum):
   :math:`\mathrm{CE}(\sigma(s), y) = -y\log\sigma(s) - (1-y)\log(1-\sigma(s)) = \mathrm{softplus}(s) - y s`,
   evaluated in that stable form. Shapes: scores, labels, mask ``[..., L]``.
   """
-  m = _mask(scores, mask)
+  m = real(scores, mask)
   per_doc = jax.nn.softplus(scores) - labels * scores
-  return _reduce(jnp.sum(jnp.where(m, per_doc, 0.0), axis=-1), reduce_fn)
+  return reduce_lists(jnp.sum(jnp.where(m, per_doc, 0.0), axis=-1), reduce_fn)
 
 
 def mse(scores, labels, mask=None, *, reduce_fn: ReduceFn = jnp.sum):
   r"""Pointwise squared error :math:`\sum_i (s_i - y_i)^2` over real documents (SDR's pointwise baseline)."""
-  m = _mask(scores, mask)
-  return _reduce(jnp.sum(jnp.where(m, (scores - labels) ** 2, 0.0), axis=-1), reduce_fn)
+  m = real(scores, mask)
+  return reduce_lists(jnp.sum(jnp.where(m, (scores - labels) ** 2, 0.0), axis=-1), reduce_fn)
 
 
 def ranknet(scores, labels, mask=None, *, pairs: str = "all", reduce_fn: ReduceFn = jnp.sum):
@@ -66,14 +56,14 @@ def ranknet(scores, labels, mask=None, *, pairs: str = "all", reduce_fn: ReduceF
   batch 300 fits a CPU; the compiled memory is checked by a test). Gradients flow to ``scores`` and, for
   ``"all"``, to soft ``labels`` too.
   """
-  m = _mask(scores, mask)
+  m = real(scores, mask)
   if pairs == "all":
     per_list = _ranknet_all(scores, labels, m)
   elif pairs == "positive":
     per_list = _ranknet_positive(scores, labels, m)
   else:
     raise ValueError(f"pairs must be 'all' or 'positive', got {pairs!r}")
-  return _reduce(per_list, reduce_fn)
+  return reduce_lists(per_list, reduce_fn)
 
 
 PAIR_BLOCK = 128  # documents j per pair block: a call holds one [..., L, PAIR_BLOCK] buffer at a time
@@ -184,13 +174,13 @@ def softmax(scores, labels, mask=None, *, reduce_fn: ReduceFn = jnp.sum):
   Labels are real-valued and non-negative and are *not* renormalised (SDR's and optax's
   ``ranking_softmax_loss`` convention); the softmax runs over real documents only.
   """
-  m = _mask(scores, mask)
+  m = real(scores, mask)
   s = jnp.where(m, scores, -jnp.inf)
   shift = jax.lax.stop_gradient(jnp.max(jnp.where(m, scores, -jnp.inf), axis=-1, keepdims=True))
   shift = jnp.where(jnp.isfinite(shift), shift, 0.0)
   lse = jnp.log(jnp.sum(jnp.where(m, jnp.exp(s - shift), 0.0), axis=-1, keepdims=True)) + shift
   logp = jnp.where(m, scores - lse, 0.0)
-  return _reduce(-jnp.sum(jnp.where(m, labels * logp, 0.0), axis=-1), reduce_fn)
+  return reduce_lists(-jnp.sum(jnp.where(m, labels * logp, 0.0), axis=-1), reduce_fn)
 
 
 def listmle(scores, labels, mask=None, *, key=None, reduce_fn: ReduceFn = jnp.sum):
@@ -200,13 +190,13 @@ def listmle(scores, labels, mask=None, *, key=None, reduce_fn: ReduceFn = jnp.su
   ``listmle_loss`` convention; with binary labels nearly every document ties, so training passes a key per
   step). Padding sorts last and is out of every sum.
   """
-  m = _mask(scores, mask)
+  m = real(scores, mask)
   operands = [~m, -labels] + ([jax.random.uniform(key, scores.shape)] if key is not None else [])
   order = jnp.lexsort(operands[::-1], axis=-1)
   s, ms = jnp.take_along_axis(scores, order, -1), jnp.take_along_axis(m, order, -1)
   # padding (last) enters as a finite floor, not -inf: an all-padding tail would give nan gradients
   lse = jax.lax.cumlogsumexp(jnp.where(ms, s, jnp.finfo(s.dtype).min / 4), axis=s.ndim - 1, reverse=True)
-  return _reduce(-jnp.sum(jnp.where(ms, s - lse, 0.0), axis=-1), reduce_fn)
+  return reduce_lists(-jnp.sum(jnp.where(ms, s - lse, 0.0), axis=-1), reduce_fn)
 
 
 def _gains_and_ideal(labels, m):
@@ -223,12 +213,12 @@ def approx_ndcg(scores, labels, mask=None, *, temperature: float = 1.0, reduce_f
   :math:`2^y - 1`, discount :math:`1/\log_2(1 + \hat r)`, the ideal DCG exact): rax's
   ``approx_t12n(ndcg_metric)``. A list without gain contributes 0.
   """
-  m = _mask(scores, mask)
+  m = real(scores, mask)
   d = (scores[..., None, :] - scores[..., :, None]) / temperature  # [i, j] = (s_j - s_i) / T
   pair = m[..., :, None] & m[..., None, :] & ~jnp.eye(scores.shape[-1], dtype=bool)
   approx_rank = 1.0 + jnp.sum(jnp.where(pair, jax.nn.sigmoid(d), 0.0), -1)
   gains, idcg = _gains_and_ideal(labels, m)
-  return _reduce(-jnp.sum(gains / jnp.log2(1.0 + approx_rank), -1) / idcg, reduce_fn)
+  return reduce_lists(-jnp.sum(gains / jnp.log2(1.0 + approx_rank), -1) / idcg, reduce_fn)
 
 
 def lambdaloss(scores, labels, mask=None, *, mu: float = 5.0, reduce_fn: ReduceFn = jnp.sum):
@@ -240,7 +230,7 @@ def lambdaloss(scores, labels, mask=None, *, mu: float = 5.0, reduce_fn: ReduceF
   ``dcg_lambdaweight + mu * dcg2_lambdaweight`` (normalize=True), less rax's factor of the padded list size.
   Pairs are formed whole (O(L^2) memory per list, as rax).
   """
-  m = _mask(scores, mask)
+  m = real(scores, mask)
   r = jax.lax.stop_gradient(metrics.ranks(scores, m)).astype(scores.dtype)
   gains, idcg = _gains_and_ideal(labels, m)
   inv_d = lambda x: 1.0 / jnp.log2(1.0 + x)
@@ -250,7 +240,7 @@ def lambdaloss(scores, labels, mask=None, *, mu: float = 5.0, reduce_fn: ReduceF
   weight = jnp.abs(gains[..., :, None] - gains[..., None, :]) / idcg[..., None, None] * (rho + mu * delta)
   pair = m[..., :, None] & m[..., None, :] & (labels[..., :, None] > labels[..., None, :])
   d = scores[..., :, None] - scores[..., None, :]
-  return _reduce(jnp.sum(jnp.where(pair, weight * jax.nn.softplus(-d), 0.0), (-2, -1)), reduce_fn)
+  return reduce_lists(jnp.sum(jnp.where(pair, weight * jax.nn.softplus(-d), 0.0), (-2, -1)), reduce_fn)
 
 
 class Loss(NamedTuple):

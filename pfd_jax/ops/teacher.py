@@ -10,18 +10,8 @@ from typing import Callable, Mapping, NamedTuple, Optional, Tuple
 import jax
 import jax.numpy as jnp
 
+from pfd_jax.ops.lists import ReduceFn, real, reduce_lists
 from pfd_jax.registry import Registry
-
-ReduceFn = Optional[Callable[[jax.Array], jax.Array]]  # across lists, as the losses' (None: the per-list values)
-
-
-def _mask(t, mask):
-  return jnp.ones(t.shape, bool) if mask is None else mask.astype(bool)
-
-
-def _reduce(per_list, reduce_fn):
-  return per_list if reduce_fn is None else reduce_fn(per_list)
-
 
 # ---------------------------------------------------------------- teacher-score transforms
 
@@ -43,7 +33,7 @@ def transform_affine(t, mask=None, *, a: float = 1.0, b: float = 0.0):
 
 def transform_softmax(t, mask=None, *, temperature: float = 1.0):
   """exp(t_i / T) / sum_j exp(t_j / T) over the real documents of each list (SDR section 5.6)."""
-  m = _mask(t, mask)
+  m = real(t, mask)
   return jnp.where(m, jax.nn.softmax(jnp.where(m, t / temperature, -jnp.inf), axis=-1), 0.0)
 
 
@@ -121,4 +111,4 @@ def distillation_loss(loss_fn: Callable, scores, labels, teacher_targets, mask=N
   """
   data, teacher = distillation_terms(loss_fn, scores, labels, teacher_targets, mask, data_weight=data_weight,
                                      teacher_loss_fn=teacher_loss_fn)
-  return _reduce(alpha * data + (1.0 - alpha) * teacher, reduce_fn)
+  return reduce_lists(alpha * data + (1.0 - alpha) * teacher, reduce_fn)
