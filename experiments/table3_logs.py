@@ -24,6 +24,7 @@ from experiments.framework import lifecycle, monitor, plots, protocol, rowstore,
 from experiments.framework.claims import PFD, Preset, beats, named
 from experiments.framework.sweeps import sweep
 from pfd_jax.methods import distill
+from pfd_jax.training import device
 from pfd_jax.methods import rows as rows_lib
 from pfd_jax import training as T
 from pfd_jax.config import option
@@ -106,7 +107,7 @@ def simulated_rows(cfg: schema.Config, fold: int, prefix: str = "") -> tuple:
   fit("no_distill", "x", lambda: distill.train_on_data(keys, tc, dd, "x", log("no_distill")))
   res["self_teacher"] = res["no_distill"]
   for col, name in ((1, "click"), (2, "add")):
-    pre_dd = distill.to_device(logs.relabel(ds, col), cfg.data.max_buckets, ())
+    pre_dd = device.to_device(logs.relabel(ds, col), cfg.data.max_buckets, ())
     pre = fit(f"pre_{name}", "x", lambda: T.train(keys, tc, pre_dd.train_pos, "x", dd.eval_sets,
                                                   hooks=log(f"pre_{name}")))
     fit(f"pre_{name}_ft", "x", lambda: T.train(keys, tc, dd.train_pos, "x", dd.eval_sets,

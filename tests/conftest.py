@@ -205,8 +205,8 @@ def practitioner(logs_folder, tmp_path_factory) -> Practitioner:
 def tiny_device():
   """TINY's synthetic data on the device, scored on test and vali."""
   from experiments.framework import setup
-  from pfd_jax.methods import distill
-  return distill.to_device(setup.load_dataset(TINY.data), max_buckets=2, eval_splits=("test", "vali"))
+  from pfd_jax.training import device
+  return device.to_device(setup.load_dataset(TINY.data), max_buckets=2, eval_splits=("test", "vali"))
 
 
 def slow_after_first(cases: list, mark=pytest.mark.slow) -> list:

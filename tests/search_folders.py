@@ -6,7 +6,7 @@ import numpy as np
 
 from pfd_jax.data.datasets import Dataset
 from pfd_jax.data.groups import Groups
-from pfd_jax.methods import distill
+from pfd_jax.training.device import to_device
 from pfd_jax.training import TrainConfig
 
 # The search as table2 runs it: 2 screening seeds, patience 10, two stages, 3 cross-fitted folds.
@@ -20,7 +20,7 @@ def keys():
 
 
 def device(d):
-  return distill.to_device(d, 1)
+  return to_device(d, 1)
 
 
 def folder(seed: int, gain: bool) -> Dataset:

@@ -432,7 +432,7 @@ def test_padded_slots_and_resident_bytes_are_what_bucketing_holds():
   rel, y (float32) and mask (a byte) of to_device's bucket sets (training: all groups and the positive ones; each
   eval split's lists with a positive)."""
   from pfd_jax.data.padding import bucketize, padded_slots
-  from pfd_jax.methods import distill
+  from pfd_jax.training import device
   from pfd_jax.training.evaluation import eval_buckets
   ds = D.prepare(DataConfig(), D.load_raw("synthetic", synthetic_kwargs=dict(num_queries=(60, 20, 30), seed=2)))
   tr = ds["train"]
@@ -441,7 +441,7 @@ def test_padded_slots_and_resident_bytes_are_what_bucketing_holds():
   sets = [bucketize(tr, 4), bucketize(tr, 4, np.flatnonzero(pp.positive_groups(tr)))]
   sets += [eval_buckets(ds[s], 4) for s in ("test", "vali")]
   held = sum(b.x.nbytes + b.z.nbytes + b.rel.nbytes + b.y.nbytes + b.mask.nbytes for bs in sets for b in bs)
-  assert distill.resident_bytes(ds, 4) == held
+  assert device.resident_bytes(ds, 4) == held
 
 
 def test_a_fold_whose_buckets_exceed_stream_above_of_the_memory_streams():

@@ -12,6 +12,7 @@ from experiments import predict
 from experiments.framework import monitor, outputs, schema, setup
 from experiments import export as export_driver
 from pfd_jax import data as D
+from pfd_jax.training import device
 from pfd_jax.methods import distill
 from conftest import logs_data
 from pfd_jax.serving import export
@@ -26,7 +27,7 @@ def _trained_student(folder, out, pfd=True, **arch):
   teacher, one row to train instead of three), saved under `out` and loaded back; the serving file; the saved
   model's folder."""
   ds = setup.load_dataset(logs_data(folder, query_norm=True))
-  dd = distill.to_device(ds, 2, ("test",))
+  dd = device.to_device(ds, 2, ("test",))
   cfg = T.TrainConfig(epochs=2, batch_size=16, hidden=16, layers=3, **arch)
   keys = jax.random.split(jax.random.PRNGKey(0), 3)
   trained = distill.run_methods(keys, cfg, dd, ["pfd"])["pfd"] if pfd else distill.train_on_data(keys, cfg, dd, "x")

@@ -81,3 +81,37 @@ def test_saved_models_score_without_the_training_code(tmp_path):
   p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
   assert p.returncode == 0, p.stderr[-2000:]
   assert p.stdout.strip().endswith("LOADED []"), p.stdout
+
+
+def test_a_walk_counts_its_rooms_stays_returns_and_crossings():
+  """experiments/walk.py's reading of a call sequence, on a planted one: consecutive calls in a room are one stay,
+  a stay in a room left before is a return, a step between experiments/ and pfd_jax/ a crossing."""
+  from experiments import walk
+  w = walk.walk(["experiments.a", "experiments.a", "pfd_jax.b", "pfd_jax.c", "pfd_jax.b", "experiments.a",
+                 "pfd_jax.c"])
+  assert w.stays == [("experiments.a", 2), ("pfd_jax.b", 1), ("pfd_jax.c", 1), ("pfd_jax.b", 1),
+                     ("experiments.a", 1), ("pfd_jax.c", 1)]
+  assert (w.rooms, w.returns) == (3, 3)
+  assert dict(w.crossings) == {("experiments", "pfd_jax"): 2, ("pfd_jax", "experiments"): 1}
+  assert [walk.layer(m) for m in ("pfd_jax.data.groups", "pfd_jax.config", "experiments.table2",
+                                  "experiments.framework.setup")] == [
+      "pfd_jax.data", "pfd_jax", "experiments", "experiments.framework"]
+
+
+def test_a_walk_records_the_calls_handed_its_kinds_until_its_end():
+  """calls() records a project function's call when an argument is of the kind's types, and stops at the end's
+  first call (what follows is never recorded)."""
+  from experiments import walk
+  from experiments.framework import setup
+  from pfd_jax.data.config import DataConfig
+
+  two, three = DataConfig(draws=2), DataConfig(draws=3)
+
+  def run():
+    setup.folds_of(two)  # handed a DataConfig: recorded
+    layers.file_lines(root="/nonexistent")  # no configuration among its arguments: not recorded
+    walk.layer("pfd_jax.data.groups")  # the end
+    setup.folds_of(three)  # after the end: never called
+
+  seen = walk.calls(run, walk.layer, {"configuration": (DataConfig,)})
+  assert seen == {"configuration": ["experiments.framework.setup"]}

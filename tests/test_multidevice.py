@@ -16,14 +16,15 @@ SCRIPT = r"""
 import dataclasses, json, sys
 import jax, numpy as np
 from experiments.framework import setup
+from pfd_jax.training import device
 from pfd_jax.methods import distill
 from pfd_jax import training as T
 
 assert len(jax.devices()) == 4, jax.devices()
 from pfd_jax.data.config import DataConfig
 ds = setup.load_dataset(DataConfig(synthetic_queries=(80, 20, 60), synthetic_mean_docs=16.0, tau=4.0, cache_dir=""))
-dd = distill.to_device(ds, max_buckets=2, eval_splits=("test",), data_groups="all")
-disk = distill.to_device(ds, max_buckets=2, eval_splits=("test",), data_groups="all", shard_dir=sys.argv[1])
+dd = device.to_device(ds, max_buckets=2, eval_splits=("test",), data_groups="all")
+disk = device.to_device(ds, max_buckets=2, eval_splits=("test",), data_groups="all", shard_dir=sys.argv[1])
 keys = jax.random.split(jax.random.PRNGKey(0), 2)
 out = {}
 for name, mesh in [("one", ()), ("data4", (("data", 4),)), ("seeds2_data2", (("seeds", 2), ("data", 2))),

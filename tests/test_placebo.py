@@ -12,6 +12,7 @@ import pytest
 from conftest import TINY
 from experiments.framework import setup
 from pfd_jax import data as D
+from pfd_jax.training import device
 from pfd_jax.methods import distill
 from pfd_jax.ops import stats
 from pfd_jax import training as T
@@ -91,8 +92,8 @@ def sparse_ds():
 def _pfd_vs_placebo(ds: D.Dataset, seeds: int = 6):
   """PFD student vs placebo student, test NDCG@8 paired by seed (the same keys), on `ds`."""
   tc = T.TrainConfig(epochs=15, hidden=32, layers=3, batch_size=16)
-  dd = distill.to_device(ds, 2, ("test",))
-  placebo = distill.to_device(D.with_placebo_privileged(ds, "query", 0), 2, ("test",))
+  dd = device.to_device(ds, 2, ("test",))
+  placebo = device.to_device(D.with_placebo_privileged(ds, "query", 0), 2, ("test",))
   keys = jax.random.split(jax.random.PRNGKey(0), seeds)
   rows = distill.run_methods(keys, tc, dd, ("pfd", "placebo"), placebo=lambda: placebo)
   return stats.paired(rows["pfd"].best["test"][:, 0], rows["placebo"].best["test"][:, 0])

@@ -10,6 +10,7 @@ import pytest
 from conftest import TINY
 from experiments.framework import setup
 from pfd_jax.data.datasets import Dataset
+from pfd_jax.training import device
 from pfd_jax.methods import distill, search
 from pfd_jax.ops import teacher
 from pfd_jax.training import TrainConfig
@@ -53,7 +54,7 @@ def test_search_reads_no_test_label_and_trains_each_candidate_as_its_own_run():
   ds = _dataset()
   cfg = TrainConfig(epochs=2, hidden=16, layers=3, select_on="vali")
   keys = jax.random.split(jax.random.PRNGKey(0), 2)
-  dev = lambda d: distill.to_device(d, 2)
+  dev = lambda d: device.to_device(d, 2)
   kw = dict(alphas=(0.5,), temperatures=(1.0, 3.0))
   res = search.search(keys, cfg, ds, dev, **kw)
   assert len(res.lists) == 1 + 3 * 2 and search.Candidate() in res.lists  # 3 subsets x 2 temperatures
@@ -85,7 +86,7 @@ def test_the_cheap_search_screens_in_two_stages_on_fewer_seeds():
   ds = _dataset()
   cfg = TrainConfig(epochs=3, hidden=16, layers=3, select_on="vali")
   keys = jax.random.split(jax.random.PRNGKey(0), 2)
-  dev = lambda d: distill.to_device(d, 2)
+  dev = lambda d: device.to_device(d, 2)
   res = search.search(keys, cfg, ds, dev, alphas=(0.2, 0.5), temperatures=(1.0, 3.0), seeds=1, patience=1, refine=1)
   plain = {c.columns: v.mean() for c, v in res.lists.items() if c.columns and (c.alpha, c.temperature) == (0.5, 1.0)}
   assert set(plain) == {(0, 1), (0,), (1,)}  # all; each alone; all but the strongest (the other alone, once)
@@ -113,7 +114,7 @@ def test_search_drops_a_copy_of_the_label_and_keeps_the_useful_column():
   assert strength[0] == pytest.approx(1.0) and strength[1] < 0.6
   cfg = TrainConfig(epochs=60, hidden=16, layers=3, select_on="vali", batch_size=8, lr=1e-2)
   keys = jax.random.split(jax.random.PRNGKey(0), 4)
-  dev = lambda d: distill.to_device(d, 4)
+  dev = lambda d: device.to_device(d, 4)
   # table2's own-data defaults: screened on 2 of the 4 seeds, patience 10, the grid for the best subset only
   res = search.search(keys, cfg, ds, dev, alphas=(0.5,), temperatures=(1.0,), seeds=2, patience=10, refine=1)
   assert set(c.columns for c in res.lists) == {(), (0, 1), (0,), (1,)}  # all; each alone; all but the copy

@@ -18,6 +18,7 @@ from experiments.framework import outputs, schema, setup
 from pfd_jax.config import ConfigError
 from pfd_jax.data.config import DataConfig, parse_ids
 from pfd_jax import data as D
+from pfd_jax.training import device
 from pfd_jax.methods import distill
 from pfd_jax import training as T
 from pfd_jax.ops import scoring
@@ -81,7 +82,7 @@ def test_out_of_range_privileged_id_names_the_flag(folder):
 @pytest.mark.heavy
 def test_save_load_score_equals_in_memory_bit_for_bit(folder, tmp_path):
   ds = setup.load_dataset(logs_data(folder))
-  dd = distill.to_device(ds, 2, ("test",))
+  dd = device.to_device(ds, 2, ("test",))
   cfg = T.TrainConfig(epochs=2, batch_size=16, hidden=16, layers=3)
   keys = jax.random.split(jax.random.PRNGKey(0), 3)
   rows = distill.run_methods(keys, cfg, dd, ["pfd"])

@@ -14,6 +14,7 @@ from pfd_jax import distributed
 from pfd_jax import training as T
 from pfd_jax.methods import distill
 from pfd_jax.methods import gbdt
+from pfd_jax.methods import rows as rows_lib
 from pfd_jax.training import TrainConfig
 from experiments.framework.records import RunRecord
 from experiments.framework import plots, protocol, rundir, schema, tabulate
@@ -56,14 +57,15 @@ class PFDFold(NamedTuple):
 
 def pfd_folds(cfg: Config):
   """Yields a :class:`PFDFold` per fold of `cfg`: the no-distillation baseline (view x) and the PFD teacher
-  (view xz) that the ablation drivers build on, both trained on the positive groups."""
+  (view xz) that the ablation drivers build on, both trained on the positive groups as Table 2 trains them: their
+  rows of the registry, through :func:`pfd_jax.methods.distill.run_rows`."""
   for fold in folds_of(cfg.data):
     ds, dd, tc, keys = fold_setup(cfg, None, fold)
     log = progress(f"[fold{fold}]")
     rows = Rows(cfg, ds, fold)
-    base = rows("no_distill", "x", tc, lambda: distill.train_on_data(keys, tc, dd, "x", log("no_distill")))
-    teacher = rows("pfd_teacher", "xz", tc, lambda: distill.train_on_data(keys, tc, dd, "xz", log("pfd_teacher")))
-    yield PFDFold(ds, dd, tc, keys, log, base, teacher, rows)
+    done = distill.run_rows(distill.Context(keys, tc, dd, ds, fit=rows.fit(), hooks=log),
+                            rows_lib.plan(("pfd",), students=False))  # the baseline and the PFD teacher
+    yield PFDFold(ds, dd, tc, keys, log, done["no_distill"].result, done["pfd_teacher"].result, rows)
 
 
 def results(cfg: Config, rows: Dict[str, list], t0: float, **extra) -> RunRecord:

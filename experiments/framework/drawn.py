@@ -34,6 +34,7 @@ from pfd_jax import config as C
 from pfd_jax import data as D
 from pfd_jax.training import draws
 from pfd_jax.methods import distill
+from pfd_jax.training.device import to_device_draws
 from pfd_jax.methods import rows as rows_lib
 
 
@@ -61,7 +62,7 @@ def run_folds(cfg: schema.Config, methods: tuple) -> Dict[str, Dict[str, FoldRec
     logging.info("[draws %d-%d] %d draws loaded in %.0f s", chunk[0], chunk[-1], len(chunk), loaded)
     permuted = functools.cache(lambda: [D.with_placebo_privileged(ds, cfg.run.placebo_within, cfg.run.seed)
                                         for ds in sets])
-    device = functools.cache(lambda placebo, splits, groups: distill.to_device_draws(
+    device = functools.cache(lambda placebo, splits, groups: to_device_draws(
         permuted() if placebo else sets, cfg.data.max_buckets, splits, groups))
     for loss in cfg.losses:  # each loss's seconds count its share of the loading
       out[loss].update(_chunk(cfg, loss, chunk, sets, device, methods, loaded / len(cfg.losses)))

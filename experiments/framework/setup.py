@@ -13,10 +13,9 @@ from absl import logging
 
 from pfd_jax import config as C
 from pfd_jax import data as D
-from pfd_jax.methods import distill
 from pfd_jax import distributed
 from pfd_jax.data.config import DataConfig
-from pfd_jax.training import TrainConfig
+from pfd_jax.training import TrainConfig, device
 from experiments.framework.schema import Config
 
 
@@ -115,15 +114,15 @@ def eval_splits(tc: TrainConfig) -> tuple:
   return ("test", "vali") if tc.select_on == "vali" else ("test",)
 
 
-def device_data(cfg: Config, ds: D.Dataset, tc: TrainConfig, fold: int = 1) -> distill.DeviceData:
+def device_data(cfg: Config, ds: D.Dataset, tc: TrainConfig, fold: int = 1) -> device.DeviceData:
   """A fold's buckets on the device (or streamed from shards, as --data_source says); a dataset with a ``truth``
   split (the simulated logs' unbiased target, pfd_jax.data.logs) is evaluated on it too."""
   splits = eval_splits(tc) + (("truth",) if "truth" in ds.splits else ())
-  streamed, why = streams(cfg.data.data_source, cfg.data.stream_above, lambda: distill.resident_bytes(
+  streamed, why = streams(cfg.data.data_source, cfg.data.stream_above, lambda: device.resident_bytes(
       ds, cfg.data.max_buckets, splits, tc.data_groups), available_memory)
   if why:  # every process of a multi-process run alike: one that must stream makes them all stream
     streamed = bool(distributed.comm().max(np.int64(streamed)))
-  dd = distill.to_device(ds, cfg.data.max_buckets, splits, tc.data_groups, cfg.data.shard_dir if streamed else None)
+  dd = device.to_device(ds, cfg.data.max_buckets, splits, tc.data_groups, cfg.data.shard_dir if streamed else None)
   if dd.shards:
     logging.info("fold %d streams its buckets from %s%s", fold, dd.shards, why)
   elif why:
@@ -151,7 +150,7 @@ def available_memory() -> int:
     return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
 
 
-def placebo_data(cfg: Config, ds: D.Dataset, tc: TrainConfig, fold: int = 1) -> Callable[[], distill.DeviceData]:
+def placebo_data(cfg: Config, ds: D.Dataset, tc: TrainConfig, fold: int = 1) -> Callable[[], device.DeviceData]:
   """The placebo rows' device data, made on first use and kept: `ds` with its privileged rows permuted
   (--placebo_within; the permutation seeded by --seed, the same for every training seed of the run)."""
   return functools.cache(lambda: device_data(cfg, D.with_placebo_privileged(ds, cfg.run.placebo_within, cfg.run.seed),

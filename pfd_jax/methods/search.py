@@ -226,7 +226,7 @@ def search(keys, cfg: TrainConfig, ds: Dataset, to_device: Callable[[Dataset], o
            split_seed: int = 0) -> Search:
   """Searches the PFD configurations of the module docstring on `ds`'s validation split (and, with `folds`, on
   cross-fitted training lists) and returns the :class:`Search`. to_device(dataset) returns its
-  :class:`pfd_jax.methods.distill.DeviceData` (with a 'vali' evaluation set); cfg.select_on should be 'vali'
+  :class:`pfd_jax.training.device.DeviceData` (with a 'vali' evaluation set); cfg.select_on should be 'vali'
   (nothing about test may select anything). hooks(name) gives each model's :class:`pfd_jax.training.Hooks`; top:
   the most predictive columns searched one by one (:func:`subsets`); subset_list: the subsets themselves instead;
   baseline: the no-distillation run with these keys and cfg when the caller has trained it already (not trained

@@ -6,6 +6,7 @@
 * :mod:`~pfd_jax.training.program`: the epoch's batch plan and the one compiled program that trains its steps;
 * :mod:`~pfd_jax.training.feed`: where the data lives (one device, a mesh or N processes, or disk) and how
   each epoch's steps reach the program;
+* :mod:`~pfd_jax.training.device`: a fold's data on the device (:func:`to_device`: resident or streamed);
 * :mod:`~pfd_jax.training.evaluation`: evaluation sets, scoring and best keeping;
 * :mod:`~pfd_jax.training.draws`: re-drawn datasets on one layout, their models trained in one program;
 * :mod:`~pfd_jax.training.loop`: :func:`train`, the shape of a run.
