@@ -40,7 +40,7 @@ from pfd_jax.config import ConfigError, option
 from pfd_jax.data import logs
 from pfd_jax.methods import debias, distill
 from pfd_jax.methods.gbdt import GBDTConfig
-from pfd_jax.methods.rows import Row
+from pfd_jax.methods.rows import Recipe, Row
 
 
 @dataclasses.dataclass(frozen=True)
@@ -65,27 +65,31 @@ _D, _G = "pfd_jax.methods.distill", "pfd_jax.methods.gbdt"
 # This driver's rows besides no-distillation, each one Row value with its title and training function (judged on
 # the truth; the position is the logs' column 0, click column 1), in training order (a teacher before its students).
 DEBIAS_ROWS = (
-    Row("position_feature", "Position as a feature, served at position 1", view="xz:{position}",
-        train=f"{_D}:train_served", servable=False),
-    Row("two_tower", "Two-tower (item MLP + additive position tower), served at position 1", view="xz:{position}",
-        overrides=(("tower", 1),), train=f"{_D}:train_served", servable=False),
-    Row("ips_known", "IPS, known propensities k^-eta", train=f"{_D}:train_ips", train_args=(("propensities", "known"),)),
-    Row("ips_randomized", "IPS, propensities from randomised sessions", train=f"{_D}:train_ips",
-        train_args=(("propensities", "randomized"),)),
-    Row("ips_em", "IPS, regression-EM propensities", train=f"{_D}:train_ips", train_args=(("propensities", "em"),)),
-    Row("pfd_position_teacher", "PFD teacher* (x + position)", view="xz:{position}", method=None),
-    Row("pfd_position", "PFD(position) student", teacher="pfd_position_teacher"),
-    Row("pfd_position_top", "PFD(position) student, taught at position 1", teacher="pfd_position_teacher",
-        train_args=(("at_top", True),)),
-    Row("pfd_position_click_teacher", "PFD teacher* (x + position + click)", view="xz:{position},1", method=None),
-    Row("pfd_position_click", "PFD(position + click) student", teacher="pfd_position_click_teacher"),
+    Row("position_feature", "Position as a feature, served at position 1",
+        recipe=Recipe(view="xz:{position}", train=f"{_D}:train_served"), servable=False),
+    Row("two_tower", "Two-tower (item MLP + additive position tower), served at position 1",
+        recipe=Recipe(view="xz:{position}", overrides=(("tower", 1),), train=f"{_D}:train_served"), servable=False),
+    Row("ips_known", "IPS, known propensities k^-eta",
+        recipe=Recipe(train=f"{_D}:train_ips", train_args=(("propensities", "known"),))),
+    Row("ips_randomized", "IPS, propensities from randomised sessions",
+        recipe=Recipe(train=f"{_D}:train_ips", train_args=(("propensities", "randomized"),))),
+    Row("ips_em", "IPS, regression-EM propensities",
+        recipe=Recipe(train=f"{_D}:train_ips", train_args=(("propensities", "em"),))),
+    Row("pfd_position_teacher", "PFD teacher* (x + position)", recipe=Recipe(view="xz:{position}"), method=None),
+    Row("pfd_position", "PFD(position) student", recipe=Recipe(teacher="pfd_position_teacher")),
+    Row("pfd_position_top", "PFD(position) student, taught at position 1",
+        recipe=Recipe(teacher="pfd_position_teacher", train_args=(("at_top", True),))),
+    Row("pfd_position_click_teacher", "PFD teacher* (x + position + click)", recipe=Recipe(view="xz:{position},1"),
+        method=None),
+    Row("pfd_position_click", "PFD(position + click) student", recipe=Recipe(teacher="pfd_position_click_teacher")),
     # the placebo teacher reads permuted columns, in no file: never saved as a model
-    Row("placebo_teacher", "Placebo teacher (x + permuted position)", view="xz:{position}", method=None,
-        placebo=True, servable=False),
-    Row("placebo", "Placebo student (PFD(position) on permuted columns)", teacher="placebo_teacher", placebo=True),
-    Row("lambdamart", "LambdaMART (x)", train=f"{_G}:train_lightgbm", one_process=True),
-    Row("lambdamart_position", "LambdaMART + LightGBM position-bias model", train=f"{_G}:train_lightgbm",
-        train_args=(("position_bias", True),), one_process=True))
+    Row("placebo_teacher", "Placebo teacher (x + permuted position)", recipe=Recipe(view="xz:{position}", placebo=True),
+        method=None, servable=False),
+    Row("placebo", "Placebo student (PFD(position) on permuted columns)",
+        recipe=Recipe(teacher="placebo_teacher", placebo=True)),
+    Row("lambdamart", "LambdaMART (x)", recipe=Recipe(train=f"{_G}:train_lightgbm", one_process=True)),
+    Row("lambdamart_position", "LambdaMART + LightGBM position-bias model",
+        recipe=Recipe(train=f"{_G}:train_lightgbm", train_args=(("position_bias", True),), one_process=True)))
 ROWS = [("no_distill", "No-distillation (x)")] + [(r.name, r.title) for r in DEBIAS_ROWS]  # the table's order
 LABELS = dict(ROWS)
 PROPENSITIES = ("known", "randomized", "em")  # the IPS rows' tables (propensities())
@@ -95,9 +99,9 @@ TOP = 1.0  # log2(1 + 1): the position column's value at the top position (serve
 def rows_of(o: Options, props: Mapping[str, np.ndarray]) -> tuple:
   """The rows of one bias strength besides no-distillation: one IPS row per propensity table it has, the placebo
   rows with --placebo, the LightGBM rows with --lightgbm."""
-  table = lambda r: dict(r.train_args).get("propensities")  # an IPS row's
+  table = lambda r: dict(r.recipe.train_args).get("propensities")  # an IPS row's
   return tuple(r for r in DEBIAS_ROWS if (table(r) is None or table(r) in props)
-               and (o.placebo or not r.placebo) and (o.lightgbm or not r.one_process))
+               and (o.placebo or not r.recipe.placebo) and (o.lightgbm or not r.recipe.one_process))
 
 
 def simulate(o: Options, eta: float) -> D.Dataset:

@@ -169,7 +169,8 @@ def run_fold(cfg: schema.Config, loss: str, fold: int, methods: tuple, shared: D
   found = next((t.found for t in rows.values() if t.found is not None), None)
   # Per test list NDCG@8 of each row's best-epoch models, averaged over seeds: the query-level comparison
   # (a row that reads the permuted z is scored on the placebo data).
-  lists = {name: _lists(tc, t, ds["test"], (placebo() if rows_lib.REGISTRY[name].permuted else dd).eval_sets["test"],
+  lists = {name: _lists(tc, t, ds["test"],
+                        (placebo() if rows_lib.REGISTRY[name].recipe.permuted else dd).eval_sets["test"],
                         dd.max_buckets) for name, t in rows.items()}
   record = FoldRecord(data=ds.config, train_groups=dd.num_train_groups, positive_train_groups=dd.num_positive_groups,
                       seconds=time.time() - t0,
@@ -198,7 +199,7 @@ def ensembles(tc: T.TrainConfig, rows: Dict[str, distill.Trained], ds, dd) -> Di
   (their seeds' mean), which the deploy choice pairs (deploy.choose); rows: {name: distill.Trained}."""
   out = {}
   for name, t in rows.items():
-    if rows_lib.REGISTRY[name].permuted:
+    if rows_lib.REGISTRY[name].recipe.permuted:
       continue
     out[name] = {}
     for split in ("test", "vali") if "vali" in dd.eval_sets else ("test",):

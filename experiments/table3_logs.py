@@ -81,7 +81,7 @@ def run(cfg: schema.Config) -> RunRecord:
   cfg = cfg.replace(data=dict(draws=cfg.options.draws)) if cfg.options.draws else cfg  # setup's keys per draw
   draws = [simulated_rows(cfg, fold) for fold in setup.folds_of(cfg.data)]
   best = {k: np.concatenate([d[0][k].best["test"] for d in draws]) for k in draws[0][0]}
-  lightgbm = {k for k in best if k in rows_lib.REGISTRY and rows_lib.REGISTRY[k].one_process}
+  lightgbm = {k for k in best if k in rows_lib.REGISTRY and rows_lib.REGISTRY[k].recipe.one_process}
   return RunRecord(config=cfg, env=rundir.environment(), simulator=draws[0][1].config,
                    positive_train_sessions_pct=float(np.mean([d[2] for d in draws])),
                    privileged_corr={n: float(np.mean([d[3][n] for d in draws])) for n in logs.PRIVILEGED},

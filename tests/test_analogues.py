@@ -95,7 +95,8 @@ def test_the_calibration_trains_no_student(monkeypatch, tmp_path):
     raise AssertionError("the calibration trained a student")
   for name, row in list(rows_lib.REGISTRY.items()):
     if not (row.is_teacher or row.baseline):
-      monkeypatch.setitem(rows_lib.REGISTRY._entries, name, dataclasses.replace(row, train=planted))
+      recipe = dataclasses.replace(row.recipe, train=planted)
+      monkeypatch.setitem(rows_lib.REGISTRY._entries, name, dataclasses.replace(row, recipe=recipe))
   cfg = tiny(calibrate.Options(weights=(0.2, 0.8), leaks=(0.0,), noises=(0.7,), test_scale=5.0),
              data=dict(dataset="web30k_like", synthetic_scale=0.05, synthetic_queries=(),
                        synthetic_mean_docs=None), run=dict(seeds=1))

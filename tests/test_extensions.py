@@ -33,13 +33,15 @@ MODULE = textwrap.dedent('''
     teaching.REGISTRY.register(teaching.Teaching("softened", "PFD, softened targets",
                                                  (("teacher_transform", "sigmoid"), ("temperature", 2.0))))
     rows.REGISTRY.register(rows.Row(
-        "gbdt_xent_a02", "GBDT student at alpha 0.2 (PFD teacher)", teacher="pfd_teacher", overrides=(("alpha", 0.2),),
-        train="pfd_jax.methods.gbdt:train_lightgbm_student", train_args=(("objective", "cross_entropy"),),
-        one_process=True,
+        "gbdt_xent_a02", "GBDT student at alpha 0.2 (PFD teacher)",
+        recipe=rows.Recipe(teacher="pfd_teacher", overrides=(("alpha", 0.2),),
+                           train="pfd_jax.methods.gbdt:train_lightgbm_student",
+                           train_args=(("objective", "cross_entropy"),), one_process=True),
         claims=(("no_distill", "GBDT student at alpha 0.2 beats no-distillation (a registered row)"),)))
     rows.REGISTRY.register(rows.Row(
-        "pfd_position_a", "PFD(position) student, own alpha", teacher="pfd_position_teacher", when=("position",),
-        overrides=(("alpha", float(os.environ.get("EXT_ALPHA", "0.2"))),)))
+        "pfd_position_a", "PFD(position) student, own alpha", when=("position",),
+        recipe=rows.Recipe(teacher="pfd_position_teacher",
+                           overrides=(("alpha", float(os.environ.get("EXT_ALPHA", "0.2"))),))))
 ''')
 
 

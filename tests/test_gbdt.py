@@ -171,7 +171,7 @@ def test_driver_rows_saved_gbdt_models_reload_bit_for_bit_and_predict(folder, tm
   res = table2.run(cfg)
   written(tmp_path, res, table2.DRIVER)  # a canary of the cross-family rows
   rows = res["losses"]["rankbce"].folds["fold1"].rows  # typed records (experiments.framework.records)
-  lightgbm = {n for n, r in rows_lib.REGISTRY.items() if r.one_process and not r.when}
+  lightgbm = {n for n, r in rows_lib.REGISTRY.items() if r.recipe.one_process and not r.when}
   assert set(rows) == lightgbm | {"no_distill", "pfd_teacher"} and rows["lambdamart"].curves == {}
   md = table2.to_markdown(outputs.as_json(res))
   for name in ("LambdaMART teacher*", "PFD student (LambdaMART teacher)", "LambdaMART student, teacher grades"):

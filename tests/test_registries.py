@@ -35,7 +35,8 @@ def read_csv(path: str, cache_dir=None) -> Groups:
                 offsets=np.r_[starts, len(qid)].astype(np.int64))
 
 
-ROW = rows.Row("pfd_alpha02", "PFD student, alpha 0.2", teacher="pfd_teacher", overrides=(("alpha", 0.2),),
+ROW = rows.Row("pfd_alpha02", "PFD student, alpha 0.2",
+               recipe=rows.Recipe(teacher="pfd_teacher", overrides=(("alpha", 0.2),)),
                claims=(("pfd", "PFD student at alpha 0.2 beats PFD at alpha 0.5 (a registered row)"),))
 LOSS = losses.Loss("scaled_bce", scaled_bce, params={"scale": 1.0})
 SPEC = specs.DatasetSpec("csvrank", "a CSV export (test)", labels="file", own_folder=True, own_data=True,
@@ -104,7 +105,7 @@ def test_a_row_a_loss_and_a_dataset_are_one_entry_each(registered, tmp_path):
 def test_a_registered_row_trains_from_its_entry(registered):
   """The plan of --methods=pfd_alpha02 is its teacher chain, and the row trains with its own alpha."""
   assert [r.name for r in rows.plan(["pfd_alpha02"])] == ["no_distill", "pfd_teacher", "pfd_alpha02"]
-  assert ROW.config(TrainConfig()).alpha == 0.2 and rows.uses_privileged("pfd_alpha02")
+  assert ROW.recipe.config(TrainConfig()).alpha == 0.2 and rows.uses_privileged("pfd_alpha02")
   assert "pfd_alpha02" in table2.all_methods() and "pfd_alpha02" in rows.methods(one_process=False)
   with pytest.raises(ValueError, match="unknown methods"):
     rows.plan(["pfd_alpha03"])

@@ -56,7 +56,7 @@ class Choice(TypedDict, total=False):
 def candidates(rows: Mapping[str, Any]) -> list:
   """The rows a service can run from a saved model: students and baselines on x (not teachers, not the placebo
   control, not the position-aware rows, whose served input is a constant no saved model holds)."""
-  return [n for n in rows if (r := rows_lib.REGISTRY[n]).servable and not r.is_teacher and not r.placebo]
+  return [n for n in rows if (r := rows_lib.REGISTRY[n]).servable and not r.is_teacher and not r.recipe.placebo]
 
 
 def wall_times(fn, calls: int, warmup: int = 1) -> np.ndarray:
@@ -101,7 +101,7 @@ def simplicity(candidate: tuple) -> tuple:
   order (no-distillation first)."""
   row, kind = candidate
   r, names = rows_lib.REGISTRY[row], rows_lib.REGISTRY.names()
-  return (r.distilled, kind == "ensemble", names.index(row))
+  return (r.recipe.distilled, kind == "ensemble", names.index(row))
 
 
 def choose(fold_results: list, ensembles: bool) -> Choice:

@@ -98,7 +98,7 @@ def _chunk(cfg: schema.Config, loss: str, chunk: list, sets: list, device, metho
   # per test list NDCG of every draw's models on its own lists of the layout (a row that reads the permuted z on the
   # placebo data), one vmapped call per bucket and row
   lists = {name: draws.per_list_ndcg(t.config, t.result.params,
-                                    device(rows_lib.REGISTRY[name].permuted, *layout).eval_sets["test"], t.view)
+                                    device(rows_lib.REGISTRY[name].recipe.permuted, *layout).eval_sets["test"], t.view)
            for name, t in rows.items()}
   seeds, seconds = cfg.run.seeds, (time.time() - t0) / len(chunk)
   out = {}

@@ -95,7 +95,7 @@ def search_text(record: LossRecord) -> str:
   for k, f in folds.items():
     s, base = f.search, f.search["candidates"]["no distillation"]
     primary = rows_lib.primary()
-    pfd = sum(f.rows[n].seconds for n in (primary.teacher, primary.name) if n in f.rows)
+    pfd = sum(f.rows[n].seconds for n in (primary.recipe.teacher, primary.name) if n in f.rows)
     screened = (f", screened with {s['seeds']} seed{'s' * (s['seeds'] > 1)}" if s.get("seeds") else "") + (
         f", patience {s['patience']} epochs" if s.get("patience") else "")
     cost = (f"{len(s['candidates'])} candidates{screened}, in {s['seconds']:.0f} s with the chosen one's training on "

@@ -67,7 +67,7 @@ class Rows:
     """The ``fit(row, config, train)`` of :mod:`pfd_jax.methods.distill`'s run functions: each row (a
     :class:`pfd_jax.methods.rows.Row`) loaded or trained and saved as ``<prefix><row name>`` with its own view and
     config, written as a model when a service can run it (and `servable`)."""
-    return lambda row, config, train: self.many([(prefix + row.name, row.view, config, row)], lambda: [train()],
+    return lambda row, config, train: self.many([(prefix + row.name, row.recipe.view, config, row)], lambda: [train()],
                                                 servable and row.servable)[0]
 
   def many(self, rows: list, train: Callable[[], list], servable: bool = True) -> list:
@@ -116,7 +116,7 @@ class Rows:
     models, written and read only by the run's own folder."""
     def keep(row, config, make):
       path = os.path.join(self.store, prefix + row.name + ".found.pickle") if self.store else None
-      now, saved = fingerprint(row.view, config, row), None
+      now, saved = fingerprint(row.recipe.view, config, row), None
       if path and os.path.exists(path) and not self.cfg.run.restart:
         with open(path, "rb") as f:
           saved = pickle.load(f)
@@ -147,11 +147,11 @@ def fingerprint(view: str, tc: TrainConfig, entry=None) -> str:
   chain, row = [], entry
   while row is not None:
     known = rows_lib.REGISTRY.get(row.name)
-    if known is None or dataclasses.replace(row, view=known.view) != known:  # not the registry's entry
+    if known is None or row.viewing(known.recipe.view) != known:  # not the registry's entry
       chain.append(registry.canonical(row))
       break
     chain.append(rows_lib.REGISTRY.code(row.name))
-    row = rows_lib.REGISTRY.get(row.teacher) if row.teacher else None
+    row = rows_lib.REGISTRY.get(row.recipe.teacher) if row.recipe.teacher else None
   parts["rows"] = chain
   return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:16]
 

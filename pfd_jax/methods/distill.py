@@ -116,11 +116,12 @@ class Context:
 
   def view(self, row: Row) -> str:
     """The row's model input, its ``{position}`` the run's position column."""
-    return row.view.format(position=self.position.column) if self.position is not None else row.view
+    view = row.recipe.view
+    return view.format(position=self.position.column) if self.position is not None else view
 
   def data(self, row: Row):
     """The row's device data: the placebo copy for a placebo row."""
-    return self.placebo() if row.placebo else self.dd
+    return self.placebo() if row.recipe.placebo else self.dd
 
   def lightgbm_kw(self) -> Dict[str, Any]:
     """The keywords every LightGBM row passes to gbdt.train (seeds, splits, bucketing: rows pair list by list)."""
@@ -129,8 +130,7 @@ class Context:
 
   def kept(self, row: Row, config, view: str, train_fn: Callable) -> Trained:
     """The row's Trained (scored on `view`), its result kept by :attr:`fit` (saved with the view it trains on)."""
-    entry = dataclasses.replace(row, view=self.view(row))
-    return Trained(self.fit(entry, config, train_fn), view, config)
+    return Trained(self.fit(row.viewing(self.view(row)), config, train_fn), view, config)
 
   @staticmethod
   def trained(result, view: str, config, found=None) -> Trained:
@@ -190,18 +190,18 @@ def run_methods(keys, cfg: TrainConfig, dd: DeviceData, methods: Sequence[str] =
 
 
 
-# ------------------------------------------------------------------ the kinds of training (Row.train)
+# ------------------------------------------------------------------ the kinds of training (Recipe.train)
 
 def train_mlp(ctx: Context, row: Row, done: Done, at_top: bool = False) -> Trained:
   """An MLP on the row's view, with its overrides: on data alone (no teacher), or on x as the student of its
   teacher row against the teacher's logits (Eq. 1). at_top: the teacher's logits with the position column at its
   top value (a PFD(position) student taught as if every item were shown first)."""
-  config = row.config(ctx.cfg)
+  config = row.recipe.config(ctx.cfg)
   view = ctx.view(row)
-  if row.teacher is None:
+  if row.recipe.teacher is None:
     return ctx.kept(row, config, view, lambda: train_on_data(ctx.keys, config, ctx.data(row), view,
                                                              ctx.hooks(row.name)))
-  t = done[row.teacher]
+  t = done[row.recipe.teacher]
   z = np.float32(ctx.position.top) if at_top else None
   return ctx.kept(row, config, view, lambda: train_student(
       ctx.keys, config, ctx.data(row), teacher_targets(config, [(t.result, t.view, t.config)], ctx.data(row), z),
@@ -211,15 +211,15 @@ def train_mlp(ctx: Context, row: Row, done: Done, at_top: bool = False) -> Train
 def train_mlp_from_lightgbm(ctx: Context, row: Row, done: Done) -> Trained:
   """An MLP student on x of its LightGBM teacher row's out-of-fold scores (each training group scored by a model
   that never saw it; computed once per fold)."""
-  teacher = done[row.teacher]
-  config = row.config(ctx.cfg)
+  teacher = done[row.recipe.teacher]
+  config = row.recipe.config(ctx.cfg)
   tr = ctx.ds["train"]
 
   def student():
-    scores = ctx.once(f"{row.teacher}_oof", lambda: gbdt.teacher_scores_oof(
+    scores = ctx.once(f"{row.recipe.teacher}_oof", lambda: gbdt.teacher_scores_oof(
         ctx.lightgbm, config, ctx.ds, teacher.view, int(np.shape(ctx.keys)[0]), seed=ctx.seed,
         query_index=gbdt.loss_groups(config, tr), max_buckets=ctx.dd.max_buckets,
-        hooks=ctx.hooks(f"{row.teacher}_oof")))
+        hooks=ctx.hooks(f"{row.recipe.teacher}_oof")))
     targets = gbdt.to_buckets(scores, bucketize(tr, ctx.dd.max_buckets), tr.offsets)
     return train_student(ctx.keys, config, ctx.dd, targets, ctx.hooks(row.name))
   return ctx.kept(row, config, "x", student)
@@ -228,7 +228,7 @@ def train_mlp_from_lightgbm(ctx: Context, row: Row, done: Done) -> Trained:
 def train_served(ctx: Context, row: Row, done: Done) -> Trained:
   """A position-aware MLP (the position a feature, or a tower of its own by the row's overrides): trained on the
   display positions, scored with every item at the top position (the data served once per fold and loss)."""
-  config = row.config(ctx.cfg)
+  config = row.recipe.config(ctx.cfg)
   view = ctx.view(row)
   served = ctx.once("served", lambda: ctx.device_data(debias.serve_at(ctx.ds, ctx.position.column,
                                                                       ctx.position.top)), keep=False)
@@ -240,7 +240,7 @@ def train_ips(ctx: Context, row: Row, done: Done, propensities: str = "em") -> T
   """An MLP on x trained on the inverse-propensity-weighted labels of the propensity table `propensities`, with
   the IPS configuration (a loss affine in its labels)."""
   p = ctx.position
-  config = row.config(p.ips_config)
+  config = row.recipe.config(p.ips_config)
   weighted = debias.with_train_labels(ctx.ds, debias.ips_labels(ctx.ds["train"].y, p.positions,
                                                                 p.propensities[propensities], p.clip),
                                       ips=propensities)
@@ -250,14 +250,14 @@ def train_ips(ctx: Context, row: Row, done: Done, propensities: str = "em") -> T
 
 def run_rows(ctx: Context, plan, done: Optional[Dict[str, Trained]] = None) -> Dict[str, Trained]:
   """Trains the rows of `plan` (:func:`pfd_jax.methods.rows.plan`: teachers before their students) in order, each by
-  its own function (:attr:`pfd_jax.methods.rows.Row.trainer`): {row name: Trained}. done: rows the caller trained
+  its own function (:attr:`pfd_jax.methods.rows.Recipe.trainer`): {row name: Trained}. done: rows the caller trained
   already (not trained again)."""
-  if ctx.placebo is None and any(r.placebo for r in plan):  # before anything trains
+  if ctx.placebo is None and any(r.recipe.placebo for r in plan):  # before anything trains
     raise ValueError("the placebo rows need their data: Context(placebo=lambda: to_device(...)) of "
                      "pfd_jax.data.with_placebo_privileged(ds)")
   done = dict(done or {})
   for row in (r for r in plan if r.name not in done):
-    done[row.name] = row.trainer(ctx, row, done)
+    done[row.name] = row.recipe.trainer(ctx, row, done)
   return done
 
 

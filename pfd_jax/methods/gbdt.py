@@ -337,13 +337,13 @@ def loss_groups(cfg: TrainConfig, train: Groups) -> Optional[np.ndarray]:
   return np.flatnonzero(positive_groups(train)) if cfg.data_groups == "positive" else None
 
 
-# ------------------------------------------------------------------ the LightGBM rows' training (Row.train)
+# ------------------------------------------------------------------ the LightGBM rows' training (Recipe.train)
 
 def train_lightgbm(ctx: Context, row: Row, done: Done, position_bias: bool = False) -> Trained:
   """A row's training (:mod:`pfd_jax.methods.distill`'s ``train(ctx, row, done) -> Trained``): LightGBM LambdaMART
   on the row's view (kept across the fold's losses); position_bias: with LightGBM's position-bias model on the
   display positions (trained for each loss)."""
-  config = row.config(ctx.cfg)
+  config = row.recipe.config(ctx.cfg)
   view = ctx.view(row)
   kw = dict(ctx.lightgbm_kw(), query_index=loss_groups(config, ctx.ds["train"]))
   if position_bias:
@@ -360,14 +360,14 @@ def train_lightgbm_student(ctx: Context, row: Row, done: Done, as_grades: bool =
   """A LightGBM student on x of its MLP teacher row: Eq. 1's targets and weights (objective 'cross_entropy'), or
   LambdaMART on the targets as grades (as_grades=True). The teacher's logits on every training document are computed
   once for the fold's students."""
-  t = done[row.teacher]
-  config = row.config(ctx.cfg)
+  t = done[row.recipe.teacher]
+  config = row.recipe.config(ctx.cfg)
   tr = ctx.ds["train"]
   data_groups = loss_groups(config, tr)
   in_data = np.ones(tr.num_docs, bool) if data_groups is None else np.isin(tr.group_index, data_groups)
 
   def targets(s):
-    logits = ctx.once((row.teacher, "logits"), lambda: doc_scores(
+    logits = ctx.once((row.recipe.teacher, "logits"), lambda: doc_scores(
         t.config, t.result.params, tr, t.view, max_buckets=ctx.dd.max_buckets), keep=False)
     q, w = distilled_targets(tr.y, logits[s], in_data, config.alpha)
     return (grades(q), None) if as_grades else (q, w)

@@ -392,7 +392,7 @@ def train_row(ctx: Context, row: Row, done: Done, baseline: str = "no_distill", 
   the rows of this run the search reuses (no-distillation, and the plain PFD student kept when the search chooses
   its setting)."""
   o = ctx.search or SearchOptions()
-  found = ctx.found(dataclasses.replace(row, view=ctx.view(row)), ctx.cfg, lambda: search(
+  found = ctx.found(row.viewing(ctx.view(row)), ctx.cfg, lambda: search(
       ctx.keys, ctx.cfg, ctx.ds, ctx.device_data, hooks=ctx.hooks, top=o.top, baseline=done[baseline].result,
       plain_pfd=done[plain].result if plain in done else None, seeds=o.seeds, patience=o.patience, refine=o.refine,
       folds=o.folds))
