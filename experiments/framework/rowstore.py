@@ -2,7 +2,6 @@
 is started again (and, with --save_models, written as a saved ranker)."""
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 import os

@@ -163,7 +163,8 @@ class Row:
 REGISTRY: Registry[Row] = Registry("row")
 
 # What a row's column compares (Row.versus), in the tables' column order.
-_VERSUS = {"students": lambda r: r is None or not r.is_teacher, "lightgbm": lambda r: r is not None and r.recipe.one_process,
+_VERSUS = {"students": lambda r: r is None or not r.is_teacher,
+           "lightgbm": lambda r: r is not None and r.recipe.one_process,
            "every": lambda r: True}
 
 _PAPER = "(paper, Table 2)"
