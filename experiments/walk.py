@@ -8,8 +8,8 @@ Two walks: the configuration's (every call into the project's code handed a run'
 (handed a Dataset, its Groups or a fold's DeviceData). Each is read as a walk through rooms: a room is a module; a
 stay is a run of consecutive calls inside one room (read again with a room a layer: pfd_jax.data, pfd_jax.training,
 pfd_jax.methods, ..., experiments.framework, experiments' drivers); a return is a stay in a room the walk had
-already left; a crossing is a step from a stay in experiments/ to one in pfd_jax/ or back. Few rooms, returns and crossings: a
-reader follows the configuration and the data to the training in one pass.
+already left; a crossing is a step from a stay in experiments/ to one in pfd_jax/ or back. Few rooms, returns and
+crossings: a reader follows the configuration and the data to the training in one pass.
 
   python -m experiments.walk             # the main job's walks: counts, then the stays in order
   python -m experiments.walk --loss=ranknet --epochs=1   # any table2 flag: the walk of that configuration
