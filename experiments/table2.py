@@ -55,8 +55,9 @@ class Options:
                            lo_open=True, omit_default=True)
   search: bool = option(False, "Adds the row 'PFD, searched on validation' (pfd_jax.methods.search): teachers on "
                         "subsets of the privileged columns, students over alpha x teacher temperature, chosen by "
-                        "the fallback procedure against no distillation; needs --select_on=vali (on by default "
-                        "for your own data).", omit_default=True)
+                        "the fallback procedure against no distillation; needs --select_on=vali. Off by default "
+                        "(its cost is many rows'): a run on your own data that leaves it out says what it would cost "
+                        "and could detect.", omit_default=True)
   search_folds: int = option(3, "--search: cross-fitting folds over the training lists, every candidate also scored "
                              "on its held-out lists (0 = the validation lists only).", lo=0, omit_default=True)
   search_columns: int = option(4, "--search: the most predictive privileged columns tried one by one (alone, and "
@@ -160,7 +161,8 @@ def run_fold(cfg: schema.Config, loss: str, fold: int, methods: tuple, shared: D
   store = rowstore.Rows(cfg, ds, fold, loss)
   log = monitor.progress(f"[{loss} fold{fold}]")
   placebo = setup.placebo_data(cfg, ds, tc, fold)
-  ctx = distill.Context(keys, tc, dd, ds, fit=store.fit(), found=store.found(), hooks=log, placebo=placebo,
+  found = practice.announce_search(store.found(), o.searching(), int(ds.config["num_privileged"]), tc.alpha)
+  ctx = distill.Context(keys, tc, dd, ds, fit=store.fit(), found=found, hooks=log, placebo=placebo,
                         lightgbm=o.gbdt, device_data=lambda d: setup.device_data(cfg, d, tc, fold), seed=cfg.run.seed,
                         cache=shared, position=where, search=o.searching())
   plan = rows_lib.plan(methods, o.offered(pos), students=not o.teachers_only)
@@ -214,6 +216,11 @@ def ensembles(tc: T.TrainConfig, rows: Dict[str, distill.Trained], ds, dd) -> Di
   return out
 
 
+def _options(cfg: Dict[str, Any]) -> Options:
+  """The search's options of a recorded run (what results.json leaves out is the default)."""
+  return dataclasses.replace(Options(), **{k: v for k, v in cfg["options"].items() if k.startswith("search_")})
+
+
 def to_markdown(res: RunRecord) -> str:
   cfg = res["config"]
   tr, rn = cfg["train"], cfg["run"]
@@ -259,31 +266,12 @@ def to_markdown(res: RunRecord) -> str:
     parts.append("".join(r.column_note.format(k=ks[0], select_on=tr["select_on"], within=within) for r in columns) +
                  position.table2_note(fold0.debias, cfg["options"].get("position"), f"fold{record.first_fold_number}"))
     parts.append(protocol.optimism_text(record, tr["select_on"]) + practice.deploy_text(record, compared, ks) +
-                 practice.search_text(record) + _ensemble_table(record, compared, ks))
+                 (practice.search_text(record) or practice.search_offer(record, cfg, _options(cfg).searching())) +
+                 practice.ensemble_table(record, compared, ks))
     parts.append(tabulate.markdown_table(["Training method"] + [f"NDCG@{k}" for k in ks] +
                                        [runs_head, f"NDCG@{ks[0]} vs no-distillation (queries)", seeds_head] +
                                        [f"NDCG@{ks[0]} vs {r.label} (runs)" for r in columns], table))
   return "".join(parts) + protocol.power_text(cfg, records, res.get("pilot"))
-
-
-def _ensemble_table(record: LossRecord, compared: Mapping[str, tabulate.Comparisons], ks) -> str:
-  """The seed-ensemble rows ('' for a run without them), placed before the main table."""
-  ens = compared.get("ensembles")
-  if not ens:
-    return ""
-  folds = [f.ensembles for f in record.folds.values()]
-  table = []
-  for name in rows_lib.table_order(ens):
-    means = np.mean([np.asarray(f[name]["ndcg"], np.float64).reshape(-1) for f in folds], 0)
-    table.append([rows_lib.title(name) + ", seed ensemble"] + [f"{m:.3f}" for m in means] +
-                 [tabulate.change_cell(ens[name].get("vs_lambdamart")), tabulate.change_cell(ens[name]["vs_single"])])
-  n_q = next(iter(ens.values()))["vs_single"]["n"]
-  return (f"Seed ensembles: every document scored by the mean over the seeds' best models (MLP logits, LightGBM raw "
-          f"scores); NDCG@k averaged over folds. One ensemble per fold, so the paired comparisons are over the {n_q} "
-          f"test queries with a positive (pooled over folds; 95% paired-t interval, p).\n\n" +
-          tabulate.markdown_table(["Seed ensemble"] + [f"NDCG@{k}" for k in ks] +
-                                  [f"NDCG@{ks[0]} vs LambdaMART ensemble (queries)",
-                                   f"NDCG@{ks[0]} vs its single models (queries)"], table) + "\n")
 
 
 _PLACEBO_TEXT = {"query": "within each query", "split": "across the training split (and each eval split)"}
@@ -350,14 +338,14 @@ PRESETS = (
     # All five of OHSUMED's folds: ApproxNDCG on its lists of up to 320 documents and the cross-fitted search make a
     # fold of this run long on two cores (its wall time is on the page); an interrupted run resumes by fold and row.
     Preset('ohsumed_own', 'letor-ohsumed_letor3', '--dataset=letor --data_dir=../shared/data/ohsumed_letor3 '
-           '--positive_grade=2 --privileged=auto --methods=pfd,lambdamart',
+           '--positive_grade=2 --privileged=auto --methods=pfd,lambdamart --search',
            "Your own data, a LETOR folder with folds: OHSUMED's files (five folds), 'definitely relevant' (grade 2) "
            'the label, the 30% of features most correlated with it privileged (the modern ranker, validation '
            'selection, the PFD search)'),
     Preset('logs_letor', 'letor-logs_letor', '--dataset=letor --data_dir=logs_letor --privileged=21,22,23 '
-           '--methods=pfd,placebo,lambdamart,gbdt_from_pfd --gbdt_leaves=15 --gbdt_min_leaf=50 --save_models',
+           '--methods=pfd,placebo,lambdamart,gbdt_from_pfd --gbdt_leaves=15 --gbdt_min_leaf=50 --save_models --search',
            'Your own data: simulated logs as a LETOR folder, file labels, named privileged features (the modern '
-           'ranker, validation selection, seed ensembles)',
+           'ranker, validation selection, seed ensembles, the PFD search)',
            before='python -m experiments.export_logs --out=logs_letor'),
     # The confirmatory protocol (docs/protocol.md; protocol.redrawn_flags): every run its own draw of the data and
     # labels, the best epoch on validation. 'redrawn' is the pilot of the power study on that population, from which

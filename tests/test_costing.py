@@ -124,3 +124,23 @@ def test_a_probed_run_has_the_numbers_of_an_unprobed_one_and_plan_only_estimates
                      cwd=ROOT, capture_output=True, text=True, timeout=600)
   assert p.returncode == 0 and "expected wall time here: about" in p.stdout, p.stderr[-2000:]
   assert not (tmp_path / "plan").exists()
+
+
+def test_the_pfd_search_says_its_cost_before_it_starts(monkeypatch):
+  """One line before the search trains (not when an interrupted run's search is loaded): its candidates, its
+  programs at the mean row's seconds so far, the flag that skips it."""
+  from experiments.framework import practice
+  from pfd_jax.methods import search
+  o = search.SearchOptions(top=4, seeds=2, refine=1, folds=3)
+  line = practice.search_cost(o, privileged=3, alpha=0.5, seconds=[20.0, 40.0])
+  assert line.startswith(f"the PFD search: {1 + 5 + 5} candidates on 4 parts")
+  assert f"at most {o.programs} training programs: about {costing.hms(o.programs * 30.0)} on this machine" in line
+  assert line.endswith("--nosearch skips it") and "unknown" in practice.search_cost(o, 3, 0.5, [])
+  said, events = [], []
+  monkeypatch.setattr(PROGRESS, "timed", [RowTimes(0.0, [], [30.0]), RowTimes(5.0, [], [None])])  # one ended
+  monkeypatch.setattr(practice.logging, "info", lambda fmt, *args: said.append(fmt % args))
+  trains = practice.announce_search(lambda row, config, make: make(), o, 3, 0.5)
+  assert trains("row", None, lambda: events.append(list(said)) or "found") == "found"
+  loads = practice.announce_search(lambda row, config, make: "saved", o, 3, 0.5)
+  assert loads("row", None, lambda: events.append("trained")) == "saved"
+  assert said == [practice.search_cost(o, 3, 0.5, [30.0])] and events == [said]  # said, then trained; loaded: silent

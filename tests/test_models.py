@@ -209,6 +209,7 @@ def test_table2_on_own_data_adds_ensemble_rows(tmp_path):
   # the own-data defaults' two stages: 3 subsets (all; the strongest alone; all but it) at alpha 0.5, T 1, then the
   # other 3 x 2 - 1 alphas x temperatures for the best subset; and no distillation
   assert len(s["candidates"]) == 1 + 3 + 5 and s["chosen"] in s["candidates"]
+  assert cfg.options.searching().candidates(fold["data"]["num_privileged"], 0.5) == 1 + 3 + 5  # as said before it
   # the fallback procedure over the declared order, plain PFD first at half the level, on validation and 3
   # cross-fitted folds' held-out training lists; the rule's operating characteristics simulated at these sizes
   assert s["order"][0].endswith("], alpha 0.5, T 1") and s["order"][0].count(",") > 2 and s["levels"][0] == pytest.approx(0.025)

@@ -559,13 +559,14 @@ def test_the_plan_lists_what_the_page_lacks_with_its_expected_time(tmp_path, mon
   ran = dict(now, data=dict(now["data"], draws=20))
   assert pageplan.changed(t3, "redrawn", {"config": ran}) == ""
   assert pageplan.changed(t3, "redrawn", {"config": dict(ran, options=dict(now["options"], draws=6))}) == "options.draws"
-  # own data whose folder is absent here (logs_letor is made by its preset's `before` command): the PFD search that
-  # own_data_defaults turns on from the folder's validation split is not compared; the other options still are
+  # own data whose folder is absent here (logs_letor is made by its preset's `before` command): its preset asks for
+  # the PFD search by name, so a run made with the search is its run and one made without it is not
   monkeypatch.chdir(tmp_path)
   t2 = table2.DRIVER
   ran = config_of(t2, pageplan.lifecycle.expand_preset(t2, ["prog", "--preset=logs_letor"])[1:])
-  ran["options"]["search"] = True
   assert pageplan.changed(t2, "logs_letor", {"config": ran}) == ""
+  assert pageplan.changed(t2, "logs_letor", {"config": dict(ran, options=dict(ran["options"], search=False))}) == (
+      "options.search")
   ran["options"]["methods"] = ["pfd"]
   assert pageplan.changed(t2, "logs_letor", {"config": ran}) == "options.methods"
   # once the page has a re-drawn ablation run, its own ratio (a draw's seconds against a seed's of its fixed run)

@@ -140,3 +140,41 @@ def test_the_searchs_complexity_order_is_declared():
   assert sorted(shuffled, key=lambda c: c.simplicity(0.5)) == order
   # plain PFD at another alpha moves the order with it
   assert sorted([C((0,), 0.5, 1.0), C((0,), 0.2, 1.0)], key=lambda c: c.simplicity(0.2))[0] == C((0,), 0.2, 1.0)
+
+
+def test_the_searchs_candidates_counted_as_it_screens_them():
+  """1 (no distillation) + every subset at the plain setting + the rest of the 3 x 2 alpha x temperature grid for the
+  `refine` best subsets; refine None: the whole grid for every subset."""
+  # 3 columns, top 4: all; each alone; all but the strongest (all but the two strongest is the third alone: once)
+  assert search.SearchOptions(top=4, refine=1).candidates(3, 0.5) == 1 + 5 + 5
+  assert search.SearchOptions(top=4, refine=None).candidates(3, 0.5) == 1 + 5 * 6
+  assert search.SearchOptions(top=4, refine=1).candidates(3, 0.3) == 1 + 5 + 6  # alpha 0.3 adds the plain setting
+  assert search.SearchOptions(top=1, refine=2).candidates(5, 0.5) == 1 + 3 + 2 * 5
+
+
+def test_a_run_that_did_not_search_says_what_the_search_would_cost_and_could_show():
+  """A team's run without --search: the search's candidates and programs at the mean row's seconds of the run, and
+  plain PFD's smallest detectable gain over no distillation on the run's test lists at the search's first level
+  (one-sided 2.5%), from the crossed seeds x lists estimate; only on file labels with validation selection."""
+  from experiments import table2
+  from experiments.framework import practice
+  from experiments.framework.records import FoldRecord, LossRecord, RowRecord
+  from pfd_jax.ops import stats
+  rng = np.random.default_rng(0)
+  base = rng.uniform(0.3, 0.6, size=(3, 40))
+  pfd = base + 0.01 + rng.normal(0, 0.05, size=(3, 40)) + rng.normal(0, 0.01, size=(3, 1))
+  row = lambda lists, s: RowRecord(best={"test": lists.mean(1, keepdims=True)}, seconds=s, seed_lists=lists,
+                                   test_lists=lists.mean(0))
+  fold = FoldRecord(rows={"no_distill": row(base, 10.0), "pfd_teacher": row(base, 20.0), "pfd": row(pfd, 30.0)},
+                    data={"num_privileged": 3, "labels": "file"}, test_lists_valid=np.ones(40, bool))
+  record, o = LossRecord(folds={"fold1": fold}), search.SearchOptions()
+  cfg = {"options": {}, "train": {"select_on": "vali", "alpha": 0.5}}
+  text = practice.search_offer(record, cfg, o)
+  est = stats.crossed([pfd - base], base.mean())  # the reference: no distillation's mean
+  assert practice.search_cost(o, 3, 0.5, [10.0, 20.0, 30.0]).replace("; --nosearch skips it", "") in text
+  assert f"a smallest detectable gain of {100 * est.mde(0.8, 0.025) / est.reference:.1f}%" in text
+  assert table2._options({"options": {"search_columns": 1, "search": True}}).searching() == o._replace(top=1)
+  assert practice.search_offer(record, dict(cfg, options={"search": True}), o) == ""
+  assert practice.search_offer(record, dict(cfg, train={"select_on": "test", "alpha": 0.5}), o) == ""
+  fold.data["labels"] = "gumbel"  # the paper's protocol: no practitioner's note
+  assert practice.search_offer(record, cfg, o) == ""

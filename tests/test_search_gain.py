@@ -4,6 +4,7 @@ import pytest
 
 from search_folders import CFG, FOLDERS, OPTS, device, folder, keys
 from pfd_jax.methods import search
+from pfd_jax.ops import choice
 
 
 @pytest.mark.slow
@@ -24,5 +25,5 @@ def test_the_search_at_practitioner_size_states_its_power_on_gain_folders():
     blocks.append(([a - b for a, b in zip(res.scores[first], res.scores[search.Candidate()])],
                    res.estimates[first].reference, res.choice["levels"][0]))
   g = float(np.mean(gains))
-  stated = [search.operating(d, ref, level, gains=(g,), trials=1000)["power"][f"{g:g}"] for d, ref, level in blocks]
+  stated = [choice.operating(d, ref, level, gains=(g,), trials=1000)["power"][f"{g:g}"] for d, ref, level in blocks]
   assert abs(np.mean(found) - np.mean(stated)) <= 0.35, (np.mean(found), np.mean(stated), g)

@@ -132,16 +132,13 @@ def _build(cls, flag_values, prefix: str = ""):
     raise C.ConfigError(prefix + e.field, str(e).split(": ", 1)[1]) from None
 
 
-# What own_data_defaults reads off the data folder (a validation split: best epoch on it, and table2's PFD search),
-# as group.field: unknown while the folder is absent (a folder that a preset's `before` command makes).
-FROM_FOLDER = ("train.select_on", "options.search")
-
-
 def own_data_defaults(cfg: Config, given: set, losses: tuple = ()) -> Config:
   """A run on the team's own data (--dataset=letor with its file labels) answers the practitioner's question
   unless its flags say otherwise: the best epoch / boosting round chosen on the validation split, never on test
   (when the folder has one), the modern ranker (:data:`pfd_jax.training.config.MODERN`, loss MODERN_LOSS) and
-  the seed-ensemble rows, and table2's PFD search on validation. The paper's tables (Gumbel labels) keep its protocol: test selection, its MLP, no ensembles. `given`:
+  the seed-ensemble rows. table2's PFD search on validation stays off (it multiplies a run's cost; --search adds
+  it, and a run without it says what it would cost). The paper's tables (Gumbel labels) keep its protocol: test
+  selection, its MLP, no ensembles. `given`:
   the flags set on the command line (or by a preset), which always win; losses: the driver's (the loss is set
   only where it is one of them)."""
   if not D.spec(cfg.data.dataset).own_data or cfg.data.label_mode != "file":
@@ -156,10 +153,7 @@ def own_data_defaults(cfg: Config, given: set, losses: tuple = ()) -> Config:
   run = {} if "ensembles" in given else dict(ensembles=True)
   if "loss" not in given and MODERN_LOSS in losses:
     run["loss"] = MODERN_LOSS
-  cfg = cfg.replace(train=train, run=run)
-  if hasattr(cfg.options, "search") and "search" not in given and cfg.train.select_on == "vali":
-    cfg = cfg.replace(options=dataclasses.replace(cfg.options, search=True))  # table2's PFD search
-  return cfg
+  return cfg.replace(train=train, run=run)
 
 
 def config_from_flags(driver: Driver, flag_values=FLAGS) -> Config:

@@ -29,7 +29,7 @@ from absl import flags as absl_flags
 from experiments.framework import cli, lifecycle, pagefiles, protocol, schema
 from experiments.framework.outputs import as_json
 from experiments.framework.staleness import staleness
-from pfd_jax import config as C, data as D
+from pfd_jax import config as C
 
 _WALL = re.compile(r"(?:(\d+) min )?(\d+) s$")
 
@@ -57,9 +57,7 @@ def walls(page: str) -> dict:
 def changed(driver: schema.Driver, preset: str, res: dict) -> str:
   """'' or what the run's recorded settings differ in from its preset's now: the data and run groups where the driver
   has their flags, and its options (a group it has no flags for is the run's own doing: table3_logs records the
-  data.draws it derives from its --draws). What own data's defaults read off its folder (cli.FROM_FOLDER) is not
-  compared while that folder is absent (logs_letor is made by the preset's `before` command): the preset alone does
-  not say it."""
+  data.draws it derives from its --draws)."""
   fv = absl_flags.FlagValues()
   cli.define_flags(driver, fv)
   fv(["prog"] + lifecycle.expand_preset(driver, ["prog", f"--preset={preset}"])[1:])
@@ -69,9 +67,6 @@ def changed(driver: schema.Driver, preset: str, res: dict) -> str:
   same = {g: C.same_numbers(getattr(cfg, g, None)) for g in groups}  # how it ran, never what it found
   diff = [f"{g}.{k}" for g in groups for k in set(now.get(g) or {}) | set(was.get(g) or {})
           if (now.get(g) or {}).get(k) != (was.get(g) or {}).get(k) and k not in same[g]]
-  data = now.get("data") or {}
-  if D.spec(data.get("dataset", "synthetic")).own_data and not os.path.isdir(data.get("data_dir") or ""):
-    diff = [d for d in diff if d not in cli.FROM_FOLDER]
   return ", ".join(sorted(diff))
 
 

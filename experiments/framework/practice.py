@@ -1,14 +1,15 @@
 """What a practitioner's Table 2 run says beside its table: which model to deploy (chosen on validation, with its
-serving latency), and what the PFD search found (the chosen configuration per fold and the privileged-column
-report)."""
+serving latency), its seed ensembles, and what the PFD search found (the chosen configuration per fold and the
+privileged-column report) or, not run, what it would cost."""
 from __future__ import annotations
 
-from typing import Mapping
+from typing import Callable, Mapping, Sequence
 
 import numpy as np
+from absl import logging
 
-from experiments.framework import deploy, tabulate
-from experiments.framework.pairs import aggregate
+from experiments.framework import costing, deploy, monitor, tabulate
+from experiments.framework.pairs import aggregate, primary
 from experiments.framework.records import LossRecord
 from pfd_jax.methods import rows as rows_lib
 from pfd_jax.methods import search
@@ -83,6 +84,48 @@ def deploy_text(record: LossRecord, compared: Mapping[str, tabulate.Comparisons]
            tabulate.markdown_table(["Row", "single model", "seed ensemble"], lat_rows) + "\n" if lat_rows else ""))
 
 
+def search_cost(o: search.SearchOptions, privileged: int, alpha: float, seconds: Sequence[float]) -> str:
+  """What the PFD search will cost, said before it starts: its candidates, its training programs and their time
+  at `seconds` (what each row trained so far took on this machine), and the flag that skips it."""
+  pace = (f"about {costing.hms(o.programs * float(np.mean(seconds)))} on this machine at the "
+          f"{np.mean(seconds):.0f} s a row of this run has taken here (screening on {o.seeds or 'every'} seed(s) "
+          "with early stopping shortens it)" if len(seconds) else "its time unknown: no row trained here yet")
+  return (f"the PFD search: {o.candidates(privileged, alpha)} candidates on {1 + o.folds} parts (validation and "
+          f"{o.folds} cross-fitted folds), at most {o.programs} training programs: {pace}; --nosearch skips it")
+
+
+def announce_search(found: Callable, o: search.SearchOptions, privileged: int, alpha: float) -> Callable:
+  """A :class:`pfd_jax.methods.distill.Context` ``found`` that logs :func:`search_cost` just before the search
+  runs (not when an interrupted run's search is loaded)."""
+  def said(make: Callable) -> Callable:
+    def run():
+      timed = [t.end[0] - t.begin for t in monitor.PROGRESS.timed if t.end and t.end[0] is not None]
+      logging.info("%s", search_cost(o, privileged, alpha, timed))
+      return make()
+    return run
+  return lambda row, config, make: found(row, config, said(make))
+
+
+def search_offer(record: LossRecord, cfg: Mapping, o: search.SearchOptions) -> str:
+  """The note of a run on a team's own data (its file labels, the best epoch on validation) that did not search
+  (--search asks for it): what it would have cost at this run's pace, and the smallest gain of plain PFD over no
+  distillation this run's test lists could show at the search's first level (the search reads other lists:
+  validation, and the training lists out of fold); '' for any other run."""
+  folds = list(record.folds.values())
+  if (cfg["options"].get("search") or cfg["train"]["select_on"] != "vali" or not folds or
+      folds[0].data.get("labels") != "file" or any(r not in folds[0].rows for r in ("no_distill", "pfd"))):
+    return ""
+  seconds = [r.seconds for f in folds for r in f.rows.values() if r.seconds]
+  privileged = int(folds[0].data.get("num_privileged") or 0)
+  est, level = primary(record, "pfd", "no_distill"), 0.05 / 2  # the search's first test: half its 5% level
+  mde = (f"; plain PFD against no distillation on this table's {est.n} test lists x seeds: a smallest detectable "
+         f"gain of {100 * est.mde(0.8, level) / est.reference:.1f}% (80% power, one-sided {100 * level:g}%, the "
+         "search's first test)" if est is not None and est.reference else "")
+  return (f"**PFD search not run** (--search adds the row 'PFD, searched on validation'; per fold "
+          f"{search_cost(o, privileged, cfg['train']['alpha'], seconds).replace('; --nosearch skips it', '')})"
+          f"{mde}.\n\n")
+
+
 def search_text(record: LossRecord) -> str:
   """The PFD search's report ('' without --search): per fold the chosen configuration and why, the search's time
   against one PFD row's (teacher + student), and what the rule could have found at these sizes; per privileged
@@ -140,6 +183,26 @@ def search_text(record: LossRecord) -> str:
                                   (["Theorem 2: the linear student's error reduction (train)",
                                     "its student's measured gain (plain setting, every part)"] if theory else []),
                                   rows) + "\n" + (_agreement(folds) if theory else ""))
+
+
+def ensemble_table(record: LossRecord, compared: Mapping[str, tabulate.Comparisons], ks) -> str:
+  """The seed-ensemble rows ('' for a run without them), placed before the main table."""
+  ens = compared.get("ensembles")
+  if not ens:
+    return ""
+  folds = [f.ensembles for f in record.folds.values()]
+  table = []
+  for name in rows_lib.table_order(ens):
+    means = np.mean([np.asarray(f[name]["ndcg"], np.float64).reshape(-1) for f in folds], 0)
+    table.append([rows_lib.title(name) + ", seed ensemble"] + [f"{m:.3f}" for m in means] +
+                 [tabulate.change_cell(ens[name].get("vs_lambdamart")), tabulate.change_cell(ens[name]["vs_single"])])
+  n_q = next(iter(ens.values()))["vs_single"]["n"]
+  return (f"Seed ensembles: every document scored by the mean over the seeds' best models (MLP logits, LightGBM raw "
+          f"scores); NDCG@k averaged over folds. One ensemble per fold, so the paired comparisons are over the {n_q} "
+          f"test queries with a positive (pooled over folds; 95% paired-t interval, p).\n\n" +
+          tabulate.markdown_table(["Seed ensemble"] + [f"NDCG@{k}" for k in ks] +
+                                  [f"NDCG@{ks[0]} vs LambdaMART ensemble (queries)",
+                                   f"NDCG@{ks[0]} vs its single models (queries)"], table) + "\n")
 
 
 def _agreement(folds) -> str:

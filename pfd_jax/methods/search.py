@@ -14,7 +14,7 @@ choice, and so is the strength of the distillation. :func:`search` makes the cho
   trained side by side in one program (:func:`pfd_jax.training.train`'s ``variants``).
 * **no distillation**, the reference: a distilling candidate is chosen only when it is shown better.
 
-A team's run searches cheaply (experiments.table2's defaults for its own data; :func:`search`'s arguments): the
+A team's run searches cheaply (experiments.table2 --search's defaults; :func:`search`'s arguments): the
 candidates are screened with two seeds and stop early on validation, and in two stages (every subset at the plain
 PFD setting, then alpha x temperature for the best subset only); the chosen candidate is then trained as a PFD row
 is, every seed and every epoch, and that model is the row "PFD, searched".
@@ -41,7 +41,6 @@ The test split is never read here.
 from __future__ import annotations
 
 import dataclasses
-import math
 import time
 from typing import TYPE_CHECKING, Any, Callable, Dict, NamedTuple, Optional, Sequence, Tuple
 
@@ -193,31 +192,6 @@ def sequence(candidates, subset_list, plain: Dict[str, Any], plain_alpha: float)
   return order, weights
 
 
-def by_lists(blocks) -> np.ndarray:
-  """The parts' weights in the pooled gain: each part's lists over all lists (blocks [S, Q_p])."""
-  q = np.array([b.shape[-1] for b in blocks], np.float64)
-  return q / q.sum()
-
-
-def operating(blocks, reference: float, level: float, gains=GAINS, trials: int = 4000) -> Dict[str, Any]:
-  """The rule's operating characteristics at the user's sizes, for its first comparison (plain PFD against no
-  distillation at its `level`; blocks: the paired per-list differences [S, Q_p] on every part): with the variance
-  components measured there (:func:`pfd_jax.ops.choice.components`), simulated studies of the same sizes give the
-  probability that it is found better when its true gain is 0 (its real false rate; the whole rule's is at most the
-  search's level by construction) and when it is each relative gain in `gains` (its power: the rule's power to find
-  a gain that plain PFD has, before the later subsets add theirs), beside the closed form's power; and the smallest
-  relative gain found with probability 0.8 (the measured estimate's MDE). The parts are weighted by their lists, as
-  the search weighs them."""
-  shapes, weights = [b.shape for b in blocks], by_lists(blocks)
-  parts = [choice.components(b) for b in blocks]
-  est = stats.crossed(blocks, reference, weights)
-  sim = lambda g: choice.simulated_power(shapes, parts, g * reference, level, weights, trials=trials)
-  return dict(false=sim(0.0), power={f"{g:g}": sim(g) for g in gains},
-              closed={f"{g:g}": choice.crossed_power(shapes, parts, g * reference, level, weights) for g in gains},
-              mde=est.mde(0.8, level) / reference if reference else math.nan, trials=trials, level=level,
-              lists=int(sum(q for _, q in shapes)), seeds=int(shapes[0][0]))
-
-
 def search(keys, cfg: TrainConfig, ds: Dataset, to_device: Callable[[Dataset], object], *,
            alphas: Sequence[float] = ALPHAS, temperatures: Sequence[float] = TEMPERATURES,
            top: Optional[int] = None, subset_list: Optional[Sequence[Tuple[int, ...]]] = None,
@@ -286,7 +260,7 @@ def search(keys, cfg: TrainConfig, ds: Dataset, to_device: Callable[[Dataset], o
     chosen = sc.pfd(c.columns, [dict(alpha=c.alpha, temperature=c.temperature)], 0, row=True)[0][0]
   else:
     chosen = sc.models[c]
-  oc = (operating(sc.gain(order[0]), sc.pooled(Candidate()), level * weights[0])
+  oc = (choice.operating(sc.gain(order[0]), sc.pooled(Candidate()), level * weights[0], GAINS)
         if order and n > 1 else None)
   return Search(lists={c: v[0].mean(0) for c, v in sc.scores.items()}, choice=rule, strength=strength,
                 teachers=sc.teachers, chosen=chosen, baseline=sc.baseline, valid=sc.valid[0],
@@ -318,7 +292,7 @@ class _Screening:
       self.valid.append(ok)
       self.scores[Candidate()].append(lists[:n][:, ok])
     self.models = {Candidate(): self.baseline}
-    self.weights = by_lists(self.scores[Candidate()])
+    self.weights = choice.by_lists(self.scores[Candidate()])
 
   def pfd(self, cols, grid, p, row=False):
     """The students of `grid` of subset `cols` on part p with its teacher's targets (trained here on first use):
@@ -376,6 +350,14 @@ class SearchOptions(NamedTuple):
   patience: int = 10
   refine: Optional[int] = 1
   folds: int = FOLDS
+
+  def candidates(self, privileged: int, alpha: float) -> int:
+    """How many candidates the search scores with `privileged` columns at the run's `alpha`: no distillation, every
+    subset at the plain PFD setting and, for its `refine` best subsets, the rest of the alpha x temperature grid
+    (refine None: the whole grid for every subset), as :func:`search` screens them."""
+    n = len(subsets(range(privileged), self.top))
+    grid = len({(a, t) for a in ALPHAS for t in TEMPERATURES} | {(alpha, 1.0)})
+    return 1 + (n * grid if self.refine is None else n + min(self.refine, n) * (grid - 1))
 
   @property
   def programs(self) -> int:

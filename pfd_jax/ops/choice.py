@@ -6,7 +6,7 @@
   PFD search of :mod:`pfd_jax.methods.search`: no distillation is favoured, a gain has to be shown);
 * :func:`components`, :func:`crossed_power`, :func:`simulated_power`: the operating characteristics of the crossed
   seeds x lists test (:func:`pfd_jax.ops.stats.crossed`) at a user's own sizes, by closed form and by simulated
-  studies.
+  studies; :func:`operating`: those of the search's first comparison.
 """
 from __future__ import annotations
 
@@ -121,3 +121,28 @@ def queries_for_power(e: stats.Estimate, effect: float, target: float = 0.8,
   if var <= e.seed_var:
     return None
   return max(2, math.ceil(e.queries * (e.se ** 2 - e.seed_var) / (var - e.seed_var)))
+
+
+def by_lists(blocks) -> np.ndarray:
+  """The parts' weights in the pooled gain: each part's lists over all lists (blocks [S, Q_p])."""
+  q = np.array([b.shape[-1] for b in blocks], np.float64)
+  return q / q.sum()
+
+
+def operating(blocks, reference: float, level: float, gains, trials: int = 4000) -> Dict[str, Any]:
+  """The rule's operating characteristics at the user's sizes, for its first comparison (plain PFD against no
+  distillation at its `level`; blocks: the paired per-list differences [S, Q_p] on every part): with the variance
+  components measured there (:func:`components`), simulated studies of the same sizes give the
+  probability that it is found better when its true gain is 0 (its real false rate; the whole rule's is at most the
+  search's level by construction) and when it is each relative gain in `gains` (its power: the rule's power to find
+  a gain that plain PFD has, before the later subsets add theirs), beside the closed form's power; and the smallest
+  relative gain found with probability 0.8 (the measured estimate's MDE). The parts are weighted by their lists, as
+  the search (:mod:`pfd_jax.methods.search`) weighs them."""
+  shapes, weights = [b.shape for b in blocks], by_lists(blocks)
+  parts = [components(b) for b in blocks]
+  est = stats.crossed(blocks, reference, weights)
+  sim = lambda g: simulated_power(shapes, parts, g * reference, level, weights, trials=trials)
+  return dict(false=sim(0.0), power={f"{g:g}": sim(g) for g in gains},
+              closed={f"{g:g}": crossed_power(shapes, parts, g * reference, level, weights) for g in gains},
+              mde=est.mde(0.8, level) / reference if reference else math.nan, trials=trials, level=level,
+              lists=int(sum(q for _, q in shapes)), seeds=int(shapes[0][0]))
