@@ -122,6 +122,8 @@ def run(cfg: schema.Config) -> RunRecord:
   :class:`~experiments.framework.records.LossRecord`)."""
   if cfg.options.search and cfg.train.select_on != "vali":
     raise ConfigError("search", "the PFD search chooses on validation: add --select_on=vali (a folder with vali.txt)")
+  if cfg.options.search and cfg.options.search_folds == 1:  # before any row trains
+    raise ConfigError("search_folds", "cross-fitting needs at least 2 folds (0: the validation lists alone), got 1")
   out = RunRecord(config=cfg, env=rundir.environment(), losses={})
   if cfg.options.pilot:  # before any training: a missing pilot fails the run at once
     out["pilot"] = protocol.plan(pagefiles.read_results(cfg.options.pilot, "pilot"), mde=cfg.options.target_mde)

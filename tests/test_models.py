@@ -233,6 +233,8 @@ def test_table2_on_own_data_adds_ensemble_rows(tmp_path):
   assert "is found with probability" in md and "the smallest gain found with probability 0.8" in md
   with pytest.raises(ConfigError, match="select_on=vali"):
     table2.run(cfg.replace(train=dict(select_on="test")))
+  with pytest.raises(ConfigError, match="search_folds.*at least 2 folds"):
+    table2.run(cfg.replace(options=dataclasses.replace(cfg.options, search_folds=1)))
 
 
 def test_the_benchmarks_multiply_add_floor_counts_the_models_own_kernels():

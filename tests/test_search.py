@@ -171,7 +171,8 @@ def test_a_run_that_did_not_search_says_what_the_search_would_cost_and_could_sho
   cfg = {"options": {}, "train": {"select_on": "vali", "alpha": 0.5}}
   text = practice.search_offer(record, cfg, o)
   est = stats.crossed([pfd - base], base.mean())  # the reference: no distillation's mean
-  assert practice.search_cost(o, 3, 0.5, [10.0, 20.0, 30.0]).replace("; --nosearch skips it", "") in text
+  assert f"not run** (--search adds the row 'PFD, searched on validation': per fold " + practice.search_cost(
+      o, 3, 0.5, [10.0, 20.0, 30.0]) in text
   assert f"a smallest detectable gain of {100 * est.mde(0.8, 0.025) / est.reference:.1f}%" in text
   assert table2._options({"options": {"search_columns": 1, "search": True}}).searching() == o._replace(top=1)
   assert practice.search_offer(record, dict(cfg, options={"search": True}), o) == ""

@@ -85,22 +85,22 @@ def deploy_text(record: LossRecord, compared: Mapping[str, tabulate.Comparisons]
 
 
 def search_cost(o: search.SearchOptions, privileged: int, alpha: float, seconds: Sequence[float]) -> str:
-  """What the PFD search will cost, said before it starts: its candidates, its training programs and their time
-  at `seconds` (what each row trained so far took on this machine), and the flag that skips it."""
+  """What the PFD search will cost: its candidates, its training programs and their time at `seconds` (what each
+  row trained so far took on this machine)."""
   pace = (f"about {costing.hms(o.programs * float(np.mean(seconds)))} on this machine at the "
           f"{np.mean(seconds):.0f} s a row of this run has taken here (screening on {o.seeds or 'every'} seed(s) "
           "with early stopping shortens it)" if len(seconds) else "its time unknown: no row trained here yet")
-  return (f"the PFD search: {o.candidates(privileged, alpha)} candidates on {1 + o.folds} parts (validation and "
-          f"{o.folds} cross-fitted folds), at most {o.programs} training programs: {pace}; --nosearch skips it")
+  return (f"{o.candidates(privileged, alpha)} candidates on {1 + o.folds} parts (validation and {o.folds} "
+          f"cross-fitted folds), at most {o.programs} training programs: {pace}")
 
 
 def announce_search(found: Callable, o: search.SearchOptions, privileged: int, alpha: float) -> Callable:
-  """A :class:`pfd_jax.methods.distill.Context` ``found`` that logs :func:`search_cost` just before the search
-  runs (not when an interrupted run's search is loaded)."""
+  """A :class:`pfd_jax.methods.distill.Context` ``found`` that logs :func:`search_cost` and the flag that skips
+  the search just before it runs (not when an interrupted run's search is loaded)."""
   def said(make: Callable) -> Callable:
     def run():
       timed = [t.end[0] - t.begin for t in monitor.PROGRESS.timed if t.end and t.end[0] is not None]
-      logging.info("%s", search_cost(o, privileged, alpha, timed))
+      logging.info("the PFD search: %s; --nosearch skips it", search_cost(o, privileged, alpha, timed))
       return make()
     return run
   return lambda row, config, make: found(row, config, said(make))
@@ -121,9 +121,8 @@ def search_offer(record: LossRecord, cfg: Mapping, o: search.SearchOptions) -> s
   mde = (f"; plain PFD against no distillation on this table's {est.n} test lists x seeds: a smallest detectable "
          f"gain of {100 * est.mde(0.8, level) / est.reference:.1f}% (80% power, one-sided {100 * level:g}%, the "
          "search's first test)" if est is not None and est.reference else "")
-  return (f"**PFD search not run** (--search adds the row 'PFD, searched on validation'; per fold "
-          f"{search_cost(o, privileged, cfg['train']['alpha'], seconds).replace('; --nosearch skips it', '')})"
-          f"{mde}.\n\n")
+  return (f"**PFD search not run** (--search adds the row 'PFD, searched on validation': per fold "
+          f"{search_cost(o, privileged, cfg['train']['alpha'], seconds)}){mde}.\n\n")
 
 
 def search_text(record: LossRecord) -> str:
