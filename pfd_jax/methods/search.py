@@ -33,10 +33,10 @@ than no distillation, so a candidate reached through a chain of gains is tested 
 one with the largest estimated gain is chosen, none found: no distillation. A candidate without a gain is chosen with
 probability at most the level (5%), whatever the others' gains; the first comparison keeps half of it, not a
 Bonferroni share, and a column that helps alone while every column together does not (the paper's HA-PFD case) is
-still within reach. The search report states, by simulation at the user's own sizes (:func:`operating`), the
-probability of finding a true gain of 3% and 5% in plain PFD and the smallest gain the data could have shown. The
-second stage's subsets are picked on the same scores; their settings are tested only through their subset's pass.
-The test split is never read here.
+still within reach. The search report states, by simulation at the user's own sizes
+(:func:`pfd_jax.ops.choice.operating`), the probability of finding a true gain of 3% and 5% in plain PFD and the
+smallest gain the data could have shown. The second stage's subsets are picked on the same scores; their settings
+are tested only through their subset's pass. The test split is never read here.
 """
 from __future__ import annotations
 
