@@ -192,6 +192,13 @@ def sequence(candidates, subset_list, plain: Dict[str, Any], plain_alpha: float)
   return order, weights
 
 
+def settings(alpha: float, alphas: Sequence[float] = ALPHAS, temperatures: Sequence[float] = TEMPERATURES) -> list:
+  """Every subset's students at most: alpha x temperature, and plain PFD (`alpha`, T = 1), from which the rule
+  starts, always among them."""
+  full = [dict(alpha=a, temperature=t) for a in alphas for t in temperatures]
+  return full + ([] if dict(alpha=alpha, temperature=1.0) in full else [dict(alpha=alpha, temperature=1.0)])
+
+
 def search(keys, cfg: TrainConfig, ds: Dataset, to_device: Callable[[Dataset], object], *,
            alphas: Sequence[float] = ALPHAS, temperatures: Sequence[float] = TEMPERATURES,
            top: Optional[int] = None, subset_list: Optional[Sequence[Tuple[int, ...]]] = None,
@@ -239,8 +246,7 @@ def search(keys, cfg: TrainConfig, ds: Dataset, to_device: Callable[[Dataset], o
   sc = _Screening(keys, cfg, ds, to_device, hooks=hooks or (lambda name: Hooks()), seeds=seeds, patience=patience,
                   folds=folds, split_seed=split_seed, baseline=baseline)
   plain = dict(alpha=cfg.alpha, temperature=1.0)
-  full = [dict(alpha=a, temperature=t) for a in alphas for t in temperatures]
-  full += [] if plain in full else [plain]  # the rule starts from plain PFD: always a candidate
+  full = settings(cfg.alpha, alphas, temperatures)
   for cols in subset_list:
     sc.screen(cols, full if refine is None else [plain])
   if refine is not None:  # the second stage: the grid for the subsets best on every part pooled, their targets kept
@@ -356,7 +362,7 @@ class SearchOptions(NamedTuple):
     subset at the plain PFD setting and, for its `refine` best subsets, the rest of the alpha x temperature grid
     (refine None: the whole grid for every subset), as :func:`search` screens them."""
     n = len(subsets(range(privileged), self.top))
-    grid = len({(a, t) for a in ALPHAS for t in TEMPERATURES} | {(alpha, 1.0)})
+    grid = len(settings(alpha))
     return 1 + (n * grid if self.refine is None else n + min(self.refine, n) * (grid - 1))
 
   @property
