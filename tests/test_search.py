@@ -12,7 +12,7 @@ from experiments.framework import setup
 from pfd_jax.data.datasets import Dataset
 from pfd_jax.training import device
 from pfd_jax.methods import distill, search
-from pfd_jax.ops import teacher
+from pfd_jax.ops import stats, teacher
 from pfd_jax.training import TrainConfig
 from pfd_jax.training.evaluation import per_list_ndcg
 
@@ -34,8 +34,8 @@ def test_subsets_strengths_and_masks():
   ds = _dataset()
   g = ds["train"]
   want = [abs(np.corrcoef(g.z[:, j].astype(np.float64), g.y.astype(np.float64))[0, 1]) for j in range(2)]
-  np.testing.assert_allclose(search.column_strength(ds), want, rtol=1e-12)
-  assert search.column_strength(ds)[0] == pytest.approx(1.0)  # the copy of the label
+  np.testing.assert_allclose(search.column_strength(g), want, rtol=1e-12)
+  assert search.column_strength(g)[0] == pytest.approx(1.0)  # the copy of the label
   m = search.masked(ds, (1,))
   for s in ds.splits:
     assert np.all(m[s].z[:, 0] == 0) and np.array_equal(m[s].z[:, 1], ds[s].z[:, 1])
@@ -70,31 +70,85 @@ def test_search_reads_no_test_label_and_trains_each_candidate_as_its_own_run():
   assert again.choice["chosen"] == res.choice["chosen"]
   for c, v in res.lists.items():
     np.testing.assert_array_equal(again.lists[c], v)
+  # a screened candidate is its own run on the validation part: fitted on the training lists less the selection
+  # lists, its epoch chosen on those (the part's 'vali' slot), scored on the validation split (its 'test' slot)
   one = search.Candidate((1,), 0.5, 3.0)
-  d = dev(search.masked(ds, one.columns))
+  d = dev(search.masked(search.nested(ds)[1][0], one.columns))
   teacher = distill.train_on_data(keys, cfg, d, "xz")
   alone = distill.train_student(keys, dataclasses.replace(cfg, alpha=0.5, temperature=3.0), d,
                                 distill.teacher_targets(cfg, [(teacher, "xz")], d))
-  lists, valid = per_list_ndcg(cfg, alone.params, d.eval_sets["vali"], "x")
+  lists, valid = per_list_ndcg(cfg, alone.params, d.eval_sets["test"], "x")
   np.testing.assert_array_equal(lists.mean(0)[valid], res.lists[one])
+
+
+def test_the_nested_parts_read_no_list_twice_for_choosing_and_scoring():
+  """search.nested: the selection lists (a fifth of the training lists) fit nothing and score nothing; every
+  part's fitting and scoring lists are disjoint; the validation part scores the validation split and fits on every
+  other training list; the cross-fitted folds' scoring lists partition those; the test split is in no part."""
+  ds = _dataset()
+  ids = lambda g: set(np.asarray(g.qid).tolist())
+  train = ids(ds["train"])
+  assert len(train) == ds["train"].num_queries  # query ids identify the lists here
+  select, parts = search.nested(ds, folds=3, seed=5)
+  assert len(ids(select)) == round(0.2 * len(train)) and ids(select) <= train
+  rest, scored = train - ids(select), []
+  for i, p in enumerate(parts):
+    assert set(p.splits) == {"train", "vali", "test"} and ids(p["vali"]) == ids(select)
+    assert not ids(p["train"]) & ids(select) and not ids(p["train"]) & ids(p["test"])
+    if i == 0:
+      assert ids(p["train"]) == rest and np.array_equal(p["test"].y, ds["vali"].y)
+    else:
+      assert ids(p["train"]) | ids(p["test"]) == rest
+      scored.append(ids(p["test"]))
+  assert set().union(*scored) == rest and sum(map(len, scored)) == len(rest)
+  again = search.nested(ds, folds=3, seed=5)  # seeded
+  assert ids(again[0]) == ids(select) and ids(search.nested(ds, folds=3, seed=6)[0]) != ids(select)
+  with pytest.raises(ValueError, match="share"):
+    search.nested(ds, share=1.0)
+
+
+@pytest.mark.heavy
+def test_a_planted_validation_label_moves_no_screened_model_and_no_column_order():
+  """Nested, the other way round: the validation split's labels shuffled (a planted list that would bias any
+  choice made on it) change only the validation part's scores. The column order and every screened model are
+  chosen on the selection lists (the validation part's no distillation: the same bits), and the cross-fitted
+  folds' scores of every candidate keep their bits."""
+  ds = _dataset()
+  cfg = TrainConfig(epochs=2, hidden=16, layers=3, select_on="vali")
+  keys = jax.random.split(jax.random.PRNGKey(0), 2)
+  dev = lambda d: device.to_device(d, 2)
+  kw = dict(alphas=(0.5,), temperatures=(1.0,), folds=2, patience=1)
+  res = search.search(keys, cfg, ds, dev, **kw)
+  rng = np.random.default_rng(1)
+  planted = dict(ds.splits, vali=dataclasses.replace(ds["vali"], y=rng.permutation(ds["vali"].y)))
+  again = search.search(keys, cfg, dataclasses.replace(ds, splits=planted), dev, **kw)
+  np.testing.assert_array_equal(again.strength, res.strength)
+  for a, b in zip(jax.tree_util.tree_leaves(again.baseline.params), jax.tree_util.tree_leaves(res.baseline.params)):
+    np.testing.assert_array_equal(a, b)
+  assert set(again.scores) == set(res.scores) and len(res.scores[search.Candidate()]) == 3
+  for c, parts in res.scores.items():
+    for a, b in zip(again.scores[c][1:], parts[1:]):
+      np.testing.assert_array_equal(a, b)
 
 
 @pytest.mark.heavy
 def test_the_cheap_search_screens_in_two_stages_on_fewer_seeds():
-  """Two stages: every subset at the plain PFD setting (cfg.alpha, T = 1), then the grid for the best subset on
-  validation only; screened on the first of two keys. No-distillation's screening lists are its first model's."""
+  """Two stages: every subset at the plain PFD setting (cfg.alpha, T = 1), then the grid only for the first subset
+  the rule found better (search.second_stage); screened on the first of two keys. No-distillation's screening lists
+  are the validation part's screened model's; the chosen one is a row of every seed."""
   ds = _dataset()
   cfg = TrainConfig(epochs=3, hidden=16, layers=3, select_on="vali")
   keys = jax.random.split(jax.random.PRNGKey(0), 2)
   dev = lambda d: device.to_device(d, 2)
   res = search.search(keys, cfg, ds, dev, alphas=(0.2, 0.5), temperatures=(1.0, 3.0), seeds=1, patience=1, refine=1)
-  plain = {c.columns: v.mean() for c, v in res.lists.items() if c.columns and (c.alpha, c.temperature) == (0.5, 1.0)}
-  assert set(plain) == {(0, 1), (0,), (1,)}  # all; each alone; all but the strongest (the other alone, once)
-  best = max(plain, key=plain.get)
+  plain = {c.columns for c in res.lists if c.columns and (c.alpha, c.temperature) == (0.5, 1.0)}
+  assert plain == {(0, 1), (0,), (1,)}  # all; each alone; all but the strongest (the other alone, once)
+  passed = [c.columns for c in res.choice["passed"]][:1]
   assert set(res.lists) == ({search.Candidate()} | {search.Candidate(c, 0.5, 1.0) for c in plain} |
-                            {search.Candidate(best, a, t) for a in (0.2, 0.5) for t in (1.0, 3.0)})
+                            {search.Candidate(c, a, t) for c in passed for a in (0.2, 0.5) for t in (1.0, 3.0)})
+  assert len(res.choice["order"]) == 3 * 4 and res.selection == 16  # every subset's every setting is declared
   assert res.seeds == 1 and res.patience == 1
-  base, valid = per_list_ndcg(cfg, res.baseline.params, dev(ds).eval_sets["vali"], "x")
+  base, valid = per_list_ndcg(cfg, res.baseline.params, dev(search.nested(ds)[1][0]).eval_sets["test"], "x")
   np.testing.assert_array_equal(res.lists[search.Candidate()], base[0][valid])
   assert jax.tree_util.tree_leaves(res.chosen.params)[0].shape[0] == 2  # the row: every seed
 
@@ -110,7 +164,7 @@ def test_search_drops_a_copy_of_the_label_and_keeps_the_useful_column():
   the largest of the candidates found better (the copy alone is tested at a quarter of the level: a gain of its
   own is not ruled out, only a larger one)."""
   ds = _dataset(queries=(40, 600, 20), noise=0.1)
-  strength = search.column_strength(ds)
+  strength = search.column_strength(ds["train"])
   assert strength[0] == pytest.approx(1.0) and strength[1] < 0.6
   cfg = TrainConfig(epochs=60, hidden=16, layers=3, select_on="vali", batch_size=8, lr=1e-2)
   keys = jax.random.split(jax.random.PRNGKey(0), 4)
@@ -127,6 +181,80 @@ def test_search_drops_a_copy_of_the_label_and_keeps_the_useful_column():
   teacher = distill.train_on_data(keys, cfg, d, "xz")
   alone = distill.train_student(keys, cfg, d, distill.teacher_targets(cfg, [(teacher, "xz")], d))
   np.testing.assert_array_equal(res.chosen.curves["vali"], alone.curves["vali"])
+
+
+class _Planted:
+  """A stand-in for search.Screening whose candidates' per-part gains over no distillation are drawn, not trained:
+  estimate(c) is the crossed seeds x lists estimate of c's blocks, screen(cols, grid) marks grid's settings of
+  subset cols screened (the plain settings of every subset are screened first, as search's first stage does)."""
+
+  def __init__(self, blocks, plain):
+    self.blocks, self.screened = blocks, []
+    self.scores = {c: None for c in blocks if (c.alpha, c.temperature) == (plain["alpha"], plain["temperature"])}
+
+  def estimate(self, c):
+    return stats.crossed(self.blocks[c], 1.0)
+
+  def screen(self, cols, grid):
+    self.screened.append(cols)
+    self.scores.update({search.Candidate(cols, v["alpha"], v["temperature"]): None for v in grid})
+
+
+def _declared(subset_list, alphas=(0.2, 0.5, 0.8), temperatures=(1.0, 3.0)):
+  """(the declared order, its weights, the plain setting, the other settings) of search's sequence over every
+  subset's every setting at alpha 0.5."""
+  plain, full = dict(alpha=0.5, temperature=1.0), search.settings(0.5, alphas, temperatures)
+  order, weights = search.sequence([search.Candidate(c, v["alpha"], v["temperature"]) for c in subset_list
+                                    for v in full], subset_list, plain, 0.5)
+  return order, weights, plain, [v for v in full if v != plain]
+
+
+def _blocks(rng, order, gains, shapes=((2, 60), (2, 80), (2, 80))):
+  """Per-part difference blocks [S, Q] for every candidate, correlated as the search's are: every candidate's
+  difference carries no distillation's list noise (shared by all), its subset's teacher noise (shared by the
+  subset's settings), a seed effect and a residual; gains {candidate: true mean gain} (default 0)."""
+  shared = [rng.normal(0, 0.05, (1, q)) for _, q in shapes]
+  teacher = {c.columns: [rng.normal(0, 0.04, (1, q)) for _, q in shapes] for c in order}
+  return {c: [gains.get(c, 0.0) + u + t + rng.normal(0, 0.01, (s, 1)) + rng.normal(0, 0.05, (s, q))
+              for (s, q), u, t in zip(shapes, shared, teacher[c.columns])] for c in order}
+
+
+def test_the_second_stage_screens_the_first_subsets_the_rule_passes_in_the_declared_order():
+  """search.second_stage: the settings grid of a subset is screened only once its plain setting passes, the first
+  `refine` of them in the declared order (not the best-scoring), and a setting never screened is not found better:
+  its p is None and the carried level stops there."""
+  C, subset_list = search.Candidate, [(0, 1), (0,), (1,)]
+  order, weights, plain, rest = _declared(subset_list)
+  rng = np.random.default_rng(0)
+  # (0,) and (1,) gain at their plain setting, (1,) far more: the first in the declared order is refined
+  blocks = _blocks(rng, order, {C((0,), 0.5, 1.0): 0.2, C((1,), 0.5, 1.0): 0.6})
+  sc = _Planted(blocks, plain)
+  rule = search.second_stage(sc, order, weights, 0.05, rest, refine=1)
+  assert sc.screened == [(0,)]
+  assert C((0,), 0.5, 1.0) in rule["passed"] and C((1,), 0.5, 1.0) in rule["passed"]
+  unscreened = [i for i, c in enumerate(order) if c not in sc.scores]
+  assert unscreened and all(rule["p"][i] is None for i in unscreened)
+  assert all(c in sc.scores for c in rule["passed"])
+  sc = _Planted(blocks, plain)  # refine 2: both passing subsets, in order; refine 0: none
+  search.second_stage(sc, order, weights, 0.05, rest, refine=2)
+  assert sc.screened == [(0,), (1,)]
+  sc = _Planted(blocks, plain)
+  assert search.second_stage(sc, order, weights, 0.05, rest, refine=None)["passed"] and sc.screened == []
+
+
+@pytest.mark.slow
+def test_the_rule_as_run_keeps_its_level_under_the_null_with_correlated_candidates():
+  """The search's rule as it runs (the declared sequence of every subset's every setting, the second stage
+  refining the first subset that passes) on candidates that share no distillation's list noise and their subset's
+  teacher noise, none with a gain: a distilling candidate is chosen in at most 5% of 3000 simulated searches (plus
+  three Monte-Carlo standard errors)."""
+  subset_list = [(0, 1, 2), (0,), (1,), (2,), (1, 2)]
+  order, weights, plain, rest = _declared(subset_list)
+  rng, trials, chosen = np.random.default_rng(3), 3000, 0
+  for _ in range(trials):
+    rule = search.second_stage(_Planted(_blocks(rng, order, {}), plain), order, weights, 0.05, rest, refine=1)
+    chosen += rule["chosen"] is not None
+  assert chosen / trials <= 0.05 + 3 * np.sqrt(0.05 * 0.95 / trials), chosen / trials
 
 
 def test_the_searchs_complexity_order_is_declared():

@@ -202,6 +202,24 @@ def test_the_fallback_procedure_carries_its_level_and_controls_the_error():
     choice.fallback([("a", est(0.0))], [1.2])
 
 
+def test_an_unmeasured_candidate_counts_as_not_found_better_and_never_adds_a_rejection():
+  """choice.fallback with None for a candidate not measured: not passed, its p None, its level carried no further
+  (as a p-value of 1 would); and the procedure is monotone: on random p-values, leaving any candidates unmeasured
+  passes a subset of what measuring them all passes (the search's second stage relies on it)."""
+  est = lambda diff, se=1.0: stats.Estimate(diff, 1.0, se, 1e6, "queries", 100)
+  z = sps.norm.isf
+  out = choice.fallback([("a", est(z(0.01))), ("b", None), ("c", est(z(0.01)))], [1, 0, 0])
+  assert out["passed"] == ["a"] and out["p"][1] is None and out["levels"] == pytest.approx([0.05, 0.05, 0.0])
+  rng = np.random.default_rng(2)
+  for _ in range(2000):
+    n = int(rng.integers(2, 9))
+    weights = rng.dirichlet(np.ones(n)) * (rng.random(n) < 0.6)
+    cands = [(i, est(x)) for i, x in enumerate(rng.normal(1.5, 1.5, size=n))]
+    full = set(choice.fallback(cands, weights)["passed"])
+    some = choice.fallback([(i, None if rng.random() < 0.3 else e) for i, e in cands], weights)["passed"]
+    assert set(some) <= full
+
+
 def test_the_rules_simulated_power_matches_its_closed_form():
   """stats.simulated_power (studies drawn at the user's sizes) against stats.crossed_power (noncentral t at the
   expected mean squares' Satterthwaite df): within 0.05 at 2 seeds x hundreds of lists (the closed form takes the

@@ -18,7 +18,7 @@ from pfd_jax.ops import stats
 
 def search_record(found: search.Search, ds) -> dict:
   """What results.json keeps of a fold's PFD search: each privileged column's strength (|corr| with the label
-  on train), each subset teacher's and each candidate's validation NDCG (and its mean over every part), the fallback
+  on the training lists it was read on), the selection lists' count, each subset teacher's and each candidate's validation NDCG (and its mean over every part), the fallback
   procedure's order, levels and p-values, each candidate's gain over no distillation, the rule's operating
   characteristics, the choice and the search's time."""
   key = lambda c: "+".join(map(str, c))
@@ -41,7 +41,7 @@ def search_record(found: search.Search, ds) -> dict:
               subsets={key(c): dict(predicted=p.gain, explained=p.explained, measured=measured.get(c))
                        for c, p in found.predicted.items()},
               pooled_lists=int(sum(v.shape[1] for v in found.scores[search.Candidate()])),
-              seconds=found.seconds, seeds=found.seeds, patience=found.patience,
+              seconds=found.seconds, seeds=found.seeds, patience=found.patience, selection=found.selection,
               vs_no_distill=tabulate.comparison_record(stats.per_query(found.lists[found.candidate][None], base[None])))
 
 
@@ -171,12 +171,18 @@ def search_text(record: LossRecord) -> str:
           "without a gain is chosen with probability at most 5%" if "order" in head else
           "the simplest candidate that a one-sided paired test over the validation lists (Bonferroni over the "
           "candidates) cannot tell from the best")
+  nested = head.get("selection")  # a record from before the selection lists were set aside has none
+  grid = ("the first subset the rule finds better at the plain PFD setting" if nested else
+          "the subsets best at the plain PFD setting")
+  selection = (f" Nested: {nested} training lists, set aside first, choose every screened model's epoch and order the "
+               "columns, and score nothing; no list that scores a candidate chose anything about it." if nested else "")
   return ("**PFD searched on validation** (pfd_jax.methods.search; test never read): teachers on subsets of the "
           "privileged columns (all, each alone, backward elimination from the most predictive), students over "
-          "alpha x teacher temperature (for the subsets best at the plain PFD setting), no distillation a "
+          f"alpha x teacher temperature (for {grid}), no distillation a "
           f"candidate; chosen: {rule}, then trained with every seed as a PFD row "
-          "is (the row 'PFD, searched on validation').\n\n" + "\n".join(lines) + "\n\n" +
-          tabulate.markdown_table(["Privileged column", "abs corr with the label (train)",
+          f"is (the row 'PFD, searched on validation').{selection}\n\n" + "\n".join(lines) + "\n\n" +
+          tabulate.markdown_table(["Privileged column", "abs corr with the label (" +
+                                   ("selection lists)" if nested else "train)"),
                                    "its teacher alone vs no-distillation (vali NDCG)",
                                    "its best student vs no-distillation (vali NDCG)"] +
                                   (["Theorem 2: the linear student's error reduction (train)",

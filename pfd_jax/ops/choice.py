@@ -29,17 +29,22 @@ def fallback(estimates, weights, level: float = 0.05) -> Dict[str, Any]:
   it); spreading them keeps a candidate late in the order within reach when an earlier one fails, at the price of
   the first one's level.
 
-  estimates: [(candidate, Estimate)] in the declared order. Returns {chosen: the candidate found better with the
-  largest estimated gain (None: none), passed: [the candidates found better, in order], levels: [the level each was
-  tested at], p: [their one-sided p]}."""
+  A candidate whose Estimate is None was not measured (a search that screens a candidate only once the one before
+  it passed): it counts as not found better, as a p-value of 1 would. The procedure is monotone (a larger p-value
+  never adds a rejection: it can only withhold a carried level), so leaving candidates unmeasured keeps the
+  family-wise error of the whole declared sequence, whatever decided which were measured.
+
+  estimates: [(candidate, Estimate or None)] in the declared order. Returns {chosen: the candidate found better
+  with the largest estimated gain (None: none), passed: [the candidates found better, in order], levels: [the level
+  each was tested at], p: [their one-sided p; None where not measured]}."""
   weights = np.asarray(weights, np.float64)
   if weights.shape != (len(estimates),) or np.any(weights < 0) or weights.sum() > 1 + 1e-9:
     raise ValueError(f"fallback's weights: one per candidate, >= 0, summing to at most 1; got {weights}")
   passed, levels, p, carried = [], [], [], 0.0
   for (c, e), w in zip(estimates, weights):
     levels.append(level * float(w) + carried)
-    p.append(e.p_above(0.0))
-    carried = levels[-1] if p[-1] < levels[-1] else 0.0
+    p.append(None if e is None else e.p_above(0.0))
+    carried = levels[-1] if p[-1] is not None and p[-1] < levels[-1] else 0.0
     if carried:
       passed.append((c, e))
   chosen = max(passed, key=lambda ce: ce[1].diff)[0] if passed else None
