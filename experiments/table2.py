@@ -65,9 +65,10 @@ class Options:
   search_seeds: int = option(2, "--search: the seeds each candidate is screened with (the chosen one is then "
                              "trained with every seed, as a PFD row; 0 = every seed).", lo=0, omit_default=True)
   search_patience: int = option(10, "--search: screened teachers and students stop once no model has improved on "
-                                "validation for this many epochs (0 = every epoch).", lo=0, omit_default=True)
-  search_refine: int = option(1, "--search: the alpha x temperature grid is tried for this many subsets, the best "
-                              "on validation at the plain PFD setting (0 = the grid for every subset).", lo=0,
+                                "the selection lists (half the validation lists) for this many epochs (0 = every "
+                                "epoch).", lo=0, omit_default=True)
+  search_refine: int = option(1, "--search: the alpha x temperature grid is tried for this many subsets, the first "
+                              "whose plain PFD setting the rule finds better (0 = the grid for every subset).", lo=0,
                               omit_default=True)
   teachers_only: bool = option(False, "Only the baseline and the teachers of --methods (calibrate).", omit_default=True)
   pilot: str = option("", "A re-drawn pilot run's folder (its results.json, or the page's gzipped copy in "

@@ -10,6 +10,7 @@ import pytest
 from conftest import TINY
 from experiments.framework import setup
 from pfd_jax.data.datasets import Dataset
+from pfd_jax.data.preprocess import positive_groups
 from pfd_jax.training import device
 from pfd_jax.methods import distill, search
 from pfd_jax.ops import stats, teacher
@@ -82,50 +83,59 @@ def test_search_reads_no_test_label_and_trains_each_candidate_as_its_own_run():
 
 
 def test_the_nested_parts_read_no_list_twice_for_choosing_and_scoring():
-  """search.nested: the selection lists (a fifth of the training lists) fit nothing and score nothing; every
-  part's fitting and scoring lists are disjoint; the validation part scores the validation split and fits on every
-  other training list; the cross-fitted folds' scoring lists partition those; the test split is in no part."""
+  """search.nested: the selection lists (half the validation lists with a positive) fit nothing and score nothing;
+  every part's fitting and scoring lists are disjoint; the validation part fits on every training list and scores
+  the other validation lists; the cross-fitted folds' scoring lists partition the training lists; the test split is
+  in no part."""
   ds = _dataset()
   ids = lambda g: set(np.asarray(g.qid).tolist())
-  train = ids(ds["train"])
-  assert len(train) == ds["train"].num_queries  # query ids identify the lists here
+  train, vali = ids(ds["train"]), ids(ds["vali"])
+  assert len(train) == ds["train"].num_queries and len(vali) == ds["vali"].num_queries and not train & vali
   select, parts = search.nested(ds, folds=3, seed=5)
-  assert len(ids(select)) == round(0.2 * len(train)) and ids(select) <= train
-  rest, scored = train - ids(select), []
+  positive = set(np.asarray(ds["vali"].qid)[positive_groups(ds["vali"])].tolist())
+  assert ids(select) <= positive and len(ids(select)) == round(0.5 * len(positive))
+  scored = []
   for i, p in enumerate(parts):
     assert set(p.splits) == {"train", "vali", "test"} and ids(p["vali"]) == ids(select)
     assert not ids(p["train"]) & ids(select) and not ids(p["train"]) & ids(p["test"])
+    assert not (ids(p["train"]) | ids(p["test"])) & ids(ds["test"])
     if i == 0:
-      assert ids(p["train"]) == rest and np.array_equal(p["test"].y, ds["vali"].y)
+      assert ids(p["train"]) == train and ids(p["test"]) == vali - ids(select)
     else:
-      assert ids(p["train"]) | ids(p["test"]) == rest
+      assert ids(p["train"]) | ids(p["test"]) == train
       scored.append(ids(p["test"]))
-  assert set().union(*scored) == rest and sum(map(len, scored)) == len(rest)
-  again = search.nested(ds, folds=3, seed=5)  # seeded
-  assert ids(again[0]) == ids(select) and ids(search.nested(ds, folds=3, seed=6)[0]) != ids(select)
+  assert set().union(*scored) == train and sum(map(len, scored)) == len(train)
+  assert ids(search.nested(ds, folds=3, seed=5)[0]) == ids(select)  # seeded
+  assert ids(search.nested(ds, folds=3, seed=6)[0]) != ids(select)
   with pytest.raises(ValueError, match="share"):
     search.nested(ds, share=1.0)
 
 
 @pytest.mark.heavy
-def test_a_planted_validation_label_moves_no_screened_model_and_no_column_order():
-  """Nested, the other way round: the validation split's labels shuffled (a planted list that would bias any
-  choice made on it) change only the validation part's scores. The column order and every screened model are
-  chosen on the selection lists (the validation part's no distillation: the same bits), and the cross-fitted
-  folds' scores of every candidate keep their bits."""
+def test_a_planted_scoring_label_moves_no_screened_model_and_no_column_order():
+  """Nested, the other way round: the labels of the validation lists that score (not the selection lists) shuffled
+  within each list, a planted change that would bias any choice made on them, move only the validation part's scores: the column
+  order and every screened model are chosen on the selection lists (the validation part's no distillation: the
+  same bits), and the cross-fitted folds' scores of every candidate keep their bits."""
   ds = _dataset()
   cfg = TrainConfig(epochs=2, hidden=16, layers=3, select_on="vali")
   keys = jax.random.split(jax.random.PRNGKey(0), 2)
   dev = lambda d: device.to_device(d, 2)
   kw = dict(alphas=(0.5,), temperatures=(1.0,), folds=2, patience=1)
   res = search.search(keys, cfg, ds, dev, **kw)
-  rng = np.random.default_rng(1)
-  planted = dict(ds.splits, vali=dataclasses.replace(ds["vali"], y=rng.permutation(ds["vali"].y)))
-  again = search.search(keys, cfg, dataclasses.replace(ds, splits=planted), dev, **kw)
+  v, rng = ds["vali"], np.random.default_rng(1)
+  scoring = ~np.isin(v.qid, search.nested(ds)[0].qid)
+  y = v.y.copy()  # each scoring list's labels shuffled within it: the same lists hold a positive
+  for q in np.flatnonzero(scoring):
+    y[v.offsets[q]:v.offsets[q + 1]] = rng.permutation(y[v.offsets[q]:v.offsets[q + 1]])
+  planted = dataclasses.replace(ds, splits=dict(ds.splits, vali=dataclasses.replace(v, y=y)))
+  assert np.array_equal(search.nested(planted)[0].y, search.nested(ds)[0].y)  # the selection lists untouched
+  again = search.search(keys, cfg, planted, dev, **kw)
   np.testing.assert_array_equal(again.strength, res.strength)
   for a, b in zip(jax.tree_util.tree_leaves(again.baseline.params), jax.tree_util.tree_leaves(res.baseline.params)):
     np.testing.assert_array_equal(a, b)
   assert set(again.scores) == set(res.scores) and len(res.scores[search.Candidate()]) == 3
+  assert not np.array_equal(again.scores[search.Candidate()][0], res.scores[search.Candidate()][0])
   for c, parts in res.scores.items():
     for a, b in zip(again.scores[c][1:], parts[1:]):
       np.testing.assert_array_equal(a, b)
@@ -146,7 +156,8 @@ def test_the_cheap_search_screens_in_two_stages_on_fewer_seeds():
   passed = [c.columns for c in res.choice["passed"]][:1]
   assert set(res.lists) == ({search.Candidate()} | {search.Candidate(c, 0.5, 1.0) for c in plain} |
                             {search.Candidate(c, a, t) for c in passed for a in (0.2, 0.5) for t in (1.0, 3.0)})
-  assert len(res.choice["order"]) == 3 * 4 and res.selection == 16  # every subset's every setting is declared
+  assert len(res.choice["order"]) == 3 * 4  # every subset's every setting is declared
+  assert res.selection == search.nested(ds)[0].num_queries
   assert res.seeds == 1 and res.patience == 1
   base, valid = per_list_ndcg(cfg, res.baseline.params, dev(search.nested(ds)[1][0]).eval_sets["test"], "x")
   np.testing.assert_array_equal(res.lists[search.Candidate()], base[0][valid])
@@ -160,9 +171,9 @@ def test_search_drops_a_copy_of_the_label_and_keeps_the_useful_column():
   and a teacher given both columns leans on it. Column 1 is rel + N(0, 0.1^2), weaker on the label
   (|corr| ~0.4, P(y = 1) = sigmoid(4 (rel - tau)) is noisy) but a teacher reading it predicts the label's
   expectation: the paper's variance reduction. With 40 training queries the student of column 1 alone must be
-  chosen: validation (600 queries, 2 screening seeds) must find it better than no distillation, and its gain must be
-  the largest of the candidates found better (the copy alone is tested at a quarter of the level: a gain of its
-  own is not ruled out, only a larger one)."""
+  chosen: validation (600 queries, half of them choosing the epochs, 2 screening seeds) must find it better than no
+  distillation, and its gain must be the largest of the candidates found better (the copy alone is tested at a
+  quarter of the level: a gain of its own is not ruled out, only a larger one)."""
   ds = _dataset(queries=(40, 600, 20), noise=0.1)
   strength = search.column_strength(ds["train"])
   assert strength[0] == pytest.approx(1.0) and strength[1] < 0.6

@@ -174,8 +174,11 @@ def search_text(record: LossRecord) -> str:
   nested = head.get("selection")  # a record from before the selection lists were set aside has none
   grid = ("the first subset the rule finds better at the plain PFD setting" if nested else
           "the subsets best at the plain PFD setting")
-  selection = (f" Nested: {nested} training lists, set aside first, choose every screened model's epoch and order the "
-               "columns, and score nothing; no list that scores a candidate chose anything about it." if nested else "")
+  selection = (f" Nested: {nested} validation lists, set aside first, choose every screened model's epoch and order "
+               "the columns, and score nothing; no list that scores a candidate chose anything about it." if nested
+               else " This search predates the nested one: each screened model's epoch was chosen on the lists "
+               "that then scored it, which favours every candidate by its own epoch's luck; re-running the preset "
+               "searches nested.")
   return ("**PFD searched on validation** (pfd_jax.methods.search; test never read): teachers on subsets of the "
           "privileged columns (all, each alone, backward elimination from the most predictive), students over "
           f"alpha x teacher temperature (for {grid}), no distillation a "

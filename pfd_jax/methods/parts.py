@@ -1,13 +1,15 @@
 """The PFD search's candidates and the lists it fits, chooses and scores on (:mod:`pfd_jax.methods.search` trains
 and chooses): a candidate, the column subsets and their order, the declared sequence the rule tests, and the parts.
 
-**Nested: no list is read twice for choosing and scoring** (:func:`nested`). A share of the training lists, the
-*selection* lists, is set aside before anything is trained: they choose every screened model's best epoch (and its
-early stop) and order the privileged columns (:func:`column_strength`), and no candidate is scored on them. The
-other training lists fit the models: the validation part fits on all of them and is scored on the validation
-split; each cross-fitting fold fits on the others' lists and is scored on its own. So a candidate's score is never
-the maximum over epochs of that same score (which biases every candidate's gain upward by its own epoch
-selection), and the order in which the rule tests the candidates is fixed by lists it never scores.
+**Nested: no list is read twice for choosing and scoring** (:func:`nested`). The validation split is dealt in
+two before anything is trained: its *selection* lists choose every screened model's best epoch (and its early
+stop) and order the privileged columns (:func:`column_strength`), and no candidate is scored on them; its other
+lists score the validation part's models, which fit on every training list. Each cross-fitting fold's models fit
+on the other folds' training lists, choose their epoch on the same selection lists and are scored on the fold's
+own. So a candidate's score is never the maximum over epochs of that same score (which biases every candidate's
+gain upward by its own epoch selection), and the order in which the rule tests the candidates is fixed by lists
+it never scores. (The training lists are not the ones set aside: a team's few labelled training lists are what
+distillation helps, and the validation split is there to choose with.)
 
 A part is a :class:`pfd_jax.data.datasets.Dataset` whose splits are its fitting lists ('train'), the selection
 lists (``SELECT``, the evaluation slot a training run selects its epoch on) and its scoring lists (``SCORE``, the
@@ -21,12 +23,14 @@ from typing import TYPE_CHECKING, Any, Dict, NamedTuple, Optional, Sequence, Tup
 
 import numpy as np
 
+from pfd_jax.data.preprocess import positive_groups
+
 if TYPE_CHECKING:
   from pfd_jax.data.datasets import Dataset
   from pfd_jax.data.groups import Groups
 
 SELECT, SCORE = "vali", "test"  # a part's evaluation slots: the selection lists, the scoring lists
-SELECT_SHARE = 0.2  # the share of the training lists set aside as selection lists
+SELECT_SHARE = 0.5  # the share of the validation lists with a positive that choose (the others score)
 ALPHAS = (0.2, 0.5, 0.8)
 TEMPERATURES = (1.0, 3.0)
 
@@ -95,20 +99,25 @@ def cross_fit(ds: Dataset, folds: int, seed: int = 0) -> Tuple[Dataset, ...]:
 
 
 def nested(ds: Dataset, folds: int = 0, share: float = SELECT_SHARE, seed: int = 0) -> Tuple[Groups, tuple]:
-  """(the selection lists, the parts) of the module docstring over `ds`'s training and validation splits: the
-  selection lists a `share` of the training lists (at least one; dealt at random, seeded, before the folds are);
-  part 0 fits on the rest and scores the validation split; with `folds`, part k fits on the rest less its k-th fold
-  (:func:`cross_fit` over the rest, seed `seed`) and scores that fold."""
-  g = ds["train"]
+  """(the selection lists, the parts) of the module docstring. The selection lists are a `share` of the validation
+  lists that hold a positive (at least one; dealt at random, seeded); the validation part fits on every training
+  list and scores the other validation lists; with `folds`, part k fits on the training lists less its k-th fold
+  (:func:`cross_fit`, seed `seed`) and scores that fold. A list without a positive neither chooses nor scores (its
+  NDCG is undefined): every such validation list goes with the scoring ones, where it is left out."""
+  v = ds["vali"]
   if not 0 < share < 1:
-    raise ValueError(f"the selection lists' share of the training lists must lie in (0, 1), got {share}")
-  dealt = np.random.default_rng([seed, 1]).permutation(g.num_queries)
-  cut = max(1, int(round(share * g.num_queries)))
-  select, rest = g.take(np.sort(dealt[:cut])), dataclasses.replace(ds, splits={"train": g.take(np.sort(dealt[cut:]))})
+    raise ValueError(f"the selection lists' share of the validation lists must lie in (0, 1), got {share}")
+  positive = np.flatnonzero(positive_groups(v))
+  if positive.size < 2:
+    raise ValueError(f"the search chooses epochs on some validation lists with a positive and scores the others: "
+                     f"it needs at least 2, the validation split has {positive.size}")
+  aside = np.zeros(v.num_queries, bool)
+  aside[np.random.default_rng([seed, 1]).permutation(positive)[:max(1, int(round(share * positive.size)))]] = True
+  select = v.take(np.flatnonzero(aside))
   part = lambda fit, score, **config: dataclasses.replace(
       ds, splits={"train": fit, SELECT: select, SCORE: score}, config=dict(ds.config, **config))
-  folded = cross_fit(rest, folds, seed) if folds else ()
-  return select, (part(rest["train"], ds["vali"]),) + tuple(
+  folded = cross_fit(dataclasses.replace(ds, splits={"train": ds["train"]}), folds, seed) if folds else ()
+  return select, (part(ds["train"], v.take(np.flatnonzero(~aside))),) + tuple(
       part(d["train"], d["vali"], cross_fit=d.config["cross_fit"]) for d in folded)
 
 

@@ -19,8 +19,8 @@ candidates are screened with two seeds and stop early, and in two stages (every 
 then alpha x temperature for the first subsets the rule finds better than no distillation); the chosen candidate
 is then trained as a PFD row is, every seed and every epoch, and that model is the row "PFD, searched".
 
-**Nested** (:func:`pfd_jax.methods.parts.nested`): a share of the training lists, set aside first, chooses every
-screened model's epoch and early stop and orders the columns; no candidate is scored on them, and no list that
+**Nested** (:func:`pfd_jax.methods.parts.nested`): half the validation lists, set aside first, choose every
+screened model's epoch and early stop and order the columns; no candidate is scored on them, and no list that
 scores a candidate chose anything about it.
 
 **The evidence**. A validation split of tens of lists cannot tell a 5% gain from noise, so every
@@ -135,8 +135,9 @@ def search(keys, cfg: TrainConfig, ds: Dataset, to_device: Callable[[Dataset], o
   caller has trained it already (kept when the search chooses no distillation; not trained again); plain_pfd:
   likewise the PFD student of every privileged column at cfg.alpha and T = 1 (the PFD row).
 
-  share: the training lists set aside as selection lists (:func:`pfd_jax.methods.parts.nested`, dealt by
-  `split_seed`): every screened model's epoch is chosen on them, and the columns are ordered on them.
+  share: the validation lists set aside as selection lists (:func:`pfd_jax.methods.parts.nested`, dealt by
+  `split_seed`): every screened model's epoch is chosen on them, and the columns are ordered on them; the other
+  validation lists score the validation part.
   folds: cross-fitting over the other training lists (:func:`pfd_jax.methods.parts.cross_fit`): every candidate and no distillation are
   also trained on each fold's complement and scored on its held-out lists, each fold's models with keys of their
   own (fold_in of the screening keys), so that the choice reads the training lists besides the validation ones.
