@@ -172,13 +172,7 @@ def search_text(record: LossRecord) -> str:
           "the simplest candidate that a one-sided paired test over the validation lists (Bonferroni over the "
           "candidates) cannot tell from the best")
   nested = head.get("selection")  # a record from before the selection lists were set aside has none
-  grid = ("the first subset the rule finds better at the plain PFD setting" if nested else
-          "the subsets best at the plain PFD setting")
-  selection = (f" Nested: {nested} validation lists, set aside first, choose every screened model's epoch and order "
-               "the columns, and score nothing; no list that scores a candidate chose anything about it." if nested
-               else " This search predates the nested one: each screened model's epoch was chosen on the lists "
-               "that then scored it, which favours every candidate by its own epoch's luck; re-running the preset "
-               "searches nested.")
+  grid, selection = _nesting(nested)
   return ("**PFD searched on validation** (pfd_jax.methods.search; test never read): teachers on subsets of the "
           "privileged columns (all, each alone, backward elimination from the most predictive), students over "
           f"alpha x teacher temperature (for {grid}), no distillation a "
@@ -224,6 +218,18 @@ def _agreement(folds) -> str:
   return (f"\nTheorem 2's plug-in prediction (pfd_jax.ops.theory.predicted_gain: the linear model's estimation error "
           f"of the student, a prediction of order, not of NDCG) against the measured gains of the {len(pairs)} "
           f"searched subsets: Spearman's rho {rho:+.2f} [{lo:+.2f}, {hi:+.2f}].\n")
+
+
+def _nesting(selection: int) -> tuple:
+  """(which subsets' grids a search screened, what chose its models' epochs) as a record with `selection` lists set
+  aside says (0: a search from before they were)."""
+  if not selection:
+    return ("the subsets best at the plain PFD setting", " This search predates the nested one: each screened "
+            "model's epoch was chosen on the lists that then scored it, which favours every candidate by its own "
+            "epoch's luck; re-running the preset searches nested.")
+  return ("the first subset the rule finds better at the plain PFD setting", f" Nested: {selection} validation "
+          "lists, set aside first, choose every screened model's epoch and order the columns, and score nothing; no "
+          "list that scores a candidate chose anything about it.")
 
 
 def _gain(g: dict) -> str:
