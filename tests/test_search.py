@@ -114,9 +114,9 @@ def test_the_nested_parts_read_no_list_twice_for_choosing_and_scoring():
 @pytest.mark.heavy
 def test_a_planted_scoring_label_moves_no_screened_model_and_no_column_order():
   """Nested, the other way round: the labels of the validation lists that score (not the selection lists) shuffled
-  within each list, a planted change that would bias any choice made on them, move only the validation part's scores: the column
-  order and every screened model are chosen on the selection lists (the validation part's no distillation: the
-  same bits), and the cross-fitted folds' scores of every candidate keep their bits."""
+  within each list, a planted change that would bias any choice made on them, move only the validation part's
+  scores: the column order and every screened model are chosen on the selection lists (the validation part's no
+  distillation: the same bits), and the cross-fitted folds' scores of every candidate keep their bits."""
   ds = _dataset()
   cfg = TrainConfig(epochs=2, hidden=16, layers=3, select_on="vali")
   keys = jax.random.split(jax.random.PRNGKey(0), 2)

@@ -17,10 +17,11 @@ from pfd_jax.ops import stats
 
 
 def search_record(found: search.Search, ds) -> dict:
-  """What results.json keeps of a fold's PFD search: each privileged column's strength (|corr| with the label
-  on the training lists it was read on), the selection lists' count, each subset teacher's and each candidate's validation NDCG (and its mean over every part), the fallback
-  procedure's order, levels and p-values, each candidate's gain over no distillation, the rule's operating
-  characteristics, the choice and the search's time."""
+  """What results.json keeps of a fold's PFD search: each privileged column's strength (|corr| with the label on the
+  lists it was read on: the selection lists, or the training split before them), the selection lists' count, each
+  subset teacher's and each candidate's validation NDCG (and its mean over every part), the fallback procedure's
+  order, levels and p-values, each candidate's gain over no distillation, the rule's operating characteristics, the
+  choice and the search's time."""
   key = lambda c: "+".join(map(str, c))
   base, choice = found.lists[search.Candidate()], found.choice
   gain = lambda e: dict(diff=e.diff, se=e.se, df=e.df, reference=e.reference, unit=e.unit, n=e.n,

@@ -23,11 +23,11 @@ is then trained as a PFD row is, every seed and every epoch, and that model is t
 screened model's epoch and early stop and order the columns; no candidate is scored on them, and no list that
 scores a candidate chose anything about it.
 
-**The evidence**. A validation split of tens of lists cannot tell a 5% gain from noise, so every
-candidate is also scored out of fold on the other training lists (:func:`pfd_jax.methods.parts.cross_fit`: K folds, each candidate and
-no distillation trained on the other folds' lists and scored on the held-out ones), and the choice reads those lists
-with the validation ones, seeds and lists crossed (:func:`pfd_jax.ops.stats.crossed`: a seed's luck counts as
-noise, not only a list's).
+**The evidence**. A validation split of tens of lists cannot tell a 5% gain from noise, so every candidate is also
+scored out of fold on the training lists (:func:`pfd_jax.methods.parts.cross_fit`: K folds, each candidate and no
+distillation trained on the other folds' lists and scored on the held-out ones), and the choice reads those lists
+with the validation ones, seeds and lists crossed (:func:`pfd_jax.ops.stats.crossed`: a seed's luck counts as noise,
+not only a list's).
 
 **The rule** is the fallback procedure (:func:`pfd_jax.ops.choice.fallback`) over a declared order
 (:func:`sequence`): plain PFD (every column at the plain setting) against no distillation first, at half the level
@@ -96,8 +96,9 @@ class Search:
   operating: the rule's simulated operating characteristics at these sizes (:func:`operating`); the columns'
   strengths (on the selection lists), each subset teacher's validation NDCG, the chosen candidate's trained models
   with every seed and the validation part's screened no distillation (TrainResult), the validation lists they were
-  compared on, the screening's seeds and patience, the cross-fitting folds, the search's wall time and the
-  selection lists' count (0: a search from before they were set aside)."""
+  compared on, the screening's seeds and patience, the cross-fitting folds, the search's wall time, the
+  selection lists' count (0: a search from before they were set aside) and every part's screened models (models:
+  {candidate: [one per part]}, what a measurement of the claimed gains on fresh lists scores)."""
   lists: Dict[Candidate, np.ndarray]
   choice: Dict[str, Any]
   strength: np.ndarray
@@ -114,6 +115,7 @@ class Search:
   folds: int = 0
   predicted: Dict[Tuple[int, ...], theory.Predicted] = dataclasses.field(default_factory=dict)
   selection: int = 0
+  models: Dict[Candidate, list] = dataclasses.field(default_factory=dict)
 
   @property
   def candidate(self) -> Candidate:
@@ -138,10 +140,10 @@ def search(keys, cfg: TrainConfig, ds: Dataset, to_device: Callable[[Dataset], o
   share: the validation lists set aside as selection lists (:func:`pfd_jax.methods.parts.nested`, dealt by
   `split_seed`): every screened model's epoch is chosen on them, and the columns are ordered on them; the other
   validation lists score the validation part.
-  folds: cross-fitting over the other training lists (:func:`pfd_jax.methods.parts.cross_fit`): every candidate and no distillation are
-  also trained on each fold's complement and scored on its held-out lists, each fold's models with keys of their
-  own (fold_in of the screening keys), so that the choice reads the training lists besides the validation ones.
-  The parts' gains are pooled weighted by their lists.
+  folds: cross-fitting over the training lists (:func:`pfd_jax.methods.parts.cross_fit`): every candidate and no
+  distillation are also trained on each fold's complement and scored on its held-out lists, each fold's models with
+  keys of their own (fold_in of the screening keys), so that the choice reads the training lists besides the
+  validation ones. The parts' gains are pooled weighted by their lists.
 
   What makes it cheap (each off by default: the full grid, every seed, every epoch):
 
@@ -186,9 +188,10 @@ def search(keys, cfg: TrainConfig, ds: Dataset, to_device: Callable[[Dataset], o
   oc = (choice.operating(sc.gain(order[0]), sc.pooled(Candidate()), level * weights[0], GAINS)
         if order and n > 1 else None)
   return Search(lists={c: v[0].mean(0) for c, v in sc.scores.items()}, choice=rule, strength=strength,
-                teachers=sc.teachers, chosen=chosen, baseline=sc.models[Candidate()], valid=sc.valid[0],
+                teachers=sc.teachers, chosen=chosen, baseline=sc.models[Candidate()][0], valid=sc.valid[0],
                 seconds=time.time() - t0, seeds=n, patience=patience, scores=sc.scores, estimates=estimates,
-                operating=oc, folds=folds, predicted=predicted(ds, subset_list), selection=sc.select.num_queries)
+                operating=oc, folds=folds, predicted=predicted(ds, subset_list), selection=sc.select.num_queries,
+                models=sc.models)
 
 
 def second_stage(sc, order, weights, level: float, rest: Sequence[dict], refine: Optional[int]) -> Dict[str, Any]:
@@ -208,9 +211,10 @@ def second_stage(sc, order, weights, level: float, rest: Sequence[dict], refine:
 
 
 class Screening:
-  """The candidates screened on every part (:func:`pfd_jax.methods.parts.nested`: the validation part, then each cross-fitting fold),
-  each model's epoch chosen on the selection lists: every candidate's per-list NDCG [S, Q_p] on each part's
-  scoring lists (scores), the validation part's models, its teachers' validation NDCG and every part's teacher
+  """The candidates screened on every part (:func:`pfd_jax.methods.parts.nested`: the validation part, then each
+  cross-fitting fold), each model's epoch chosen on the selection lists: every candidate's per-list NDCG [S, Q_p]
+  on each part's scoring lists (scores) and its models (one per part), the validation part's teachers' NDCG and
+  every part's teacher
   targets (trained once per subset). Screened on the first `seeds` keys with early stopping (`patience`);
   no distillation too, on every part (its scores are the reference of every gain)."""
 
@@ -231,8 +235,7 @@ class Screening:
       lists, ok = per_list_ndcg(cfg, base.params, dev.eval_sets[SCORE], "x")
       self.valid.append(ok)
       self.scores[Candidate()].append(lists[:, ok])
-      if p == 0:
-        self.models[Candidate()] = base
+      self.models.setdefault(Candidate(), []).append(base)
     self.weights = choice.by_lists(self.scores[Candidate()])
 
   def pfd(self, cols, grid, p, row=False):
@@ -266,8 +269,7 @@ class Screening:
         c = Candidate(cols, v["alpha"], v["temperature"])
         lists = per_list_ndcg(self.cfg, student.params, dev.eval_sets[SCORE], "x")[0]
         self.scores.setdefault(c, []).append(lists[:, self.valid[p]])
-        if p == 0:
-          self.models[c] = student
+        self.models.setdefault(c, []).append(student)
 
   def baseline_row(self, hooks_name: str = "no_distill"):
     """No distillation as its row is trained: every key, every epoch, the whole training split, the run's own
