@@ -49,13 +49,13 @@ def measured(found: search.Search, fresh, candidate: search.Candidate) -> dict:
   base, cand, ok = [], [], None
   for b, c in zip(parts(search.Candidate()), parts(candidate)):
     got, ok = lists(b)
-    base.append(got[:, ok].mean())
-    cand.append(lists(c)[0][:, ok].mean())
+    base.append(float(got[:, ok].mean()))
+    cand.append(float(lists(c)[0][:, ok].mean()))
   w = choice.by_lists(found.scores[search.Candidate()])[:len(base)]
   pooled = lambda v: float(np.dot(w, v) / w.sum())
   scored = found.scores[search.Candidate()][0]
   est = found.estimates[candidate]
-  return dict(candidate=candidate.label, claimed=est.diff / est.reference,
+  return dict(candidate=candidate.label, claimed=float(est.diff / est.reference),
               validation=float((found.scores[candidate][0] - scored).mean() / scored.mean()),
               fresh_validation=(cand[0] - base[0]) / base[0],
               fresh=(pooled(cand) - pooled(base)) / pooled(base) if len(base) > 1 else None,
