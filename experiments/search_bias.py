@@ -35,7 +35,7 @@ flags.DEFINE_integer("fresh_lists", 2000, "Fresh lists per folder, never read by
 flags.DEFINE_integer("first_seed", 200, "The first folder's seed (folder i: first_seed + i).")
 flags.DEFINE_string("bias_out", "results/search_bias/latest", "Folder to write results.json and table.md to.")
 
-# The search as table2's --search runs it on a practitioner's folder (tests/search_folders.py: the same).
+# The search as table2's --search runs it on a practitioner's folder (tests/search_folders.py reads these too).
 CFG = TrainConfig(epochs=30, hidden=16, layers=3, select_on="vali", batch_size=25, lr=1e-2, lr_halve_every=10, ks=(8,))
 OPTS = dict(seeds=2, patience=10, refine=1, folds=3)
 
@@ -44,21 +44,20 @@ def measured(found: search.Search, fresh, candidate: search.Candidate) -> dict:
   """A candidate's gain over no distillation as the search read it (pooled over every part, and on the validation
   part alone) against the same models' gain on the fresh lists (pooled with the same part weights, and the
   validation part's alone), each relative to no distillation's mean."""
-  parts = lambda c: found.models[c] if isinstance(found.models[c], list) else [found.models[c]]  # before: part 0
   lists = lambda model: per_list_ndcg(CFG, model.params, fresh, "x")
   base, cand, ok = [], [], None
-  for b, c in zip(parts(search.Candidate()), parts(candidate)):
+  for b, c in zip(found.models[search.Candidate()], found.models[candidate]):
     got, ok = lists(b)
     base.append(float(got[:, ok].mean()))
     cand.append(float(lists(c)[0][:, ok].mean()))
-  w = choice.by_lists(found.scores[search.Candidate()])[:len(base)]
+  w = choice.by_lists(found.scores[search.Candidate()])
   pooled = lambda v: float(np.dot(w, v) / w.sum())
   scored = found.scores[search.Candidate()][0]
   est = found.estimates[candidate]
   return dict(candidate=candidate.label, claimed=float(est.diff / est.reference),
               validation=float((found.scores[candidate][0] - scored).mean() / scored.mean()),
               fresh_validation=(cand[0] - base[0]) / base[0],
-              fresh=(pooled(cand) - pooled(base)) / pooled(base) if len(base) > 1 else None,
+              fresh=(pooled(cand) - pooled(base)) / pooled(base),
               fresh_lists=int(ok.sum()))
 
 
@@ -69,7 +68,7 @@ def one(seed: int, gain: bool, fresh_lists: int) -> dict:
   best = max((c for c in found.choice["means"] if c.columns), key=found.choice["means"].get)
   chosen = found.candidate
   return dict(seed=seed, kind="planted" if gain else "null", seconds=found.seconds,
-              selection=getattr(found, "selection", 0),  # 0: the search before nesting
+              selection=found.selection,
               best=measured(found, fresh, best), chosen=measured(found, fresh, chosen) if chosen.columns else None)
 
 
@@ -85,8 +84,6 @@ def summary(rows: list) -> dict:
         continue
       entry = dict(folders=len(got), of=len(at))
       for read, fresh in (("validation", "fresh_validation"), ("claimed", "fresh")):
-        if got[0][fresh] is None:
-          continue
         bias = np.array([g[read] - g[fresh] for g in got])
         entry[read] = dict(read=float(np.mean([g[read] for g in got])), fresh=float(np.mean([g[fresh] for g in got])),
                            bias=float(bias.mean()),
@@ -97,8 +94,8 @@ def summary(rows: list) -> dict:
 
 def to_markdown(res: dict) -> str:
   pct = lambda x: f"{100 * x:+.1f}%"
-  cell = lambda e: f"{pct(e['read'])} / {pct(e['fresh'])} / {pct(e['bias'])} ± {100 * e['se']:.1f}" if e else "-"
-  rows = [f"| {k} | {v['folders']} of {v['of']} | {cell(v.get('validation'))} | {cell(v.get('claimed'))} |"
+  cell = lambda e: f"{pct(e['read'])} / {pct(e['fresh'])} / {pct(e['bias'])} ± {100 * e['se']:.1f}"
+  rows = [f"| {k} | {v['folders']} of {v['of']} | {cell(v['validation'])} | {cell(v['claimed'])} |"
           for k, v in res["summary"].items()]
   return ("# The PFD search's claimed gains against fresh lists\n\n"
           f"{res['fresh_lists']} fresh lists a folder; commit {res['commit']}; {res['seconds']:.0f} s. Each cell: the "

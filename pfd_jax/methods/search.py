@@ -212,11 +212,10 @@ def second_stage(sc, order, weights, level: float, rest: Sequence[dict], refine:
 
 class Screening:
   """The candidates screened on every part (:func:`pfd_jax.methods.parts.nested`: the validation part, then each
-  cross-fitting fold), each model's epoch chosen on the selection lists: every candidate's per-list NDCG [S, Q_p]
-  on each part's scoring lists (scores) and its models (one per part), the validation part's teachers' NDCG and
-  every part's teacher
-  targets (trained once per subset). Screened on the first `seeds` keys with early stopping (`patience`);
-  no distillation too, on every part (its scores are the reference of every gain)."""
+  cross-fitting fold), each model's epoch chosen on the selection lists: every candidate's per-list NDCG [S, Q_p] on
+  each part's scoring lists (scores) and its models (one per part), the validation part's teachers' NDCG and every
+  part's teacher targets (trained once per subset). Screened on the first `seeds` keys with early stopping
+  (`patience`); no distillation too, on every part (its scores are the reference of every gain)."""
 
   def __init__(self, keys, cfg, ds, to_device, *, hooks, seeds, patience, folds, split_seed,
                share: float = SELECT_SHARE):
