@@ -221,6 +221,8 @@ def test_table2_on_own_data_adds_ensemble_rows(tmp_path):
   assert set(s["gains"]) == set(s["candidates"]) - {"no distillation"}  # every distilling candidate screened
   assert s["chosen"] == "no distillation" or s["chosen"] in s["passed"]
   assert 0 <= s["operating"]["false"] <= 1 and set(s["operating"]["power"]) == {"0.03", "0.05"}
+  w = s["whole"]  # the whole rule's: the gain planted in each subset's plain setting in turn, plain PFD first
+  assert w["planted"] == plain and set(w["power"]["0.05"]) == set(plain) and w["seed_bound"] >= w["seed_var"]
   # the searched row is the chosen candidate trained as its row is (every seed, the whole training split, its epoch
   # chosen on every validation list), not the screened model, whose score is over the scoring lists only: no
   # distillation chosen, it is the no-distillation row itself
@@ -240,6 +242,7 @@ def test_table2_on_own_data_adds_ensemble_rows(tmp_path):
   assert "**Which to deploy**" in md and "p50 / p99" in md
   assert "**PFD searched on validation**" in md and "| PFD, searched on validation" in md
   assert "is found with probability" in md and "the smallest gain found with probability 0.8" in md
+  assert "The whole rule as run" in md and "when another subset's plain setting has it" in md
   with pytest.raises(ConfigError, match="select_on=vali"):
     table2.run(cfg.replace(train=dict(select_on="test")))
   with pytest.raises(ConfigError, match="search_folds.*at least 2 folds"):

@@ -37,13 +37,14 @@ than no distillation, so a candidate reached through a chain of gains is tested 
 one with the largest estimated gain is chosen, none found: no distillation. A candidate without a gain is chosen with
 probability at most the level (5%), whatever the others' gains; the first comparison keeps half of it, not a
 Bonferroni share, and a column that helps alone while every column together does not (the paper's HA-PFD case) is
-still within reach. The search report states, by simulation at the user's own sizes
-(:func:`pfd_jax.ops.choice.operating`), the probability of finding a true gain of 3% and 5% in plain PFD and the
-smallest gain the data could have shown. The order is declared before a score is read (the columns' order comes
-from the selection lists), and the second stage screens a subset's settings only once its plain setting has passed
-(the first ``refine`` such subsets in the declared order): a setting never screened counts as not found better, so
-the rule as run rejects no more than the fallback procedure over every subset's every setting, and keeps its level
-(:func:`pfd_jax.ops.choice.fallback`). The test split is never read here.
+still within reach. The search report states, by simulation at the user's own sizes, the probability of finding a
+true gain of 3% and 5% in plain PFD by its first comparison and the smallest gain the data could have shown
+(:func:`pfd_jax.ops.choice.operating`), and the probability that the whole rule as run chooses distillation when one
+subset's plain setting has that gain (:func:`pfd_jax.methods.rule.whole`). The order is declared before a score is
+read (the columns' order comes from the selection lists), and the second stage screens a subset's settings only once
+its plain setting has passed (the first ``refine`` such subsets in the declared order): a setting never screened
+counts as not found better, so the rule as run rejects no more than the fallback procedure over every subset's every
+setting, and keeps its level (:func:`pfd_jax.ops.choice.fallback`). The test split is never read here.
 """
 from __future__ import annotations
 
@@ -57,6 +58,7 @@ import numpy as np
 from pfd_jax.data.preprocess import positive_groups
 from pfd_jax.methods.parts import (ALPHAS, SCORE, SELECT, SELECT_SHARE, TEMPERATURES, Candidate,  # noqa: F401
                                    column_strength, masked, nested, sequence, settings, subsets)
+from pfd_jax.methods.rule import GAINS, second_stage, whole  # noqa: F401
 from pfd_jax.ops import choice, stats, theory
 from pfd_jax.training.evaluation import per_list_ndcg, predict
 from pfd_jax.training.loop import Hooks, train
@@ -68,7 +70,6 @@ if TYPE_CHECKING:
   from pfd_jax.training.config import TrainConfig
 
 FOLDS = 3  # table2's cross-fitting folds for the search (SearchOptions)
-GAINS = (0.03, 0.05)  # the relative gains whose power the search report states
 
 
 def predicted(ds: Dataset, subset_list) -> Dict[Tuple[int, ...], theory.Predicted]:
@@ -93,7 +94,8 @@ class Search:
   fold's held-out training lists); estimates: each candidate's gain over no distillation on all of them
   (:func:`pfd_jax.ops.stats.crossed`, seeds x lists); choice: the fallback procedure's dict
   (:func:`pfd_jax.ops.choice.fallback`, with the order tested, the best pooled mean and every pooled mean);
-  operating: the rule's simulated operating characteristics at these sizes (:func:`operating`); the columns'
+  operating: the first comparison's simulated operating characteristics at these sizes
+  (:func:`pfd_jax.ops.choice.operating`); whole: the whole rule's (:func:`pfd_jax.methods.rule.whole`); the columns'
   strengths (on the selection lists), each subset teacher's validation NDCG, the chosen candidate's trained models
   with every seed and the validation part's screened no distillation (TrainResult), the validation lists they were
   compared on, the screening's seeds and patience, the cross-fitting folds, the search's wall time, the
@@ -112,6 +114,7 @@ class Search:
   scores: Dict[Candidate, list] = dataclasses.field(default_factory=dict)
   estimates: Dict[Candidate, stats.Estimate] = dataclasses.field(default_factory=dict)
   operating: Optional[Dict[str, Any]] = None
+  whole: Optional[Dict[str, Any]] = None
   folds: int = 0
   predicted: Dict[Tuple[int, ...], theory.Predicted] = dataclasses.field(default_factory=dict)
   selection: int = 0
@@ -174,7 +177,8 @@ def search(keys, cfg: TrainConfig, ds: Dataset, to_device: Callable[[Dataset], o
     sc.screen(cols, full if refine is None else [plain])
   order, weights = sequence([Candidate(cols, v["alpha"], v["temperature"]) for cols in subset_list for v in full],
                             subset_list, plain, cfg.alpha)
-  rule = second_stage(sc, order, weights, level, [v for v in full if v != plain], refine)
+  rest = [v for v in full if v != plain]
+  rule = second_stage(sc, order, weights, level, rest, refine)
   estimates = {c: sc.estimate(c) for c in order if c in sc.scores}
   means = {c: sc.pooled(c) for c in sc.scores}
   rule.update(chosen=rule["chosen"] or Candidate(), order=order, means=means, best=max(means, key=means.get))
@@ -187,27 +191,15 @@ def search(keys, cfg: TrainConfig, ds: Dataset, to_device: Callable[[Dataset], o
     chosen = sc.pfd(c.columns, [dict(alpha=c.alpha, temperature=c.temperature)], 0, row=True)[0][0]
   oc = (choice.operating(sc.gain(order[0]), sc.pooled(Candidate()), level * weights[0], GAINS)
         if order and n > 1 else None)
+  first = [c for c in order if refine is None or (c.alpha, c.temperature) == (plain["alpha"], plain["temperature"])]
+  rule_as_run = (whole({c: sc.gain(c) for c in sc.scores if c.columns}, sc.weights, sc.pooled(Candidate()),
+                       order=order, level_weights=weights, level=level, rest=rest, refine=refine, first=first)
+                 if order and n > 1 else None)
   return Search(lists={c: v[0].mean(0) for c, v in sc.scores.items()}, choice=rule, strength=strength,
                 teachers=sc.teachers, chosen=chosen, baseline=sc.models[Candidate()][0], valid=sc.valid[0],
                 seconds=time.time() - t0, seeds=n, patience=patience, scores=sc.scores, estimates=estimates,
-                operating=oc, folds=folds, predicted=predicted(ds, subset_list), selection=sc.select.num_queries,
-                models=sc.models)
-
-
-def second_stage(sc, order, weights, level: float, rest: Sequence[dict], refine: Optional[int]) -> Dict[str, Any]:
-  """The fallback procedure over the declared `order` on what `sc` (a :class:`Screening`) has screened, a candidate
-  not screened counting as not found better; with `refine`, first the `rest` settings of a subset screened
-  (sc.screen) once the rule finds its plain setting better, the first `refine` such subsets in the declared order,
-  the rule run again after each. Returns the last run's dict (:func:`pfd_jax.ops.choice.fallback`)."""
-  run = lambda: choice.fallback([(c, sc.estimate(c) if c in sc.scores else None) for c in order], weights, level)
-  rule = run()
-  for _ in range(refine or 0) if rest else ():
-    cols = next((c.columns for c in rule["passed"] if Candidate(c.columns, **rest[0]) not in sc.scores), None)
-    if cols is None:
-      break
-    sc.screen(cols, rest)
-    rule = run()
-  return rule
+                operating=oc, whole=rule_as_run, folds=folds, predicted=predicted(ds, subset_list),
+                selection=sc.select.num_queries, models=sc.models)
 
 
 class Screening:
@@ -301,9 +293,10 @@ class SearchOptions(NamedTuple):
   folds: int = FOLDS
 
   def candidates(self, privileged: int, alpha: float) -> int:
-    """How many candidates the search scores with `privileged` columns at the run's `alpha`: no distillation, every
-    subset at the plain PFD setting and, for its `refine` best subsets, the rest of the alpha x temperature grid
-    (refine None: the whole grid for every subset), as :func:`search` screens them."""
+    """How many candidates the search scores at most with `privileged` columns at the run's `alpha`: no
+    distillation, every subset at the plain PFD setting and, for the first `refine` subsets the rule finds better
+    there, the rest of the alpha x temperature grid (refine None: the whole grid for every subset), as
+    :func:`search` screens them."""
     n = len(subsets(range(privileged), self.top))
     grid = len(settings(alpha))
     return 1 + (n * grid if self.refine is None else n + min(self.refine, n) * (grid - 1))
