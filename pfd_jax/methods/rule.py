@@ -90,6 +90,7 @@ class _Found:
     self.diff, self.p = diff, p
 
   def p_above(self, threshold: float) -> float:
+    """The one-sided p of no gain (the fallback procedure asks for threshold 0 only)."""
     return self.p
 
 
@@ -127,10 +128,10 @@ def whole(gains, weights, reference: float, *, order, level_weights, level: floa
   candidate the run screened (S >= 2); weights: the parts' (by their lists); reference: no distillation's pooled
   NDCG, which a relative gain multiplies; order, level_weights, level, rest, refine: the rule's
   (:func:`second_stage`); first: the candidates screened before the rule runs (every subset's plain setting).
-  Returns {false: the
-  rate of a distilling choice without any gain; power: {gain: {plain setting's label: the rate with that gain in
-  it}}; bound_false, bound_power: the same at the seed spread's bound; planted: the plain settings in the declared
-  order (plain PFD first); seed_var, seed_bound, seed_df, bound, trials, level, lists, seeds}."""
+  Returns {false: the rate of a distilling choice without any gain; power: {gain: {plain setting's label: the rate
+  with that gain in it}}; bound_false, bound_power: the same at the seed spread's bound; planted: the plain
+  settings in the declared order (plain PFD first); seed_var, seed_bound, seed_df, bound, trials, level, lists,
+  seeds}."""
   spread, upper, df = seed_spread([d for blocks in gains.values() for d in blocks], bound)
   plains = [c for c in order if c in first and c in gains]
   rule = lambda found: second_stage(_Study(found, first), order, level_weights, level, rest, refine)
