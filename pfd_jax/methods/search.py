@@ -178,6 +178,7 @@ def search(keys, cfg: TrainConfig, ds: Dataset, to_device: Callable[[Dataset], o
   order, weights = sequence([Candidate(cols, v["alpha"], v["temperature"]) for cols in subset_list for v in full],
                             subset_list, plain, cfg.alpha)
   rest = [v for v in full if v != plain]
+  first = [c for c in order if c in sc.scores]  # the first stage's, before the rule screens any grid
   rule = second_stage(sc, order, weights, level, rest, refine)
   estimates = {c: sc.estimate(c) for c in order if c in sc.scores}
   means = {c: sc.pooled(c) for c in sc.scores}
@@ -191,7 +192,6 @@ def search(keys, cfg: TrainConfig, ds: Dataset, to_device: Callable[[Dataset], o
     chosen = sc.pfd(c.columns, [dict(alpha=c.alpha, temperature=c.temperature)], 0, row=True)[0][0]
   oc = (choice.operating(sc.gain(order[0]), sc.pooled(Candidate()), level * weights[0], GAINS)
         if order and n > 1 else None)
-  first = [c for c in order if refine is None or (c.alpha, c.temperature) == (plain["alpha"], plain["temperature"])]
   rule_as_run = (whole({c: sc.gain(c) for c in sc.scores if c.columns}, sc.weights, sc.pooled(Candidate()),
                        order=order, level_weights=weights, level=level, rest=rest, refine=refine, first=first)
                  if order and n > 1 else None)
