@@ -181,7 +181,8 @@ def run_fold(cfg: schema.Config, loss: str, fold: int, methods: tuple, shared: D
                       seconds=time.time() - t0,
                       rows={name: RowRecord.of(t.result, lists[name][0]) for name, t in rows.items()},
                       test_lists_valid=lists[baseline][1], debias=pos.notes if pos else None,
-                      search=practice.search_record(found, ds) if found else None)
+                      search=practice.search_record(found, ds, practice.fresh_record(tc, found, dd.eval_sets["test"]))
+                      if found else None)
   if cfg.run.ensembles:
     record.ensembles = ensembles(tc, rows, ds, dd)
     if first:

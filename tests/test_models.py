@@ -228,6 +228,13 @@ def test_table2_on_own_data_adds_ensemble_rows(tmp_path):
   # distillation chosen, it is the no-distillation row itself
   searched, base = (np.asarray(fold["rows"][n]["best"]["vali"]) for n in ("pfd_searched", "no_distill"))
   assert searched.shape == base.shape
+  # the claimed gains against the test lists, scored after the choice: the best distilling candidate's on every test
+  # list with a positive, its read gain the search's estimate
+  f = s["fresh"]
+  assert f["best"]["fresh_lists"] == int(np.sum(fold["test_lists_valid"])) and f["best"]["candidate"] in s["gains"]
+  assert f["best"]["claimed"] == pytest.approx(s["gains"][f["best"]["candidate"]]["diff"] /
+                                               s["gains"][f["best"]["candidate"]]["reference"])
+  assert (f["chosen"] is None) == (s["chosen"] == "no distillation")
   if s["chosen"] == "no distillation":
     np.testing.assert_array_equal(*(fold["ensembles"][n]["vali_single_lists"] for n in ("pfd_searched", "no_distill")))
   # the deploy choice reads validation only: each candidate's validation NDCG is the row's own (its seeds' mean, the
@@ -243,6 +250,7 @@ def test_table2_on_own_data_adds_ensemble_rows(tmp_path):
   assert "**PFD searched on validation**" in md and "| PFD, searched on validation" in md
   assert "is found with probability" in md and "the smallest gain found with probability 0.8" in md
   assert "The whole rule as run" in md and "when another subset's plain setting has it" in md
+  assert "Against the test lists, which the search never read" in md and "The search's selection bias" in md
   with pytest.raises(ConfigError, match="select_on=vali"):
     table2.run(cfg.replace(train=dict(select_on="test")))
   with pytest.raises(ConfigError, match="search_folds.*at least 2 folds"):

@@ -355,3 +355,23 @@ def test_a_run_that_did_not_search_says_what_the_search_would_cost_and_could_sho
   assert practice.search_offer(record, dict(cfg, train={"select_on": "test", "alpha": 0.5}), o) == ""
   fold.data["labels"] = "gumbel"  # the paper's protocol: no practitioner's note
   assert practice.search_offer(record, cfg, o) == ""
+
+
+@pytest.mark.slow
+def test_the_search_bias_driver_sets_the_claimed_gains_against_fresh_lists(tmp_path):
+  """experiments.search_bias end to end on one null and one planted folder (2 epochs, 40 fresh lists): a row per
+  folder with its best candidate (and its chosen one when it distils), each read - fresh in the summary the
+  difference of its two means, fresh gains measured on at most the fresh lists there are."""
+  from conftest import written
+  from experiments import search_bias
+  from experiments.framework import schema
+  res = search_bias.run(schema.Config(options=search_bias.Options(folders=1, fresh_lists=40, epochs=2)))
+  js = written(tmp_path, res, search_bias.DRIVER)
+  assert [r["kind"] for r in js["rows"]] == ["null", "planted"] and js["search"]["epochs"] == 2
+  for r in js["rows"]:
+    assert r["best"]["candidate"] and 0 < r["best"]["fresh_lists"] <= 40
+    assert r["chosen"] is None or r["chosen"]["candidate"]
+  for e in js["summary"].values():
+    assert e["of"] == 1 and all(e[p]["bias"] == pytest.approx(e[p]["read"] - e[p]["fresh"]) and e[p]["se"] is None
+                                for p in ("validation", "claimed"))
+  assert "null/best" in js["summary"] and "read - fresh" in (tmp_path / "out" / "table.md").read_text()

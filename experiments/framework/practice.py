@@ -3,7 +3,7 @@ serving latency), its seed ensembles, and what the PFD search found (the chosen 
 privileged-column report) or, not run, what it would cost."""
 from __future__ import annotations
 
-from typing import Callable, Mapping, Sequence
+from typing import Callable, Mapping, Optional, Sequence
 
 import numpy as np
 from absl import logging
@@ -13,15 +13,17 @@ from experiments.framework.pairs import aggregate, primary
 from experiments.framework.records import LossRecord
 from pfd_jax.methods import rows as rows_lib
 from pfd_jax.methods import search
-from pfd_jax.ops import stats
+from pfd_jax.ops import choice, stats
+from pfd_jax.training import TrainConfig
+from pfd_jax.training.evaluation import per_list_ndcg
 
 
-def search_record(found: search.Search, ds) -> dict:
+def search_record(found: search.Search, ds, fresh: Optional[dict] = None) -> dict:
   """What results.json keeps of a fold's PFD search: each privileged column's strength (|corr| with the label on the
   lists it was read on: the selection lists, or the training split before them), the selection lists' count, each
   subset teacher's and each candidate's validation NDCG (and its mean over every part), the fallback procedure's
   order, levels and p-values, each candidate's gain over no distillation, the rule's operating characteristics, the
-  choice and the search's time."""
+  choice, the search's time, and its claimed gains against lists it never read (`fresh`: :func:`fresh_record`)."""
   key = lambda c: "+".join(map(str, c))
   base, choice = found.lists[search.Candidate()], found.choice
   gain = lambda e: dict(diff=e.diff, se=e.se, df=e.df, reference=e.reference, unit=e.unit, n=e.n,
@@ -42,8 +44,40 @@ def search_record(found: search.Search, ds) -> dict:
               subsets={key(c): dict(predicted=p.gain, explained=p.explained, measured=measured.get(c))
                        for c, p in found.predicted.items()},
               pooled_lists=int(sum(v.shape[1] for v in found.scores[search.Candidate()])),
-              seconds=found.seconds, seeds=found.seeds, patience=found.patience, selection=found.selection,
+              seconds=found.seconds, seeds=found.seeds, patience=found.patience, selection=found.selection, fresh=fresh,
               vs_no_distill=tabulate.comparison_record(stats.per_query(found.lists[found.candidate][None], base[None])))
+
+
+def fresh_gain(cfg: TrainConfig, found: search.Search, es, candidate: search.Candidate) -> dict:
+  """A candidate's gain over no distillation as the search read it (pooled over every part: its estimate; and on the
+  validation part alone) against the same screened models' on lists the search never read (`es`, an EvalSet: a
+  run's test lists, a constructed folder's fresh ones), pooled with the same part weights, and the validation
+  part's alone; each relative to no distillation's mean. read - fresh is what the search's selection added."""
+  lists = lambda model: per_list_ndcg(cfg, model.params, es, "x")
+  base, cand, ok = [], [], None
+  for b, c in zip(found.models[search.Candidate()], found.models[candidate]):
+    got, ok = lists(b)
+    base.append(float(got[:, ok].mean()))
+    cand.append(float(lists(c)[0][:, ok].mean()))
+  w = choice.by_lists(found.scores[search.Candidate()])
+  pooled = lambda v: float(np.dot(w, v) / w.sum())
+  scored = found.scores[search.Candidate()][0]
+  est = found.estimates[candidate]
+  return dict(candidate=candidate.label, claimed=float(est.diff / est.reference),
+              validation=float((found.scores[candidate][0] - scored).mean() / scored.mean()),
+              fresh_validation=(cand[0] - base[0]) / base[0], fresh=(pooled(cand) - pooled(base)) / pooled(base),
+              fresh_lists=int(ok.sum()))
+
+
+def fresh_record(cfg: TrainConfig, found: search.Search, es) -> Optional[dict]:
+  """:func:`fresh_gain` of the best distilling candidate by pooled score and of the chosen one (None when it does
+  not distil), scored after the choice; None for a search that kept no screened models."""
+  if not found.models:
+    return None
+  means = found.choice["means"]
+  best = max((c for c in means if c.columns), key=means.get)
+  return dict(best=fresh_gain(cfg, found, es, best),
+              chosen=fresh_gain(cfg, found, es, found.candidate) if found.candidate.columns else None)
 
 
 def deploy_text(record: LossRecord, compared: Mapping[str, tabulate.Comparisons], ks) -> str:
@@ -154,7 +188,7 @@ def search_text(record: LossRecord) -> str:
     where = (f"{s['pooled_lists']} lists: {s['lists']} validation" +
              (f" and the training lists out of {s['folds']} cross-fitted folds" if s.get("folds") else ""))
     lines.append(f"- {k}: **{s['chosen']}** ({why}; {where}); {cost}." + _operating(s.get("operating"))
-                 + _whole(s.get("whole")))
+                 + _whole(s.get("whole")) + _fresh(s.get("fresh")))
   head = next(iter(folds.values())).search
   ids = head["feature_ids"] or list(range(len(head["strength"])))
   mean = lambda get: np.mean([get(f.search) for f in folds.values()])
@@ -180,6 +214,7 @@ def search_text(record: LossRecord) -> str:
           f"alpha x teacher temperature (for {grid}), no distillation a "
           f"candidate; chosen: {rule}, then trained with every seed as a PFD row "
           f"is (the row 'PFD, searched on validation').{selection}\n\n" + "\n".join(lines) + "\n\n" +
+          _bias(folds) +
           tabulate.markdown_table(["Privileged column", "abs corr with the label (" +
                                    ("selection lists)" if nested else "train)"),
                                    "its teacher alone vs no-distillation (vali NDCG)",
@@ -274,6 +309,35 @@ def _whole(w) -> str:
           f"{' / '.join(f'{100 * float(g):g}%' for g in gains)}; at the seed spread's {100 * w['bound']:g}% upper "
           f"bound ({bound}) {says(w['bound_power'])}; with no gain anywhere {w['false']:.3f} (level "
           f"{w['level']:g}).")
+
+
+def _fresh(f) -> str:
+  """A fold's claimed gains against its test lists (fresh_record; '' for a record without them)."""
+  if not f:
+    return ""
+  pct = lambda x: f"{100 * x:+.1f}%"
+  say = lambda what, g: (f"{what} ({g['candidate']}) read {pct(g['claimed'])} over every part ({pct(g['validation'])} "
+                         f"on the validation part), {pct(g['fresh'])} on the test lists ({pct(g['fresh_validation'])} "
+                         f"for the validation part's models)")
+  return (" Against the test lists, which the search never read (the same screened models, scored after the "
+          f"choice, {f['best']['fresh_lists']} lists with a positive): " +
+          "; ".join([say("the best distilling candidate", f["best"])] +
+                    ([say("the chosen one", f["chosen"])] if f["chosen"] else [])) + ".")
+
+
+def _bias(folds) -> str:
+  """Over the folds: the best distilling candidate's (and the chosen one's) read - test gain, mean ± SE ('' for
+  records without them)."""
+  out = []
+  for which, what in (("best", "the best distilling candidate"), ("chosen", "the chosen one")):
+    got = [f.search["fresh"][which] for f in folds.values() if (f.search.get("fresh") or {}).get(which)]
+    if got:
+      d = np.array([100 * (g["claimed"] - g["fresh"]) for g in got])
+      se = f" ± {d.std(ddof=1) / np.sqrt(d.size):.1f}" if d.size > 1 else ""
+      out.append(f"{what}'s read gain (every part) minus its test gain: {d.mean():+.1f}{se} points over {d.size} "
+                 f"fold{'s' * (d.size > 1)}")
+  return ("The search's selection bias on this run: " + "; ".join(out) + " (experiments.search_bias measures it on "
+          "constructed folders with many fresh lists).\n\n") if out else ""
 
 
 def _tied_line(k: str, s: dict, base: float, cost: str) -> str:
