@@ -91,11 +91,11 @@ class Step(NamedTuple):
 STEPS = (
     Step("numeric", ("pytest", "-m", "numeric and not slow", "-v", "-rfE", "-p", "no:cacheprovider"), 240,
          ("tests/test_precision.py",), 60, ()),
-    Step("decisive_gpu", ("experiments.table2", "--preset=decisive_gpu"), 450, TOY + ("--draws=2",), 90,
+    Step("decisive_gpu", ("experiments.paper.table2", "--preset=decisive_gpu"), 450, TOY + ("--draws=2",), 90,
          ("table2/synthetic-decisive_gpu",)),
-    Step("web30k", ("experiments.table2", "--preset=web30k"), 300, TOY + ("--synthetic_web30k=false", "--seeds=2"),
+    Step("web30k", ("experiments.paper.table2", "--preset=web30k"), 300, TOY + ("--synthetic_web30k=false", "--seeds=2"),
          60, ("table2/synthetic-web30k",)),
-    Step("headline", ("experiments.benchmark",), 240, ("--headline_scale=0.005", "--seed_counts=1,2", "--repeats=1"),
+    Step("headline", ("experiments.bench.benchmark",), 240, ("--headline_scale=0.005", "--seed_counts=1,2", "--repeats=1"),
          190, ("benchmark",)),
     # The paper analogues' teachers calibrated at the paper's Table 1 sizes (experiments/calibrate.py: the baseline
     # and teacher rows only, each candidate resumable; docs/analogues.md), named with --steps, never by default: a
@@ -110,7 +110,7 @@ STEPS = (
     # The paper's protocol on the paper's own files (--preset=paper_<dataset>, with --data_dir), named by hand: a
     # user's own GPU, where the data are. Not measured on a GPU (nobody here holds the files): 300 s is a floor at a
     # guess (parsing a fold and a first row); docs/paper-datasets.md projects the whole run from the measured rate.
-    *(Step(f"paper_{name}", ("experiments.table2", f"--preset=paper_{name}"), 300, ("--epochs=2", "--max_buckets=2"),
+    *(Step(f"paper_{name}", ("experiments.paper.table2", f"--preset=paper_{name}"), 300, ("--epochs=2", "--max_buckets=2"),
            120, (f"table2/{name}-paper",)) for name in protocol.PAPER_RUNS),
 )
 

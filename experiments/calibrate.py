@@ -21,7 +21,7 @@ from typing import Optional, Tuple
 
 import numpy as np
 
-from experiments import table2
+from experiments.paper import table2
 from experiments.framework import lifecycle, outputs, paper, protocol, rundir, schema, tabulate
 from experiments.framework.records import RunRecord
 from pfd_jax.config import ConfigError, option

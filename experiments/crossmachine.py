@@ -2,7 +2,7 @@ r"""How far another machine moves the main job: the measurement behind ``report 
 
   python -m experiments.crossmachine --runs=results/table2/synthetic/latest,avx/table2/synthetic/latest,...
 
-Each run is the main job (``python -m experiments.table2``, same code, seeds and data) under other numerics: another
+Each run is the main job (``python -m experiments.paper.table2``, same code, seeds and data) under other numerics: another
 CPU, ``XLA_FLAGS=--xla_cpu_max_isa=AVX`` (no fused multiply-add), ``--xla_cpu_enable_platform_dependent_math=false``,
 another thread count (a run folder, or a results.json / results.json.gz). For every pair of runs whose numerics
 differ, :func:`pfd_jax.ops.perturbation.perturbation_ratios` estimates for each value the variance by which the second
@@ -91,7 +91,7 @@ def main(argv):
   results = [pagefiles.read_results(p, "runs") for p in flags.FLAGS.runs]
   bad = [p for p, res in zip(flags.FLAGS.runs, results) if "losses" not in res or "numerics" not in res.get("env", {})]
   if bad:
-    raise app.UsageError(f"--runs: not a main job's results.json with its numerics (python -m experiments.table2): "
+    raise app.UsageError(f"--runs: not a main job's results.json with its numerics (python -m experiments.paper.table2): "
                          f"{', '.join(bad)}")
   rec = measure(results)
   with open(flags.FLAGS.spread_file, "w") as f:

@@ -9,7 +9,7 @@ and ``<out>/serve.txt``: the test sessions as a serving system sees them, withou
 so that experiments.predict can report NDCG). qids: training sessions 0.., validation 100000..,
 test 200000... Then (docs/own-data.md):
 
-  python -m experiments.table2 --dataset=letor --data_dir=logs_letor --privileged=21,22,23 --save_models
+  python -m experiments.paper.table2 --dataset=letor --data_dir=logs_letor --privileged=21,22,23 --save_models
   python -m experiments.predict --model=results/table2/letor-logs_letor/latest/models/pfd --data=logs_letor/serve.txt \
       --out=scores.tsv
 """

@@ -1,6 +1,6 @@
 r"""Runs a driver as N cooperating processes on this machine (JAX's multi-process runtime over loopback).
 
-  python -m experiments.launch --num_processes=2 -- experiments.table2 --epochs=20
+  python -m experiments.launch --num_processes=2 -- experiments.paper.table2 --epochs=20
 
 Starts ``python -m <driver> <its flags> --coordinator=127.0.0.1:<port> --num_processes=N --process_id=i`` for
 i = 0 .. N-1 and forwards every process's output line by line with a ``[pI]`` prefix. Each process reads only
@@ -177,7 +177,7 @@ def _outcome(codes: list, failed, forwarded: int, state: dict, driver_argv: list
 def main(argv):
   if len(argv) < 2 or argv[1].startswith("-"):
     raise app.UsageError("give the driver after --, e.g. python -m experiments.launch --num_processes=2 -- "
-                         "experiments.table2 --epochs=20")
+                         "experiments.paper.table2 --epochs=20")
   sys.exit(launch(argv[1:], FLAGS.num_processes, FLAGS.port, grace=FLAGS.grace))
 
 

@@ -205,9 +205,9 @@ def file_lines(packages=PACKAGES, root: str = ROOT) -> Dict[str, int]:
 # alpha_robustness is fig3_alpha's driver re-run with the appendix's alpha list over re-drawn data; calibrate is
 # table2's protocol re-run per candidate analogue with its teachers only; table3_sparsity is table3_logs' rows re-run
 # at each purchase rate.
-DRIVER_IMPORTS_ALLOWED = {("experiments.alpha_robustness", "experiments.fig3_alpha"),
-                          ("experiments.calibrate", "experiments.table2"),
-                          ("experiments.table3_sparsity", "experiments.table3_logs")}
+DRIVER_IMPORTS_ALLOWED = {("experiments.paper.alpha_robustness", "experiments.paper.fig3_alpha"),
+                          ("experiments.calibrate", "experiments.paper.table2"),
+                          ("experiments.paper.table3_sparsity", "experiments.paper.table3_logs")}
 
 
 def drivers(root: str = ROOT) -> set:

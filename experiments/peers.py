@@ -1,7 +1,7 @@
 r"""The frameworks users would pick instead, trained side by side with pfd_jax on the same LETOR files.
 
   pip install -e ".[peers]"                     # allRank 1.4.3 and PT-Ranking 0.0.5 (--no-deps: see below)
-  python -m experiments.benchmark --peer_epochs=5
+  python -m experiments.bench.benchmark --peer_epochs=5
 
 :func:`write_letor` writes the synthetic generator at a fraction of MSLR-WEB30K size as a LETOR folder: the
 prepared regular features (the privileged ones left out) and 0/1 labels (:data:`POSITIVE_GRADE`), so every

@@ -28,6 +28,7 @@ from typing import Any, Callable, Mapping, NamedTuple, Optional
 
 from absl import flags
 
+import experiments
 from experiments.framework import guards, machine
 from experiments.framework import claims as claims_lib
 from experiments.framework import (analoguepage, family, familypage, outputs, pagefiles, pagelayout, pageplan,
@@ -38,12 +39,8 @@ from experiments.framework.staleness import ROOT, git, staleness
 from pfd_jax import registry
 from pfd_jax.config import JsonObject
 
-# The drivers whose presets make the page, in its order.
-PAGE = ("table2", "power", "table3_logs", "table3_sparsity", "debias", "theory", "fig3_alpha", "alpha_robustness", "fig4_sparsity", "fig5_correlation",
-        "table5_positive_groups", "table6_imputation", "pfd_teacher_loss", "sdr", "rank_distill",
-        "committee_perceptron", "data_summary")
-# The benchmarks (speed, memory, latency) are not on it: their figures need an idle machine and hold no claim;
-# python -m experiments.benchmark [--case=...] writes them to results/benchmark/<case>/.
+# The benchmarks (speed, memory, latency: experiments/bench/) are not on the page: their figures need an idle machine and hold no claim;
+# python -m experiments.bench.benchmark [--case=...] writes them to results/benchmark/<case>/.
 
 
 class Entry(NamedTuple):
@@ -69,13 +66,13 @@ class Entry(NamedTuple):
     return [claims_lib.in_draws(c) for c in out] if claims_lib.redrawn(res) else out
 
 
-def entries(page: tuple = PAGE) -> list:
+def entries(page: tuple = experiments.PAGE) -> list:
   """Every preset of the page's drivers, as the page's entries."""
   out = []
   for name in page:
-    driver = importlib.import_module(f"experiments.{name}").DRIVER
+    driver = importlib.import_module(experiments.module(name)).DRIVER
     for p in driver.presets:
-      command = f"python -m experiments.{name}" + ("" if p.name == "default" else f" --preset={p.name}")
+      command = f"python -m {experiments.module(name)}" + ("" if p.name == "default" else f" --preset={p.name}")
       out.append(Entry(name, p.label, f"{p.before} && {command}" if p.before else command, p.title,
                        driver.claims, p.accelerator, p.needs))
   return out

@@ -23,7 +23,7 @@ from typing import Callable, Dict, List, NamedTuple, Tuple
 
 from absl import app
 
-from experiments import table2
+from experiments.paper import table2
 from experiments.framework import cli, schema, setup
 from pfd_jax.data.config import DataConfig
 from pfd_jax.data.datasets import Dataset
@@ -92,8 +92,8 @@ def calls(fn: Callable[[], object], end: Callable, kinds: Dict[str, tuple]) -> D
 
 
 def layer(module: str) -> str:
-  """A module's layer: pfd_jax's subpackage (pfd_jax itself for its top-level modules), experiments.framework or
-  experiments.bench, or experiments (a driver or tool)."""
+  """A module's layer: pfd_jax's subpackage (pfd_jax itself for its top-level modules), experiments' (framework,
+  paper, related, bench), or experiments (a tool)."""
   parts = module.split(".")
   return ".".join(parts[:2]) if len(parts) > 2 else parts[0]
 

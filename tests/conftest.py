@@ -192,9 +192,9 @@ class Practitioner(NamedTuple):
 
 @pytest.fixture(scope="session")
 def practitioner(logs_folder, tmp_path_factory) -> Practitioner:
-  """`python -m experiments.table2 --dataset=letor --data_dir=<logs> --privileged=21,22,23 --methods=pfd
+  """`python -m experiments.paper.table2 --dataset=letor --data_dir=<logs> --privileged=21,22,23 --methods=pfd
   --save_models` at TINY's size, run in this process (the command line itself is tested in test_serving)."""
-  from experiments import table2
+  from experiments.paper import table2
   out = tmp_path_factory.mktemp("practitioner")
   cfg = TINY.replace(data=logs_data(logs_folder), run=dict(save_models=True),
                      output=dict(out_dir=str(out)), options=table2.Options(methods=("pfd",)))

@@ -1,4 +1,4 @@
-"""Test helper: runs experiments.table2 with SIGTERM sent to itself at one chosen point, deterministically.
+"""Test helper: runs experiments.paper.table2 with SIGTERM sent to itself at one chosen point, deterministically.
 
   python tests/signal_run.py compile|row|between|twice <table2 flags>
 
@@ -12,7 +12,7 @@ import sys
 
 from jax import monitoring
 
-from experiments import table2
+from experiments.paper import table2
 from experiments.framework import lifecycle, monitor, rowstore
 
 MODE = sys.argv.pop(1)

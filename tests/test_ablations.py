@@ -6,8 +6,9 @@ import re
 import numpy as np
 import pytest
 
-from experiments import (alpha_robustness, data_summary, fig3_alpha, fig4_sparsity, fig5_correlation,  # noqa: F401
-                         table3_logs, table3_sparsity, table5_positive_groups, table6_imputation)
+from experiments.paper import (alpha_robustness, data_summary, fig3_alpha, fig4_sparsity,  # noqa: F401
+                               fig5_correlation, table3_logs, table3_sparsity, table5_positive_groups,
+                               table6_imputation)
 from experiments.framework import claims, outputs, setup
 from experiments.framework.records import RunRecord
 from pfd_jax import data as D

@@ -8,6 +8,7 @@ import pytest
 from absl import app, flags
 
 from conftest import heavy_after_first, slow_after_first
+import experiments
 from experiments.framework import cli, outputs, schema
 from pfd_jax import config as C
 from pfd_jax.data.config import DataConfig
@@ -20,7 +21,7 @@ DRIVERS = ["table2", "fig3_alpha", "alpha_robustness", "fig4_sparsity", "fig5_co
 
 
 def _driver(name):
-  return importlib.import_module(f"experiments.{name}").DRIVER
+  return importlib.import_module(experiments.module(name)).DRIVER
 
 
 REQUIRED = {"predict": ("--model=m", "--data=d", "--out=o")}
@@ -91,7 +92,7 @@ def test_bad_values_are_usage_errors_naming_the_flag(argv, message):
 
 
 def test_config_round_trips_through_json():
-  from experiments import sdr
+  from experiments.related import sdr
   cfg = schema.Config(data=DataConfig(dataset="ohsumed", folds=(1, 3), privileged="2,9"),
                       train=TrainConfig(loss="ranknet", mesh=(("seeds", 2), ("data", 2)), alpha=0.3),
                       run=schema.RunConfig(seeds=3, teaching="topk"), options=sdr.Options(temperatures=(0.5,)))
@@ -126,14 +127,14 @@ BAD_FLAGS = [  # argv, what the one line names; the first in the default tier, t
 @pytest.mark.parametrize("argv,want", slow_after_first(BAD_FLAGS))
 def test_bad_flags_fail_before_loading_data_in_a_real_process(argv, want):
   """Exit code 2 with one line naming the flag, before any data is read (the data folder does not exist)."""
-  p = _run("experiments.table2", *argv)
+  p = _run("experiments.paper.table2", *argv)
   assert p.returncode == 2 and want in p.stderr and "Traceback" not in p.stderr, p.stderr[-500:]
   assert len(p.stderr.strip().splitlines()) == 2
 
 
 @pytest.mark.parametrize("name", heavy_after_first(["table2", "committee_perceptron", "predict"]))
 def test_help_lists_the_drivers_flags(name):
-  p = _run(f"experiments.{name}", "--help")
+  p = _run(experiments.module(name), "--help")
   assert p.returncode == 0, p.stderr[-500:]
   for _, (flag, f, t, _) in cli._driver_fields(_driver(name)):
     assert (f"--[no]{flag}" if t is bool else f"--{flag}") in p.stdout, flag
@@ -144,9 +145,9 @@ def test_help_lists_the_drivers_flags(name):
 def test_help_of_the_tools_exits_0_and_lists_their_flags(name, flag):
   """The tools with their own flags answer --help as every driver does (absl's default exit is 1), and a flag
   they do not know is one line and exit 2."""
-  p = _run(f"experiments.{name}", "--help")
+  p = _run(experiments.module(name), "--help")
   assert p.returncode == 0 and flag in p.stdout, (p.returncode, p.stderr[-500:])
-  p = _run(f"experiments.{name}", "--no_such_flag")
+  p = _run(experiments.module(name), "--no_such_flag")
   assert p.returncode == 2 and "no_such_flag" in p.stderr and "Traceback" not in p.stderr, p.stderr[-500:]
 
 
@@ -159,12 +160,12 @@ def test_installing_claims_no_experiments_package():
 
 def test_a_preset_stands_for_its_flags_and_later_flags_override_them():
   from absl import flags as absl_flags
-  from experiments import table2
+  from experiments.paper import table2
   from experiments.framework import lifecycle
   argv = ["prog", "--seeds=3", "--preset=ohsumed", "--loss=ranknet"]
   assert lifecycle.expand_preset(table2.DRIVER, argv) == [
       "prog", "--seeds=3", "--dataset=ohsumed", "--loss=rankbce", "--preset=ohsumed", "--loss=ranknet"]
-  with pytest.raises(absl_flags.Error, match="'nope' is not a preset of experiments.table2; its presets: default"):
+  with pytest.raises(absl_flags.Error, match="'nope' is not a preset of experiments.paper.table2; its presets: default"):
     lifecycle.expand_preset(table2.DRIVER, ["prog", "--preset=nope"])
 
 
@@ -275,7 +276,7 @@ def test_a_generated_data_preset_never_runs_silently_on_files(tmp_path):
   DataConfig(dataset="synthetic", synthetic_web30k=True)  # generated data: as before
   DataConfig(dataset="web30k_like", synthetic_scale=20.0)
   DataConfig(dataset="web30k", data_dir=str(tmp_path))
-  from experiments import table2
+  from experiments.paper import table2
   preset = next(p for p in table2.PRESETS if p.name == "web30k")
   fv = flags.FlagValues()
   cli.define_flags(table2.DRIVER, fv, key_module="t")

@@ -112,7 +112,7 @@ def test_a_probed_run_has_the_numbers_of_an_unprobed_one_and_plan_only_estimates
            "--cache_dir=", "--notensorboard"]
   out = {}
   for name, extra in (("probed", []), ("unprobed", ["--noprobe"])):
-    p = subprocess.run([sys.executable, "-m", "experiments.table2", *flags, *extra, f"--out_dir={tmp_path / name}"],
+    p = subprocess.run([sys.executable, "-m", "experiments.paper.table2", *flags, *extra, f"--out_dir={tmp_path / name}"],
                        cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stderr[-2000:]
     assert ("expected wall time here: about" in p.stderr) == (name == "probed"), p.stderr[-2000:]
@@ -120,7 +120,7 @@ def test_a_probed_run_has_the_numbers_of_an_unprobed_one_and_plan_only_estimates
     fold = res["losses"]["rankbce"]["folds"]["fold1"]
     out[name] = {row: r["curves"] for row, r in fold["rows"].items()}
   assert out["probed"] == out["unprobed"] and all(len(c["test"][0]) == 5 for c in out["probed"].values())
-  p = subprocess.run([sys.executable, "-m", "experiments.table2", *flags, "--plan", f"--out_dir={tmp_path / 'plan'}"],
+  p = subprocess.run([sys.executable, "-m", "experiments.paper.table2", *flags, "--plan", f"--out_dir={tmp_path / 'plan'}"],
                      cwd=ROOT, capture_output=True, text=True, timeout=600)
   assert p.returncode == 0 and "expected wall time here: about" in p.stdout, p.stderr[-2000:]
   assert not (tmp_path / "plan").exists()

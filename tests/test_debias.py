@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from conftest import SMALL_GBDT, TINY
-from experiments import export_logs, table2
+from experiments import export_logs
+from experiments.paper import table2
 from experiments.framework import deploy, outputs, position, setup
 from pfd_jax import data as D
 from pfd_jax.config import ConfigError

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from conftest import TINY, written
-from experiments import debias as debias_driver
+from experiments.related import debias as debias_driver
 
 
 @pytest.mark.slow

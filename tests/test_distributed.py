@@ -55,11 +55,11 @@ def test_gumbel_draws_at_offsets_equal_the_whole_split():
 
 
 def test_launcher_commands():
-  cmds = launch.commands(["experiments.table2", "--epochs=2"], 3, 1234)
+  cmds = launch.commands(["experiments.paper.table2", "--epochs=2"], 3, 1234)
   assert [c[-3:] for c in cmds] == [["--coordinator=127.0.0.1:1234", "--num_processes=3", f"--process_id={i}"]
                                     for i in range(3)]
   # the launcher's short local timeouts come before the driver's own flags, so that the user's win
-  assert all(c[1:6] == ["-m", "experiments.table2", *launch.LOCAL_TIMEOUTS, "--epochs=2"] for c in cmds)
+  assert all(c[1:6] == ["-m", "experiments.paper.table2", *launch.LOCAL_TIMEOUTS, "--epochs=2"] for c in cmds)
 
 
 def _run(args, cwd):
@@ -79,15 +79,15 @@ def test_two_processes_equal_one(tmp_path):
   # the suite's shared compilation cache (conftest.CACHE): the streamed run loads the 2-process run's programs
   flags = ["--epochs=2", "--seeds=2", "--loss=rankbce", "--methods=no_distill,pfd", f"--compile_cache={CACHE}",
            "--synthetic_queries=80,40,80", "--max_buckets=2"]
-  _run(["experiments.table2", *flags, f"--out_dir={tmp_path / 'one'}"], root)
-  log = _run(["experiments.launch", "--num_processes=2", "--", "experiments.table2", *flags,
+  _run(["experiments.paper.table2", *flags, f"--out_dir={tmp_path / 'one'}"], root)
+  log = _run(["experiments.launch", "--num_processes=2", "--", "experiments.paper.table2", *flags,
               f"--out_dir={tmp_path / 'two'}"], root)
   held = re.findall(r"\[p(\d)\].*process \d of 2 holds train (\d+)/(\d+) groups (\d+)/(\d+) documents", log)
   assert sorted(h[0] for h in held) == ["0", "1"]
   for _, q, q_all, n, n_all in held:
     assert int(q_all) == 80 and 0 < int(q) < 80 and int(n) < int(n_all)
   assert sum(int(h[1]) for h in held) == 80
-  _run(["experiments.launch", "--num_processes=2", "--", "experiments.table2", *flags, "--data_source=streamed",
+  _run(["experiments.launch", "--num_processes=2", "--", "experiments.paper.table2", *flags, "--data_source=streamed",
         f"--shard_dir={tmp_path / 'shards'}", f"--out_dir={tmp_path / 'streamed'}"], root)
   assert sorted(os.listdir(tmp_path / "shards")) == [d for d in sorted(os.listdir(tmp_path / "shards")) if "-p" in d]
   assert len(os.listdir(tmp_path / "shards")) == 2  # each process wrote, and streams, its own share
@@ -106,6 +106,6 @@ def test_two_processes_equal_one(tmp_path):
 
 def test_one_process_drivers_refuse_several(tmp_path):
   root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-  r = subprocess.run([sys.executable, "-m", "experiments.rank_distill", "--num_processes=2", "--process_id=1",
+  r = subprocess.run([sys.executable, "-m", "experiments.related.rank_distill", "--num_processes=2", "--process_id=1",
                       f"--out_dir={tmp_path}"], cwd=root, capture_output=True, text=True, timeout=120)
   assert r.returncode == 2 and "runs in one process only" in r.stderr and "table2" in r.stderr

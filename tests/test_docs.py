@@ -16,7 +16,7 @@ from experiments.framework import cli
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PAGES = ["README.md"] + sorted(os.path.relpath(p, ROOT) for p in glob.glob(os.path.join(ROOT, "docs", "*.md")))
 # a command runs to the end of its line (a trailing backslash continues it), a comment, a table cell or code span
-COMMAND = re.compile(r"python -m experiments\.(\w+)([^\n`|#]*)")
+COMMAND = re.compile(r"python -m experiments\.(\w+(?:\.\w+)*)([^\n`|#]*)")
 FLAG = re.compile(r"(?:^|\s|\[)--([a-z][a-z0-9_]*)")
 ABSL = {"help", "helpfull", "helpshort", "helpxml", "flagfile", "undefok"}
 
@@ -41,7 +41,7 @@ def wrong_flags(text: str) -> list:
   boolean's --noname counts as name)."""
   out = []
   for module, args in COMMAND.findall(text.replace("\\\n", " ")):
-    if module.isupper():  # a placeholder: experiments.X
+    if module.rsplit(".", 1)[-1].isupper():  # a placeholder: experiments.X, experiments.paper.X
       continue
     runs = [(module, args)]
     if " -- " in args:  # experiments.launch's own flags, then the driver it starts and that driver's flags
@@ -49,7 +49,7 @@ def wrong_flags(text: str) -> list:
       runs = [(module, args), tuple((driver.strip().split(None, 1) + [""])[:2])]
       runs[1] = (runs[1][0].removeprefix("experiments."), runs[1][1])
     for mod, a in runs:
-      if not os.path.exists(os.path.join(ROOT, "experiments", mod + ".py")):
+      if not os.path.exists(os.path.join(ROOT, "experiments", *mod.split(".")) + ".py"):
         out.append((mod, "(no such driver)"))
         continue
       known = defined(mod)
@@ -65,8 +65,8 @@ def test_every_documented_flag_exists():
 def test_every_driver_defines_its_flags_and_help():
   """Each driver's flags define without a clash and render their --help text (in process, without starting the
   driver)."""
-  for path in sorted(glob.glob(os.path.join(ROOT, "experiments", "*.py"))):
-    mod = importlib.import_module(f"experiments.{os.path.basename(path)[:-3]}")
+  for path in sorted(glob.glob(os.path.join(ROOT, "experiments", "**", "*.py"), recursive=True)):
+    mod = importlib.import_module(os.path.relpath(path, ROOT)[:-3].replace(os.sep, ".").removesuffix(".__init__"))
     if hasattr(mod, "DRIVER"):
       fv = flags.FlagValues()
       cli.define_flags(mod.DRIVER, fv, key_module=mod.__name__)
@@ -74,13 +74,14 @@ def test_every_driver_defines_its_flags_and_help():
 
 
 def test_the_check_catches_a_planted_wrong_flag():
-  assert wrong_flags("python -m experiments.table2 --dataset=letor --data_dir=x --teaching=listwise") == []
-  assert wrong_flags("run `python -m experiments.table2 --nosearch --datset=letor`") == [("table2", "datset")]
-  assert wrong_flags("python -m experiments.theory \\\n    --teaching=listwise") == [("theory", "teaching")]
+  assert wrong_flags("python -m experiments.paper.table2 --dataset=letor --data_dir=x --teaching=listwise") == []
+  assert wrong_flags("run `python -m experiments.paper.table2 --nosearch --datset=letor`") == [("paper.table2", "datset")]
+  assert wrong_flags("python -m experiments.paper.theory \\\n    --teaching=listwise") == [("paper.theory", "teaching")]
   assert wrong_flags("python -m experiments.tabel2") == [("tabel2", "(no such driver)")]
-  assert wrong_flags("python -m experiments.launch --num_processes=2 -- experiments.table2 --epochs=20") == []
-  assert wrong_flags("python -m experiments.launch --epochs=2 -- experiments.table2 --port=1") == [
-      ("launch", "epochs"), ("table2", "port")]
+  assert wrong_flags("python -m experiments.table2") == [("table2", "(no such driver)")]  # a driver's old home
+  assert wrong_flags("python -m experiments.launch --num_processes=2 -- experiments.paper.table2 --epochs=20") == []
+  assert wrong_flags("python -m experiments.launch --epochs=2 -- experiments.paper.table2 --port=1") == [
+      ("launch", "epochs"), ("paper.table2", "port")]
 
 
 # A generated block: what `python -m experiments.report` writes between its two markers (the README's results
@@ -121,6 +122,6 @@ def test_the_readme_is_a_landing_page():
   readme = open(os.path.join(ROOT, "README.md")).read()
   assert len(readme.splitlines()) <= 200
   commands = readme[readme.index("```bash\n") + 8:readme.index("\n```", readme.index("```bash\n"))].splitlines()
-  assert len(commands) == 2 and commands[0].endswith("python -m experiments.table2")
+  assert len(commands) == 2 and commands[0].endswith("python -m experiments.paper.table2")
   assert commands[1].endswith("python -m pytest -q")
   assert GENERATED.search(readme).group(0).count("\n| [") <= 15

@@ -130,7 +130,7 @@ def test_table2_trains_the_draws_of_a_chunk_side_by_side_and_records_each_as_its
   test NDCG (its models split out of the chunk's, scored on the draw's own test lists by the plain scorer) averages
   to the best-epoch test NDCG the drawn scorer gave them: the draws are not mixed up. Options it cannot serve are
   refused before anything trains."""
-  from experiments import table2
+  from experiments.paper import table2
   from experiments.framework import outputs
   from pfd_jax.config import ConfigError
   from conftest import tiny
@@ -162,7 +162,7 @@ def test_table2_trains_the_draws_of_a_chunk_side_by_side_and_records_each_as_its
 def test_a_chunks_draws_loaded_side_by_side_have_the_bits_each_has_loaded_alone():
   """drawn.load generates a chunk's draws on a thread pool (an accelerator's chunk holds 174): each draw, in chunk
   order, is bit for bit the draw setup.load_dataset gives alone, and no two draws are the same."""
-  from experiments import table2
+  from experiments.paper import table2
   from experiments.framework import drawn, setup
   from conftest import tiny
   cfg = tiny(table2.Options(draws_per_program=3), data=dict(draws=3))

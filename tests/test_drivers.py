@@ -8,8 +8,8 @@ whole grid (about 40 s), and its parts are tested in test_theory.py."""
 import pytest
 
 from conftest import TINY, driver_end_to_end, tiny
-from experiments import (alpha_robustness, data_summary, fig3_alpha, fig4_sparsity, fig5_correlation, power,
-                         table3_logs, table5_positive_groups, table6_imputation)
+from experiments.paper import (alpha_robustness, data_summary, fig3_alpha, fig4_sparsity, fig5_correlation, power,
+                               table3_logs, table5_positive_groups, table6_imputation)
 
 CASES = {  # driver: (its configuration, the key of its results.json that holds its rows or points, and their names)
     fig3_alpha.DRIVER: (tiny(fig3_alpha.Options(alphas=(0.5,))), ("alphas", ["0.5"])),

@@ -3,7 +3,8 @@ them (the default tier's driver paths are test_drivers.py's cheapest, which shar
 import pytest
 
 from conftest import TINY, driver_end_to_end, tiny
-from experiments import committee_perceptron, debias, pfd_teacher_loss, rank_distill, sdr
+from experiments.related import committee_perceptron, debias, rank_distill, sdr
+from experiments.paper import pfd_teacher_loss
 
 CASES = {  # driver: (its configuration, the key of its results.json that holds its rows or points, and their names)
     sdr.DRIVER: (tiny(sdr.Options(temperatures=(2.0,)), run=dict(loss="softmax")), ("rows", None)),

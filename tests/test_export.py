@@ -156,7 +156,7 @@ def _scalars(folder):
 @pytest.mark.heavy
 def test_tensorboard_files_hold_every_rows_scalars(tmp_path):
   from conftest import TINY
-  from experiments import table2
+  from experiments.paper import table2
   cfg = TINY.replace(options=table2.Options(methods=("pfd",)))
   monitor.TENSORBOARD.open(str(tmp_path / "tb"), outputs.as_json({"c": cfg})["c"])
   try:

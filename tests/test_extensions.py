@@ -11,7 +11,7 @@ import textwrap
 
 import pytest
 
-from experiments import table2
+from experiments.paper import table2
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -55,7 +55,7 @@ def test_a_gbdt_row_a_debias_row_a_teaching_and_a_loss_are_one_entry_each(logs_f
   module = tmp_path / "ext_rows.py"
   module.write_text(MODULE)
   out = tmp_path / "out"
-  argv = ["experiments.table2", f"--registry_modules={module}", "--dataset=letor", f"--data_dir={logs_folder}",
+  argv = ["experiments.paper.table2", f"--registry_modules={module}", "--dataset=letor", f"--data_dir={logs_folder}",
           "--privileged=21,22,23", "--position=21", "--methods=pfd,gbdt_xent_a02", "--loss=scaled_bce_ext",
           "--loss_params=scale=2", "--teaching=softened", "--save_models", f"--out_dir={out}", "--epochs=2",
           "--hidden=16", "--layers=3", "--seeds=2", "--min_docs=5", "--cache_dir=", "--max_buckets=2",

@@ -42,7 +42,7 @@ def _table2(out, *extra, mode=None):
   """The tiny table2 command in its own process; it loads its programs from the suite's compilation cache, but
   for the signal sent when compilation ends (mode compile), which needs a compilation: its own empty cache."""
   cmd = ([sys.executable, os.path.join(HERE, "signal_run.py"), mode] if mode else
-         [sys.executable, "-m", "experiments.table2"])
+         [sys.executable, "-m", "experiments.paper.table2"])
   cache = f"--compile_cache={'' if mode == 'compile' else CACHE}"
   return subprocess.run(cmd + TINY_FLAGS + [cache, f"--out_dir={out}", *extra], cwd=ROOT, env=_env(),
                         capture_output=True, text=True, timeout=300)
@@ -535,11 +535,11 @@ def test_a_data_error_in_one_process_stops_every_process_with_its_line(tmp_path,
   folder.mkdir()
   (folder / "train.txt").write_text("".join(lines))
   (folder / "test.txt").write_text("".join(lines[:60]))
-  one = subprocess.run([sys.executable, "-m", "experiments.table2", "--dataset=letor", f"--data_dir={folder}",
+  one = subprocess.run([sys.executable, "-m", "experiments.paper.table2", "--dataset=letor", f"--data_dir={folder}",
                         "--privileged=5", "--cache_dir=", f"--compile_cache={CACHE}", f"--out_dir={tmp_path / 'one'}"],
                        cwd=ROOT,
                        capture_output=True, text=True, timeout=120)
-  two = subprocess.run([sys.executable, "-m", "experiments.launch", "--num_processes=2", "--", "experiments.table2",
+  two = subprocess.run([sys.executable, "-m", "experiments.launch", "--num_processes=2", "--", "experiments.paper.table2",
                         "--dataset=letor", f"--data_dir={folder}", "--privileged=5", "--cache_dir=",
                         f"--compile_cache={CACHE}", f"--out_dir={tmp_path / 'two'}"], cwd=ROOT, capture_output=True,
                        text=True, timeout=120)

@@ -6,7 +6,8 @@ import pytest
 
 import pfd_jax
 from conftest import SMALL_GBDT as SMALL, TINY, logs_data, written
-from experiments import predict, table2
+from experiments import predict
+from experiments.paper import table2
 from experiments.framework import cli, outputs, rowstore, schema, setup
 from pfd_jax import data as D
 from pfd_jax.methods import distill

@@ -14,7 +14,7 @@ def test_limits_are_kept():
 def test_no_driver_imports_another_driver(tmp_path):
   """The check finds a driver importing another (a planted pair), and the repository has none but the allowed one."""
   graph = layers.import_graph("experiments")[0]  # once: the set below walked it again for every driver
-  assert layers.driver_imports() == [] and ("experiments.alpha_robustness", "experiments.fig3_alpha") in {
+  assert layers.driver_imports() == [] and ("experiments.paper.alpha_robustness", "experiments.paper.fig3_alpha") in {
       (a, b) for a in layers.drivers() for b in graph.get(a, ())}
   pkg = tmp_path / "experiments"
   pkg.mkdir()
@@ -23,6 +23,18 @@ def test_no_driver_imports_another_driver(tmp_path):
   (pkg / "two.py").write_text("from experiments import one\nDRIVER = 2\n")
   (pkg / "helper.py").write_text("from experiments import one\n")  # not a driver: may import one
   assert layers.driver_imports(str(tmp_path)) == [("experiments.two", "experiments.one")]
+
+
+def test_the_page_lists_exactly_the_drivers_of_paper_and_related():
+  """`ls experiments/paper experiments/related` is the page's drivers: each folder's DRIVERS (the page's order) names
+  every module of it that defines a driver and no other, and experiments.module finds each one."""
+  import experiments
+  found = layers.drivers()
+  for package in (experiments.paper, experiments.related):
+    assert sorted(package.DRIVERS) == sorted(n.rsplit(".", 1)[1] for n in found
+                                             if n.rsplit(".", 1)[0] == package.__name__), package.__name__
+  assert experiments.PAGE == experiments.paper.DRIVERS + experiments.related.DRIVERS
+  assert {experiments.module(n.rsplit(".", 1)[1]) for n in found} == found  # every driver's file is named as it
 
 
 def test_the_graph_measures_what_python_runs(tmp_path):
@@ -93,9 +105,9 @@ def test_a_walk_counts_its_rooms_stays_returns_and_crossings():
                      ("experiments.a", 1), ("pfd_jax.c", 1)]
   assert (w.rooms, w.returns) == (3, 3)
   assert dict(w.crossings) == {("experiments", "pfd_jax"): 2, ("pfd_jax", "experiments"): 1}
-  assert [walk.layer(m) for m in ("pfd_jax.data.groups", "pfd_jax.config", "experiments.table2",
+  assert [walk.layer(m) for m in ("pfd_jax.data.groups", "pfd_jax.config", "experiments.paper.table2",
                                   "experiments.framework.setup")] == [
-      "pfd_jax.data", "pfd_jax", "experiments", "experiments.framework"]
+      "pfd_jax.data", "pfd_jax", "experiments.paper", "experiments.framework"]
 
 
 def test_a_walk_records_the_calls_handed_its_kinds_until_its_end():

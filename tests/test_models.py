@@ -194,7 +194,7 @@ def test_a_seed_ensemble_scores_the_mean_logit_of_its_seeds(batch_norm_run, tiny
 def test_table2_on_own_data_adds_ensemble_rows(tmp_path):
   """The ensemble rows reach results.json and table.md, each compared with LambdaMART's ensemble over queries."""
   from conftest import SMALL_GBDT, tiny
-  from experiments import table2
+  from experiments.paper import table2
   from experiments.framework import outputs
   cfg = tiny(table2.Options(methods=("no_distill", "lambdamart"), gbdt=SMALL_GBDT, search=True, search_columns=1),
              run=dict(ensembles=True), train=dict(select_on="vali"))

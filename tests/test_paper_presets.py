@@ -61,7 +61,7 @@ def test_the_paper_preset_runs_on_a_folder_in_the_distributions_layout(tmp_path,
   runs = 5
   data = write_layout(name, tmp_path / "data")
   out = tmp_path / "results"
-  p = subprocess.run([sys.executable, "-m", "experiments.table2", f"--preset=paper_{name}", f"--data_dir={data}",
+  p = subprocess.run([sys.executable, "-m", "experiments.paper.table2", f"--preset=paper_{name}", f"--data_dir={data}",
                       "--epochs=2", "--max_buckets=1", f"--out_dir={out}", "--notensorboard", "--compile_cache="],
                      cwd=ROOT, capture_output=True, text=True, timeout=1200)
   assert p.returncode == 0, p.stderr[-3000:]

@@ -122,7 +122,7 @@ def test_committee_prediction_forms():
 @pytest.mark.slow
 def test_committee_perceptron_driver_end_to_end(tmp_path):
   from conftest import tiny, written
-  from experiments import committee_perceptron as cp
+  from experiments.related import committee_perceptron as cp
   opts = cp.Options(passes=3, committee_sizes=(2, 3), vote_capacity=4, svm_c=(0.01, 0.1), timing_passes=1, cp_seed=0)
   res = cp.run(tiny(opts, data=dict(min_docs=1)))
   js = written(tmp_path, res, cp.DRIVER)

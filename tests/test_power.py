@@ -1,4 +1,4 @@
-"""experiments.power end to end on a tiny configuration (its canary): per-query lists that are the run metric,
+"""experiments.paper.power end to end on a tiny configuration (its canary): per-query lists that are the run metric,
 the analysis and the decisive choice derived from the points, the page's table and plot."""
 import json
 
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from conftest import tiny, written
-from experiments import power
+from experiments.paper import power
 
 
 @pytest.mark.slow
@@ -44,7 +44,7 @@ def test_a_decisive_run_records_its_pilots_plan_beside_what_it_achieved(tmp_path
   each comparison's MDE and power there from the pilot's spread; its power section sets them beside its own, says
   which variance component dominates, and each claim prints its MDE. A folder without results is refused before
   anything trains."""
-  from experiments import table2
+  from experiments.paper import table2
   from experiments.framework import outputs, protocol
   from pfd_jax.config import ConfigError
   from pfd_jax.ops import stats

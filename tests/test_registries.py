@@ -11,7 +11,7 @@ import pytest
 from absl import flags
 
 from conftest import TINY
-from experiments import table2
+from experiments.paper import table2
 from experiments.framework import cli, outputs
 from pfd_jax.config import ConfigError
 from pfd_jax.data import specs

@@ -174,7 +174,8 @@ def test_hybrid_warmup_uses_position_weights():
 
 # ---------------------------------------------------------------- the drivers, end to end on a tiny config
 
-from experiments import pfd_teacher_loss, rank_distill as rd_driver, sdr  # noqa: E402
+from experiments.paper import pfd_teacher_loss  # noqa: E402
+from experiments.related import rank_distill as rd_driver, sdr  # noqa: E402
 from conftest import tiny, written  # noqa: E402
 
 

@@ -11,7 +11,9 @@ import pytest
 from scipy import stats as sps
 
 from conftest import tiny
-from experiments import report, table2, table3_logs, table5_positive_groups, table6_imputation
+import experiments
+from experiments import report
+from experiments.paper import table2, table3_logs, table5_positive_groups, table6_imputation
 from experiments.framework import (claims, family, familypage, outputs, pagefiles, published, rundir, staleness, sweeps,
                                   tabulate)
 from pfd_jax.ops import stats
@@ -158,7 +160,7 @@ def test_report_builds_marks_stale_and_fails_on_a_missing_run(tmp_path, table5_r
   assert found["No-distillation beats the PFD teacher served with zero-imputed z (paper, Table 6)"] != "holds"
   # each run's own table, command, commit and figure
   assert "### Table 6: PFD teacher with imputed privileged features" in md
-  assert "Command: `python -m experiments.table6_imputation`" in md and f"Commit: `{head[:10]}`" in md
+  assert "Command: `python -m experiments.paper.table6_imputation`" in md and f"Commit: `{head[:10]}`" in md
   assert (out.parent / "published" / "table6_imputation-synthetic" / "table6.png").stat().st_size > 1000
   assert "](published/table6_imputation-synthetic/table6.png)" in md
 
@@ -174,13 +176,13 @@ def test_report_builds_marks_stale_and_fails_on_a_missing_run(tmp_path, table5_r
 
   # a driver without results: an error naming it and its command, and the page is left as it was
   expected.append(next(e for e in report.EXPECTED if e.driver == "table3_logs"))
-  with pytest.raises(report.Missing, match=r"table3_logs/logs .*run: python -m experiments.table3_logs"):
+  with pytest.raises(report.Missing, match=r"table3_logs/logs .*run: python -m experiments.paper.table3_logs"):
     report.build(str(results), str(out), root=str(repo), expected=expected)
   assert out.read_text() == md
   # unless asked to mark it: then the page says it is missing, with its command
   s = report.build(str(results), str(out), root=str(repo), expected=expected, mark_missing=True)
   assert "table3_logs/logs" in s["stale"] and "| **missing** |" in out.read_text()
-  assert "run `python -m experiments.table3_logs`" in out.read_text()
+  assert "run `python -m experiments.paper.table3_logs`" in out.read_text()
   # a run for an accelerator that none has made yet: not missing, 'not run' with its projected cost
   web = next(e for e in report.EXPECTED if e.accelerator)
   s = report.build(str(results), str(out), root=str(repo), expected=expected[:-1] + [web])
@@ -238,8 +240,8 @@ def test_a_run_without_files_is_carried_from_the_page_it_replaces(tmp_path, tabl
 def test_every_entry_has_a_driver_and_claims_for_each_paper_result():
   import importlib
   for e in report.EXPECTED:
-    mod = importlib.import_module(f"experiments.{e.driver}")
-    assert mod.DRIVER.name == e.driver and f"python -m experiments.{e.driver}" in e.command
+    mod = importlib.import_module(experiments.module(e.driver))
+    assert mod.DRIVER.name == e.driver and f"python -m {mod.__name__}" in e.command
   assert {e.driver for e in report.EXPECTED} >= {"table2", "table3_logs", "theory", "fig3_alpha", "alpha_robustness",
                                                  "fig4_sparsity", "fig5_correlation", "table5_positive_groups",
                                                  "table6_imputation", "sdr", "rank_distill", "committee_perceptron"}
@@ -392,7 +394,7 @@ def test_per_query_second_verdict_on_a_constructed_case():
   """PFD beats no-distillation by exactly +0.05 NDCG on every test query once seeds are averaged, while the
   seeds' run-level differences swing by +-0.3 around it: per query the claim holds (constant difference), per run
   it is undecided; the reversed case does not reproduce per query. The run verdict is never replaced."""
-  from experiments import table2
+  from experiments.paper import table2
   from experiments.framework.records import FoldRecord, LossRecord, RowRecord
   s, q = 5, 40
   rng = np.random.default_rng(0)
@@ -427,13 +429,13 @@ def test_page_layout_groups_the_runs_keeps_the_legend_once_and_wraps_prose():
   assert short == ("x\nChange vs no-distillation: NDCG@8 over the 10 runs (folds x seeds) "
                    "([how to read the tables](#how-to-read-the-tables)).\ny\n")
   assert pagelayout.shorten("Change vs X: something else.\n") == "Change vs X: something else.\n"
-  line = "Run `python -m experiments.table2 --preset=decisive --draws=16`, " + "then read the page, " * 12
+  line = "Run `python -m experiments.paper.table2 --preset=decisive --draws=16`, " + "then read the page, " * 12
   table = "| " + " | ".join(["cell"] * 60) + " |"
   wrapped = pagelayout.wrap("\n".join(["# " + "h" * 250, line, table, "* " + line + "  "]))
   out = wrapped.split("\n")
   assert out[0] == "# " + "h" * 250 and table in out
   assert all(len(l) <= pagelayout.WIDTH for l in out if l not in (out[0], table))
-  assert "`python -m experiments.table2 --preset=decisive --draws=16`," in wrapped  # a code span stays whole
+  assert "`python -m experiments.paper.table2 --preset=decisive --draws=16`," in wrapped  # a code span stays whole
   assert " ".join(wrapped.split()) == " ".join(("# " + "h" * 250 + " " + line + " " + table + " * " + line).split())
   assert out[-1].endswith("  ") and all(l.startswith("  ") for l in out[out.index(table) + 2:])
 
@@ -523,7 +525,7 @@ def test_the_plan_lists_what_the_page_lacks_with_its_expected_time(tmp_path, mon
   """report --plan: the runs table's wall times read back; a re-drawn preset that never ran estimated from its
   driver's fixed run x draws / seeds x the page's measured cost of a draw against a seed; a run whose recorded
   settings differ from its preset's now is lacking, one with the preset's own settings is not."""
-  from experiments import table5_positive_groups as t5
+  from experiments.paper import table5_positive_groups as t5
   from experiments.framework import pageplan
   page = tmp_path / "RESULTS.md"
   page.write_text("| Question | Run | Claims | Code | Configuration | Commit | Wall time |\n|---|---|---|---|---|---|---|\n"
@@ -538,7 +540,7 @@ def test_the_plan_lists_what_the_page_lacks_with_its_expected_time(tmp_path, mon
   redrawn = next(s for s in steps if s.key == "table5_positive_groups/synthetic-redrawn")
   # 50 s / 5 seeds x 20 draws x (6000 s / 40 draws) / (300 s / 5 seeds)
   assert redrawn.why == "missing" and redrawn.seconds == pytest.approx(50 / 5 * 20 * (6000 / 40) / (300 / 5))
-  assert "python -m experiments.table5_positive_groups --preset=redrawn" in pageplan.show(steps)
+  assert "python -m experiments.paper.table5_positive_groups --preset=redrawn" in pageplan.show(steps)
   def config_of(driver, argv):  # the config a run with these flags records
     fv = pageplan.absl_flags.FlagValues()
     pageplan.cli.define_flags(driver, fv)

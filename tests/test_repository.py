@@ -73,7 +73,7 @@ def test_the_readme_opens_with_the_two_commands_ci_runs():
   with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
     block = f.read().split("```bash\n", 1)[1].split("```", 1)[0].splitlines()
   assert len(block) == 2, block
-  assert block[0].endswith("python -m experiments.table2") and block[1].endswith("python -m pytest -q")
+  assert block[0].endswith("python -m experiments.paper.table2") and block[1].endswith("python -m pytest -q")
   assert all("-c constraints.txt" in c for c in block), "both commands install the pinned versions"
   with open(os.path.join(ROOT, ".ci", "run"), encoding="utf-8") as f:
     ci = f.read()

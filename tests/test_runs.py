@@ -12,7 +12,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sklearn.datasets import dump_svmlight_file
 
-from experiments import export_logs, table2
+from experiments import export_logs
+
+from experiments.paper import table2
 from experiments.framework import cli, family, lifecycle, rowstore, rundir, setup, tabulate
 from pfd_jax import data as D
 from pfd_jax.data.config import DataConfig
@@ -34,7 +36,7 @@ def two_folds(tmp_path_factory):
 
 
 def _cmd(data_dir, out_dir, *extra):
-  return [sys.executable, "-m", "experiments.table2", "--dataset=ohsumed", f"--data_dir={data_dir}",
+  return [sys.executable, "-m", "experiments.paper.table2", "--dataset=ohsumed", f"--data_dir={data_dir}",
           "--labels=file", "--privileged=21,22,23", "--methods=pfd", "--loss=rankbce", "--seeds=2", "--epochs=30",
           "--hidden=16", "--layers=3", "--max_buckets=2", "--min_docs=5", "--cache_dir=", "--noprobe",
           f"--out_dir={out_dir}",
@@ -157,7 +159,7 @@ def test_known_user_errors_are_one_readable_line(tmp_path, argv, code, want):
   argv = [a.replace("{bad}", str(bad)) for a in argv]
   if not any(a.startswith("--out_dir") for a in argv):
     argv.append(f"--out_dir={tmp_path}")
-  p = subprocess.run([sys.executable, "-m", "experiments.table2", *argv], cwd=ROOT, capture_output=True, text=True,
+  p = subprocess.run([sys.executable, "-m", "experiments.paper.table2", *argv], cwd=ROOT, capture_output=True, text=True,
                      timeout=120)
   assert p.returncode == code and want.replace("{bad}", str(bad)) in p.stderr, p.stderr[-800:]
   assert "Traceback" not in p.stderr
@@ -221,7 +223,7 @@ def test_any_single_corrupted_line_names_its_file_and_line(tmp_path, f, corrupt,
 
 @pytest.mark.slow
 def test_second_run_loads_its_programs_from_the_persistent_compilation_cache(tmp_path):
-  cmd = [sys.executable, "-m", "experiments.table2", "--synthetic_queries=40,10,30", "--synthetic_mean_docs=12",
+  cmd = [sys.executable, "-m", "experiments.paper.table2", "--synthetic_queries=40,10,30", "--synthetic_mean_docs=12",
          "--tau=4", "--epochs=1", "--seeds=1", "--hidden=8", "--layers=2", "--min_docs=5", "--methods=no_distill",
          "--loss=rankbce", "--restart", f"--out_dir={tmp_path / 'out'}", f"--compile_cache={tmp_path / 'jax'}"]
   first = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120)

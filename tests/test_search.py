@@ -332,7 +332,7 @@ def test_a_run_that_did_not_search_says_what_the_search_would_cost_and_could_sho
   """A team's run without --search: the search's candidates and programs at the mean row's seconds of the run, and
   plain PFD's smallest detectable gain over no distillation on the run's test lists at the search's first level
   (one-sided 2.5%), from the crossed seeds x lists estimate; only on file labels with validation selection."""
-  from experiments import table2
+  from experiments.paper import table2
   from experiments.framework import practice
   from experiments.framework.records import FoldRecord, LossRecord, RowRecord
   from pfd_jax.ops import stats

@@ -13,7 +13,8 @@ import pytest
 
 import pfd_jax
 from conftest import logs_data, slow_after_first
-from experiments import predict, table2
+from experiments import predict
+from experiments.paper import table2
 from experiments.framework import outputs, schema, setup
 from pfd_jax.config import ConfigError
 from pfd_jax.data.config import DataConfig, parse_ids
@@ -224,7 +225,7 @@ USAGE = [  # table2's flags, what its error says; the first in the default tier,
 
 @pytest.mark.parametrize("argv,want", slow_after_first(USAGE))
 def test_letor_folder_without_privileged_is_a_usage_error(folder, argv, want):
-  p = _run("experiments.table2", *[a.format(folder=folder) for a in argv])
+  p = _run("experiments.paper.table2", *[a.format(folder=folder) for a in argv])
   assert p.returncode != 0 and want in p.stderr, p.stderr[-500:]
 
 

@@ -114,7 +114,7 @@ def test_same_key_same_bits():
 @pytest.mark.slow
 def test_theory_driver_end_to_end(tmp_path):
   from conftest import written
-  from experiments import theory
+  from experiments.paper import theory
   from experiments.framework import schema
   res = theory.run_config(schema.Config(options=theory.Options(trials=8)))
   js = written(tmp_path, res, theory.DRIVER)

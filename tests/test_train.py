@@ -5,7 +5,7 @@ import jax
 import numpy as np
 import pytest
 
-from experiments import table2
+from experiments.paper import table2
 from experiments.framework import schema
 from pfd_jax.methods import distill
 from pfd_jax.methods import rows as rows_lib

@@ -1,4 +1,4 @@
-"""The benchmark's draws case (python -m experiments.benchmark --case=draws): D re-drawn datasets of the decisive
+"""The benchmark's draws case (python -m experiments.bench.benchmark --case=draws): D re-drawn datasets of the decisive
 protocol's shapes (protocol.DRAW_QUERIES), a row (RankBCE, the paper's MLP, validation scored every epoch)
 trained three ways, each timed whole (compilation included, as a run pays it):
 

@@ -1,4 +1,4 @@
-"""The benchmark's memory cases (python -m experiments.benchmark --case=memory / --case=streamed): RankNet's
+"""The benchmark's memory cases (python -m experiments.bench.benchmark --case=memory / --case=streamed): RankNet's
 compiled memory on long lists, and streamed against resident training at growing scales, each in a fresh
 process so that its peak memory is its own."""
 from __future__ import annotations

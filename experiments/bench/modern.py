@@ -1,4 +1,4 @@
-"""The benchmark's model cases (python -m experiments.benchmark: the headline; --case=export / --case=modern):
+"""The benchmark's model cases (python -m experiments.bench.benchmark: the headline; --case=export / --case=modern):
 what the modern ranker (:data:`pfd_jax.training.config.MODERN`) costs against the paper's MLP, in training
 (documents per second of the seed-vmapped step, along an ablation ladder from a plain MLP of the modern shape to
 the modern ranker, each step against its multiply-add floor) and in serving (p50 / p99 latency of one exported

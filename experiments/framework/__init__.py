@@ -29,5 +29,5 @@
 * :mod:`~experiments.framework.staleness`: when a published run is still the code's result (canaries).
 
 Printing and files live here and in the drivers, never in pfd_jax. No driver imports another driver, with one
-deliberate exception: experiments.alpha_robustness re-runs experiments.fig3_alpha's driver over re-drawn data.
+deliberate exception: experiments.paper.alpha_robustness re-runs experiments.paper.fig3_alpha's driver over re-drawn data.
 """

@@ -12,6 +12,7 @@ from typing import Optional
 import jax
 from absl import app, flags, logging
 
+import experiments
 from experiments.framework import guards
 from pfd_jax import config as C
 from pfd_jax import data as D
@@ -44,7 +45,7 @@ def main(driver: Driver) -> None:
   except (ImportError, OSError) as e:
     _fail(str(e), 2)
   define_flags(driver)
-  hint = f"(python -m experiments.{driver.name} --help lists the flags)"
+  hint = f"(python -m {experiments.module(driver.name)} --help lists the flags)"
 
   def run(argv):
     try:
@@ -220,7 +221,7 @@ def start_processes(cfg: Config, driver: Driver) -> bool:
   if not o.coordinator and o.num_processes == 1:
     return True
   if driver.name not in MULTI_PROCESS:
-    raise C.ConfigError("num_processes", f"experiments.{driver.name} runs in one process only; multi-process "
+    raise C.ConfigError("num_processes", f"{experiments.module(driver.name)} runs in one process only; multi-process "
                         f"runs: {', '.join(MULTI_PROCESS)}")
   if o.coordinator != "auto" and not o.process_id < o.num_processes:
     raise C.ConfigError("process_id", f"{o.process_id} is not below --num_processes={o.num_processes}")

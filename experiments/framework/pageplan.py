@@ -26,6 +26,7 @@ from typing import NamedTuple, Optional
 import numpy as np
 from absl import flags as absl_flags
 
+import experiments
 from experiments.framework import cli, lifecycle, pagefiles, protocol, schema
 from experiments.framework.outputs import as_json
 from experiments.framework.staleness import staleness
@@ -91,12 +92,12 @@ def _redrawn_estimate(e, flags: str, times: dict, expected: list) -> tuple:
 
 
 def _default(driver: str, expected: list):
-  return next((x for x in expected if x.command == f"python -m experiments.{driver}"), None)
+  return next((x for x in expected if x.command == f"python -m {experiments.module(driver)}"), None)
 
 
 def _preset(e) -> tuple:
   """(the entry's driver, its preset)."""
-  driver = importlib.import_module(f"experiments.{e.driver}").DRIVER
+  driver = importlib.import_module(experiments.module(e.driver)).DRIVER
   return driver, next(p for p in driver.presets if p.label == e.label)
 
 

@@ -1,4 +1,4 @@
-"""The debiasing rows of a run on the team's own LETOR logs (``experiments.table2 --position``): the position and
+"""The debiasing rows of a run on the team's own LETOR logs (``experiments.paper.table2 --position``): the position and
 randomised-list columns checked, the IPS propensities estimated from the file's labels, and the page's note on them.
 The rows themselves are the row registry's with ``when=("position",)`` (:mod:`pfd_jax.methods.rows`: their titles,
 views, claims and training functions)."""

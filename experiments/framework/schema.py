@@ -7,6 +7,7 @@ import os
 from typing import Any, Callable, Optional
 
 
+import experiments
 from pfd_jax import config as C
 from pfd_jax import data as D
 from pfd_jax.config import option
@@ -171,6 +172,6 @@ class Driver:
     """The preset `name`; a ConfigError naming the known ones otherwise."""
     found = {p.name: p for p in self.presets}
     if name not in found:
-      raise C.ConfigError("preset", f"{name!r} is not a preset of experiments.{self.name}; its presets: "
+      raise C.ConfigError("preset", f"{name!r} is not a preset of {experiments.module(self.name)}; its presets: "
                           f"{', '.join(found) or 'none'}")
     return found[name]

@@ -8,7 +8,7 @@ A new LETOR-like format is one spec and its reader (a function from a split file
   specs.REGISTRY.register(specs.DatasetSpec("my_csv", "my CSV export", read=read_my_csv, labels="file",
                                             own_folder=True, own_data=True))
   # then lifecycle.main(table2.DRIVER) in the same script: python my_data.py --dataset=my_csv --data_dir=exports/
-  #   --privileged=21,22 (experiments.framework.lifecycle, experiments.table2)
+  #   --privileged=21,22 (experiments.framework.lifecycle, experiments.paper.table2)
 
 Folder layouts (the first that holds a split file wins, and every split comes from it; ``.gz`` is accepted
 everywhere): ``DIR/Fold{k}/{split}.txt`` for a set of ``folds`` > 1 (and for an own folder that has ``Fold1``,

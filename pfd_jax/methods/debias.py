@@ -1,6 +1,6 @@
 """Unbiased learning-to-rank from position-biased logs: propensities, inverse-propensity weighting, and the
 served forms of the position-aware models. The debiasing rows (:func:`pfd_jax.methods.distill.run_debias_methods`;
-``experiments/debias.py``, ``experiments/table2.py --position``) are built from these.
+``experiments/related/debias.py``, ``experiments/paper/table2.py --position``) are built from these.
 
 The examination hypothesis (Richardson et al. 2007; Joachims et al., WSDM 2017): an item at position k is
 examined with probability ``theta_k`` (its *propensity*) and, if examined, acted on with probability
@@ -13,7 +13,7 @@ examined with probability ``theta_k`` (its *propensity*) and, if examined, acted
   optimum is sigmoid(s) = E[y / theta | x] = r). Propensities are clipped from below at ``clip`` (the usual
   clipped IPS: bias for variance where items are rarely examined). Pairwise and rank-based losses (RankNet,
   ListMLE, ApproxNDCG, LambdaLoss) compare labels instead of weighting them: not in :data:`IPS_LOSSES`
-  (``experiments.debias`` refuses them; ``table2 --position`` trains its IPS rows with RankBCE then).
+  (``experiments.related.debias`` refuses them; ``table2 --position`` trains its IPS rows with RankBCE then).
 * **Propensities** (relative to the top position, ``theta_1 = 1``): (a) known (the simulator's ``k^-eta``);
   (b) from randomised sessions (:func:`randomized_propensities`): where the order is random, relevance is
   independent of position and the click-through rate at k is ``theta_k E[gamma]``, so ``CTR_k / CTR_1``;

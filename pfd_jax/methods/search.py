@@ -14,7 +14,7 @@ choice, and so is the strength of the distillation. :func:`search` makes the cho
   trained side by side in one program (:func:`pfd_jax.training.train`'s ``variants``).
 * **no distillation**, the reference: a distilling candidate is chosen only when it is shown better.
 
-A team's run searches cheaply (experiments.table2 --search's defaults; :func:`search`'s arguments): the
+A team's run searches cheaply (experiments.paper.table2 --search's defaults; :func:`search`'s arguments): the
 candidates are screened with two seeds and stop early, and in two stages (every subset at the plain PFD setting,
 then alpha x temperature for the first subsets the rule finds better than no distillation); the chosen candidate
 is then trained as a PFD row is, every seed and every epoch, and that model is the row "PFD, searched".

@@ -120,7 +120,7 @@ class TrainConfig:
       "in force. XLA:CPU computes float32 products in float32 whatever is asked.",
       choices=MATMUL_PRECISIONS, omit_default=True)
   tower: int = config.option(0, "The last columns of the model input that feed an additive shallow tower (the "
-                             "two-tower position-bias model; set by experiments.debias).", lo=0, flag=False,
+                             "two-tower position-bias model; set by experiments.related.debias).", lo=0, flag=False,
                              omit_default=True)
   order_stream: int = config.option(0, "The stream of the epochs' step order (the buckets' interleaving, shared by "
                                     "the seeds run side by side): 0 = PRNGKey(epoch) (the paper's runs here); k > 0 = "

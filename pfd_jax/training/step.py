@@ -123,7 +123,7 @@ def compiled(cfg: TrainConfig, has_teacher: bool, steps_per_epoch: int, data_axi
   v_axes = None if data_axis is None else 0
   in_axes = (0, 0, Batch(0, v_axes), Bucket(None, None, None, None, t_axes, None), 0, Clock(None, None))
   # seed_batching='loop' computes the gradients model after model (lax.map): less memory at once, and for RankNet's
-  # pair blocks it can be faster (experiments.benchmark --losses=ranknet measures both), but XLA then sums in another
+  # pair blocks it can be faster (experiments.bench.benchmark --losses=ranknet measures both), but XLA then sums in another
   # order, so its bits are not vmap's: the default stays vmap and every reproduced table keeps its bits.
   seeds_grad = _seed_map(grad, in_axes) if cfg.seed_batching == "loop" else jax.vmap(grad, in_axes=in_axes)
 

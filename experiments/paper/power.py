@@ -1,8 +1,8 @@
 r"""The power study: how the paired spread of Table 2's comparisons shrinks with training size, test size and seeds,
 what each point costs, and the smallest protocol that decides every Table 2 claim within a time budget.
 
-  python -m experiments.power                      # pilot seeds 1000.. at 1x, 2x, 4x, 8x the default training set
-  python -m experiments.power --scales=1,2 --seeds=3
+  python -m experiments.paper.power                      # pilot seeds 1000.. at 1x, 2x, 4x, 8x the default training set
+  python -m experiments.paper.power --scales=1,2 --seeds=3
 
 At each training scale (multiples of the synthetic default's 400 training queries; 200 validation queries; a
 --test_queries test set) the Table 2 MLP rows are trained for both losses with the *pilot* seeds (--seed=1000, so

@@ -1,7 +1,7 @@
 r"""Figure 3 of the paper: PFD student NDCG@8 against alpha, and against the teacher / data loss ratio.
 
-  python -m experiments.fig3_alpha                       # synthetic default, RankBCE
-  python -m experiments.fig3_alpha --dataset=ohsumed --alphas=0.3,0.5,0.9
+  python -m experiments.paper.fig3_alpha                       # synthetic default, RankBCE
+  python -m experiments.paper.fig3_alpha --dataset=ohsumed --alphas=0.3,0.5,0.9
 
 One PFD teacher per fold (and the no-distillation baseline) is trained once; a student is trained for every
 alpha. The loss ratio is (1 - alpha) * teacher term / (alpha * data term), both summed over the best epoch of

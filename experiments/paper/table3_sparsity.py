@@ -1,7 +1,7 @@
 r"""Table 3's claims against the purchase rate: the simulated logs at several label sparsities (a diagnostic).
 
-  python -m experiments.table3_sparsity                                  # offsets 2 (the default logs) .. 6
-  python -m experiments.table3_sparsity --purchase_offsets=2,4,6 --seeds=3
+  python -m experiments.paper.table3_sparsity                                  # offsets 2 (the default logs) .. 6
+  python -m experiments.paper.table3_sparsity --purchase_offsets=2,4,6 --seeds=3
 
 The paper gives its Table 3 teachers (NDCG@8 relative to no-distillation) but not the purchase rate of Amazon's
 logs; the simulator's default (a third of sessions with a purchase) is far denser than the paper's public sets
@@ -19,7 +19,7 @@ from typing import Tuple
 
 import numpy as np
 
-from experiments import table3_logs
+from experiments.paper import table3_logs
 from experiments.framework import lifecycle, paper, plots, rundir, schema, setup, tabulate
 from experiments.framework.claims import PFD, Preset, beats, named
 from experiments.framework.records import RunRecord

@@ -19,8 +19,8 @@ been examined, which no position affects) and on the logged purchases (position-
 
 Selection (best epoch, early stopping) is on the validation split's logged purchases, all a practitioner has.
 
-  python -m experiments.debias                       # RankBCE, 5 seeds, eta 0, 1, 2
-  python -m experiments.debias --etas=1 --seeds=3 --epochs=30
+  python -m experiments.related.debias                       # RankBCE, 5 seeds, eta 0, 1, 2
+  python -m experiments.related.debias --etas=1 --seeds=3 --epochs=30
 
 Writes results/debias/logs/ (logs_no_promotion/ with --promotion=0).
 """

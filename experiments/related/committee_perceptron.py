@@ -1,8 +1,8 @@
 r"""The Committee Perceptron and its family against a RankSVM peer (the slides' OHSUMED figures).
 
-  python -m experiments.committee_perceptron                       # LETOR 3.0 OHSUMED, 5 folds
-  python -m experiments.committee_perceptron --dataset=synthetic
-  python -m experiments.committee_perceptron --dataset=mq2008      # the staged vali/test pair
+  python -m experiments.related.committee_perceptron                       # LETOR 3.0 OHSUMED, 5 folds
+  python -m experiments.related.committee_perceptron --dataset=synthetic
+  python -m experiments.related.committee_perceptron --dataset=mq2008      # the staged vali/test pair
 
 Features: LETOR QueryLevelNorm (per-query min-max, no log1p), every feature, the graded labels; every
 query with at least --min_docs documents (queries without a relevant document score 0 and are left out of

@@ -1,7 +1,7 @@
 r"""Figure 4 of the paper: self-distillation and PFD relative to no-distillation as positives get sparser.
 
-  python -m experiments.fig4_sparsity                        # synthetic default, RankBCE
-  python -m experiments.fig4_sparsity --taus=4.8,4.0,3.0,2.0,1.0,0.4 --dataset=web30k --data_dir=...
+  python -m experiments.paper.fig4_sparsity                        # synthetic default, RankBCE
+  python -m experiments.paper.fig4_sparsity --taus=4.8,4.0,3.0,2.0,1.0,0.4 --dataset=web30k --data_dir=...
 
 tau_target is swept (the paper goes from 4.8 down to 0.4); the labels are redrawn with the same label seed
 for every tau, the privileged split is redone on each tau's labels (the paper's recipe), and the x-axis is

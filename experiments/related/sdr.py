@@ -1,8 +1,8 @@
 r"""Self-Distilled neural Rankers (SDR, Qin et al.): rows of SDR's Tables 2 and 3 and its Figure 3 (left).
 
-  python -m experiments.sdr                            # synthetic default, graded labels 0-4
-  python -m experiments.sdr --dataset=ohsumed          # 5 folds, labels 0-2
-  python -m experiments.sdr --dataset=web10k           # the MSLR-WEB10K sample in ../shared/data
+  python -m experiments.related.sdr                            # synthetic default, graded labels 0-4
+  python -m experiments.related.sdr --dataset=ohsumed          # 5 folds, labels 0-2
+  python -m experiments.related.sdr --dataset=web10k           # the MSLR-WEB10K sample in ../shared/data
 
 SDR's setting, not the PFD paper's: labels are the dataset's *graded* relevance (no Gumbel binarisation),
 every feature is an input (no privileged split), every training group is used, and teacher and student are

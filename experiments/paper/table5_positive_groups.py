@@ -1,7 +1,7 @@
 r"""Table 5 of the paper: PFD's data loss on positive query groups only vs on all query groups.
 
-  python -m experiments.table5_positive_groups               # synthetic default, RankBCE
-  python -m experiments.table5_positive_groups --dataset=ohsumed
+  python -m experiments.paper.table5_positive_groups               # synthetic default, RankBCE
+  python -m experiments.paper.table5_positive_groups --dataset=ohsumed
 
 The PFD teacher (trained on the positive groups) is shared; the student's data term of Eq. 1 covers either
 the positive groups (the paper's default, appendix A.5) or every group. The no-distillation baseline is

@@ -1,7 +1,7 @@
 r"""Table 6 of the paper: the PFD teacher served with imputed privileged features vs the regular-only model.
 
-  python -m experiments.table6_imputation                    # synthetic default, RankBCE
-  python -m experiments.table6_imputation --dataset=ohsumed
+  python -m experiments.paper.table6_imputation                    # synthetic default, RankBCE
+  python -m experiments.paper.table6_imputation --dataset=ohsumed
 
 At test time the teacher's privileged inputs are replaced by zero or by their training mean (over real
 training documents, after the log1p transform). Writes results/table6_imputation/<dataset>/latest/.

@@ -1,6 +1,6 @@
 r"""Micro-benchmark: loss + gradient throughput (lists/s) of the ranking losses at several list sizes.
 
-  python -m experiments.bench_losses --list_sizes=32,128,512 --batch=256
+  python -m experiments.bench.bench_losses --list_sizes=32,128,512 --batch=256
 
 A script, not a timed test: the numbers depend on the machine. Writes results/bench_losses/results.json.
 """

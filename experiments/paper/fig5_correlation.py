@@ -1,7 +1,7 @@
 r"""Figure 5 of the paper: PFD with one synthetic privileged feature of growing correlation with y.
 
-  python -m experiments.fig5_correlation                     # synthetic default, RankBCE
-  python -m experiments.fig5_correlation --dataset=ohsumed --tau_privs=1.0,2.0,2.5,2.8
+  python -m experiments.paper.fig5_correlation                     # synthetic default, RankBCE
+  python -m experiments.paper.fig5_correlation --dataset=ohsumed --tau_privs=1.0,2.0,2.5,2.8
 
 Every dataset feature is regular; the privileged feature is z = 1[t r + G1 > t tau_priv + G0] with the label's
 own Gumbel draws, so z = y at tau_priv = tau_target and z is less discriminative as tau_priv falls. The x-axis

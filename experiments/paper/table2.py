@@ -1,9 +1,9 @@
 r"""Table 2 / Table 4 / Figure 2 of the paper: no-distillation, self-distillation, GenD and PFD, beside the
 practitioner's incumbent (LightGBM LambdaMART) and distillation across model families (:mod:`pfd_jax.methods.gbdt`).
 
-  python -m experiments.table2                                  # both losses, synthetic default
-  python -m experiments.table2 --dataset=ohsumed --loss=rankbce # 5 folds x 5 seeds
-  python -m experiments.table2 --dataset=web30k --data_dir=/data/MSLR-WEB30K --seeds=5
+  python -m experiments.paper.table2                                  # both losses, synthetic default
+  python -m experiments.paper.table2 --dataset=ohsumed --loss=rankbce # 5 folds x 5 seeds
+  python -m experiments.paper.table2 --dataset=web30k --data_dir=/data/MSLR-WEB30K --seeds=5
 
 Writes <out_dir>/<dataset>[-<data folder>]/<hash>/results.json (linked as <out_dir>/<dataset>[-...]/latest once
 written: config, environment, per-seed best metrics and per-epoch curves of every row, wall times), table.md (the paper's Table 4 layout: mean +- std over folds x seeds and the
@@ -333,7 +333,7 @@ def claims(res: RunRecord) -> list:
   return out
 
 
-# The runs of RESULTS.md this driver makes (python -m experiments.table2 --preset=<name>).
+# The runs of RESULTS.md this driver makes (python -m experiments.paper.table2 --preset=<name>).
 PRESETS = (
     # The main job is the regression check (5 seeds on one draw: its claims stay on the page); the README's summary
     # takes Table 2's claims from the decisive run, sized to judge them.
@@ -366,14 +366,14 @@ PRESETS = (
         f'{protocol.GPU_DRAWS_PER_PROGRAM} --pilot={protocol.PILOT}'),
            f'Table 2 / Table 4, decisive on an accelerator: {protocol.GPU_DRAWS} draws (sized by the pilot for an '
            'MDE of 2% on every comparison)', accelerator="python -m experiments.accelerator on one GPU"),
-    # The fixed-data decisive run (python -m experiments.power chose it, pilot seeds 1000..): one draw of the data
+    # The fixed-data decisive run (python -m experiments.paper.power chose it, pilot seeds 1000..): one draw of the data
     # shared by its 29 seeds, the best epoch on test; its verdicts speak of that draw.
     Preset('decisive_fixed', 'synthetic-decisive', f'--tag=decisive --synthetic_queries=400,200,6306 --seeds=29 '
            f'--methods={",".join(distill.METHODS)}', 'Table 2 / Table 4, decisive: the default training set, '
            '6,306 test queries, 29 seeds (sized by the power study)'),
     Preset('web30k', 'synthetic-web30k', f'--tag=web30k --synthetic_web30k --synthetic_chunk=500 '
            f'--methods={",".join(distill.METHODS)}', 'Table 2 / Table 4 at MSLR-WEB30K size (synthetic, 5 seeds)',
-           accelerator="its expected time on your machine: python -m experiments.table2 --preset=web30k --plan (a "
+           accelerator="its expected time on your machine: python -m experiments.paper.table2 --preset=web30k --plan (a "
            "timed probe); not yet measured on an accelerator"),
     *protocol.PAPER_PRESETS, *protocol.ANALOGUE_PRESETS)
 

@@ -1,7 +1,7 @@
 r"""Section 5 of the paper: Theorems 1-2 against Monte-Carlo, Example 1 / Figure 6, and a scaling table.
 
-  python -m experiments.theory                   # < 2 minutes on 2 CPU cores
-  python -m experiments.theory --x64 --trials=16384
+  python -m experiments.paper.theory                   # < 2 minutes on 2 CPU cores
+  python -m experiments.paper.theory --x64 --trials=16384
 
 Writes results/theory/{results.json, table.md, fig6.png}.
 """
@@ -182,7 +182,7 @@ def claims(res: RunRecord) -> list:
   return out
 
 
-# The runs of RESULTS.md this driver makes (python -m experiments.theory --preset=<name>).
+# The runs of RESULTS.md this driver makes (python -m experiments.paper.theory --preset=<name>).
 PRESETS = (
     Preset('default', 'fig6', '',
            'Linear theory: Theorems 1-2, Figure 6'),

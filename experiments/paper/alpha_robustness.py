@@ -1,15 +1,15 @@
 r"""Appendix A.7: PFD's relative gain over no-distillation for alpha in [0.3, ..., 0.999].
 
-  python -m experiments.alpha_robustness                     # synthetic default
-  python -m experiments.alpha_robustness --dataset=ohsumed   # any loadable dataset (all its folds)
+  python -m experiments.paper.alpha_robustness                     # synthetic default
+  python -m experiments.paper.alpha_robustness --dataset=ohsumed   # any loadable dataset (all its folds)
 
-The Figure 3 driver (experiments/fig3_alpha.py) with the appendix's alpha list and title. Writes
+The Figure 3 driver (experiments/paper/fig3_alpha.py) with the appendix's alpha list and title. Writes
 results/alpha_robustness/<dataset>/.
 """
 import dataclasses
 import functools
 
-from experiments import fig3_alpha
+from experiments.paper import fig3_alpha
 from experiments.framework import lifecycle
 from experiments.framework.claims import Preset
 

@@ -1,7 +1,7 @@
 r"""PFD x teacher loss: one privileged teacher (x + z) teaching its student through each way of teaching.
 
-  python -m experiments.pfd_teacher_loss                      # synthetic default, RankBCE data loss
-  python -m experiments.pfd_teacher_loss --dataset=ohsumed
+  python -m experiments.paper.pfd_teacher_loss                      # synthetic default, RankBCE data loss
+  python -m experiments.paper.pfd_teacher_loss --dataset=ohsumed
 
 The combination none of the papers ran. Per fold, the no-distillation baseline and the PFD teacher are
 trained once (as in Table 2); then a student on x alone for every --teachings entry

@@ -2,8 +2,8 @@ r"""Ranking Distillation (Tang & Wang, KDD 2018): a larger teacher's top-K unlab
 student. Rows of RD's Table 2 (teacher, student alone, student with RD) and Table 4 (weighting schemes), with
 RD's Table 3 efficiency columns (parameters, scoring time).
 
-  python -m experiments.rank_distill                          # synthetic default, RankBCE
-  python -m experiments.rank_distill --dataset=ohsumed --teacher_hidden=200 --student_hidden=50
+  python -m experiments.related.rank_distill                          # synthetic default, RankBCE
+  python -m experiments.related.rank_distill --dataset=ohsumed --teacher_hidden=200 --student_hidden=50
 
 RD's setting on the PFD paper's data: binary Gumbel labels; every feature is an input (no privileged
 split); groups without a y = 1 are the "unlabelled" ones (as in the PFD paper's appendix A.5). The teacher

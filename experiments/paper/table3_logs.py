@@ -3,8 +3,8 @@ add-to-cart are privileged. (The Amazon logs cannot be rerun; pfd_jax/data/logs.
 Placebo rows (--placebo, default on): every PFD teacher and the multi-teacher student again, on the privileged
 columns permuted as --placebo_within says (pfd_jax.methods.distill's placebo control).
 
-  python -m experiments.table3_logs                     # RankBCE, 5 seeds, 100 epochs
-  python -m experiments.table3_logs --sessions=3000,500,3000
+  python -m experiments.paper.table3_logs                     # RankBCE, 5 seeds, 100 epochs
+  python -m experiments.paper.table3_logs --sessions=3000,500,3000
 
 Rows as in the paper, every number scaled to the no-distillation baseline: pre-training on click / add (and
 fine-tuning on purchase from those weights), self-distillation, PFD with each privileged feature (teacher
@@ -201,7 +201,7 @@ def claims(res: RunRecord) -> list:
                                                     "lambdamart"))]
 
 
-# The runs of RESULTS.md this driver makes (python -m experiments.table3_logs --preset=<name>).
+# The runs of RESULTS.md this driver makes (python -m experiments.paper.table3_logs --preset=<name>).
 PRESETS = (
     Preset('default', 'logs', '',
            'Table 3 analogue: simulated e-commerce logs'),

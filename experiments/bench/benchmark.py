@@ -1,8 +1,8 @@
 r"""Speed and scale of training and serving, measured side by side in one run.
 
-  python -m experiments.benchmark                          # the headline, in minutes (below)
-  python -m experiments.benchmark --case=throughput        # Web30k size: every loss and seed count, torch, peers
-  /usr/bin/time -v python -m experiments.benchmark --case=memory   # RankNet, 1,300-document lists, batch 300
+  python -m experiments.bench.benchmark                          # the headline, in minutes (below)
+  python -m experiments.bench.benchmark --case=throughput        # Web30k size: every loss and seed count, torch, peers
+  /usr/bin/time -v python -m experiments.bench.benchmark --case=memory   # RankNet, 1,300-document lists, batch 300
 
 **headline** (the default; a small synthetic set, --headline_scale of Web30k's query counts): the modern ranker's
 ablation ladder (the paper's MLP; a plain MLP of the modern shape; + batch norm; + dropout; + noise = the modern

@@ -1,7 +1,7 @@
 r"""Table 1 of the paper for any loadable dataset: features, query groups, docs/query, % positive groups.
 
-  python -m experiments.data_summary --dataset=ohsumed
-  python -m experiments.data_summary --dataset=synthetic --synthetic_web30k
+  python -m experiments.paper.data_summary --dataset=ohsumed
+  python -m experiments.paper.data_summary --dataset=synthetic --synthetic_web30k
 """
 import time
 
