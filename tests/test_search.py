@@ -375,3 +375,17 @@ def test_the_search_bias_driver_sets_the_claimed_gains_against_fresh_lists(tmp_p
     assert e["of"] == 1 and all(e[p]["bias"] == pytest.approx(e[p]["read"] - e[p]["fresh"]) and e[p]["se"] is None
                                 for p in ("validation", "claimed"))
   assert "null/best" in js["summary"] and "read - fresh" in (tmp_path / "out" / "table.md").read_text()
+
+
+def test_a_folds_test_list_gains_are_said_once_when_the_chosen_candidate_is_the_best():
+  """The search text's read-against-test sentence: the best distilling candidate and the chosen one each once, and
+  one sentence for both when the search chose the best (fresh_record then keeps one record under both names)."""
+  from experiments.framework import practice
+  g = dict(candidate="z[0], alpha 0.5, T 1", claimed=0.023, validation=0.0, fresh=0.002, fresh_validation=-0.005,
+           fresh_lists=255)
+  same = practice._fresh(dict(best=g, chosen=dict(g)))
+  assert same.count("+2.3%") == 1 and "the best distilling candidate, the one chosen (z[0]" in same
+  other = practice._fresh(dict(best=g, chosen=dict(g, candidate="z[1], alpha 0.5, T 1", claimed=0.011)))
+  assert other.count("+2.3%") == 1 and "; the chosen one (z[1], alpha 0.5, T 1) read +1.1%" in other
+  none = practice._fresh(dict(best=g, chosen=None))
+  assert "the best distilling candidate (z[0]" in none and "chosen" not in none.replace("scored after the choice", "")

@@ -71,13 +71,16 @@ def fresh_gain(cfg: TrainConfig, found: search.Search, es, candidate: search.Can
 
 def fresh_record(cfg: TrainConfig, found: search.Search, es) -> Optional[dict]:
   """:func:`fresh_gain` of the best distilling candidate by pooled score and of the chosen one (None when it does
-  not distil), scored after the choice; None for a search that kept no screened models."""
+  not distil; the same record, scored once, when it is the best), scored after the choice; None for a search that
+  kept no screened models."""
   if not found.models:
     return None
   means = found.choice["means"]
   best = max((c for c in means if c.columns), key=means.get)
-  return dict(best=fresh_gain(cfg, found, es, best),
-              chosen=fresh_gain(cfg, found, es, found.candidate) if found.candidate.columns else None)
+  gain = fresh_gain(cfg, found, es, best)
+  chosen = None if not found.candidate.columns else gain if found.candidate == best else \
+      fresh_gain(cfg, found, es, found.candidate)
+  return dict(best=gain, chosen=chosen)
 
 
 def deploy_text(record: LossRecord, compared: Mapping[str, tabulate.Comparisons], ks) -> str:
@@ -319,10 +322,10 @@ def _fresh(f) -> str:
   say = lambda what, g: (f"{what} ({g['candidate']}) read {pct(g['claimed'])} over every part ({pct(g['validation'])} "
                          f"on the validation part), {pct(g['fresh'])} on the test lists ({pct(g['fresh_validation'])} "
                          f"for the validation part's models)")
+  said = ([say("the best distilling candidate, the one chosen", f["best"])] if f["chosen"] == f["best"] else
+          [say("the best distilling candidate", f["best"])] + ([say("the chosen one", f["chosen"])] if f["chosen"] else []))
   return (" Against the test lists, which the search never read (the same screened models, scored after the "
-          f"choice, {f['best']['fresh_lists']} lists with a positive): " +
-          "; ".join([say("the best distilling candidate", f["best"])] +
-                    ([say("the chosen one", f["chosen"])] if f["chosen"] else [])) + ".")
+          f"choice, {f['best']['fresh_lists']} lists with a positive): " + "; ".join(said) + ".")
 
 
 def _bias(folds) -> str:
