@@ -22,8 +22,8 @@ def test_a_member_hash_covers_what_its_verdict_depends_on_and_not_its_words_abou
     assert family.member_hash(m._replace(**{field: value})) != family.member_hash(m), field
   assert family.member_hash(m._replace(quote="a sentence", amended="abc: why")) == family.member_hash(m)
   decl = family.declaration(m.run)
-  assert decl["hash"] == family.family_hash() and decl["members"][m.text] == family.member_hash(m)
-  assert set(decl["members"]) == {x.text for x in family.FAMILY if x.run == m.run}
+  assert decl["hash"] == family.family_hash() and decl["members"][m.claim] == family.member_hash(m)
+  assert sorted(decl["members"]) == sorted(x.claim for x in family.FAMILY if x.run == m.run)  # by id, one each
   assert family.declaration("no/such_run")["members"] == {}
 
 
@@ -36,8 +36,12 @@ def test_a_member_changed_after_its_run_is_caught_unless_marked_amended():
   assert caught.status == "changed after its run" and caught.unmarked
   marked = frozen.frozen(planted._replace(amended="0123456: its margin, 1% -> 2%"), prov)
   assert marked == frozen.Frozen("amended after its run", "0123456: its margin, 1% -> 2%", False)
-  renamed = frozen.frozen(m._replace(text="another claim"), prov)  # a member its run never declared
-  assert renamed.unmarked and "not declared" in renamed.detail
+  reworded = frozen.frozen(m._replace(text="another claim"), prov)  # found by its id: its words changed
+  assert reworded.unmarked and family.member_hash(m) in reworded.detail
+  other = frozen.frozen(m._replace(claim="table2:rankbce:another"), prov)  # a member its run never declared
+  assert other.unmarked and "not declared" in other.detail
+  by_text = dict(prov, family=dict(prov["family"], members={m.text: family.member_hash(m)}))  # an older run's record
+  assert frozen.frozen(m, by_text).status == "frozen"
 
 
 def test_a_run_without_a_recorded_family_is_read_against_family_py_at_its_commit():

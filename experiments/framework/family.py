@@ -202,10 +202,10 @@ def family_hash(members: Sequence[Member] = FAMILY) -> str:
 
 
 def declaration(run: str, members: Sequence[Member] = FAMILY) -> dict:
-  """What a run records in its provenance ('family'), before it trains anything: the family's hash and the hash of
-  each member that `run` (driver/label) decides, so that a later change of that member shows
+  """What a run records in its provenance ('family'), before it trains anything: the family's hash and, by claim id,
+  the hash of each member that `run` (driver/label) decides, so that a later change of that member shows
   (:mod:`experiments.framework.frozen`)."""
-  return dict(hash=family_hash(members), members={m.text: member_hash(m) for m in members if m.run == run})
+  return dict(hash=family_hash(members), members={m.claim: member_hash(m) for m in members if m.run == run})
 
 
 class DeclarationError(Exception):

@@ -1,7 +1,8 @@
 """Was a member of the family declared before the run that decides it? (experiments/framework/family.py)
 
 A run records the family as declared when it starts (provenance.json's ``family``: the family's hash and the
-hash of each member it decides, :func:`experiments.framework.family.declaration`). A member is then
+hash of each member it decides by its claim id; runs before ids were recorded keyed them by the member's text,
+:func:`experiments.framework.family.declaration`). A member is then
 
 * **frozen** when the hash its run recorded is the member's hash now;
 * **amended after its run** when its run recorded another hash and the member says why (``Member.amended``: the
@@ -63,9 +64,9 @@ def frozen(m: family.Member, prov: dict, root: str = ROOT) -> Frozen:
     return Frozen("unknown", "the run recorded neither the family nor its commit", False)
   else:
     where = f"its run recorded the family {prov['family'].get('hash')}"
-  if recorded.get(m.text) == mine:  # a run made after an amendment is frozen with it
+  then = recorded.get(m.claim, recorded.get(m.text))
+  if then == mine:  # a run made after an amendment is frozen with it
     return Frozen("frozen" if "family" in prov else "declared before its run", f"{mine}, {where}", False)
   if m.amended:
     return Frozen("amended after its run", m.amended, False)
-  then = recorded.get(m.text)
   return Frozen("changed after its run", f"{mine} now, {then or 'not declared'} {where}: mark it amended", True)
