@@ -250,6 +250,42 @@ def _judged(status: dict, members: tuple, all_claims: list, summary: list) -> tu
   return decided, family.conclusion(decided), of
 
 
+class Reading(NamedTuple):
+  """What the page's runs say, each in the page's order (build's first half)."""
+  summary: list     # the runs table's rows (a run's claims still as Claims: _judged counts their verdicts)
+  sections: list    # (entry, run, claims, why stale, other configuration) of a run with files, else its text
+  claims: list      # (entry, run, Claim) of every run
+  stale: list       # (entry, why) of every stale or missing run
+  records: dict     # {driver/label: its RESULTS.json record}
+  status: dict      # {driver/label: (its claims, '' when it can decide the family's members, else why not)}
+
+
+def _read(runs: list, carried: dict, results: str, root: str, ref_env: Mapping[str, Any]) -> Reading:
+  """Each run's staleness, claims, summary row, section and record; a run without files, its carried or missing
+  text."""
+  out = Reading([], [], [], [], {}, {})
+  for e, run in runs:
+    if run is None:
+      row, section, record = _without_files(e, carried, results)
+      out.summary.append(row)
+      out.sections.append(section)
+      out.records.update({e.key: record} if record else {})
+      out.stale.extend([(e, "missing")] if row[2] == "**missing**" else [])
+      out.status[e.key] = ((), row[1])
+      continue
+    res, code = run["res"], run["prov"].get("code", {})
+    why, claims = staleness(code, e.driver, root), e.claims_of(res)
+    out.claims.extend((e, run, c) for c in claims)
+    out.status[e.key] = (claims, f"stale ({why})" if why else "")
+    out.stale.extend([(e, why)] if why else [])
+    out.records[e.key] = published.published_record(run, claims)
+    other = _other(res, ref_env)
+    out.summary.append([f"[{e.title}](#{e.anchor})", claims, "**stale**" if why else "current",
+                        "**other**" if other else "reference", (code.get("git_commit") or "?")[:10], _wall(res)])
+    out.sections.append((e, run, claims, why, other))
+  return out
+
+
 def build(results: str, out: str, root: str = ROOT, expected: list = EXPECTED, readme: Optional[str] = None, *,
           mark_missing: bool = False, carry: bool = False, members: tuple = family.FAMILY) -> JsonObject:
   """Writes `out` (Markdown) and, beside it, RESULTS.json and published/<anchor>/ (each run's results, table and
@@ -272,27 +308,7 @@ def build(results: str, out: str, root: str = ROOT, expected: list = EXPECTED, r
         f"{e.key} ({os.path.join(results, e.driver, e.label, 'latest')} is absent; run: {e.command})"
         for e in missing))
   head = git(root, "rev-parse", "HEAD").stdout.strip() or "unknown"
-  summary, sections, all_claims, stale, records = [], [], [], [], {}
-  status = {}  # {driver/label: (its claims, '' when it can decide the family's members, else why not)}
-  for e, run in runs:
-    if run is None:
-      row, section, record = _without_files(e, carried, results)
-      summary.append(row)
-      sections.append(section)
-      records.update({e.key: record} if record else {})
-      stale += [(e, "missing")] if row[2] == "**missing**" else []
-      status[e.key] = ((), row[1])
-      continue
-    res, code = run["res"], run["prov"].get("code", {})
-    why, claims = staleness(code, e.driver, root), e.claims_of(res)
-    all_claims += [(e, run, c) for c in claims]
-    status[e.key] = (claims, f"stale ({why})" if why else "")
-    stale += [(e, why)] if why else []
-    records[e.key] = published.published_record(run, claims)
-    other = _other(res, ref_env)
-    summary.append([f"[{e.title}](#{e.anchor})", claims, "**stale**" if why else "current",
-                    "**other**" if other else "reference", (code.get("git_commit") or "?")[:10], _wall(res)])
-    sections.append((e, run, claims, why, other))
+  summary, sections, all_claims, stale, records, status = _read(runs, carried, results, root, ref_env)
   for e, run in runs:
     if run is not None:
       pagefiles.archive_run(run, os.path.join(archive, e.anchor))
