@@ -64,7 +64,7 @@ def _write_run(results, driver, label, res, commit):
   folder = results / driver / label / "abc"
   folder.mkdir(parents=True)
   drv = {"table5_positive_groups": table5_positive_groups.DRIVER, "table6_imputation": table6_imputation.DRIVER}[driver]
-  res = dict(outputs.as_json(res), command=f"python -m experiments.{driver}", wall_seconds=12.0)
+  res = dict(outputs.as_json(res), command=f"python -m {experiments.module(driver)}", wall_seconds=12.0)
   outputs.write_outputs(str(folder), res, drv)
   (folder / "provenance.json").write_text(json.dumps(dict(code=dict(git_commit=commit, git_dirty=False))))
   os.symlink("abc", results / driver / label / "latest")
