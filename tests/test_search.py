@@ -389,3 +389,30 @@ def test_a_folds_test_list_gains_are_said_once_when_the_chosen_candidate_is_the_
   assert other.count("+2.3%") == 1 and "; the chosen one (z[1], alpha 0.5, T 1) read +1.1%" in other
   none = practice._fresh(dict(best=g, chosen=None))
   assert "the best distilling candidate (z[0]" in none and "chosen" not in none.replace("scored after the choice", "")
+
+
+def test_the_search_texts_column_table_averages_each_column_over_the_folds_that_screened_it():
+  """Each fold orders and prunes its subsets on its own lists, so a column screened alone in one fold may not be in
+  another: its teacher's gain is the mean over the folds that screened it, said with their count (the published
+  simulated-logs run's fold, and a copy of it that did not screen z[1] alone)."""
+  import copy
+  import gzip
+  import json
+  import os
+  from experiments.framework import practice
+  from experiments.framework.records import LossRecord
+  path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "published",
+                      "table2-letor-logs_letor", "results.json.gz")
+  if not os.path.exists(path):
+    pytest.skip("no published simulated-logs run")
+  loss = json.load(gzip.open(path))["losses"]["approxndcg"]
+  one = loss["folds"]["fold1"]
+  two = copy.deepcopy(one)
+  del two["search"]["teachers"]["1"], two["search"]["single"]["1"]
+  loss["folds"]["fold2"] = two
+  text = practice.search_text(LossRecord.from_json(loss))
+  s, base = one["search"], one["search"]["candidates"]["no distillation"]
+  z1 = next(line for line in text.splitlines() if "(z[1])" in line)
+  assert f"{s['teachers']['1'] - base:+.4f} (1 of 2 folds)" in z1
+  z0 = next(line for line in text.splitlines() if "(z[0])" in line)
+  assert f"{s['teachers']['0'] - base:+.4f} |" in z0 and "of 2 folds" not in z0

@@ -166,8 +166,9 @@ def search_offer(record: LossRecord, cfg: Mapping, o: search.SearchOptions) -> s
 def search_text(record: LossRecord) -> str:
   """The PFD search's report ('' without --search): per fold the chosen configuration and why, the search's time
   against one PFD row's (teacher + student), and what the rule could have found at these sizes; per privileged
-  column (folds' mean) its strength, its teacher's and its best student's validation gain over no-distillation. A
-  record of the earlier rule (the simplest candidate tied with the best) reads as that rule."""
+  column (folds' mean) its strength, its teacher's and its best student's validation gain over no-distillation
+  (over the folds whose search screened that column alone: each fold orders and prunes its subsets on its own
+  lists). A record of the earlier rule (the simplest candidate tied with the best) reads as that rule."""
   folds = {k: f for k, f in record.folds.items() if f.search}
   if not folds:
     return ""
@@ -198,11 +199,9 @@ def search_text(record: LossRecord) -> str:
   theory = "subsets" in head  # a record of the earlier rule has no prediction
   known = lambda j, k: all(f.search["subsets"].get(str(j), {}).get(k) is not None for f in folds.values())
   cell = lambda j, k: f"{100 * mean(lambda s: s['subsets'][str(j)][k]):+.1f}%" if known(j, k) else "-"
-  rows = [[f"feature {ids[j]} (z[{j}])", f"{mean(lambda s: s['strength'][j]):.3f}",
-           f"{mean(lambda s: s['teachers'][str(j)] - s['candidates']['no distillation']):+.4f}",
-           f"{mean(lambda s: s['single'][str(j)] - s['candidates']['no distillation']):+.4f}"] +
-          ([cell(j, "measured")] if theory else [])
-          for j in range(len(ids)) if str(j) in head["teachers"]]
+  rows = [[f"feature {ids[j]} (z[{j}])", f"{mean(lambda s: s['strength'][j]):.3f}", _over(folds, "teachers", j),
+           _over(folds, "single", j)] + ([cell(j, "measured")] if theory else [])
+          for j in range(len(ids)) if any(str(j) in f.search["teachers"] for f in folds.values())]
   rule = ("the fallback procedure over a declared order (plain PFD against no distillation first at half the 5% "
           "level, the other subsets sharing the rest, each subset's settings after it at the level it passed with; "
           "seeds x lists crossed over the validation lists and the cross-fitted training lists): of the candidates "
@@ -312,6 +311,15 @@ def _whole(w) -> str:
           f"{' / '.join(f'{100 * float(g):g}%' for g in gains)}; at the seed spread's {100 * w['bound']:g}% upper "
           f"bound ({bound}) {says(w['bound_power'])}; with no gain anywhere {w['false']:.3f} (level "
           f"{w['level']:g}).")
+
+
+def _over(folds, key: str, j: int) -> str:
+  """The mean over folds of column j's gain over no distillation in the search record's `key` (teachers, single),
+  over the folds that screened it, saying how many when not all; '-' where none did."""
+  got = [f.search[key][str(j)] - f.search["candidates"]["no distillation"] for f in folds.values()
+         if str(j) in f.search[key]]
+  return "-" if not got else f"{np.mean(got):+.4f}" + (f" ({len(got)} of {len(folds)} folds)"
+                                                          if len(got) < len(folds) else "")
 
 
 def _fresh(f) -> str:
