@@ -107,17 +107,30 @@ def check_reproduction(results: str, page: str, expected: list = EXPECTED, requi
   return published.check_reproduction(results, page, expected, pagefiles.load_run, required)
 
 
+def _duration(s: float) -> str:
+  return f"{s:.0f} s" if s < 120 else f"{int(s // 60)} min {int(round(s % 60))} s"
+
+
 def _wall(res: JsonObject) -> str:
+  """The command's wall time; a resumed run's adds what its loaded rows (and searches) took when they were done."""
+  s, resumed = res.get("wall_seconds", res.get("seconds")), res.get("resumed")
+  if s is None:
+    return "?"
+  return _duration(s) + (f" + {_duration(resumed['seconds'])} in {resumed['rows']} rows loaded from earlier "
+                         "processes" if resumed else "")
+
+
+def _seconds(res: JsonObject) -> Optional[float]:
+  """A run's wall time, with what its loaded rows took when a resumed run's earlier processes trained them."""
   s = res.get("wall_seconds", res.get("seconds"))
-  return "?" if s is None else (f"{s:.0f} s" if s < 120 else f"{int(s // 60)} min {int(round(s % 60))} s")
+  return None if s is None else s + (res.get("resumed") or {}).get("seconds", 0.0)
 
 
 def _total_wall(runs: list) -> str:
   """The line under the runs table: the wall time of the runs the page has files of, in all."""
-  known = [s for s in (r["res"].get("wall_seconds", r["res"].get("seconds")) for _, r in runs if r is not None)
-           if s is not None]
+  known = [s for s in (_seconds(r["res"]) for _, r in runs if r is not None) if s is not None]
   hours, minutes = divmod(int(round(sum(known) / 60)), 60)
-  total = f"{hours} h {minutes} min" if hours else _wall(dict(seconds=sum(known)))
+  total = f"{hours} h {minutes} min" if hours else _duration(sum(known))
   return (f"\nThe {len(known)} runs with results files took {total} of wall time in all, each on the "
           "machine its section names; carried, missing and accelerator runs are not counted "
           "(`python -m experiments.report --plan` lists them with their expected times).\n")

@@ -410,7 +410,7 @@ def test_a_stopped_accelerator_call_keeps_the_finished_loss_and_the_next_call_re
   assert p.returncode == 1, first[-2000:]
   record = json.loads((tmp_path / "out" / "accelerator.json").read_text())
   assert record["steps"][0]["ended"] == "stopped on request" and record["steps"][0]["rc"] == 143, record
-  rankbce = saved("rankbce")
+  rankbce, ranknet = saved("rankbce"), saved("ranknet")  # what the stopped call had saved
   second = subprocess.run(cmd(tmp_path / "r"), cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
   assert second.returncode == 0, second.stdout[-2000:]
   log = (tmp_path / "out" / "decisive_gpu.log").read_text()
@@ -423,3 +423,6 @@ def test_a_stopped_accelerator_call_keeps_the_finished_loss_and_the_next_call_re
   resumed, uninterrupted = read(tmp_path / "r"), read(tmp_path / "w")
   assert set(resumed["losses"]) == {"rankbce", "ranknet"}
   assert published.fingerprint(resumed) == published.fingerprint(uninterrupted)
+  # the resumed run says what it loaded and what those rows took when the first call trained them
+  assert resumed["resumed"]["rows"] == len(rankbce) + len(ranknet) and resumed["resumed"]["seconds"] > 0
+  assert "resumed" not in uninterrupted and uninterrupted["command"].startswith("python -m experiments.paper.table2 ")

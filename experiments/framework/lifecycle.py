@@ -197,8 +197,9 @@ def _finish(cfg: Config, driver: Driver, lead: bool, prov: Provenance, res: RunR
   guards.checkpoint(distributed.comm())
   run_dir = cfg.output.run_dir
   # how it was run and how long the whole command took (what experiments.report shows beside each table)
-  command = " ".join(["python -m experiments." + driver.name] + [shlex.quote(a) for a in sys.argv[1:]])
-  res = RunRecord.from_json(res).finished(prov, command, time.time() - T_START)
+  command = " ".join([f"python -m {experiments.module(driver.name)}"] + [shlex.quote(a) for a in sys.argv[1:]])
+  resumed = dict(rows=PROGRESS.loaded_rows, seconds=PROGRESS.loaded_seconds) if PROGRESS.loaded_rows else None
+  res = RunRecord.from_json(res).finished(prov, command, time.time() - T_START, resumed)
   if lead:  # one writer: process 0
     print(write_outputs(run_dir, res, driver))
     point_latest(run_dir)  # only a run that wrote its results becomes 'latest'

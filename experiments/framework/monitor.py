@@ -98,7 +98,9 @@ class Progress:
   (main starts it with the driver's row count; rows loaded from a saved run count as done). The estimate
   is the mean time of the rows trained so far in this process times the rows left; before one has ended it
   says 'estimating' (a first row's early epochs include loading and compiling, so extrapolating them misleads).
-  Each row trained in this process keeps its times (:attr:`timed`, what the cost probe measures)."""
+  Each row trained in this process keeps its times (:attr:`timed`, what the cost probe measures); the rows loaded
+  from a saved run (and a saved search) add their own training seconds to :attr:`loaded_seconds`, so a resumed
+  run's record can say what its earlier processes spent."""
 
   def __init__(self):
     self.start(None)
@@ -106,6 +108,7 @@ class Progress:
   def start(self, total: Optional[int]) -> None:
     self.total, self.row, self.t0 = total, 0, time.time()
     self.t_row, self.trained_rows, self.trained_seconds = self.t0, 0, 0.0
+    self.loaded_rows, self.loaded_seconds = 0, 0.0
     self.timed: list = []  # [RowTimes] of the rows trained, in order
 
   def begin_row(self) -> None:
@@ -118,8 +121,12 @@ class Progress:
     if self.timed:
       self.timed[-1].epochs.append((epoch, epochs, time.time()))
 
-  def end_rows(self, count: int, trained: bool) -> None:
-    """The current `count` rows (trained together, or loaded) have ended."""
+  def end_rows(self, count: int, trained: bool, loaded_seconds: float = 0.0) -> None:
+    """The current `count` rows (trained together, or loaded: their saved training took `loaded_seconds`) have
+    ended."""
+    if not trained:
+      self.loaded_rows += count
+      self.loaded(loaded_seconds)
     if trained:
       self.trained_rows += count
       self.trained_seconds += time.time() - self.t_row
@@ -127,6 +134,10 @@ class Progress:
     elif self.timed:
       self.timed.pop()  # loaded, not trained: nothing of it measured
     self.row += count - 1
+
+  def loaded(self, seconds: float) -> None:
+    """Work loaded from a saved run instead of done (a row's or a search's own seconds when it was done)."""
+    self.loaded_seconds += seconds
 
   def of(self) -> str:
     return f"row {self.row}/{self.total}" if self.total else f"row {self.row}"

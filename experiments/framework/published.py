@@ -49,7 +49,7 @@ from pfd_jax.ops import perturbation
 # Fields of results.json that say how, where and how long a run ran, not what it found (out of the fingerprint).
 CIRCUMSTANCES = frozenset({"seconds", "wall_seconds", "env", "provenance", "command", "output", "data_dir",
                            "cache_dir", "shard_dir", "scan_seconds", "seconds_per_pass", "ms_per_1000_docs",
-                           "latency", "load_seconds"}) | frozenset({
+                           "latency", "load_seconds", "resumed"}) | frozenset({
     # Values fixed by what the fingerprint already holds, kept out so that recording them left every run's
     # fingerprint as it was: the data's digest (its recipe is in the config) and each seed's per-list NDCG of the
     # best models (whose bits `best` and `curves` fix).

@@ -111,9 +111,12 @@ class RunRecord(MutableMapping):
   command = property(lambda self: self._parts.get("command"), doc="The command line that made it.")
   wall_seconds = property(lambda self: self._parts.get("wall_seconds"), doc="The whole process's seconds.")
 
-  def finished(self, provenance: Dict[str, Any], command: str, wall_seconds: float) -> "RunRecord":
-    """The record with how it was run (lifecycle: written last, after the driver's parts)."""
+  def finished(self, provenance: Dict[str, Any], command: str, wall_seconds: float,
+               resumed: Optional[Dict[str, float]] = None) -> "RunRecord":
+    """The record with how it was run (lifecycle: written last, after the driver's parts); resumed: {rows, seconds}
+    loaded from the run folder instead of trained, and their own training seconds (None: nothing was loaded)."""
     self._parts.update(provenance=provenance, command=command, wall_seconds=wall_seconds)
+    self._parts.update({"resumed": resumed} if resumed else {})
     return self
 
   def to_json(self) -> Dict[str, Any]:

@@ -99,7 +99,8 @@ class Rows:
       results = train()  # the progress line shows the first row until they all end together
       for p, r, f in zip((paths or ()) if comm.index == 0 else (), results, prints):  # one writer: process 0
         save_result(p, r, f)
-    PROGRESS.end_rows(len(rows), trained=not saved)
+    PROGRESS.end_rows(len(rows), trained=not saved,
+                      loaded_seconds=sum(float(r.seconds) for r in results) if saved else 0.0)
     if self.cfg.run.save_models and servable and comm.index == 0:
       for (row, view, tc, _), name, r in zip(rows, names, results):
         make_ranker(r, tc, view, self.ds.config, dataset=self.ds.name, data_dir=self.cfg.data.data_dir,
@@ -125,6 +126,7 @@ class Rows:
         saved = None
       if saved is not None:
         logging.info("%s: what its training found loaded from %s", row.name, path)
+        PROGRESS.loaded(float(getattr(saved["found"], "seconds", 0.0) or 0.0))
         return saved["found"]
       found = make()
       if path and comm.index == 0:

@@ -233,7 +233,9 @@ def to_markdown(res: RunRecord) -> str:
            f"{tr['select_on']}; test lists without a positive: {tr['empty_rule']}d; alpha = {tr['alpha']}; "
            f"{tr['epochs']} epochs; teacher term: {rn.get('teaching') or 'the data loss on sigmoid(t) (paper)'}. "
            f"Rows marked * use privileged features. "
-           f"Wall time {res['seconds']:.0f} s on {res['env']['backend']} ({res['env']['cpus']} CPUs).\n"]
+           f"Wall time {res['seconds']:.0f} s on {res['env']['backend']} ({res['env']['cpus']} CPUs)" +
+           (f"; resumed: {res['resumed']['rows']} rows loaded from the run folder, trained in "
+            f"{res['resumed']['seconds']:.0f} s by its earlier processes" if res.get("resumed") else "") + ".\n"]
   records = {loss: LossRecord.from_json(record) for loss, record in res["losses"].items()}
   first = next(iter(records.values()))
   parts.append(f"Labels: {_labels_text(first.first_fold.data)}. "
