@@ -593,7 +593,8 @@ def test_the_selection_column_reads_the_split_a_run_chose_on():
 def test_a_resumed_runs_wall_time_counts_what_its_loaded_rows_took():
   """A run resumed from saved rows took its own command's time plus its loaded rows' (and searches') training in
   the processes that trained them: the runs table says both, and the page's total counts both."""
+  from experiments.framework import walltime
   res = dict(wall_seconds=141.0, resumed=dict(rows=20, seconds=9000.0))
-  assert report._wall(res) == "2 min 21 s + 150 min 0 s in 20 rows loaded from earlier processes"
-  assert report._wall(dict(wall_seconds=141.0)) == "2 min 21 s" and report._seconds(res) == 9141.0
-  assert "2 h 35 min of wall time" in report._total_wall([(None, dict(res=res)), (None, dict(res=dict(seconds=159.0)))])
+  assert walltime.said(res) == "2 min 21 s + 150 min 0 s in 20 rows loaded from earlier processes"
+  assert walltime.said(dict(wall_seconds=141.0)) == "2 min 21 s" and walltime.seconds(res) == 9141.0
+  assert "2 h 35 min of wall time" in walltime.total([(None, dict(res=res)), (None, dict(res=dict(seconds=159.0)))])
