@@ -251,9 +251,11 @@ def test_eta_is_measured_from_trained_rows(monkeypatch):
   clock[0] += 30
   p.end_rows(1, trained=True)  # one row: 60 s
   p.begin_row()
-  p.end_rows(1, trained=False)  # a loaded row costs nothing and is not a measurement
+  p.end_rows(1, trained=False, loaded_seconds=45.0)  # a loaded row costs nothing and is not a measurement
   p.begin_row()
   assert p.eta(0.5) == "elapsed 1m00s, ETA 1m30s"  # 1.5 rows left x 60 s
+  # what the earlier process spent on the loaded row is counted apart, for the run's record (lifecycle: 'resumed')
+  assert (p.trained_rows, p.trained_seconds, p.loaded_rows, p.loaded_seconds) == (1, 60.0, 1, 45.0)
 
 
 # ------------------------------------------------------------------------------------------------ saved models

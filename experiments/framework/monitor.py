@@ -124,15 +124,15 @@ class Progress:
   def end_rows(self, count: int, trained: bool, loaded_seconds: float = 0.0) -> None:
     """The current `count` rows (trained together, or loaded: their saved training took `loaded_seconds`) have
     ended."""
-    if not trained:
-      self.loaded_rows += count
-      self.loaded(loaded_seconds)
     if trained:
       self.trained_rows += count
       self.trained_seconds += time.time() - self.t_row
       self.timed[-1].end[0] = time.time()
-    elif self.timed:
-      self.timed.pop()  # loaded, not trained: nothing of it measured
+    else:
+      self.loaded_rows += count
+      self.loaded(loaded_seconds)
+      if self.timed:
+        self.timed.pop()  # loaded, not trained: nothing of it measured
     self.row += count - 1
 
   def loaded(self, seconds: float) -> None:
