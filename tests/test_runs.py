@@ -426,3 +426,5 @@ def test_a_stopped_accelerator_call_keeps_the_finished_loss_and_the_next_call_re
   # the resumed run says what it loaded and what those rows took when the first call trained them
   assert resumed["resumed"]["rows"] == len(rankbce) + len(ranknet) and resumed["resumed"]["seconds"] > 0
   assert "resumed" not in uninterrupted and uninterrupted["command"].startswith("python -m experiments.paper.table2 ")
+  table = lambda root: (root / "table2" / "synthetic-decisive_gpu" / "latest" / "table.md").read_text()
+  assert "rows loaded from earlier processes" in table(tmp_path / "r") and "loaded" not in table(tmp_path / "w")

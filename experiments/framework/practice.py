@@ -78,9 +78,9 @@ def fresh_record(cfg: TrainConfig, found: search.Search, es) -> Optional[dict]:
   means = found.choice["means"]
   best = max((c for c in means if c.columns), key=means.get)
   gain = fresh_gain(cfg, found, es, best)
-  chosen = None if not found.candidate.columns else gain if found.candidate == best else \
-      fresh_gain(cfg, found, es, found.candidate)
-  return dict(best=gain, chosen=chosen)
+  if not found.candidate.columns:
+    return dict(best=gain, chosen=None)
+  return dict(best=gain, chosen=gain if found.candidate == best else fresh_gain(cfg, found, es, found.candidate))
 
 
 def deploy_text(record: LossRecord, compared: Mapping[str, tabulate.Comparisons], ks) -> str:
@@ -330,8 +330,10 @@ def _fresh(f) -> str:
   say = lambda what, g: (f"{what} ({g['candidate']}) read {pct(g['claimed'])} over every part ({pct(g['validation'])} "
                          f"on the validation part), {pct(g['fresh'])} on the test lists ({pct(g['fresh_validation'])} "
                          f"for the validation part's models)")
-  said = ([say("the best distilling candidate, the one chosen", f["best"])] if f["chosen"] == f["best"] else
-          [say("the best distilling candidate", f["best"])] + ([say("the chosen one", f["chosen"])] if f["chosen"] else []))
+  if f["chosen"] == f["best"]:
+    said = [say("the best distilling candidate, the one chosen", f["best"])]
+  else:
+    said = [say("the best distilling candidate", f["best"])] + ([say("the chosen one", f["chosen"])] if f["chosen"] else [])
   return (" Against the test lists, which the search never read (the same screened models, scored after the "
           f"choice, {f['best']['fresh_lists']} lists with a positive): " + "; ".join(said) + ".")
 

@@ -126,7 +126,7 @@ class Rows:
         saved = None
       if saved is not None:
         logging.info("%s: what its training found loaded from %s", row.name, path)
-        PROGRESS.loaded(float(getattr(saved["found"], "seconds", 0.0) or 0.0))
+        PROGRESS.loaded(float(saved["found"].seconds))
         return saved["found"]
       found = make()
       if path and comm.index == 0:

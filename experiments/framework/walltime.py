@@ -12,13 +12,17 @@ def duration(s: float) -> str:
   return f"{s:.0f} s" if s < 120 else f"{int(s // 60)} min {int(round(s % 60))} s"
 
 
+def loaded(res: JsonObject) -> str:
+  """' + <time> in <n> rows loaded from earlier processes' for a resumed run ('' otherwise): what its loaded rows
+  (and searches) took when they were done."""
+  r = res.get("resumed")
+  return f" + {duration(r['seconds'])} in {r['rows']} rows loaded from earlier processes" if r else ""
+
+
 def said(res: JsonObject) -> str:
-  """The command's wall time; a resumed run's adds what its loaded rows (and searches) took when they were done."""
-  s, resumed = res.get("wall_seconds", res.get("seconds")), res.get("resumed")
-  if s is None:
-    return "?"
-  return duration(s) + (f" + {duration(resumed['seconds'])} in {resumed['rows']} rows loaded from earlier "
-                        "processes" if resumed else "")
+  """The command's wall time, and a resumed run's :func:`loaded` rows."""
+  s = res.get("wall_seconds", res.get("seconds"))
+  return "?" if s is None else duration(s) + loaded(res)
 
 
 def seconds(res: JsonObject) -> Optional[float]:

@@ -17,7 +17,7 @@ import numpy as np
 from absl import logging
 
 from experiments.framework import (deploy, drawn, lifecycle, monitor, pagefiles, plots, position, practice, protocol,
-                                   rowstore, rundir, schema, setup, tabulate)
+                                   rowstore, rundir, schema, setup, tabulate, walltime)
 from experiments.framework.pairs import (aggregate, column_comparisons, comparisons, declared_claims, primary,
                                          query_lists)
 from experiments.framework.records import FoldRecord, LossRecord, RowRecord, RunRecord
@@ -233,9 +233,8 @@ def to_markdown(res: RunRecord) -> str:
            f"{tr['select_on']}; test lists without a positive: {tr['empty_rule']}d; alpha = {tr['alpha']}; "
            f"{tr['epochs']} epochs; teacher term: {rn.get('teaching') or 'the data loss on sigmoid(t) (paper)'}. "
            f"Rows marked * use privileged features. "
-           f"Wall time {res['seconds']:.0f} s on {res['env']['backend']} ({res['env']['cpus']} CPUs)" +
-           (f"; resumed: {res['resumed']['rows']} rows loaded from the run folder, trained in "
-            f"{res['resumed']['seconds']:.0f} s by its earlier processes" if res.get("resumed") else "") + ".\n"]
+           f"Wall time {res['seconds']:.0f} s{walltime.loaded(res)} on {res['env']['backend']} "
+           f"({res['env']['cpus']} CPUs).\n"]
   records = {loss: LossRecord.from_json(record) for loss, record in res["losses"].items()}
   first = next(iter(records.values()))
   parts.append(f"Labels: {_labels_text(first.first_fold.data)}. "
