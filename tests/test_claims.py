@@ -8,7 +8,7 @@ import jax
 import numpy as np
 import pytest
 
-from experiments.framework import claims, family, pageplan, setup, sweeps
+from experiments.framework import claims, declared, family, pageplan, setup, sweeps, tabulate
 from pfd_jax.data.config import DataConfig
 from pfd_jax.ops import stats
 from pfd_jax.training import program
@@ -248,13 +248,14 @@ def test_holm_in_both_directions_equals_statsmodels_on_a_fixed_list():
 
 def test_the_family_is_fixed_by_its_declaration():
   """A member whose run is absent is listed as not decided and stays in the family at p = 1; a run that decides no
-  member (ours, a replicate of a member's claim) moves no adjusted p when it comes or goes; a run that words a
-  member's claim in another form than declared is an error. A member is its run's claim with its id, whatever
+  member (ours, a replicate of a member's claim) moves no adjusted p when it comes or goes; a claim is judged as
+  declared (a builder that judges another form is an error). A member is its run's claim with its id, whatever
   either text says."""
   C = lambda text, p, **k: claims.Claim(text, "holds" if p < claims.ALPHA else "undecided", "",
                                         source=k.pop("source", "PFD"), p=p, p_against=1 - p,
                                         at="" if p < claims.ALPHA else "9 runs", **k)
-  members = tuple(family.Member(g, f"{k}/x", k, f"{k.upper()} beats", "superiority", unit="runs")
+  members = tuple(family.Member(g, f"{k}/x", k, f"{k.upper()} beats", unit="runs",
+                                declared=declared.Declared(k, f"{k.upper()} beats", source="PFD"))
                   for g, k in (("g", "a"), ("g", "b"), ("h", "c")))
   runs = {"a/x": ([C("A beats one", 0.004, id="a"), C("ours beats", 0.001, source="")], ""),
           "b/x": ([C("B beats two", 0.02, id="b")], ""), "c/x": ([C("C beats three", 0.01, id="c")], "")}
@@ -281,16 +282,31 @@ def test_the_family_is_fixed_by_its_declaration():
   assert "**h** (1 claim; on x): after Holm, 1 not decided (C beats: not decided, stale (x))" in text
   other = family.resolve(dict(runs, **{"c/x": ([C("C beats three", 0.01, unit="draws", id="c")], "")}), members)
   assert other[2].claim is None and "judged it over draws, the declaration over runs" in other[2].why
-  with pytest.raises(family.DeclarationError, match="a/x states 'A beats one' as equivalence"):
-    family.resolve({"a/x": ([C("A beats one", 0.01, form="equivalence", margin=0.02, id="a")], "")}, members)
+  # a claim is judged in its declared form, margin and source, with its id; a builder that judges another is an error
+  rows = {"a": [[0.52], [0.55], [0.51]], "b": [[0.5], [0.5], [0.5]]}
+  within = declared.Declared("a", "A is within 2% of B", "equivalence", 0.02, "PFD").judged(claims.beats, rows, "a",
+                                                                                           "b")
+  assert (within.id, within.form, within.margin, within.source) == ("a", "equivalence", 0.02, "PFD")
+  assert within.word == claims.judge(claims.estimate_of(tabulate.compare(
+      {k: np.asarray(v) for k, v in rows.items()}, "b")["a"]), "equivalence", 0.02)[0]
+  with pytest.raises(declared.DeclarationError, match="a is declared trend"):
+    declared.Declared("a", "A grows", "trend").judged(claims.beats, rows, "a", "b")
+  with pytest.raises(declared.DeclarationError, match="declared twice"):
+    declared.declare(declared.Declared("a", "A"), declared.Declared("a", "A again"))
 
 
 def test_every_member_of_the_declared_family_is_a_claim_its_run_states():
-  """The declaration matches the drivers: each member's run is a preset of the page, and the drivers that make
-  claims word them as declared (checked where the page's runs are at hand: report.build raises otherwise)."""
+  """The family lists claims its runs' drivers declare: each member's run is a preset of the page, and its claim's
+  form, margin and source are read from its driver's declaration (no member states them); an id its driver does not
+  declare is an error naming the driver."""
   from experiments import report
   keys = {e.key for e in report.EXPECTED}
   assert {m.run for m in family.FAMILY} <= keys
+  for m in family.FAMILY:
+    d = family.declared_by(m.run, m.claim)
+    assert m.declared is None and d.id == m.claim and (m.form, m.margin, m.source) == (d.form, d.margin, d.source)
+  with pytest.raises(declared.DeclarationError, match="experiments.paper.fig4_sparsity declares no claim 'fig4:x'"):
+    family.declared_by("fig4_sparsity/synthetic-redrawn", "fig4:x")
   assert len({(m.run, m.text) for m in family.FAMILY}) == len(family.FAMILY) == 43  # each claim once
   assert len({(m.run, m.claim) for m in family.FAMILY}) == 43 and all(m.claim for m in family.FAMILY)
   assert sum(m.source == claims.PFD for m in family.FAMILY) == 38  # the main paper's 38 claims
@@ -319,7 +335,7 @@ def test_table_2_on_an_analogue_is_its_own_members_and_its_pilot_their_diagnosti
   assert family.population_of("table2/yahoo_like-pilot_rankbce")[0] == "the Yahoo analogue"
   decided = family.resolve({})
   claim = claims.Claim("[rankbce] PFD student beats no-distillation (paper, Table 2): +9.0%", "holds", "", p=0.01,
-                       source="PFD", id=claims.row_claim("rankbce", "pfd", "no_distill"))
+                       source="PFD", id=declared.row_claim("rankbce", "pfd", "no_distill"))
   assert familypage.page_verdict("table2/yahoo_like-pilot_rankbce", claim, decided)[0] == (
       "diagnostic: decided by table2/yahoo_like-decisive_rankbce")
   assert familypage.page_verdict("table2/synthetic", claim, decided)[0] == (
@@ -510,7 +526,8 @@ def test_an_interval_is_set_beside_the_effects_the_paper_reports():
   c = claims.claim("X beats Y", e, source=claims.PFD)
   lo, hi = e.interval()
   assert c.interval == pytest.approx((lo, hi))
-  m = family.Member("g", "a/x", "x", "X beats Y", "superiority", reported=(("A", 0.5), ("B", 2.0), ("C", 5.0)))
+  m = family.Member("g", "a/x", "x", "X beats Y", reported=(("A", 0.5), ("B", 2.0), ("C", 5.0)),
+                    declared=declared.Declared("x", "X beats Y", source=claims.PFD))
   text = family.beside_reported(family.Decided(m, c, "", (c.p, c.verdict)))
   assert text == f"X beats Y: [{100 * lo:+.1f}%, {100 * hi:+.1f}%] lies above +0.5% (A); it contains +2.0% (B); it " \
                 "lies below +5.0% (C)"

@@ -16,10 +16,13 @@ def _prov(members, run, commit=None):
 
 
 def test_a_member_hash_covers_what_its_verdict_depends_on_and_not_its_words_about_it():
-  m = family.FAMILY[0]
-  for field, value in (("text", m.text + "!"), ("form", "equivalence"), ("margin", 0.05), ("run", "x/y"),
-                       ("source", "SDR"), ("population", "fixed"), ("unit", "runs")):
+  m = family.FAMILY[0]._replace(declared=family.FAMILY[0].declaration)  # as its driver declares it (the same hash)
+  assert family.member_hash(m) == family.member_hash(family.FAMILY[0])
+  for field, value in (("text", m.text + "!"), ("run", "x/y"), ("population", "fixed"), ("unit", "runs")):
     assert family.member_hash(m._replace(**{field: value})) != family.member_hash(m), field
+  for field, value in (("form", "equivalence"), ("margin", 0.05), ("source", "SDR")):  # the claim's declaration
+    moved = m._replace(declared=m.declaration._replace(**{field: value}))
+    assert family.member_hash(moved) != family.member_hash(m), field
   assert family.member_hash(m._replace(quote="a sentence", amended="abc: why")) == family.member_hash(m)
   decl = family.declaration(m.run)
   assert decl["hash"] == family.family_hash() and decl["members"][m.claim] == family.member_hash(m)
@@ -28,10 +31,10 @@ def test_a_member_hash_covers_what_its_verdict_depends_on_and_not_its_words_abou
 
 
 def test_a_member_changed_after_its_run_is_caught_unless_marked_amended():
-  m = family.FAMILY[2]._replace(amended="")
+  m = family.FAMILY[2]._replace(amended="", declared=family.FAMILY[2].declaration)
   prov = _prov((m,), m.run)
   assert frozen.frozen(m, prov) == (frozen.Frozen("frozen", frozen.frozen(m, prov).detail, False))
-  planted = m._replace(margin=m.margin + 0.01)  # the margin moved after the run
+  planted = m._replace(declared=m.declaration._replace(margin=m.margin + 0.01))  # its margin moved after the run
   caught = frozen.frozen(planted, prov)
   assert caught.status == "changed after its run" and caught.unmarked
   marked = frozen.frozen(planted._replace(amended="0123456: its margin, 1% -> 2%"), prov)

@@ -127,8 +127,7 @@ def test_report_builds_marks_stale_and_fails_on_a_missing_run(tmp_path, table5_r
   readme.write_text(f"# x\n\n{report.BEGIN}\nPLACEHOLDER\n{report.END}\n\nafter\n")
   # a family declared for these runs: Table 6's two claims, decided by its fixed-data run, and Table 5's (whose run
   # is stale, so not decided)
-  members = tuple(family.Member("Tables 5 and 6", f"{d}/synthetic", k, t, "superiority", population="fixed",
-                                unit="runs")
+  members = tuple(family.Member("Tables 5 and 6", f"{d}/synthetic", k, t, population="fixed", unit="runs")
                   for d, k, t in (("table6_imputation", "table6:no_distill-vs-mean-imputed",
                                    "No-distillation beats the PFD teacher served with mean"),
                                   ("table6_imputation", "table6:no_distill-vs-zero-imputed",

@@ -1,6 +1,6 @@
 """Claims and their verdicts: each claim tested in the form its source states it, declared by the driver next to its
-rows before any run (``claims(results) -> [Claim]``); :mod:`experiments.report` renders them and controls the
-page's error rate.
+rows before any run (:mod:`experiments.framework.declared`; ``claims(results) -> [Claim]``);
+:mod:`experiments.report` renders them and controls the page's error rate.
 
 **Forms** (the relative change = the mean paired difference / the reference mean; one-sided tests at ALPHA = 2.5%,
 so a claim holds exactly when its 95% interval lies inside the region it claims):
@@ -326,17 +326,6 @@ def beats(text: str, rows: tabulate.Runs, a: str, b: str, folds: int = 1, col: i
     second = f"{reading(word, at)}: {detail}"
   return claim(text, estimate or estimate_of(c), form=form, margin=margin, source=source, run=c, queries=second,
                folds=folds)
-
-
-def named(key: str, c: Optional[Claim]) -> Optional[Claim]:
-  """The claim `c` (None: a row it needs is absent) with its id: the name the family's members and the other runs
-  that state the same claim (its diagnostics) know it by, whatever its text says."""
-  return None if c is None else c._replace(id=key)
-
-
-def row_claim(loss: str, row: str, versus: str) -> str:
-  """The id of table2's claim about `row` against `versus` under `loss` (pfd_jax.methods.rows.Row.claims)."""
-  return f"table2:{loss}:{row}-vs-{versus}"
 
 
 def check(text: str, ok: bool, detail: str, source: str = "") -> Claim:

@@ -1,5 +1,7 @@
-"""The page's confirmatory family: every claim of the papers that RESULTS.md tests, declared once, here, with its form,
-margin, unit, population and the run that decides it, before those runs are made.
+"""The page's confirmatory family: every claim of the papers that RESULTS.md tests, listed once, here, by its id, with
+the run that decides it, its population and unit, and the paper's sentence it tests, before those runs are made. A
+claim's form, margin and source are declared once, beside the driver or row that makes it
+(:mod:`experiments.framework.declared`), and read from there.
 
 * **The Holm family is this list**, fixed by the declaration, never by what the page holds at build time. A member
   whose deciding run is absent, stale, carried from an older page or not run yet (an accelerator's) is **not
@@ -22,34 +24,71 @@ Distillation, and table3_logs' 'redrawn' preset (a simulation of its own per dra
 """
 from __future__ import annotations
 
+import functools
 import hashlib
+import importlib
 import json
 from typing import Mapping, NamedTuple, Optional, Sequence
 
 import numpy as np
 
+import experiments
 from experiments.framework import claims as claims_lib
 from experiments.framework import paper
-from experiments.framework.claims import PFD, Claim
+from experiments.framework.claims import Claim
+from experiments.framework import declared as declared_lib
+from experiments.framework.declared import Declared
 from pfd_jax.data import analogues
 
 DECISIVE = "table2/synthetic-decisive_redrawn"
 
 
 class Member(NamedTuple):
-  """A declared claim: `claim` is the id its driver gives it (claims.named), `text` how the page names it."""
+  """A member of the family: the claim `claim` (its id) of the run that decides it, named `text` on the page. Its
+  form, margin and source are the claim's declaration (:class:`experiments.framework.declared.Declared`), read from
+  the run's driver (schema.Driver.declared; Table 2's rows declare theirs, pfd_jax.methods.rows.RowClaim);
+  `declared` gives it instead (a withdrawn member as it was, a test's)."""
   group: str
   run: str           # the run that decides it: driver/label (report --list)
   claim: str         # the id of the run's claim it is
   text: str
-  form: str
-  margin: float = 0.0
-  source: str = PFD
   population: str = "re-drawn"  # re-drawn (each unit its own draw), fixed (one draw), files (a data set's folds),
   unit: str = "draws"           # computed (the theory's checks); the unit its interval generalises over
   quote: str = ""               # the paper's sentence the member tests, and where it stands
   amended: str = ""             # '<commit>: what changed' when its declaration changed after its run was made
   reported: tuple = ()          # the effects the paper reports for it: ((where, % change), ...) (paper.py)
+  declared: Optional[Declared] = None
+
+  @property
+  def declaration(self) -> Declared:
+    return self.declared or declared_by(self.run, self.claim)
+
+  @property
+  def form(self) -> str:
+    return self.declaration.form
+
+  @property
+  def margin(self) -> float:
+    return self.declaration.margin
+
+  @property
+  def source(self) -> str:
+    return self.declaration.source
+
+
+def declared_by(run: str, claim: str) -> Declared:
+  """The declaration of the claim `claim` that the driver of `run` (driver/label) states."""
+  driver = run.split("/", 1)[0]
+  found = _declarations(driver).get(claim)
+  if found is None:
+    raise declared_lib.DeclarationError(f"{experiments.module(driver)} declares no claim {claim!r} (the family's "
+                                      f"member of {run})")
+  return found
+
+
+@functools.lru_cache(maxsize=None)
+def _declarations(driver: str) -> Mapping[str, Declared]:
+  return importlib.import_module(experiments.module(driver)).DRIVER.declarations()
 
 
 # The paper's sentences each member tests (the main paper unless the source says otherwise).
@@ -94,64 +133,60 @@ _THEORY = (("theory:theorem1", "Theorem 1 (exact) matches Monte-Carlo",
 _ANALOGUES = tuple((name, a.paper) for name, a in analogues.ANALOGUES.items())
 
 FAMILY: tuple = (
-    *(Member("Table 2", DECISIVE, claims_lib.row_claim(loss, "pfd", versus), f"[{loss}] {text}", "superiority",
+    *(Member("Table 2", DECISIVE, declared_lib.row_claim(loss, "pfd", versus), f"[{loss}] {text}",
              quote=_BEST + (_TIE if versus == "gend" else ""), amended=amended.format(commit=_AMENDING),
              reported=paper.table4_change(loss, "pfd", versus))
       for loss in ("rankbce", "ranknet") for text, versus, amended in _TABLE2),
     *(Member(f"Table 2 on the {paper_name} analogue", f"table2/{name}-decisive_{loss}",
-             claims_lib.row_claim(loss, "pfd", versus), f"[{loss}] {text}", "superiority",
+             declared_lib.row_claim(loss, "pfd", versus), f"[{loss}] {text}",
              quote=_BEST + (_TIE if (paper_name, loss, versus) == ("Yahoo", "ranknet", "gend") else ""),
              reported=tuple(r for r in paper.table4_change(loss, "pfd", versus) if r[0] == paper_name))
       for name, paper_name in _ANALOGUES for loss in analogues.LOSSES for text, versus, _ in _TABLE2),
     Member("The alpha study (Figure 3, Appendix A.7)", "fig3_alpha/synthetic-redrawn",
            "fig3:pfd-vs-no_distill-every-alpha", "PFD student beats no-distillation at every alpha ≤ 0.95",
-           "superiority", quote=_ALPHA, amended=_ALPHA_AMENDED.format(commit=_AMENDING)),
+           quote=_ALPHA, amended=_ALPHA_AMENDED.format(commit=_AMENDING)),
     Member("Label sparsity (Figure 4)", "fig4_sparsity/synthetic-redrawn", "fig4:pfd-vs-no_distill-every-tau",
-           "PFD beats no-distillation at every tau_target", "superiority",
+           "PFD beats no-distillation at every tau_target",
            quote='Figure 4, caption: "PFD yields larger improvement when the labeled samples are scarce."'),
     Member("Label sparsity (Figure 4)", "fig4_sparsity/synthetic-redrawn",
            "fig4:gain-over-self-grows-as-labels-sparser",
-           "PFD's relative gain over self-distillation grows as the labels get sparser", "trend", quote=_SPARSE),
+           "PFD's relative gain over self-distillation grows as the labels get sparser", quote=_SPARSE),
     Member("Correlation of z with y (Figure 5)", "fig5_correlation/synthetic-redrawn",
-           "fig5:gain-non-monotone-in-corr", "The PFD student's gain over no-distillation is non-monotone", "shape",
+           "fig5:gain-non-monotone-in-corr", "The PFD student's gain over no-distillation is non-monotone",
            quote='Section 6: "as the predictive power of privileged features increase, the performance of PFD first '
            'increases and then decreases"; Figure 5, caption: "The privileged features with the highest correlation '
            'with y do not yield the best distillation performance."'),
     Member("Tables 3, 5 and 6", "table3_logs/logs-redrawn", "table3:multi-vs-baseline",
-           "Multi-teacher PFD beats the baseline", "superiority",
+           "Multi-teacher PFD beats the baseline",
            quote=_TABLE3 + ' (its multi-teacher row: 1.112 of the baseline\'s NDCG@8)',
            reported=(("Amazon", round(100 * (paper.TABLE3["multi"] - 1), 1)),)),
     Member("Tables 3, 5 and 6", "table3_logs/logs-redrawn", "table3:single-vs-baseline",
-           "Each single-feature PFD student beats the baseline", "superiority",
+           "Each single-feature PFD student beats the baseline",
            quote=_TABLE3 + " (its position, click and add-to-cart students: 1.078, 1.082, 1.073)"),
     Member("Tables 3, 5 and 6", "table3_logs/logs-redrawn", "table3:multi-vs-pretraining",
-           "Multi-teacher PFD beats pre-training + fine-tuning", "superiority", quote=_TABLE3),
+           "Multi-teacher PFD beats pre-training + fine-tuning", quote=_TABLE3),
     Member("Tables 3, 5 and 6", "table5_positive_groups/synthetic-redrawn", "table5:positive-vs-all-groups",
-           "Data loss on positive groups beats all groups", "superiority",
+           "Data loss on positive groups beats all groups",
            quote='Appendix A.5: "using only positive query groups for data loss always leads to better distillation '
            'performance."', reported=paper.mean_change(paper.TABLE5)),
     Member("Tables 3, 5 and 6", "table6_imputation/synthetic-redrawn", "table6:no_distill-vs-mean-imputed",
-           "No-distillation beats the PFD teacher served with mean-imputed z", "superiority", quote=_IMPUTED,
+           "No-distillation beats the PFD teacher served with mean-imputed z", quote=_IMPUTED,
            reported=paper.mean_change({d: (t["baseline"], t["mean"]) for d, t in paper.TABLE6.items()})),
     Member("Tables 3, 5 and 6", "table6_imputation/synthetic-redrawn", "table6:no_distill-vs-zero-imputed",
-           "No-distillation beats the PFD teacher served with zero-imputed z", "superiority", quote=_IMPUTED,
+           "No-distillation beats the PFD teacher served with zero-imputed z", quote=_IMPUTED,
            reported=paper.mean_change({d: (t["baseline"], t["zero"]) for d, t in paper.TABLE6.items()})),
-    *(Member("The linear theory (Theorems 1 and 2, Figure 6)", "theory/fig6", key, text, "check",
-             population="computed", unit="checks", quote=quote) for key, text, quote in _THEORY),
+    *(Member("The linear theory (Theorems 1 and 2, Figure 6)", "theory/fig6", key, text, population="computed",
+             unit="checks", quote=quote) for key, text, quote in _THEORY),
     Member("Related systems", "sdr/synthetic-redrawn", "sdr:listwise-self-vs-teacher",
-           "The listwise self-distilled student beats its teacher",
-           "superiority", source="SDR", quote=_SDR),
+           "The listwise self-distilled student beats its teacher", quote=_SDR),
     Member("Related systems", "sdr/synthetic-redrawn", "sdr:pointwise-to-listwise-vs-teacher",
-           "The pointwise-teacher, listwise-student pair beats its teacher",
-           "superiority", source="SDR", quote=_SDR),
+           "The pointwise-teacher, listwise-student pair beats its teacher", quote=_SDR),
     Member("Related systems", "rank_distill/synthetic-redrawn", "rank_distill:distilled-vs-student-alone",
            "Ranking distillation beats the student trained alone",
-           "superiority", source="Ranking Distillation",
            quote='Ranking Distillation, Table 2, caption: "The performance of the models with ranking distillation, '
            'Fossil-RD and Caser-RD, always has statistically significant improvements over the student-only models"'),
     *(Member("Related systems", "committee_perceptron/ohsumed", f"committee_perceptron:{how}-within-ranksvm",
-             f"The committee ({how}), K chosen is within",
-             "equivalence", 0.02, source="Committee Perceptron", population="files", unit="folds",
+             f"The committee ({how}), K chosen is within", population="files", unit="folds",
              quote='The Committee Perceptron, Conclusions: "Comparable or better performance to RankSVM and RankBoost"',
              amended="f51a7e3: its unit, runs -> folds (a method run once a fold is judged over its folds)")
       for how in ("avg", "vote")),
@@ -160,7 +195,8 @@ FAMILY: tuple = (
 # Members withdrawn after their runs were made: (the member as it was declared, when and why), listed on the page.
 WITHDRAWN: tuple = (
     (Member("The alpha study (Figure 3, Appendix A.7)", "fig3_alpha/synthetic-redrawn", "fig3:pfd-within-ref-alpha",
-            "PFD is not sensitive to alpha", "equivalence", 0.02),
+            "PFD is not sensitive to alpha", declared=Declared("fig3:pfd-within-ref-alpha", "PFD is not sensitive to "
+                                                               "alpha", "equivalence", 0.02, claims_lib.PFD)),
      f"{_AMENDING}: the paper states no equivalence: section 4.2's 'not sensitive to alpha' is 'good performance over "
      "a large range of alpha', and appendix A.7 a gain for every alpha <= 0.95 (the member above); 'every alpha up "
      "to 0.999 within 2% of alpha 0.5' must fail where PFD becomes no-distillation. Kept as ours (exploratory), to "
@@ -208,10 +244,6 @@ def declaration(run: str, members: Sequence[Member] = FAMILY) -> dict:
   return dict(hash=family_hash(members), members={m.claim: member_hash(m) for m in members if m.run == run})
 
 
-class DeclarationError(Exception):
-  """A deciding run states a member's claim in another form, margin or source than the declaration."""
-
-
 class Decided(NamedTuple):
   """A member with the claim its run states (None: not decided, `why`), and its verdict after Holm."""
   member: Member
@@ -223,15 +255,12 @@ class Decided(NamedTuple):
 def resolve(runs: Mapping[str, tuple], family: Sequence[Member] = FAMILY) -> list:
   """[Decided] of every member, in the declaration's order, adjusted together (claims.adjust). runs: {driver/label:
   (its claims, '' when current else why it decides nothing: stale, carried, not run)}; a run absent from `runs` is
-  missing; a run that judged a member over another unit than declared (another protocol's) decides nothing. Raises
-  DeclarationError when a run words a member's claim in another form than declared."""
+  missing; a run that judged a member over another unit than declared (another protocol's) decides nothing. A run's
+  claim is judged as its driver declares it (Declared.judged), so in the member's form, margin and source."""
   found = []
   for m in family:
     claims, why = runs.get(m.run, ((), f"no run of {m.run}"))
     claim = next((c for c in claims if c.id == m.claim), None)
-    if claim is not None and (claim.form, claim.margin, claim.source) != (m.form, m.margin, m.source):
-      raise DeclarationError(f"{m.run} states {claim.text!r} as {claim.form_text} ({claim.source or 'ours'}); the "
-                             f"family declares it {m.form}, margin {m.margin:g} ({m.source})")
     if claim is None and not why:
       why = f"{m.run} states no such claim (a row it needs is absent)"
     elif claim is not None and m.form != "check" and claim.unit != m.unit and not why:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Mapping, Optional
 
 
 import experiments
@@ -145,7 +145,9 @@ class Driver:
   the driver's name); write=False: a tool whose output is its own files (main only prints its summary).
   Drivers named in MULTI_PROCESS run as several cooperating processes (--num_processes, :func:`start_processes`).
   presets: the runs of RESULTS.md it makes (:class:`experiments.framework.claims.Preset`, ``--preset=<name>``);
-  claims(results) -> [Claim]: what a run of it says about the papers' claims (:mod:`experiments.framework.claims`).
+  claims(results) -> [Claim]: what a run of it says about the papers' claims (:mod:`experiments.framework.claims`),
+  each judged as `declared` declares it ({id: :class:`experiments.framework.declared.Declared`}, or a function
+  returning it), before any run: the page's family reads a member's form, margin and source from there.
   """
   name: str
   run: Callable
@@ -163,6 +165,11 @@ class Driver:
   write: bool = True
   presets: tuple = ()
   claims: Optional[Callable] = None
+  declared: Any = dataclasses.field(default=(), hash=False, compare=False)  # a dict: not part of the driver's hash
+
+  def declarations(self) -> Mapping[str, Any]:
+    """{claim id: its declaration} of the claims it states."""
+    return dict(self.declared() if callable(self.declared) else self.declared)
 
   def loss_names(self) -> tuple:
     """The values --loss may take."""

@@ -21,7 +21,8 @@ from experiments.framework import (deploy, drawn, lifecycle, monitor, pagefiles,
 from experiments.framework.pairs import (aggregate, column_comparisons, comparisons, declared_claims, primary,
                                          query_lists)
 from experiments.framework.records import FoldRecord, LossRecord, RowRecord, RunRecord
-from experiments.framework.claims import Preset, beats, named, row_claim
+from experiments.framework.claims import Preset, beats
+from experiments.framework.declared import Declared, declare, row_declared
 from pfd_jax import distributed
 from pfd_jax import training as T
 from pfd_jax.config import ConfigError, option
@@ -325,13 +326,19 @@ def claims(res: RunRecord) -> list:
   declared, out = declared_claims(res), []
   for loss, d in res["losses"].items():
     record = LossRecord.from_json(d)
-    rows, folds, p = aggregate(record), len(record.folds), f"[{loss}] "
+    rows, folds = aggregate(record), len(record.folds)
     queries = query_lists(record)
-    out += [named(row_claim(loss, name, c.versus),
-                  beats(p + c.text, rows, name, c.versus, folds, queries=queries, form=c.form, margin=c.margin,
-                        source=c.source, estimate=primary(record, name, c.versus)))
+    out += [row_declared(loss, name, c).judged(beats, rows, name, c.versus, folds, queries=queries,
+                                               estimate=primary(record, name, c.versus))
             for name, row_claims in declared.items() for c in row_claims]
   return out
+
+
+def declarations() -> Dict[str, Declared]:
+  """Table 2's claims under each loss, as the registered rows declare them (:class:`pfd_jax.methods.rows.RowClaim`;
+  a run of a user's rows reads those it recorded, :func:`experiments.framework.pairs.declared_claims`)."""
+  return declare(*(row_declared(loss, name, c) for loss in losses_lib.REGISTRY.names()
+                   for name, row in rows_lib.REGISTRY.items() for c in row.row_claims))
 
 
 # The runs of RESULTS.md this driver makes (python -m experiments.paper.table2 --preset=<name>).
@@ -384,7 +391,7 @@ DRIVER = schema.Driver("table2", run, to_markdown, plot_curves, "fig2.png", opti
                        needs_privileged=lambda cfg: any(
                            rows_lib.uses_privileged(r.name) for m in cfg.options.methods_for(cfg.output.num_processes)
                            for r in rows_lib.REGISTRY.values() if r.choice == m),
-                       rows=num_rows, presets=PRESETS, claims=claims)
+                       rows=num_rows, presets=PRESETS, claims=claims, declared=declarations)
 
 if __name__ == "__main__":
   lifecycle.main(DRIVER)

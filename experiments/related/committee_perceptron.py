@@ -30,7 +30,8 @@ import numpy as np
 
 from experiments.framework.records import RunRecord
 from experiments.framework import lifecycle, plots, rundir, schema, setup, tabulate
-from experiments.framework.claims import MARGIN, Preset, claim, estimate_of, named
+from experiments.framework.claims import MARGIN, Preset, claim, estimate_of
+from experiments.framework.declared import Declared, declare
 from pfd_jax import data as D
 from pfd_jax.ops import metrics
 from pfd_jax.methods import perceptron as P
@@ -241,21 +242,24 @@ def plot(res: RunRecord, path: str) -> None:
   plots.finish_plot(fig, ax, res, path, "passes over the pair stream", "test MAP")
 
 
+COMMITTEES = {"avg": "committee (avg), K chosen", "vote": "committee (vote), K chosen"}  # how: its row
+CLAIMS = declare(*(Declared(f"committee_perceptron:{how}-within-ranksvm", f"The {k} is within ±{100 * MARGIN:.0f}% of "
+                            "RankSVM, NDCG@10 paired by fold (Committee Perceptron)", "equivalence", MARGIN,
+                            "Committee Perceptron") for how, k in COMMITTEES.items()))
+
+
 def claims(res: RunRecord) -> list:
   """The claims of a run of this driver, with their verdicts (:mod:`experiments.framework.claims`)."""
   cmp = res["comparisons"]
-  return [named(f"committee_perceptron:{how}-within-ranksvm", claim(
-      f"The {k} is within ±{100 * MARGIN:.0f}% of RankSVM, NDCG@10 paired by fold (Committee Perceptron)",
-      estimate_of(dict(cmp[k], unit="folds")), form="equivalence", margin=MARGIN, source="Committee Perceptron",
-      run=cmp[k])) for how, k in (("avg", "committee (avg), K chosen"), ("vote", "committee (vote), K chosen"))
-      if k in cmp]
+  return [CLAIMS[f"committee_perceptron:{how}-within-ranksvm"].judged(
+      claim, estimate_of(dict(cmp[k], unit="folds")), run=cmp[k]) for how, k in COMMITTEES.items() if k in cmp]
 
 
 DRIVER = schema.Driver("committee_perceptron", run, to_markdown, plot, "committee.png", options=Options,
                        groups=("data", "output"), needs_privileged=False,
                        defaults=(("dataset", "ohsumed"), ("min_docs", 1)),
                        presets=(Preset("default", "ohsumed", "", "Committee Perceptron family vs RankSVM (OHSUMED)"),),
-                       claims=claims)  # min_docs 1: LETOR evaluation keeps every query
+                       claims=claims, declared=CLAIMS)  # min_docs 1: LETOR evaluation keeps every query
 
 if __name__ == "__main__":
   lifecycle.main(DRIVER)
