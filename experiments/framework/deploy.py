@@ -1,5 +1,7 @@
 """Which model to deploy: the candidate rows of a practitioner's run, chosen on the validation split, with the
-serving latency of each measured on the run's own test documents.
+serving latency of each measured on the run's own test documents; and the per-list NDCG of each row's models and
+of its seed ensemble (:func:`row_lists`, :func:`ensembles`), which the choice and a run's query-level comparisons
+read.
 
 A candidate is a row a service can run (it reads regular features only; no teacher, no placebo control), as a
 single model (its best seed on validation) or as its seed ensemble. The choice reads validation NDCG only, so the
@@ -15,9 +17,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from experiments.framework import tabulate
-from pfd_jax.methods import gbdt
+from pfd_jax import training as T
+from pfd_jax.methods import distill, gbdt
 from pfd_jax.methods import rows as rows_lib
-from pfd_jax.ops import choice, stats
+from pfd_jax.ops import choice, metrics, stats
 from pfd_jax.ops.scoring import features, scoring
 
 QUERY_DOCS = 100  # documents per timed query
@@ -132,4 +135,33 @@ def choose(fold_results: list, ensembles: bool) -> Choice:
   base = rows_lib.baseline()
   if (base, "single") in lists:
     out[f"vs_{base}"] = tabulate.comparison_record(stats.per_query(lists[pick["chosen"]], lists[(base, "single")]))
+  return out
+
+
+def row_lists(tc: T.TrainConfig, row: distill.Trained, groups, es, max_buckets: int) -> tuple:
+  """(NDCG@ks[0] of every list [S, Q], has-a-positive [Q]) of a row's S models on one split (groups: its lists,
+  es: the same on the device), lists in bucket order."""
+  if isinstance(row.result, gbdt.Result):
+    return gbdt.per_list_ndcg(tc, row.result, groups, max_buckets=max_buckets)
+  return T.per_list_ndcg(row.config, row.result.params, es, row.view)
+
+
+def ensembles(tc: T.TrainConfig, rows: Dict[str, distill.Trained], ds, dd) -> Dict[str, Dict[str, Any]]:
+  """{row: NDCG@ks over the test lists and per test list NDCG@ks[0]} of every row's seed ensemble (a row that reads
+  the permuted z, in no file: none), and on validation the same per list of the ensemble and of the single models
+  (their seeds' mean), which the deploy choice pairs (deploy.choose); rows: {name: distill.Trained}."""
+  out = {}
+  for name, t in rows.items():
+    if rows_lib.REGISTRY[name].recipe.permuted:
+      continue
+    out[name] = {}
+    for split in ("test", "vali") if "vali" in dd.eval_sets else ("test",):
+      v, valid = distill.ensemble_lists(t.config, t.result, ds[split], t.view, max_buckets=dd.max_buckets)
+      mean = metrics.list_mean(np.where(valid, v, 0.0).sum(-1), int(valid.sum()), ds[split].num_queries,
+                               tc.empty_rule)
+      if split == "test":
+        out[name].update(ndcg=mean, test_lists=v[0])
+      else:
+        single = row_lists(tc, t, ds[split], dd.eval_sets[split], dd.max_buckets)[0]
+        out[name].update(vali_ndcg=mean, vali_lists=v[0], vali_valid=valid, vali_single_lists=single.mean(0))
   return out

@@ -24,13 +24,11 @@ from experiments.framework.records import FoldRecord, LossRecord, RowRecord, Run
 from experiments.framework.claims import Preset, beats
 from experiments.framework.declared import Declared, declare, row_declared
 from pfd_jax import distributed
-from pfd_jax import training as T
 from pfd_jax.config import ConfigError, option
-from pfd_jax.methods import distill, gbdt, search
+from pfd_jax.methods import distill, search
 from pfd_jax.methods import rows as rows_lib
 from pfd_jax.methods.gbdt import GBDTConfig
 from pfd_jax.ops import losses as losses_lib
-from pfd_jax.ops import metrics
 
 
 def all_methods() -> tuple:
@@ -175,9 +173,9 @@ def run_fold(cfg: schema.Config, loss: str, fold: int, methods: tuple, shared: D
   found = next((t.found for t in rows.values() if t.found is not None), None)
   # Per test list NDCG@8 of each row's best-epoch models, averaged over seeds: the query-level comparison
   # (a row that reads the permuted z is scored on the placebo data).
-  lists = {name: _lists(tc, t, ds["test"],
-                        (placebo() if rows_lib.REGISTRY[name].recipe.permuted else dd).eval_sets["test"],
-                        dd.max_buckets) for name, t in rows.items()}
+  lists = {name: deploy.row_lists(tc, t, ds["test"],
+                                  (placebo() if rows_lib.REGISTRY[name].recipe.permuted else dd).eval_sets["test"],
+                                  dd.max_buckets) for name, t in rows.items()}
   record = FoldRecord(data=ds.config, train_groups=dd.num_train_groups, positive_train_groups=dd.num_positive_groups,
                       seconds=time.time() - t0,
                       rows={name: RowRecord.of(t.result, lists[name][0]) for name, t in rows.items()},
@@ -185,40 +183,11 @@ def run_fold(cfg: schema.Config, loss: str, fold: int, methods: tuple, shared: D
                       search=practice.search_record(found, ds, practice.fresh_record(tc, found, dd.eval_sets["test"]))
                       if found else None)
   if cfg.run.ensembles:
-    record.ensembles = ensembles(tc, rows, ds, dd)
+    record.ensembles = deploy.ensembles(tc, rows, ds, dd)
     if first:
       record.latency = {n: deploy.latency(rows[n].config, rows[n].result, ds["test"], rows[n].view)
                         for n in deploy.candidates(rows)}
   return record
-
-
-def _lists(tc: T.TrainConfig, row: distill.Trained, groups, es, max_buckets: int) -> tuple:
-  """(NDCG@ks[0] of every list [S, Q], has-a-positive [Q]) of a row's S models on one split (groups: its lists,
-  es: the same on the device), lists in bucket order."""
-  if isinstance(row.result, gbdt.Result):
-    return gbdt.per_list_ndcg(tc, row.result, groups, max_buckets=max_buckets)
-  return T.per_list_ndcg(row.config, row.result.params, es, row.view)
-
-
-def ensembles(tc: T.TrainConfig, rows: Dict[str, distill.Trained], ds, dd) -> Dict[str, Dict[str, Any]]:
-  """{row: NDCG@ks over the test lists and per test list NDCG@ks[0]} of every row's seed ensemble (a row that reads
-  the permuted z, in no file: none), and on validation the same per list of the ensemble and of the single models
-  (their seeds' mean), which the deploy choice pairs (deploy.choose); rows: {name: distill.Trained}."""
-  out = {}
-  for name, t in rows.items():
-    if rows_lib.REGISTRY[name].recipe.permuted:
-      continue
-    out[name] = {}
-    for split in ("test", "vali") if "vali" in dd.eval_sets else ("test",):
-      v, valid = distill.ensemble_lists(t.config, t.result, ds[split], t.view, max_buckets=dd.max_buckets)
-      mean = metrics.list_mean(np.where(valid, v, 0.0).sum(-1), int(valid.sum()), ds[split].num_queries,
-                               tc.empty_rule)
-      if split == "test":
-        out[name].update(ndcg=mean, test_lists=v[0])
-      else:
-        single = _lists(tc, t, ds[split], dd.eval_sets[split], dd.max_buckets)[0]
-        out[name].update(vali_ndcg=mean, vali_lists=v[0], vali_valid=valid, vali_single_lists=single.mean(0))
-  return out
 
 
 def _options(cfg: Dict[str, Any]) -> Options:
