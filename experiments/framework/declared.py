@@ -2,7 +2,7 @@
 :class:`experiments.framework.schema.Driver` as ``declared``) or, for Table 2, by the row it is about
 (:class:`pfd_jax.methods.rows.RowClaim`). A run judges each claim through its declaration (:meth:`Declared.judged`),
 so its form, margin and source are the declared ones; the page's family lists claims by id and reads the rest from
-here (:mod:`experiments.framework.family`). The verdicts are :mod:`experiments.framework.claims`'."""
+here (:mod:`experiments.framework.family`). Its verdict is :mod:`experiments.framework.claims`' work."""
 from __future__ import annotations
 
 from typing import Any, Callable, Dict, NamedTuple, Optional
@@ -17,10 +17,8 @@ class DeclarationError(Exception):
 
 
 class Declared(NamedTuple):
-  """A claim as the driver (or the row, :class:`pfd_jax.methods.rows.RowClaim`) that makes it declares it, once,
-  before any run: its id ('<driver>:<what>': what the page's family lists and other runs that state the same claim
-  know it by, whatever its words), its words, form, margin and source ('' = ours). The family reads its form,
-  margin and source from here (:class:`experiments.framework.family.Member`)."""
+  """A claim's declaration: its id ('<driver>:<what>': what the family and the other runs that state the same claim
+  know it by, whatever its words), its words, form, margin and source ('' = ours)."""
   id: str
   text: str
   form: str = "superiority"

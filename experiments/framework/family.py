@@ -34,9 +34,9 @@ import numpy as np
 
 import experiments
 from experiments.framework import claims as claims_lib
+from experiments.framework import declared as declared_lib
 from experiments.framework import paper
 from experiments.framework.claims import Claim
-from experiments.framework import declared as declared_lib
 from experiments.framework.declared import Declared
 from pfd_jax.data import analogues
 
