@@ -76,7 +76,7 @@ class Claim(NamedTuple):
   have: int = 0            # an undecided claim: the units it has, counted as `need` counts them
   interval: tuple = ()     # its 95% interval of the relative change (lo, hi); () for a sweep, a check, a trend
   at: str = ""             # where an undecided verdict stands: '22 draws', '1 of 3 points' ('' where unknown)
-  id: str = ""             # what the claim is, across runs and wordings ('<driver>:<what>', experiments.framework.declared)
+  id: str = ""             # what the claim is, across runs and wordings ('<driver>:<what>'; declared.py)
 
   @property
   def verdict(self) -> str:
