@@ -279,19 +279,34 @@ def analogue_flags(name: str, loss: str, tag: str, draws: int, extra: str = "", 
           "--methods=no_distill,self_distill,gend,pfd")
 
 
-def decisive_draws(name: str, loss: str, root: str = ROOT, size: str = "") -> int:
-  """The draws of an analogue's decisive run: plan(its published pilot, mde=ANALOGUE_MDE)'s, by the rule declared
-  before the pilot ran; 0 while the pilot is not published (the decisive run then fails at once on --pilot).
-  size: '' (the declared fraction) or 'paper_' (the paper's groups)."""
+def decisive_plan(name: str, loss: str, root: str = ROOT, size: str = "") -> Dict[str, Any]:
+  """plan(an analogue's published pilot, mde=ANALOGUE_MDE), the rule declared before the pilot ran; {} while the
+  pilot is not published. size: '' (the declared fraction) or 'paper_' (the paper's groups)."""
   path = os.path.join(root, "published", f"table2-{name}-{size}pilot_{loss}")
   if not os.path.isdir(path):
-    return 0
-  return plan(pagefiles.read_results(path, "pilot"), mde=ANALOGUE_MDE)["draws"]
+    return {}
+  return plan(pagefiles.read_results(path, "pilot"), mde=ANALOGUE_MDE)
+
+
+def decisive_draws(name: str, loss: str, root: str = ROOT, size: str = "") -> int:
+  """The draws of an analogue's decisive run (decisive_plan's); 0 while the pilot is not published (the decisive
+  run then fails at once on --pilot)."""
+  return decisive_plan(name, loss, root, size).get("draws", 0)
+
+
+def _two_cores(sized: Mapping[str, Any]) -> str:
+  """Where a decisive run its pilot sized can be made: its hours on two cores at the pilot's seconds per draw."""
+  hours = sized["draws"] * sized["seconds_per_draw"] / 3600
+  if hours <= 3:
+    return "a sitting of its own on two cores, or an accelerator"
+  return (f"an accelerator: about {hours:.0f} hours on two cores at its pilot's {sized['seconds_per_draw']:.0f} s a "
+          "draw (sittings of their own: a run resumes by row)")
 
 
 def _analogue_presets(name: str, loss: str, paper_size: bool = False) -> tuple:
   size, scale = ("paper_", 1 / analogues.ANALOGUES[name].fraction) if paper_size else ("", 1.0)
-  pilot, draws = f"{name}-{size}pilot_{loss}", decisive_draws(name, loss, size=size)
+  pilot, sized = f"{name}-{size}pilot_{loss}", decisive_plan(name, loss, size=size)
+  draws = sized.get("draws", 0)
   first = ("" if loss in analogues.calibrations(name, scale) else
            f"its calibration at {'the paper' if paper_size else 'this'} size (docs/analogues.md), then ")
   where = "an accelerator" if paper_size else "a sitting of its own on two cores, or an accelerator"
@@ -309,7 +324,9 @@ def _analogue_presets(name: str, loss: str, paper_size: bool = False) -> tuple:
               f"--pilot=published/table2-{pilot}", scale=scale),
                  f"Table 2 / Table 4 on the {name} analogue, {loss}, decisive: the draws its pilot sizes for an MDE "
                  f"of {100 * ANALOGUE_MDE:g}% on every comparison ({draws or 'its pilot not run yet'}) at {at}, "
-                 "validation selection", accelerator=cost, needs=first + ("" if draws else "its pilot, then ") + where))
+                 "validation selection", accelerator=cost,
+                 needs=first + ("" if draws else "its pilot, then ") + (
+                     _two_cores(sized) if draws and not paper_size else where)))
 
 
 # all three analogues, declared at once with their members (each waits for its calibration)
