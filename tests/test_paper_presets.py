@@ -74,3 +74,15 @@ def test_the_paper_preset_runs_on_a_folder_in_the_distributions_layout(tmp_path,
     for fold in folds:
       assert set(fold["rows"]) == {"no_distill", "self_distill", "gend_teacher", "gend", "pfd_teacher", "pfd"}
     assert {sum(len(f["rows"][r]["best"]["test"]) for f in folds) for r in ("pfd", "no_distill")} == {runs}
+
+
+def test_a_decisive_run_past_a_sitting_names_its_hours_on_two_cores():
+  """An analogue's decisive run whose draws (at its pilot's seconds a draw) pass three hours on two cores says it needs
+  an accelerator, with those hours: 466 draws x 275 s = 35.6 hours."""
+  from experiments.framework import protocol
+  assert protocol._two_cores(dict(draws=30, seconds_per_draw=300)) == (
+      "a sitting of its own on two cores, or an accelerator")  # 2.5 hours
+  text = protocol._two_cores(dict(draws=466, seconds_per_draw=275))
+  assert text.startswith("an accelerator: about 36 hours on two cores") and "pilot's 275 s a draw" in text
+  assert protocol.decisive_plan("web30k_like", "rankbce", root="/nonexistent") == {}
+  assert protocol.decisive_draws("web30k_like", "rankbce", root="/nonexistent") == 0
