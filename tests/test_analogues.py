@@ -258,8 +258,8 @@ def test_a_calibrated_analogues_teachers_are_table_4s_within_the_tolerance(name,
   """Re-measured as the calibration measured them (its settings, size, test scale, seeds and epochs, from
   analogues.json; the driver's command line), at every size calibrated: no-distillation's NDCG@8 and both
   teachers' gains within the declared tolerances of Table 4 for every loss where the record is (a nearest candidate
-  written outside them stays outside), and equal to the record within a fifth
-  of a tolerance (another CPU's rounding moves a trained model's NDCG, never by that much on hundreds of lists).
+  written outside them stays outside), and equal to the record within a fifth of a tolerance (another CPU's
+  rounding moves a trained model's NDCG, never by that much on hundreds of lists).
   Minutes and about 12 GB on two cores a population (by hand: -m calibration)."""
   entries = [r for per_loss in A.populations(name).values() for r in per_loss.values()]
   if not entries:
