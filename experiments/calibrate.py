@@ -64,24 +64,41 @@ def settings_text(s: dict) -> str:
   return ",".join(f"{k}={s[k]:g}" for k in analogues.TEACHER_SETTINGS)
 
 
+def clustered_se(r: np.ndarray, unit: np.ndarray) -> float:
+  """Standard error of the mean of residuals r [N] (about their mean) whose units `unit` [N] are the independent
+  draws: sqrt(C / (C - 1) * sum over the C units of (the unit's sum of r - its share of the mean)^2) / N, the
+  cluster-robust form; with every element its own unit it is std(r, ddof=1) / sqrt(N)."""
+  r = r - r.mean()
+  sums = np.bincount(np.unique(unit, return_inverse=True)[1], weights=r)
+  c = sums.size
+  if c < 2:
+    return float("nan")
+  return float(np.sqrt(c / (c - 1) * np.sum(sums ** 2)) / r.size)
+
+
 def measure(record: table2.RunRecord) -> dict:
   """{loss: {level, pfd_teacher, gend_teacher, se, queries}}: no-distillation's NDCG@8 (the mean over folds x seeds
   of each run's best epoch) and each teacher's change over it in % (mean over the same runs); se: their standard
-  errors over the test lists (each list's NDCG the mean over seeds; a teacher's gain by the delta method from the
-  lists' paired differences, in points), the measurement's noise beside the tolerance; queries: the test lists
-  with a positive, over folds."""
+  errors from the test lists (each list's NDCG the mean over seeds; a teacher's gain by the delta method from the
+  lists' paired differences, in points), the measurement's noise beside the tolerance, clustered by draw where the
+  run made two or more (se["over"] == "draws": each draw's data and training vary, so its lists are not
+  independent) and else over the lists of its one draw ("lists": the training's and the data's variation left
+  out, so it understates the noise); queries: the test lists with a positive, over folds."""
   out = {}
   for loss, lr in record["losses"].items():
     folds = list(lr.folds.values())
     best = {n: np.concatenate([np.asarray(f.rows[n].best["test"])[:, 0] for f in folds])
             for n in ("no_distill",) + TEACHERS}
-    lists = {n: np.concatenate([np.asarray(f.rows[n].test_lists)[np.asarray(f.test_lists_valid, bool)]
-                                for f in folds]) for n in ("no_distill",) + TEACHERS}
+    valid = [np.asarray(f.test_lists_valid, bool) for f in folds]
+    lists = {n: np.concatenate([np.asarray(f.rows[n].test_lists)[v] for f, v in zip(folds, valid)])
+             for n in ("no_distill",) + TEACHERS}
     level, base, q = float(best["no_distill"].mean()), lists["no_distill"], lists["no_distill"].size
-    se = dict(level=float(base.std(ddof=1) / np.sqrt(q)))
+    over = "draws" if len(folds) > 1 else "lists"
+    unit = np.repeat(np.arange(len(folds)), [int(v.sum()) for v in valid]) if over == "draws" else np.arange(q)
+    se = dict(level=clustered_se(base, unit), over=over, units=int(np.unique(unit).size))
     for n in TEACHERS:  # ratio of means: d(a/b - 1) ~ (a_q - (a/b) b_q) / b
       ratio = lists[n].mean() / base.mean()
-      se[n] = float(100 * (lists[n] - ratio * base).std(ddof=1) / np.sqrt(q) / base.mean())
+      se[n] = 100 * clustered_se(lists[n] - ratio * base, unit) / float(base.mean())
     out[loss] = dict(level=level, **{n: float(100 * (best[n].mean() / level - 1)) for n in TEACHERS}, se=se,
                      queries=int(q))
   return out
@@ -130,8 +147,9 @@ def to_markdown(res: RunRecord) -> str:
     cells = [settings_text(t["settings"])]
     for loss, m in t["measured"].items():
       se = m.get("se")  # absent from a calibration recorded before it was measured
+      over = f" over {se['units']} draws" if se and se.get("over") == "draws" else ""
       cells.append(f"{loss}: {m['level']:.3f} / {m['pfd_teacher']:+.1f}% / {m['gend_teacher']:+.1f}%" +
-                   (f" (se {se['level']:.3f} / {se['pfd_teacher']:.1f} / {se['gend_teacher']:.1f}; "
+                   (f" (se{over} {se['level']:.3f} / {se['pfd_teacher']:.1f} / {se['gend_teacher']:.1f}; "
                     f"{m['queries']:,} lists)" if se else ""))
     rows.append(cells + [f"{t['distance']:.2f}"])
   losses = list(res["chosen"]["measured"])

@@ -101,9 +101,11 @@ def test_the_calibration_trains_no_student(monkeypatch, tmp_path):
       monkeypatch.setitem(rows_lib.REGISTRY._entries, name, dataclasses.replace(row, recipe=recipe))
   cfg = tiny(calibrate.Options(weights=(0.2, 0.8), leaks=(0.0,), noises=(0.7,), test_scale=5.0),
              data=dict(dataset="web30k_like", synthetic_scale=0.05, synthetic_queries=(),
-                       synthetic_mean_docs=None), run=dict(seeds=1))
+                       synthetic_mean_docs=None, draws=2), run=dict(seeds=1))
   res = calibrate.run(cfg)
   assert [t["settings"]["weight"] for t in res["candidates"]] == [0.2, 0.8]
+  assert all(m["se"]["over"] == "draws" and m["se"]["units"] == 2 for t in res["candidates"]
+             for m in t["measured"].values())  # two draws: their lists are clustered by draw
   for t in res["candidates"]:
     assert t["distance"] == pytest.approx(calibrate.distance(t["measured"], calibrate.TABLE4["web30k_like"],
                                                              cfg.options))
@@ -196,6 +198,19 @@ def test_an_analogue_calibrated_per_loss_has_a_population_per_loss(monkeypatch, 
     schema.Config(data=data, run=schema.RunConfig(loss="both"))
 
 
+def test_the_clustered_standard_error_has_its_closed_forms():
+  """Every element its own unit: std(ddof=1) / sqrt(N). Units of equal size: the standard deviation of the units'
+  means over sqrt(units), the textbook between-draw error; lists within a draw that move together count once."""
+  rng = np.random.default_rng(0)
+  r = rng.normal(size=12)
+  assert calibrate.clustered_se(r, np.arange(12)) == pytest.approx(r.std(ddof=1) / np.sqrt(12), rel=1e-12)
+  unit = np.repeat([3, 0, 7], 4)  # labels need not be 0..C-1
+  means = np.array([r[unit == u].mean() for u in (3, 0, 7)])
+  assert calibrate.clustered_se(r, unit) == pytest.approx(means.std(ddof=1) / np.sqrt(3), rel=1e-12)
+  assert calibrate.clustered_se(np.array([1.0, 2.0, 3.0, 6.0]), np.array([0, 0, 1, 1])) == pytest.approx(1.5)
+  assert np.isnan(calibrate.clustered_se(r, np.zeros(12)))  # one draw has no spread to estimate
+
+
 def test_the_distance_is_the_largest_deviation_in_tolerances():
   o = calibrate.Options(gain_tolerance=3.0, level_tolerance=0.1)
   target = {"rankbce": (0.2, 5.0, -10.0)}
@@ -228,15 +243,18 @@ def test_the_page_sets_each_calibrated_analogue_beside_table_4(tmp_path):
   from experiments.framework import analoguepage
   measured = {loss: dict(level=0.5, pfd_teacher=18.0, gend_teacher=16.0, queries=500,
                          se=dict(level=0.01, pfd_teacher=1.5, gend_teacher=1.25)) for loss in ("rankbce", "ranknet")}
+  over_draws = {"ranknet": dict(measured["ranknet"], se=dict(measured["ranknet"]["se"], over="draws", units=3))}
   path = tmp_path / "analogues.json"
   record = dict(weight=0.75, leak=0.05, noise=0.7, distance=0.8, seeds=2, epochs=100, measured=measured, share=1.0,
                 test_scale=5, code={"git_commit": "abc"}, tolerance=dict(gain=3.0, level=0.1))
   path.write_text(json.dumps({"yahoo_like": {"1": {"rankbce": record, "ranknet": record}},
                               "istella_like": {"0.02": {"ranknet": dict(record, weight=0.5, share=0.02,
-                                                                        test_scale=250)}}}))
+                                                                        test_scale=250, measured=over_draws)}}}))
   page = analoguepage.section(str(path))
-  assert ("| `yahoo_like` | the paper's groups | rankbce | 0.517 | 0.500 ± 0.010 | +18.6% | +18.0% ± 1.5 | +17.1% | "
-          "+16.0% ± 1.2 |") in page
+  # a standard error from one draw's lists is marked; one clustered over draws is not
+  assert ("| `yahoo_like` | the paper's groups | rankbce | 0.517 | 0.500 ± 0.010\u2021 | +18.6% | +18.0% ± 1.5\u2021 | "
+          "+17.1% | +16.0% ± 1.2\u2021 |") in page
+  assert "| `istella_like` | 0.02 of the paper's groups | ranknet | 0.395 | 0.500 ± 0.010 | +4.5% | +18.0% ± 1.5 |" in page
   assert ("`yahoo_like` at the paper's groups: rankbce and ranknet: weight=0.75, leak=0.05, noise=0.7, distance "
           "**0.80** tolerances (within") in page
   assert "measured at the paper's groups, 5 x Table 1's test groups" in page

@@ -30,9 +30,10 @@ def _teachers(name: str, populations: dict) -> list:
       if m is None:
         ours = ["not calibrated"] * 3
       else:
-        se = m["se"]
-        ours = [f"{m['level']:.3f} ± {se['level']:.3f}", f"{m['pfd_teacher']:+.1f}% ± {se['pfd_teacher']:.1f}",
-                f"{m['gend_teacher']:+.1f}% ± {se['gend_teacher']:.1f}"]
+        se = m["se"]  # over a calibration's draws where it made two or more, else over its one draw's lists
+        mark = "" if se.get("over") == "draws" else "\u2021"
+        ours = [f"{m['level']:.3f} ± {se['level']:.3f}{mark}", f"{m['pfd_teacher']:+.1f}% ± {se['pfd_teacher']:.1f}{mark}",
+                f"{m['gend_teacher']:+.1f}% ± {se['gend_teacher']:.1f}{mark}"]
       rows.append([f"`{name}`", _size(float(key)) if key else "-", loss, f"{level:.3f}", ours[0], f"{pfd:+.1f}%",
                    ours[1], f"{gend:+.1f}%", ours[2]])
   return rows
@@ -123,7 +124,9 @@ def section(settings_file: str = analogues.SETTINGS_FILE) -> str:
                                    "documents per group", "% positive training groups", "declared fraction"], shape) +
           "\n\nTheir teachers, calibrated on the baseline and teacher rows only (experiments.calibrate, no student "
           "trained), beside the paper's Table 4: no-distillation's NDCG@8 and the PFD and GenD teachers' changes "
-          "over it (± a standard error over the calibration's test lists), at each size calibrated.\n\n" +
+          "over it (± a standard error over the calibration's draws; \u2021: over the test lists of its one draw, "
+          "which leaves out the training's and the data's variation and so understates the noise), at each size "
+          "calibrated.\n\n" +
           tabulate.markdown_table(["analogue", "calibrated at", "loss", "no-distillation (Table 4)", "analogue",
                                    "PFD teacher (Table 4)", "analogue", "GenD teacher (Table 4)", "analogue"],
                                   teachers) +
