@@ -45,7 +45,7 @@ class Options:
   test_scale: Optional[float] = option(None, "Measure on this many times the run's test groups (the same "
                                        "population; a teacher's gain on Table 1's test set alone has a standard error "
                                        "near the tolerance). Default: as many test lists as the Table 2 runs on an "
-                                       "analogue have (protocol.ANALOGUE_TEST_LISTS x Table 1's, at any size).", lo=1)
+                                       "analogue have (protocol.ANALOGUE_TEST_LISTS[<dataset>] x Table 1's, at any size).", lo=1)
   write_settings: bool = option(False, "Write the chosen candidate to pfd_jax/data/analogues.json.")
 
 
@@ -54,10 +54,10 @@ def candidates(o: Options) -> list:
 
 
 def test_scale(cfg: schema.Config) -> float:
-  """--test_scale, or by default the Table 2 runs' on an analogue: ANALOGUE_TEST_LISTS x Table 1's test lists at the
-  run's size (a population is measured on as many test lists as the runs that decide its claims)."""
-  return cfg.options.test_scale or protocol.ANALOGUE_TEST_LISTS / analogues.share(cfg.data.dataset,
-                                                                                cfg.data.synthetic_scale)
+  """--test_scale, or by default the Table 2 runs' on an analogue: ANALOGUE_TEST_LISTS[dataset] x Table 1's test
+  lists at the run's size (a population is measured on as many test lists as the runs that decide its claims)."""
+  name = cfg.data.dataset
+  return cfg.options.test_scale or protocol.ANALOGUE_TEST_LISTS[name] / analogues.share(name, cfg.data.synthetic_scale)
 
 
 def settings_text(s: dict) -> str:

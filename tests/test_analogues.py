@@ -69,6 +69,18 @@ def test_the_same_seed_gives_the_same_bits_and_settings_move_only_the_teachers()
   assert not np.array_equal(a["train"].x, leaky["train"].x)
 
 
+def test_the_columns_bits_do_not_depend_on_the_block(monkeypatch):
+  """The columns are made a block of documents at a time; any block gives the bits of one draw of the whole."""
+  base = dict(weight=0.5, leak=0.1, noise=0.7)
+  whole = A.generate("web30k_like", scale=0.2, seed=2, settings=base)
+  monkeypatch.setattr(A, "BLOCK", 777)  # not a divisor of any split's documents
+  blocks = A.generate("web30k_like", scale=0.2, seed=2, settings=base)
+  assert whole["test"].num_docs > 777
+  for s in whole:
+    np.testing.assert_array_equal(whole[s].x, blocks[s].x)
+    np.testing.assert_array_equal(whole[s].rel, blocks[s].rel)
+
+
 def test_bad_analogue_settings_name_the_flag():
   with pytest.raises(ConfigError, match="analogue.*expected one of weight, leak, noise"):
     DataConfig(dataset="web30k_like", analogue="wieght=0.3")

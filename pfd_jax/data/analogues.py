@@ -225,15 +225,30 @@ def relevance(rng, a: Analogue, num_queries: int) -> tuple:
   return sizes, u, np.searchsorted(cuts, latent).astype(np.float32)
 
 
-def _split(rng, a: Analogue, num_queries: int, design) -> Groups:
+BLOCK = 1 << 16  # documents whose columns are made at once: memory holds the columns and one block's draws
+
+
+def _columns(rng, u: np.ndarray, design) -> np.ndarray:
+  """x f32[N, F] of documents with factors u [N, 7], a block of documents at a time (BLOCK): each block's noise
+  continues the generator's stream in the order one draw of the whole [N, F] takes, so the bits do not depend on
+  the block, and no float64 copy of the whole matrix is made (Istella's test split holds millions of documents)."""
   fac, lam, leak, count_like = design
-  sizes, u, rel = relevance(rng, a, num_queries)
   resid = np.sqrt(np.maximum(1.0 - lam ** 2 - leak ** 2, 0.1)).astype(np.float32)
-  x = u[:, fac] * lam.astype(np.float32) + u[:, :1] * leak.astype(np.float32)
-  x += rng.normal(size=x.shape).astype(np.float32) * resid
-  x[:, count_like] = np.round(np.exp(np.clip(1.5 * x[:, count_like] + 2, None, 30)))
+  lam, leak = lam.astype(np.float32), leak.astype(np.float32)
+  x = np.empty((u.shape[0], fac.size), np.float32)
+  for start in range(0, u.shape[0], BLOCK):
+    ub = u[start:start + BLOCK]
+    xb = ub[:, fac] * lam + ub[:, :1] * leak
+    xb += rng.normal(size=xb.shape).astype(np.float32) * resid
+    xb[:, count_like] = np.round(np.exp(np.clip(1.5 * xb[:, count_like] + 2, None, 30)))
+    x[start:start + BLOCK] = xb
+  return x
+
+
+def _split(rng, a: Analogue, num_queries: int, design) -> Groups:
+  sizes, u, rel = relevance(rng, a, num_queries)
   offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
-  return Groups(x=x.astype(np.float32), rel=rel, qid=np.arange(num_queries, dtype=np.int64), offsets=offsets)
+  return Groups(x=_columns(rng, u, design), rel=rel, qid=np.arange(num_queries, dtype=np.int64), offsets=offsets)
 
 
 def generate(name: str, *, scale: float = 1.0, seed: int = 0, settings: Optional[Dict[str, Any]] = None) -> Splits:
