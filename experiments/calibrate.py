@@ -45,7 +45,8 @@ class Options:
   test_scale: Optional[float] = option(None, "Measure on this many times the run's test groups (the same "
                                        "population; a teacher's gain on Table 1's test set alone has a standard error "
                                        "near the tolerance). Default: as many test lists as the Table 2 runs on an "
-                                       "analogue have (protocol.ANALOGUE_TEST_LISTS[<dataset>] x Table 1's, at any size).", lo=1)
+                                       "analogue have (protocol.ANALOGUE_TEST_LISTS[<dataset>] x Table 1's, at any "
+                                       "size).", lo=1)
   write_settings: bool = option(False, "Write the chosen candidate to pfd_jax/data/analogues.json.")
 
 

@@ -298,11 +298,15 @@ def decisive_draws(name: str, loss: str, root: str = ROOT, size: str = "") -> in
   return decisive_plan(name, loss, root, size).get("draws", 0)
 
 
+SITTING_HOURS = 3  # a working session on two cores: a run longer than this is the accelerator's, or made in sittings
+ON_TWO_CORES = "a sitting of its own on two cores, or an accelerator"
+
+
 def _two_cores(sized: Mapping[str, Any]) -> str:
   """Where a decisive run its pilot sized can be made: its hours on two cores at the pilot's seconds per draw."""
   hours = sized["draws"] * sized["seconds_per_draw"] / 3600
-  if hours <= 3:
-    return "a sitting of its own on two cores, or an accelerator"
+  if hours <= SITTING_HOURS:
+    return ON_TWO_CORES
   return (f"an accelerator: about {hours:.0f} hours on two cores at its pilot's {sized['seconds_per_draw']:.0f} s a "
           "draw (sittings of their own: a run resumes by row)")
 
@@ -313,7 +317,7 @@ def _analogue_presets(name: str, loss: str, paper_size: bool = False) -> tuple:
   draws = sized.get("draws", 0)
   first = ("" if loss in analogues.calibrations(name, scale) else
            f"its calibration at {'the paper' if paper_size else 'this'} size (docs/analogues.md), then ")
-  where = "an accelerator" if paper_size else "a sitting of its own on two cores, or an accelerator"
+  where = "an accelerator" if paper_size else ON_TWO_CORES
   at = ("the paper's groups" if paper_size else
         f"{analogues.ANALOGUES[name].fraction:g} of the paper's groups, the declared fraction")
   cost = ("hours on two cores: every student's distillation term reads every training group each epoch; a run "

@@ -21,8 +21,9 @@ Generative model (one ``numpy.random.Generator`` seeded by ``seed``; the same se
   quantiles with shares MSLR-like for grades 1-3 and ``top_share`` for grade 4.
 * ``num_privileged`` columns observe u0 with loadings in [0.8, 0.98] (individually the most correlated with y, so
   the paper's top-k split picks them; a larger leak or weaker weight brings a few regular columns into the top k, as
-  on the calibrated Web30k population, and the split then takes them, as the paper's would); the others observe one regular-side factor with loadings in [0.2, 0.7] plus
-  ``leak u0`` (10% of them are pure noise). Half of all columns are count-like, ``round(exp(1.5 f + 2))``.
+  on the calibrated Web30k population, and the split then takes them, as the paper's would); the others observe one
+  regular-side factor with loadings in [0.2, 0.7] plus ``leak u0`` (10% of them are pure noise). Half of all
+  columns are count-like, ``round(exp(1.5 f + 2))``.
 """
 from __future__ import annotations
 
