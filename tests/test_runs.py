@@ -286,6 +286,7 @@ def test_every_accelerator_step_is_a_command_its_driver_accepts(tmp_path):
   import importlib
   from absl import flags
   from experiments import accelerator as A, calibrate
+  from experiments.framework import protocol
   from pfd_jax.data import analogues
   for step in (s for s in A.STEPS if not s.tests):
     driver = importlib.import_module(step.args[0]).DRIVER
@@ -302,8 +303,9 @@ def test_every_accelerator_step_is_a_command_its_driver_accepts(tmp_path):
         assert cfg.data.synthetic_scale == pytest.approx(0.05 if dry else 1 / a.fraction)
         assert a.num_queries(cfg.data.synthetic_scale)[0] == (max(round(a.queries[0] * a.fraction * 0.05), 1) if dry
                                                                else a.queries[0])
-        # the test lists: 5 x Table 1's on the device (calibrate's default); the toy size's own in the dry run
-        assert calibrate.test_scale(cfg) == (1 if dry else 5)
+        # the test lists: the analogue's declared multiple of Table 1's on the device (calibrate's default); the toy
+        # size's own in the dry run
+        assert calibrate.test_scale(cfg) == (1 if dry else protocol.ANALOGUE_TEST_LISTS[cfg.data.dataset])
   assert {s.name for s in A.STEPS if s.name.startswith("calibrate_")} == {f"calibrate_{n}" for n in analogues.ANALOGUES}
   assert not [n for n in A.FLAGS["steps"].default if n.startswith("calibrate_")]
 
