@@ -97,9 +97,10 @@ def measure(record: table2.RunRecord) -> dict:
     over = "draws" if len(folds) > 1 else "lists"
     unit = np.repeat(np.arange(len(folds)), [int(v.sum()) for v in valid]) if over == "draws" else np.arange(q)
     se = dict(level=clustered_se(base, unit), over=over, units=int(np.unique(unit).size))
+    mean = base.mean()  # NumPy's: a baseline at 0 (a cost probe's few epochs) gives nan, not an error
     for n in TEACHERS:  # ratio of means: d(a/b - 1) ~ (a_q - (a/b) b_q) / b
-      ratio = lists[n].mean() / base.mean()
-      se[n] = 100 * clustered_se(lists[n] - ratio * base, unit) / float(base.mean())
+      ratio = lists[n].mean() / mean
+      se[n] = float(100 * clustered_se(lists[n] - ratio * base, unit) / mean)
     out[loss] = dict(level=level, **{n: float(100 * (best[n].mean() / level - 1)) for n in TEACHERS}, se=se,
                      queries=int(q))
   return out

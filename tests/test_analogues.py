@@ -223,6 +223,17 @@ def test_the_clustered_standard_error_has_its_closed_forms():
   assert np.isnan(calibrate.clustered_se(r, np.zeros(12)))  # one draw has no spread to estimate
 
 
+def test_a_baseline_at_zero_is_measured_as_nan_not_an_error():
+  """A cost probe's few epochs can leave no-distillation at NDCG 0 on every list: the gains are then undefined
+  (nan), and the measurement goes on (the probe only times the rows)."""
+  from types import SimpleNamespace as NS
+  row = lambda v: NS(best={"test": np.full((1, 3), v)}, test_lists=np.full(4, v))
+  fold = NS(rows=dict(no_distill=row(0.0), pfd_teacher=row(0.1), gend_teacher=row(0.0)), test_lists_valid=[1] * 4)
+  with np.errstate(divide="ignore", invalid="ignore"):
+    m = calibrate.measure({"losses": {"rankbce": NS(folds={1: fold, 2: fold})}})["rankbce"]
+  assert m["level"] == 0 and m["queries"] == 8 and m["se"]["over"] == "draws" and np.isnan(m["se"]["gend_teacher"])
+
+
 def test_the_distance_is_the_largest_deviation_in_tolerances():
   o = calibrate.Options(gain_tolerance=3.0, level_tolerance=0.1)
   target = {"rankbce": (0.2, 5.0, -10.0)}
