@@ -32,8 +32,8 @@ def _teachers(name: str, populations: dict) -> list:
       else:
         se = m["se"]  # over a calibration's draws where it made two or more, else over its one draw's lists
         mark = "" if se.get("over") == "draws" else "\u2021"
-        ours = [f"{m['level']:.3f} ± {se['level']:.3f}{mark}", f"{m['pfd_teacher']:+.1f}% ± {se['pfd_teacher']:.1f}{mark}",
-                f"{m['gend_teacher']:+.1f}% ± {se['gend_teacher']:.1f}{mark}"]
+        ours = [f"{m['level']:.3f} ± {se['level']:.3f}{mark}"] + [
+            f"{m[n]:+.1f}% ± {se[n]:.1f}{mark}" for n in ("pfd_teacher", "gend_teacher")]
       rows.append([f"`{name}`", _size(float(key)) if key else "-", loss, f"{level:.3f}", ours[0], f"{pfd:+.1f}%",
                    ours[1], f"{gend:+.1f}%", ours[2]])
   return rows
