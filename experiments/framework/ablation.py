@@ -78,14 +78,14 @@ def results(cfg: Config, rows: Dict[str, list], t0: float, **extra) -> RunRecord
 
 def driver(name: str, run, to_markdown, *, title: str, rows_per_fold, claims, declared, plot=None,
            bars: Optional[dict] = None, png: Optional[str] = None, options=None,
-           redrawn: bool = False) -> schema.Driver:
+           redrawn: bool = False, presets: tuple = ()) -> schema.Driver:
   """An ablation driver's record: its presets (the synthetic default, `title` on RESULTS.md; with `redrawn`, the
-  paper's claims' confirmatory run on the re-drawn population too, protocol.redrawn_preset), its claims judged as
-  `declared` declares them (schema.Driver) and its plot (`plot`, or bars of NDCG@8 of the rows labelled by `bars`)
-  written as `png` (default <name>.png)."""
+  paper's claims' confirmatory run on the re-drawn population too, protocol.redrawn_preset; then `presets`), its
+  claims judged as `declared` declares them (schema.Driver) and its plot (`plot`, or bars of NDCG@8 of the rows
+  labelled by `bars`) written as `png` (default <name>.png)."""
   if bars is not None:
     plot = functools.partial(plots.bar_plot, labels=bars)
   return schema.Driver(name, run, to_markdown, plot, png or f"{name}.png", options=options,
                        rows_per_fold=rows_per_fold, presets=(Preset("default", "synthetic", "", title),) +
-                       ((protocol.redrawn_preset(title),) if redrawn else ()),
+                       ((protocol.redrawn_preset(title),) if redrawn else ()) + presets,
                        claims=claims, declared=declared)

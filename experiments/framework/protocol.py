@@ -275,12 +275,12 @@ ANALOGUE_PILOT_DRAWS = 3
 ANALOGUE_MDE = 0.03  # the decisive run: the fewest draws at which every comparison's MDE is at most this (plan)
 
 
-def analogue_flags(name: str, loss: str, tag: str, draws: int, extra: str = "", scale: float = 1.0) -> str:
+def analogue_flags(name: str, loss: str, tag: str, draws: int, extra: str = "", scale: float = 1.0, *,
+                   methods: str = "--methods=no_distill,self_distill,gend,pfd") -> str:
   test_scale = ANALOGUE_TEST_LISTS[name] / analogues.share(name, scale)
   return (f"--dataset={name} --loss={loss} --analogue=calibrated_for={loss},test_scale={test_scale:g} "
           f"--synthetic_scale={scale:g} --tag={tag} --draws={draws} --seeds=1 "
-          f"--select_on=vali --curves=select --epochs=100 {extra + ' ' if extra else ''}"
-          "--methods=no_distill,self_distill,gend,pfd")
+          f"--select_on=vali --curves=select --epochs=100 {extra + ' ' if extra else ''}{methods}").rstrip()
 
 
 def decisive_plan(name: str, loss: str, root: str = ROOT, size: str = "") -> Dict[str, Any]:
@@ -340,3 +340,20 @@ def _analogue_presets(name: str, loss: str, paper_size: bool = False) -> tuple:
 # all three analogues, declared at once with their members (each waits for its calibration)
 ANALOGUE_PRESETS = tuple(p for paper_size in (False, True) for name in analogues.ANALOGUES
                          for loss in analogues.LOSSES for p in _analogue_presets(name, loss, paper_size))
+
+
+# A figure's sweep on the analogue the paper ran it on (Figure 3: section 4.2, "The experiments here use the Yahoo
+# dataset and RankBCE loss"; Figures 4 and 5 name no dataset): the ablations' rule (ABLATION_DRAWS draws, one seed a
+# draw, validation selection), on the population calibrated to that loss's Table 4 teachers at the declared
+# fraction, its test split as Table 2's analogue runs hold it, and draws of its own (seeds 2: Table 2's pilot draws
+# from seeds 0, its decisive run from seeds 1). Declared, with its member, before it ran.
+def analogue_redrawn_preset(title: str, name: str, loss: str, extra: str) -> Preset:
+  """A sweep driver's confirmatory preset on analogue `name` with `loss` (`extra`: the driver's own flags)."""
+  a = analogues.ANALOGUES[name]
+  first = "" if loss in analogues.calibrations(name) else "its calibration at this size (docs/analogues.md), then "
+  return Preset(f"{name}_redrawn", f"{name}-redrawn", analogue_flags(
+      name, loss, "redrawn", ABLATION_DRAWS, f"--label_seed=2 --seed=2 {extra}", methods=""),
+                f"{title} on the {a.paper} analogue, {loss}, re-drawn population: {ABLATION_DRAWS} draws at "
+                f"{a.fraction:g} of the paper's groups, validation selection",
+                accelerator="minutes a draw on two cores at the declared fraction; a run resumes by row",
+                needs=first + ON_TWO_CORES)
