@@ -311,18 +311,25 @@ def _two_cores(sized: Mapping[str, Any]) -> str:
           "draw (sittings of their own: a run resumes by row)")
 
 
+AT_THE_FRACTION = "minutes a draw on two cores at the declared fraction; a run resumes by row"
+
+
+def _uncalibrated(name: str, loss: str, scale: float, size: str) -> str:
+  """What a run on analogue `name` with `loss` waits for first: '' when it is calibrated at `scale`."""
+  return ("" if loss in analogues.calibrations(name, scale) else
+          f"its calibration at {size} size (docs/analogues.md), then ")
+
+
 def _analogue_presets(name: str, loss: str, paper_size: bool = False) -> tuple:
   size, scale = ("paper_", 1 / analogues.ANALOGUES[name].fraction) if paper_size else ("", 1.0)
   pilot, sized = f"{name}-{size}pilot_{loss}", decisive_plan(name, loss, size=size)
   draws = sized.get("draws", 0)
-  first = ("" if loss in analogues.calibrations(name, scale) else
-           f"its calibration at {'the paper' if paper_size else 'this'} size (docs/analogues.md), then ")
+  first = _uncalibrated(name, loss, scale, "the paper" if paper_size else "this")
   where = "an accelerator" if paper_size else ON_TWO_CORES
   at = ("the paper's groups" if paper_size else
         f"{analogues.ANALOGUES[name].fraction:g} of the paper's groups, the declared fraction")
   cost = ("hours on two cores: every student's distillation term reads every training group each epoch; a run "
-          "resumes by row") if paper_size else ("minutes a draw on two cores at the declared fraction; "
-                                                 "a run resumes by row")
+          "resumes by row") if paper_size else AT_THE_FRACTION
   return (Preset(f"{name}_{loss}_{size}pilot", pilot,
                  analogue_flags(name, loss, f"{size}pilot_{loss}", ANALOGUE_PILOT_DRAWS, scale=scale),
                  f"Table 2 / Table 4 on the {name} analogue, {loss}: pilot ({ANALOGUE_PILOT_DRAWS} draws at {at}, "
@@ -350,10 +357,8 @@ ANALOGUE_PRESETS = tuple(p for paper_size in (False, True) for name in analogues
 def analogue_redrawn_preset(title: str, name: str, loss: str, extra: str) -> Preset:
   """A sweep driver's confirmatory preset on analogue `name` with `loss` (`extra`: the driver's own flags)."""
   a = analogues.ANALOGUES[name]
-  first = "" if loss in analogues.calibrations(name) else "its calibration at this size (docs/analogues.md), then "
   return Preset(f"{name}_redrawn", f"{name}-redrawn", analogue_flags(
       name, loss, "redrawn", ABLATION_DRAWS, f"--label_seed=2 --seed=2 {extra}", methods=""),
                 f"{title} on the {a.paper} analogue, {loss}, re-drawn population: {ABLATION_DRAWS} draws at "
                 f"{a.fraction:g} of the paper's groups, validation selection",
-                accelerator="minutes a draw on two cores at the declared fraction; a run resumes by row",
-                needs=first + ON_TWO_CORES)
+                accelerator=AT_THE_FRACTION, needs=_uncalibrated(name, loss, 1.0, "this") + ON_TWO_CORES)
