@@ -2,6 +2,7 @@
 trains no student (experiments.calibrate)."""
 import dataclasses
 import json
+import math
 import os
 import subprocess
 import sys
@@ -347,3 +348,15 @@ def test_an_uncalibrated_analogue_shows_its_search_so_far(tmp_path):
   assert "(evidence/calibration-yahoo_like-x): 3 candidates, 2 on both losses, the nearest weight=0.95" in text
   assert "distance **2.50**" in text
   assert analoguepage.searched("web30k_like", str(tmp_path / "evidence")) == ""
+
+
+def test_the_sizing_rule_in_closed_form_from_table_1():
+  """Table 1: training groups and % positive training groups (Yahoo 14,477 at 2.46%, Istella 23,171 at 8.83%,
+  Web30k 18,151 at 3.54%): the fraction holding 150 positive groups, and the validation lists holding 300."""
+  for name, (_, _, groups, _, pct) in TABLE1.items():
+    s = A.sizing(name)
+    assert s.fraction == pytest.approx(150 / (groups * pct / 100), rel=1e-12)
+    assert s.train_groups == math.ceil(groups * s.fraction) and 150 <= s.positive_train_groups < 150 + pct / 100
+    assert (s.vali_lists, s.vali_generated) == (300, math.ceil(300 / (pct / 100)))
+  # rounded (Yahoo, Istella, Web30k); Istella and Web30k at 3.7x and 4.7x the fractions of 0.02 and 0.05 the earlier analogue runs used
+  assert [round(A.sizing(n).fraction, 3) for n in TABLE1] == [0.421, 0.073, 0.233]

@@ -16,8 +16,8 @@ from typing import Any, Dict, Mapping, Tuple
 import numpy as np
 from absl import logging
 
-from experiments.framework import (deploy, drawn, lifecycle, monitor, pagefiles, plots, position, practice, protocol,
-                                   rowstore, rundir, schema, setup, tabulate, walltime)
+from experiments.framework import (deploy, drawn, drawstore, lifecycle, monitor, pagefiles, plots, position,
+                                   practice, protocol, rowstore, rundir, schema, setup, tabulate, walltime)
 from experiments.framework.pairs import (aggregate, column_comparisons, comparisons, declared_claims, primary,
                                          query_lists)
 from experiments.framework.records import FoldRecord, LossRecord, RowRecord, RunRecord
@@ -77,10 +77,17 @@ class Options:
   target_mde: float = option(0.0, "With --pilot: size by a target instead of the time budget (the fewest draws at "
                              "which every PFD comparison's MDE is at most this, relative; 0 = the budget).", lo=0,
                              omit_default=True)
+  draw_store: str = option("", "With --draws: each finished draw kept as a small record under "
+                           "published/draws/<this name>/<loss>/ and committed to the repository as it ends; a draw "
+                           "committed there is read, not trained (experiments/framework/drawstore.py).",
+                           omit_default=True)
   draws_per_program: int = option(0, "With --draws: this many draws of an MLP row in one program, on one layout "
                                   "(experiments/framework/drawn.py); 0 = one after another.", lo=0, omit_default=True)
 
   def __post_init__(self):
+    if self.draw_store and (self.draws_per_program or "/" in self.draw_store or self.draw_store.startswith(".")):
+      raise ConfigError("draw_store", f"{self.draw_store!r}: a plain name, for draws run one after another "
+                        "(not with --draws_per_program)")
     if self.randomized and not self.position:
       raise ConfigError("randomized", "the randomised lists serve the --position rows; name the "
                         "position column with --position too")
@@ -138,15 +145,45 @@ def run(cfg: schema.Config) -> RunRecord:
     if side_by_side is not None:
       folds = side_by_side[loss]
     else:
-      folds = {}
+      folds, kept = {}, _kept_draws(cfg, loss)
       for fold in setup.folds_of(cfg.data):
+        if fold in kept:
+          folds[f"fold{fold}"] = drawstore.from_record(kept[fold])
+          continue
         folds[f"fold{fold}"] = run_fold(cfg, loss, fold, methods, shared.setdefault(fold, {}), first=not folds)
+        _keep_draw(cfg, loss, fold, folds[f"fold{fold}"])
     record = out["losses"][loss] = LossRecord(train_config=cfg.train_config(loss).record(), folds=folds)
     record.comparisons = comparisons(record)
     if cfg.run.ensembles:
       record.deploy = deploy.choose(list(folds.values()), True)
   out["seconds"] = time.time() - t_all
   return out
+
+
+def _kept_draws(cfg: schema.Config, loss: str) -> Dict[int, Any]:
+  """The draws of --draw_store committed at HEAD for `loss` (read instead of trained); {} without the store."""
+  if not cfg.options.draw_store:
+    return {}
+  if not cfg.data.draws:
+    raise ConfigError("draw_store", "keeps the draws of a run that re-draws its data: add --draws")
+  kept = drawstore.committed(drawstore.ROOT, cfg.options.draw_store, loss, drawstore.recipe_key(cfg))
+  if kept:
+    logging.info("[%s] %d draw(s) committed under %s: read, not trained", loss, len(kept), cfg.options.draw_store)
+  return kept
+
+
+def _keep_draw(cfg: schema.Config, loss: str, fold: int, record: FoldRecord) -> None:
+  """With --draw_store: the finished draw written and committed (a failed commit leaves the file, said in the log)."""
+  if not cfg.options.draw_store:
+    return
+  file = drawstore.write(drawstore.path(drawstore.ROOT, cfg.options.draw_store, loss, fold),
+                         drawstore.to_record(record, drawstore.recipe_key(cfg)))
+  try:
+    sha = drawstore.commit(drawstore.ROOT, file, f"Draw {fold} of {cfg.options.draw_store} ({loss}): "
+                           f"{record.seconds:.0f} s")
+    logging.info("[%s] draw %d committed (%s): %s", loss, fold, sha[:10], file)
+  except RuntimeError as e:
+    logging.warning("[%s] draw %d written to %s but not committed (%s): commit it to keep it", loss, fold, file, e)
 
 
 def run_fold(cfg: schema.Config, loss: str, fold: int, methods: tuple, shared: Dict[str, Any],

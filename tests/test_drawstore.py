@@ -1,0 +1,93 @@
+"""Draws that outlive the machine (experiments/framework/drawstore.py): a draw's record round-trips, is committed
+alone, is read from HEAD only (in a fresh clone too), and a run with --draw_store reads its committed draws
+instead of training them, to the same comparisons."""
+import os
+import subprocess
+
+import numpy as np
+import pytest
+
+from conftest import tiny
+from experiments.framework import drawstore, pairs
+from experiments.framework.records import FoldRecord, RowRecord
+from pfd_jax.config import ConfigError
+
+
+def _git(root, *args):
+  return subprocess.run(["git", "-C", str(root), *args], check=True, capture_output=True, text=True).stdout
+
+
+def _repo(tmp_path):
+  root = tmp_path / "repo"
+  root.mkdir()
+  _git(root, "init", "-q")
+  _git(root, "config", "user.email", "t@example.org")
+  _git(root, "config", "user.name", "t")
+  (root / "README").write_text("x")
+  _git(root, "add", "README")
+  _git(root, "commit", "-qm", "first")
+  return root
+
+
+def _fold(seed=0, lists=7):
+  rng = np.random.default_rng(seed)
+  valid = np.r_[np.ones(lists, bool), np.zeros(3, bool)]
+  rows = {name: RowRecord(best={"vali": [[0.3, 0.4]], "test": [[0.25, 0.35]]}, best_epoch=[5], seconds=1.5,
+                          test_lists=rng.random(valid.size).astype(np.float32)) for name in ("no_distill", "pfd")}
+  return FoldRecord(rows=rows, data={"data_fingerprint": f"fp{seed}"}, train_groups=40, positive_train_groups=12,
+                    seconds=3.0, test_lists_valid=valid)
+
+
+def test_a_record_round_trips_exactly_and_writes_the_same_bytes(tmp_path):
+  fold = _fold()
+  back = drawstore.from_record(drawstore.to_record(fold, "k", {"host": "h"}))
+  valid = np.asarray(fold.test_lists_valid)
+  for name, r in fold.rows.items():
+    np.testing.assert_array_equal(back.rows[name].test_lists, np.asarray(r.test_lists)[valid])
+    assert back.rows[name].best == r.best and back.rows[name].best_epoch == r.best_epoch
+  assert back.test_lists_valid.all() and back.data == fold.data
+  a = drawstore.write(str(tmp_path / "a.json.gz"), drawstore.to_record(fold, "k", {"host": "h"}))
+  b = drawstore.write(str(tmp_path / "b.json.gz"), drawstore.to_record(fold, "k", {"host": "h"}))
+  assert open(a, "rb").read() == open(b, "rb").read()
+
+
+def test_a_look_reads_only_committed_draws_in_a_fresh_clone_too(tmp_path):
+  root = _repo(tmp_path)
+  (root / "other.txt").write_text("staged, not mine")
+  _git(root, "add", "other.txt")
+  for k in (1, 2):
+    f = drawstore.write(drawstore.path(str(root), "run", "rankbce", k), drawstore.to_record(_fold(k), "key"))
+    drawstore.commit(str(root), f, f"draw {k}")
+  assert "other.txt" in _git(root, "diff", "--cached", "--name-only")  # another staged change stays uncommitted
+  drawstore.write(drawstore.path(str(root), "run", "rankbce", 3), drawstore.to_record(_fold(3), "key"))  # on disk only
+  assert sorted(drawstore.committed(str(root), "run", "rankbce", "key")) == [1, 2]
+  clone = tmp_path / "clone"
+  subprocess.run(["git", "clone", "-q", str(root), str(clone)], check=True)
+  got = drawstore.committed(str(clone), "run", "rankbce", "key")
+  assert sorted(got) == [1, 2] and got[2]["data"]["data_fingerprint"] == "fp2"
+  with pytest.raises(ConfigError, match="draw-0001.json.gz is a draw of another recipe"):
+    drawstore.committed(str(clone), "run", "rankbce", "another")
+  assert drawstore.committed(str(tmp_path), "run", "rankbce") == {}  # not a checkout: nothing committed
+
+
+@pytest.mark.heavy
+def test_a_run_reads_its_committed_draws_instead_of_training_them(tmp_path, monkeypatch):
+  from experiments.paper import table2
+  root = _repo(tmp_path)
+  monkeypatch.setattr(drawstore, "ROOT", str(root))
+  cfg = tiny(table2.Options(methods=("no_distill", "pfd"), draw_store="t"), data=dict(draws=2),
+             train=dict(select_on="vali", curves="select"), run=dict(seeds=1, loss="rankbce"))
+  first = table2.run(cfg)["losses"]["rankbce"]
+  assert sorted(drawstore.committed(str(root), "t", "rankbce", drawstore.recipe_key(cfg))) == [1, 2]
+  trained = []
+  monkeypatch.setattr(table2, "run_fold", lambda *a, **k: trained.append(a) or pytest.fail("a committed draw trained"))
+  again = table2.run(cfg)["losses"]["rankbce"]
+  assert not trained
+  for k in ("fold1", "fold2"):
+    a, b = first.folds[k], again.folds[k]
+    valid = np.asarray(a.test_lists_valid, bool)
+    np.testing.assert_array_equal(np.asarray(b.rows["pfd"].test_lists), np.asarray(a.rows["pfd"].test_lists)[valid])
+  # the claims' per-draw units are the same numbers
+  np.testing.assert_array_equal(pairs.aggregate(first)["pfd"], pairs.aggregate(again)["pfd"])
+  with pytest.raises(ConfigError, match="draw_store"):
+    table2.Options(draw_store="../elsewhere")
