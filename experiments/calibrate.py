@@ -47,6 +47,8 @@ class Options:
                                        "near the tolerance). Default: as many test lists as the Table 2 runs on an "
                                        "analogue have (protocol.ANALOGUE_TEST_LISTS[<dataset>] x Table 1's, at any "
                                        "size).", lo=1)
+  scored: bool = option(False, "Generate validation and test as lists with a positive only (the analogue setting "
+                        "scored=1; pfd_jax.data.analogues.scored_lists).", omit_default=True)
   write_settings: bool = option(False, "Write the chosen candidate to pfd_jax/data/analogues.json.")
 
 
@@ -129,7 +131,8 @@ def run(cfg: schema.Config) -> RunRecord:
     # each candidate's rows in a folder of its own: the resume store knows a row by its name and training, not
     # by its data, and every candidate trains the same three rows on other data
     own = dict(run_dir=os.path.join(cfg.output.run_dir, "candidates", settings_text(s))) if cfg.output.run_dir else {}
-    c = cfg.replace(data=dict(analogue=f"{settings_text(s)},test_scale={o.test_scale:g}"), options=teachers_only,
+    measured_on = f"test_scale={o.test_scale:g}" + (",scored=1" if o.scored else "")
+    c = cfg.replace(data=dict(analogue=f"{settings_text(s)},{measured_on}"), options=teachers_only,
                     output=own)
     m = measure(table2.run(c))
     tried.append(dict(settings=s, measured=m, distance=distance(m, TABLE4[name], o)))

@@ -360,3 +360,27 @@ def test_the_sizing_rule_in_closed_form_from_table_1():
     assert (s.vali_lists, s.vali_generated) == (300, math.ceil(300 / (pct / 100)))
   # rounded (Yahoo, Istella, Web30k); Istella and Web30k at 3.7x and 4.7x the fractions of 0.02 and 0.05 the earlier analogue runs used
   assert [round(A.sizing(n).fraction, 3) for n in TABLE1] == [0.421, 0.073, 0.233]
+
+
+def test_scored_lists_each_hold_a_positive_under_the_labels_preprocessing_gives():
+  """scored=1: validation and test hold scored_lists' counts of lists, each with a positive under the prepared
+  data's own Eq. 2 labels (keyed by document, so the generator's choice and the preprocessing's labels agree); the
+  training split is the unscored generation's, bit for bit; the same seed gives the same bits."""
+  settings = "weight=0.9,leak=0.6,noise=0.2"
+  base = DataConfig(dataset="yahoo_like", synthetic_scale=0.02, draws=1, cache_dir="", analogue=settings)
+  scored = dataclasses.replace(base, analogue=settings + ",scored=1")
+  a, b = setup.load_dataset(scored, 1), setup.load_dataset(base, 1)
+  want = dict(zip(("vali", "test"), A.scored_lists(A.resolved("yahoo_like", A.parse_settings(settings), 0.02),
+                                                   0.02)))
+  assert want["vali"] == A.VALI_LISTS
+  for split in ("vali", "test"):
+    g = a[split]
+    assert g.num_queries == want[split]
+    assert np.all(np.add.reduceat(g.y, g.offsets[:-1]) > 0)
+  raw = lambda cfg: A.generate("yahoo_like", scale=0.02, seed=7, settings=A.parse_settings(cfg.analogue),
+                               label_seed=cfg.label_seed)
+  np.testing.assert_array_equal(raw(scored)["train"].x, raw(base)["train"].x)
+  np.testing.assert_array_equal(raw(scored)["test"].x, raw(scored)["test"].x)
+  assert a.config["labels_keyed_by"] == "document" and "labels_keyed_by" not in b.config
+  with pytest.raises(ValueError, match="scored 0 or 1"):
+    A.parse_settings("scored=2")

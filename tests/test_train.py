@@ -7,6 +7,7 @@ import pytest
 
 from experiments.paper import table2
 from experiments.framework import schema
+from pfd_jax import config as config_lib
 from pfd_jax.methods import distill
 from pfd_jax.methods import rows as rows_lib
 from pfd_jax import training as T
@@ -226,6 +227,13 @@ def test_early_stopping_ends_when_no_model_improves_and_keeps_the_full_runs_bits
   np.testing.assert_array_equal(early.best["vali"][:, 0], running[:, stop])
   np.testing.assert_allclose(T.evaluate(cfg, early.params, tiny_device.eval_sets["vali"], "x")[:, 0],
                              running[:, stop], rtol=1e-5)
+  # --patience (TrainConfig.patience) is the same rule for every row; at its default 0 a configuration records no
+  # field, so the saved rows' fingerprints are those of before it existed
+  by_config = T.train(keys, dataclasses.replace(cfg, patience=patience), tiny_device.train_pos, "x",
+                      tiny_device.eval_sets)
+  np.testing.assert_array_equal(by_config.best_epoch, early.best_epoch)
+  assert "patience" not in config_lib.to_dict(cfg) and config_lib.to_dict(dataclasses.replace(cfg, patience=3))[
+      "patience"] == 3
 
 
 def test_an_evaluation_set_without_lists_scores_nan_as_the_empty_rule_says():

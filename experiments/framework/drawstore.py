@@ -20,6 +20,7 @@ import subprocess
 from typing import Dict, Optional
 
 import numpy as np
+from absl import logging
 
 from experiments.framework.records import FoldRecord, RowRecord
 from pfd_jax import config as config_lib
@@ -122,3 +123,30 @@ def committed(root: str, name: str, loss: str, key: Optional[str] = None) -> Dic
                                    f"{key}): name another store, or remove that folder")
     out[int(base[5:-8])] = record
   return out
+
+
+def kept(cfg, loss: str) -> Dict[int, JsonObject]:
+  """The draws of cfg's --draw_store committed at HEAD for `loss` (a run reads them instead of training them); {}
+  without the store."""
+  name = getattr(cfg.options, "draw_store", "")
+  if not name:
+    return {}
+  if not cfg.data.draws:
+    raise config_lib.ConfigError("draw_store", "keeps the draws of a run that re-draws its data: add --draws")
+  out = committed(ROOT, name, loss, recipe_key(cfg))
+  if out:
+    logging.info("[%s] %d draw(s) committed under %s: read, not trained", loss, len(out), name)
+  return out
+
+
+def keep(cfg, loss: str, draw: int, fold: FoldRecord) -> None:
+  """With --draw_store: the finished draw written and committed (a failed commit leaves the file, said in the log)."""
+  name = getattr(cfg.options, "draw_store", "")
+  if not name:
+    return
+  file = write(path(ROOT, name, loss, draw), to_record(fold, recipe_key(cfg)))
+  try:
+    sha = commit(ROOT, file, f"Draw {draw} of {name} ({loss}): {fold.seconds:.0f} s")
+    logging.info("[%s] draw %d committed (%s): %s", loss, draw, sha[:10], file)
+  except RuntimeError as e:
+    logging.warning("[%s] draw %d written to %s but not committed (%s): commit it to keep it", loss, draw, file, e)

@@ -145,45 +145,19 @@ def run(cfg: schema.Config) -> RunRecord:
     if side_by_side is not None:
       folds = side_by_side[loss]
     else:
-      folds, kept = {}, _kept_draws(cfg, loss)
+      folds, kept = {}, drawstore.kept(cfg, loss)
       for fold in setup.folds_of(cfg.data):
         if fold in kept:
           folds[f"fold{fold}"] = drawstore.from_record(kept[fold])
           continue
         folds[f"fold{fold}"] = run_fold(cfg, loss, fold, methods, shared.setdefault(fold, {}), first=not folds)
-        _keep_draw(cfg, loss, fold, folds[f"fold{fold}"])
+        drawstore.keep(cfg, loss, fold, folds[f"fold{fold}"])
     record = out["losses"][loss] = LossRecord(train_config=cfg.train_config(loss).record(), folds=folds)
     record.comparisons = comparisons(record)
     if cfg.run.ensembles:
       record.deploy = deploy.choose(list(folds.values()), True)
   out["seconds"] = time.time() - t_all
   return out
-
-
-def _kept_draws(cfg: schema.Config, loss: str) -> Dict[int, Any]:
-  """The draws of --draw_store committed at HEAD for `loss` (read instead of trained); {} without the store."""
-  if not cfg.options.draw_store:
-    return {}
-  if not cfg.data.draws:
-    raise ConfigError("draw_store", "keeps the draws of a run that re-draws its data: add --draws")
-  kept = drawstore.committed(drawstore.ROOT, cfg.options.draw_store, loss, drawstore.recipe_key(cfg))
-  if kept:
-    logging.info("[%s] %d draw(s) committed under %s: read, not trained", loss, len(kept), cfg.options.draw_store)
-  return kept
-
-
-def _keep_draw(cfg: schema.Config, loss: str, fold: int, record: FoldRecord) -> None:
-  """With --draw_store: the finished draw written and committed (a failed commit leaves the file, said in the log)."""
-  if not cfg.options.draw_store:
-    return
-  file = drawstore.write(drawstore.path(drawstore.ROOT, cfg.options.draw_store, loss, fold),
-                         drawstore.to_record(record, drawstore.recipe_key(cfg)))
-  try:
-    sha = drawstore.commit(drawstore.ROOT, file, f"Draw {fold} of {cfg.options.draw_store} ({loss}): "
-                           f"{record.seconds:.0f} s")
-    logging.info("[%s] draw %d committed (%s): %s", loss, fold, sha[:10], file)
-  except RuntimeError as e:
-    logging.warning("[%s] draw %d written to %s but not committed (%s): commit it to keep it", loss, fold, file, e)
 
 
 def run_fold(cfg: schema.Config, loss: str, fold: int, methods: tuple, shared: Dict[str, Any],

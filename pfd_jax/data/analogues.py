@@ -36,6 +36,7 @@ from typing import Any, Dict, Optional
 import numpy as np
 
 from pfd_jax.config import JsonObject
+from pfd_jax.data import labels
 from pfd_jax.data.groups import Groups, Splits
 
 _B = np.array([1.0, 0.8, 0.65, 0.5, 0.4, 0.3])
@@ -58,7 +59,8 @@ class Analogue:
   (its commit and results file), empty while the defaults below are uncalibrated; test_scale: the test split's
   groups x this (a measurement setting, the calibration's: more test lists of the same population estimate the
   same teachers' NDCG with less noise; a deciding run on an analogue sets it too, by name, to decide a claim on
-  more test lists of the same population: experiments/framework/protocol.py)."""
+  more test lists of the same population: experiments/framework/protocol.py); scored (1: on): validation and test
+  generated as lists with a positive only, the only lists a selection or a test scores (:func:`generate`)."""
   paper: str
   num_regular: int
   num_privileged: int
@@ -74,6 +76,7 @@ class Analogue:
   noise: float = 0.7
   calibrated: str = ""
   test_scale: float = 1.0
+  scored: float = 0.0
 
   @property
   def num_features(self) -> int:
@@ -134,7 +137,7 @@ def sizing(name: str) -> Sizing:
 
 
 TEACHER_SETTINGS = ("weight", "leak", "noise")
-MEASUREMENT_SETTINGS = ("test_scale",)  # how a population is measured, not what it is
+MEASUREMENT_SETTINGS = ("test_scale", "scored")  # how a population is measured, not what it is
 LOSSES = ("rankbce", "ranknet")  # Table 4's two losses, each with its own teachers' row
 
 
@@ -211,8 +214,9 @@ def parse_settings(text: str) -> Dict[str, Any]:
     raise ValueError(f"analogue settings {text!r}: calibrated_for reads the teachers' settings from analogues.json; "
                      f"give it or {', '.join(TEACHER_SETTINGS)}, not both")
   if (not 0 <= out.get("weight", 0.5) <= 1 or out.get("leak", 0) < 0 or out.get("noise", 0) < 0
-      or out.get("test_scale", 1) < 1):
-    raise ValueError(f"analogue settings {text!r}: weight in [0, 1], leak and noise >= 0, test_scale >= 1")
+      or out.get("test_scale", 1) < 1 or out.get("scored", 0) not in (0, 1)):
+    raise ValueError(f"analogue settings {text!r}: weight in [0, 1], leak and noise >= 0, test_scale >= 1, scored "
+                     "0 or 1")
   return out
 
 
@@ -285,16 +289,56 @@ def _split(rng, a: Analogue, num_queries: int, design) -> Groups:
   return Groups(x=_columns(rng, u, design), rel=rel, qid=np.arange(num_queries, dtype=np.int64), offsets=offsets)
 
 
-def generate(name: str, *, scale: float = 1.0, seed: int = 0, settings: Optional[Dict[str, Any]] = None) -> Splits:
+def _scored_split(rng, a: Analogue, lists: int, design, label_seed: int, qid0: int) -> Groups:
+  """`lists` lists with a positive under Eq. 2 (t = 4, tau = 4.8; each document's draws keyed by the label seed, its
+  list's qid and its position: :func:`pfd_jax.data.labels.document_gumbel`, so preprocessing gives them the same
+  labels): lists are drawn (their documents' relevance, no columns) in blocks until `lists` of them hold a
+  positive, and only those get columns. A list keeps the qid of its place among all drawn (qid0 + index)."""
+  share = a.positive_groups / 100
+  parts, kept, drawn = [], 0, 0  # per block: (sizes, factors, grades, qids) of its lists with a positive
+  while kept < lists:
+    n = max(256, int(1.2 * (lists - kept) / share))
+    size, u, rel = relevance(rng, a, n)
+    offsets = np.concatenate([[0], np.cumsum(size)])
+    qid = qid0 + drawn + np.arange(n, dtype=np.int64)
+    position = np.arange(offsets[-1]) - np.repeat(offsets[:-1], size)
+    g0, g1 = labels.document_gumbel(label_seed, np.repeat(qid, size), position)
+    has = np.add.reduceat(labels.gumbel_labels(rel, g0, g1), offsets[:-1]) > 0
+    keep = np.flatnonzero(has)[:lists - kept]
+    docs = np.repeat(np.isin(np.arange(n), keep), size)  # the kept lists' documents
+    parts.append((size[keep], u[docs], rel[docs], qid[keep]))
+    kept, drawn = kept + keep.size, drawn + n
+  size, u, rel, qid = (np.concatenate(p) for p in zip(*parts))
+  offsets = np.concatenate([[0], np.cumsum(size)]).astype(np.int64)
+  return Groups(x=_columns(rng, u, design), rel=rel, qid=qid, offsets=offsets)
+
+
+def scored_lists(a: Analogue, scale: float = 1.0) -> tuple:
+  """(validation, test) lists with a positive that a scored population generates: Table 1's share of the lists an
+  unscored one would (its test_scale included), validation at least VALI_LISTS."""
+  _, vali, test = a.num_queries(scale)
+  share = a.positive_groups / 100
+  return max(VALI_LISTS, int(round(vali * share))), max(1, int(round(test * share)))
+
+
+def generate(name: str, *, scale: float = 1.0, seed: int = 0, settings: Optional[Dict[str, Any]] = None,
+             label_seed: int = 0) -> Splits:
   """Raw splits {'train', 'vali', 'test'} -> :class:`Groups` of analogue `name` (before any preprocessing).
 
   scale multiplies the declared fraction's query counts (1 / fraction: the paper's); settings overrides fields of
-  the analogue (the calibration's candidates: weight, leak, noise) or name its population (calibrated_for)."""
+  the analogue (the calibration's candidates: weight, leak, noise) or name its population (calibrated_for), or asks
+  for scored validation and test lists (scored=1: :func:`scored_lists` of them, each with a positive under the
+  labels `label_seed` gives documents; the data's preprocessing must key its labels by document)."""
   a = resolved(name, settings, scale)
   rng = np.random.default_rng(seed)
   design = _design(rng, a)
   out = {}
-  for split, nq in zip(("train", "vali", "test"), a.num_queries(scale)):
+  counts = a.num_queries(scale)
+  scored = dict(zip(("vali", "test"), scored_lists(a, scale))) if a.scored else {}
+  for split, nq in zip(("train", "vali", "test"), counts):
+    if split in scored:
+      out[split] = _scored_split(rng, a, scored[split], design, label_seed, SPLIT_QID[split])
+      continue
     g = _split(rng, a, nq, design)
     out[split] = dataclasses.replace(g, qid=g.qid + SPLIT_QID[split])
   return out

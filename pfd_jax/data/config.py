@@ -162,4 +162,6 @@ class DataConfig:
       kw["chunk"] = self.synthetic_chunk
     if self.analogue:
       kw["settings"] = analogues.parse_settings(self.analogue)
+      if kw["settings"].get("scored"):  # the lists it keeps are those with a positive under these labels
+        kw["label_seed"] = self.label_seed
     return kw

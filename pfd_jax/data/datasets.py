@@ -30,6 +30,7 @@ from typing import Any, Dict, Mapping, Optional, Sequence
 import numpy as np
 
 from pfd_jax import distributed
+from pfd_jax.data import analogues
 from pfd_jax.data import preprocess as pp
 from pfd_jax.data.config import LABEL_MODES, DataConfig
 from pfd_jax.config import JsonObject
@@ -244,7 +245,13 @@ def prepare(cfg: DataConfig, raw: Splits, *, comm=None, require_positive: Option
                   require_positive=labels == "gumbel" if require_positive is None else require_positive,
                   log1p=cfg.log1p, query_norm=cfg.query_norm, seed=cfg.label_seed, labels=labels,
                   positive_grade=cfg.positive_grade, privileged=cfg.privileged_ids, comm=comm or distributed.LOCAL,
-                  by_document=not (name in REGISTRY and REGISTRY[name].in_memory))
+                  by_document=not (name in REGISTRY and REGISTRY[name].in_memory) or _scored(cfg))
+
+
+def _scored(cfg: DataConfig) -> bool:
+  """A paper analogue generated with scored lists (pfd_jax.data.analogues.generate): its labels keyed by document,
+  the ones its generator chose the lists by."""
+  return bool(cfg.analogue) and bool(analogues.parse_settings(cfg.analogue).get("scored"))
 
 
 def _prepare(name: str, raw: Splits, *, t, tau, num_privileged, min_docs, require_positive, log1p, query_norm,

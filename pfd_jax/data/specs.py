@@ -91,7 +91,7 @@ def _analogue(name: str) -> Callable:
   declared fraction of the paper's groups, --draws seeds it; the default synthetic generator's size flags do not
   apply (an error names them rather than a run that silently ignores them)."""
   def generate(kwargs: Mapping[str, Any], share: tuple) -> Splits:
-    other = sorted(set(kwargs) - {"scale", "seed", "settings"})
+    other = sorted(set(kwargs) - {"scale", "seed", "settings", "label_seed"})
     if other:
       raise ValueError(f"dataset {name!r}: the synthetic generator's size settings ({', '.join(other)}: "
                        f"--synthetic_web30k, --synthetic_queries, --synthetic_mean_docs, --synthetic_chunk) do not "
@@ -99,7 +99,7 @@ def _analogue(name: str) -> Callable:
     if share[1] != 1:
       raise ValueError(f"dataset {name!r}: generated in one process only")
     return analogues.generate(name, scale=kwargs.get("scale", 1.0), seed=kwargs.get("seed", 0),
-                              settings=kwargs.get("settings"))
+                              settings=kwargs.get("settings"), label_seed=kwargs.get("label_seed", 0))
   return generate
 
 

@@ -99,6 +99,10 @@ class TrainConfig:
   weight_decay: float = config.option(0.005, "Coupled L2 weight decay (as torch Adam(weight_decay=...)).", lo=0)
   lr_halve_every: int = config.option(20, "Halve the learning rate every this many epochs.", lo=1)
   epochs: int = config.option(100, "Training epochs.", lo=1)
+  patience: int = config.option(0, "Early stopping: a row's training ends once none of its models has improved its "
+                                "select_on NDCG for this many epochs (0 = every epoch; its best epoch is the one a "
+                                "full run selects unless a later epoch beats a plateau this long).", lo=0,
+                                omit_default=True)
   hidden: int = config.option(100, "Hidden width of the MLP.", lo=1)
   layers: int = config.option(5, "Dense layers of the MLP (layers - 1 hidden ReLU layers).", lo=1)
   # The modern ranker's options (pfd_jax.ops.models.MLP; the paper's model has none of them).

@@ -89,14 +89,16 @@ def train(key, cfg: TrainConfig, train_buckets: list, view: str, eval_sets: Mapp
       every variant shares one compiled program.
     patience: early stopping on ``cfg.select_on`` (LightGBM's rule, for the models trained side by side): training
       ends after the first epoch at which no model has improved its selection metric for `patience` epochs (0:
-      every epoch of cfg.epochs). The models are those of the epochs run (each its best of them, the same bits as
-      a full run's up to there); the curves and losses of the epochs not run are NaN.
+      cfg.patience, whose default 0 runs every epoch of cfg.epochs). The models are those of the epochs run (each
+      its best of them, the same bits as a full run's up to there); the curves and losses of the epochs not run
+      are NaN.
   """
   if cfg.select_on not in eval_sets:
     raise ValueError(f"select_on={cfg.select_on!r} but eval_sets has {list(eval_sets)}")
   if not train_buckets:
     raise ValueError("no training group (is there any positive query group?)")
   keys = key if num_seeds is None else jax.random.split(key, num_seeds)
+  patience = patience or cfg.patience
   seeds = keys.shape[0]
   keys, teacher, alpha, init_params = _models(cfg, keys, train_buckets, teacher, variants, init_params)
   feed = make_feed(cfg, train_buckets, view, teacher, keys, chunk_steps)
