@@ -320,13 +320,18 @@ def test_every_member_of_the_declared_family_is_a_claim_its_run_states():
 
 
 def test_table_2_on_an_analogue_is_its_own_members_and_its_pilot_their_diagnostic():
-  """Each declared analogue's decisive runs decide Table 2's three comparisons per loss, each member set beside
-  the paper's own effect on that dataset only (Table 4's); a claim of the analogue's pilot is a diagnostic of the
-  analogue's member, never of the synthetic population's member with the same words."""
-  from experiments.framework import familypage
+  """Each declared analogue's sequential runs decide Table 2's three comparisons per loss (each member its draw
+  store, loss and rows), each member set beside the paper's own effect on that dataset only (Table 4's); a claim of
+  the analogue's pilot or decisive run is a diagnostic of the analogue's member, never of the synthetic
+  population's member with the same words."""
+  from experiments.framework import deciding, familypage
   for name in ("yahoo_like", "istella_like", "web30k_like"):  # 3 analogues x 2 losses x 3 comparisons
-    assert sum(m.run.startswith(f"table2/{name}-decisive_") for m in family.FAMILY) == 6
-  ours = [m for m in family.FAMILY if m.run.startswith("table2/yahoo_like-decisive_")]
+    members = [m for m in family.FAMILY if m.run.startswith(f"table2/{name}-sequential_")]
+    assert len(members) == 6 and {m.sequential[0] for m in members} == {deciding.store(name, l) for l in ("rankbce",
+                                                                                                         "ranknet")}
+    assert all(m.sequential[2] == "pfd" and m.claim == declared.row_claim(m.sequential[1], "pfd", m.sequential[3])
+               for m in members)
+  ours = [m for m in family.FAMILY if m.run.startswith("table2/yahoo_like-sequential_")]
   assert all(m.form == "superiority" and m.population == "re-drawn" for m in ours)
   assert all(len(m.reported) == 1 and m.reported[0][0] == "Yahoo" for m in ours)
   gend = {m.run.rsplit("_", 1)[1]: m for m in ours if "GenD" in m.text}
@@ -336,8 +341,9 @@ def test_table_2_on_an_analogue_is_its_own_members_and_its_pilot_their_diagnosti
   decided = family.resolve({})
   claim = claims.Claim("[rankbce] PFD student beats no-distillation (paper, Table 2): +9.0%", "holds", "", p=0.01,
                        source="PFD", id=declared.row_claim("rankbce", "pfd", "no_distill"))
-  assert familypage.page_verdict("table2/yahoo_like-pilot_rankbce", claim, decided)[0] == (
-      "diagnostic: decided by table2/yahoo_like-decisive_rankbce")
+  for diagnostic in ("table2/yahoo_like-pilot_rankbce", "table2/yahoo_like-decisive_rankbce"):
+    assert familypage.page_verdict(diagnostic, claim, decided)[0] == (
+        "diagnostic: decided by table2/yahoo_like-sequential_rankbce")
   assert familypage.page_verdict("table2/synthetic", claim, decided)[0] == (
       f"diagnostic: decided by {family.DECISIVE}")
   assert familypage.page_verdict("table2/synthetic", claim._replace(id=""), decided)[0] == (

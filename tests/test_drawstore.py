@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from conftest import tiny
-from experiments.framework import drawstore, pairs
+from experiments.framework import declared, drawstore, pairs
 from experiments.framework.records import FoldRecord, RowRecord
 from pfd_jax.config import ConfigError
 
@@ -91,3 +91,57 @@ def test_a_run_reads_its_committed_draws_instead_of_training_them(tmp_path, monk
   np.testing.assert_array_equal(pairs.aggregate(first)["pfd"], pairs.aggregate(again)["pfd"])
   with pytest.raises(ConfigError, match="draw_store"):
     table2.Options(draw_store="../elsewhere")
+
+
+def _commit_draws(root, name, loss, per_row, n):
+  """n committed draws of store `name`: row r's best test NDCG@8 of draw k is per_row[r](k)."""
+  for k in range(1, n + 1):
+    rows = {r: RowRecord(best={"test": [[f(k)]]}, best_epoch=[3], seconds=1.0, test_lists=np.full(4, f(k), np.float32))
+            for r, f in per_row.items()}
+    fold = FoldRecord(rows=rows, data={"data_fingerprint": f"d{k}"}, test_lists_valid=np.ones(4, bool))
+    drawstore.commit(str(root), drawstore.write(drawstore.path(str(root), name, loss, k),
+                                                drawstore.to_record(fold, "key")), f"draw {k}")
+
+
+def test_the_familys_sequential_members_are_decided_by_their_committed_draws(tmp_path, monkeypatch):
+  """A planted effect on Yahoo RankBCE (PFD 0.05 over no-distillation and self-distillation, a draw's noise 0.01)
+  holds at the first look whose boundary it crosses; PFD vs GenD, a null, is not decided while its draws come in;
+  the other analogues, with nothing committed, are not decided; the members outside stay Holm's."""
+  from experiments.framework import claims, deciding, family
+  root = _repo(tmp_path)
+  monkeypatch.setattr(drawstore, "ROOT", str(root))
+  rng = np.random.default_rng(0)
+  noise = {k: rng.normal(0, 0.01, 4) for k in range(1, 21)}
+  _commit_draws(root, deciding.store("yahoo_like", "rankbce"), "rankbce",
+                {"no_distill": lambda k: 0.40 + noise[k][0], "self_distill": lambda k: 0.40 + noise[k][1],
+                 "gend": lambda k: 0.45 + noise[k][2], "pfd": lambda k: 0.45 + noise[k][3]}, 12)
+  decided = family.resolve({})
+  seq = {d.member.claim: d for d in decided if d.member.sequential and d.member.sequential[0].startswith("yahoo_like")
+         and d.member.sequential[1] == "rankbce"}
+  vs = lambda versus: seq[declared.row_claim("rankbce", "pfd", versus)]
+  assert vs("no_distill").adjusted.word == claims.HOLDS and vs("self_distill").adjusted.word == claims.HOLDS
+  assert "decided at look" in vs("no_distill").claim.detail
+  assert vs("gend").adjusted.word == claims.NOT_DECIDED and "next look at 15" in vs("gend").claim.detail
+  assert all(d.adjusted.word == claims.NOT_DECIDED for d in decided
+             if d.member.sequential and not d.member.sequential[0].startswith("yahoo_like"))
+  # a sequential member decided frees its level; with none decided the others' verdicts are Holm's own
+  nothing = family.resolve({}, [m for m in family.FAMILY if not m.sequential])
+  assert [d.adjusted for d in nothing] == [d.adjusted for d in decided if not d.member.sequential]
+
+
+def test_the_graph_over_a_family_without_sequential_decisions_is_holms():
+  from experiments.framework import claims
+  rng = np.random.default_rng(1)
+  for _ in range(100):
+    m = 8
+    p = rng.uniform(0, 0.01, m) ** rng.uniform(0.5, 2, m)
+    fam = [claims.Claim(f"c{i}", claims.HOLDS if p[i] < 0.025 else claims.UNDECIDED, "", p=p[i], p_against=1 - p[i])
+           for i in range(m)] + [None, None]
+    plain = claims.adjust(fam)
+    never = claims.adjust(fam, {m: (lambda level: 0, False), m + 1: (lambda level: 0, True)})
+    assert [a.word for a in never[:m]] == [a.word for a in plain[:m]]
+    assert never[m].word == claims.NOT_DECIDED and never[m + 1].word == claims.UNDECIDED
+    always = claims.adjust(fam, {m: (lambda level: 1, False), m + 1: (lambda level: -1, False)})
+    assert always[m].word == claims.HOLDS and always[m + 1].word == claims.AGAINST
+    # two members decided at once free their levels: no claim Holm keeps is lost, some may be gained
+    assert all(a.word == claims.HOLDS for a, b in zip(always[:m], plain[:m]) if b.word == claims.HOLDS)

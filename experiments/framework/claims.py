@@ -43,6 +43,7 @@ import numpy as np
 
 from experiments.framework import published, tabulate
 from pfd_jax.ops import choice, stats
+from pfd_jax.ops import sequential as seq_lib
 
 MARGIN = tabulate.POWER_CHANGE  # the relative change the tables' power columns are about (2%)
 ALPHA = (1 - stats.LEVEL) / 2   # one-sided level of every claim's test (its 95% interval's bound)
@@ -339,7 +340,7 @@ class Adjusted(NamedTuple):
   verdict: str
 
 
-def adjust(family: list) -> list:
+def adjust(family: list, sequential: Optional[Mapping[int, tuple]] = None) -> list:
   """[Adjusted] of a declared family of claims (:mod:`experiments.framework.family`; None: a
   member without a current run, 'not decided', counted at p = 1 so that it never drops out): Holm's step-down
   adjustment **in both directions**. Each claim's test reads the smaller of its two one-sided p-values (p: for the
@@ -348,19 +349,38 @@ def adjust(family: list) -> list:
   reproduce when that side is 'does not reproduce' and its adjusted p < ALPHA; a raw verdict that does not survive
   reads 'undecided after Holm'. A wrong verdict of either kind somewhere in the family has probability at most
   2 x ALPHA (ALPHA where no true change sits exactly on a claim's threshold). A claim without a test (a check; a
-  vacuous one) keeps its raw verdict (adjusted p nan) and is no member of the adjustment."""
-  sides = [(1.0, HOLDS) if c is None else
-           (c.p, HOLDS) if not c.p_against < c.p else (c.p_against, AGAINST) for c in family]
-  tested = [i for i, c in enumerate(family) if c is None or np.isfinite(c.p)]
+  vacuous one) keeps its raw verdict (adjusted p nan) and is no member of the adjustment.
+
+  sequential: {index: (test, at its cap)} of the group-sequential members (experiments.framework.deciding; test:
+  level -> +1 holds, -1 does not reproduce, 0 neither). With them the family is decided by the graphical procedure
+  with Holm's graph (pfd_jax.ops.sequential.graph_test; without a sequential member decided it decides exactly
+  Holm's set): a member decided passes its level on. A sequential member's adjusted p is nan (its test reads
+  boundaries, not a p); one not decided is 'undecided' at its cap, else 'not decided' while its draws come in."""
+  sequential = dict(sequential or {})
+  sides = [(1.0, HOLDS) if c is None or i in sequential else
+           (c.p, HOLDS) if not c.p_against < c.p else (c.p_against, AGAINST) for i, c in enumerate(family)]
+  tested = [i for i, c in enumerate(family) if c is None or i in sequential or np.isfinite(c.p)]
   adj = dict(zip(tested, stats.holm([sides[i][0] for i in tested]))) if tested else {}
+  decided = None
+  if sequential:
+    tests = [sequential[i][0] if i in sequential else (lambda level, i=i: sides[i][0] < level) for i in tested]
+    w, g = seq_lib.holm_graph(len(tested))
+    at, _ = seq_lib.graph_test(lambda j, level: bool(tests[j](level)), w, g, ALPHA)
+    decided = {tested[j]: level for j, level in at.items()}
   out = []
   for i, c in enumerate(family):
-    if c is None:
+    if i in sequential:
+      test, capped = sequential[i]
+      word = ({1: HOLDS, -1: AGAINST}[test(decided[i])] if i in decided else UNDECIDED if capped else NOT_DECIDED)
+      at = f" at {c.at}" if c is not None and c.at and word == UNDECIDED else f" ({c.at})" if c and c.at else ""
+      out.append(Adjusted(math.nan, word, word + at))
+    elif c is None:
       out.append(Adjusted(math.nan, NOT_DECIDED, NOT_DECIDED))
     elif i not in adj:
       out.append(Adjusted(math.nan, c.word, c.verdict))
     else:
       p, side = float(adj[i]), sides[i][1]
-      word = side if p < ALPHA and c.word == side else AFTER_HOLM if c.word in (HOLDS, AGAINST) else c.word
+      passes = p < ALPHA if decided is None else i in decided
+      word = side if passes and c.word == side else AFTER_HOLM if c.word in (HOLDS, AGAINST) else c.word
       out.append(Adjusted(p, word, c.verdict if word == c.word else word))
   return out

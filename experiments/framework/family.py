@@ -35,7 +35,7 @@ import numpy as np
 import experiments
 from experiments.framework import claims as claims_lib
 from experiments.framework import declared as declared_lib
-from experiments.framework import paper
+from experiments.framework import deciding, drawstore, paper
 from experiments.framework.claims import Claim
 from experiments.framework.declared import Declared
 from pfd_jax.data import analogues
@@ -58,6 +58,8 @@ class Member(NamedTuple):
   amended: str = ""             # '<commit>: what changed' when its declaration changed after its run was made
   reported: tuple = ()          # the effects the paper reports for it: ((where, % change), ...) (paper.py)
   declared: Optional[Declared] = None
+  sequential: tuple = ()        # a group-sequential member: (its draw store, loss, row, compared row), decided by
+                                # its committed draws under experiments.framework.deciding.DESIGN
 
   @property
   def declaration(self) -> Declared:
@@ -141,10 +143,11 @@ FAMILY: tuple = (
              quote=_BEST + (_TIE if versus == "gend" else ""), amended=amended.format(commit=_AMENDING),
              reported=paper.table4_change(loss, "pfd", versus))
       for loss in ("rankbce", "ranknet") for text, versus, amended in _TABLE2),
-    *(Member(f"Table 2 on the {paper_name} analogue", f"table2/{name}-decisive_{loss}",
+    *(Member(f"Table 2 on the {paper_name} analogue", deciding.run_key(name, loss),
              declared_lib.row_claim(loss, "pfd", versus), f"[{loss}] {text}",
              quote=_BEST + (_TIE if (paper_name, loss, versus) == ("Yahoo", "ranknet", "gend") else ""),
-             reported=tuple(r for r in paper.table4_change(loss, "pfd", versus) if r[0] == paper_name))
+             reported=tuple(r for r in paper.table4_change(loss, "pfd", versus) if r[0] == paper_name),
+             sequential=(deciding.store(name, loss), loss, "pfd", versus))
       for name, paper_name in _ANALOGUES for loss in analogues.LOSSES for text, versus, _ in _TABLE2),
     Member("The alpha study (Figure 3, Appendix A.7)", "fig3_alpha/synthetic-redrawn",
            "fig3:pfd-vs-no_distill-every-alpha", "PFD student beats no-distillation at every alpha ≤ 0.95",
@@ -236,6 +239,8 @@ FROZEN_FIELDS = ("run", "text", "form", "margin", "source", "population", "unit"
 def member_hash(m) -> str:
   """12 hex digits of a member's FROZEN_FIELDS (a field an older declaration lacked counts as its default now)."""
   fields = {k: getattr(m, k, Member._field_defaults.get(k)) for k in FROZEN_FIELDS}
+  if getattr(m, "sequential", ()):  # its draws and its design (a member without them hashes as it always did)
+    fields.update(sequential=list(m.sequential), design=repr(deciding.DESIGN))
   return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:12]
 
 
@@ -264,8 +269,12 @@ def resolve(runs: Mapping[str, tuple], family: Sequence[Member] = FAMILY) -> lis
   (its claims, '' when current else why it decides nothing: stale, carried, not run)}; a run absent from `runs` is
   missing; a run that judged a member over another unit than declared (another protocol's) decides nothing. A run's
   claim is judged as its driver declares it (Declared.judged), so in the member's form, margin and source."""
-  found = []
-  for m in family:
+  found, tests = [], {}
+  for i, m in enumerate(family):
+    if m.sequential:
+      claim, why, tests[i] = _sequential(m)
+      found.append((m, claim, why))
+      continue
     claims, why = runs.get(m.run, ((), f"no run of {m.run}"))
     claim = next((c for c in claims if c.id == m.claim), None)
     if claim is None and not why:
@@ -273,8 +282,21 @@ def resolve(runs: Mapping[str, tuple], family: Sequence[Member] = FAMILY) -> lis
     elif claim is not None and m.form != "check" and claim.unit != m.unit and not why:
       why = f"{m.run} judged it over {claim.unit}, the declaration over {m.unit} (another protocol's run)"
     found.append((m, None if why else claim, why))
-  adjusted = claims_lib.adjust([c for _, c, _ in found])
+  adjusted = claims_lib.adjust([c for _, c, _ in found], tests)
   return [Decided(m, c, why, a) for (m, c, why), a in zip(found, adjusted)]
+
+
+def _sequential(m: Member, root: Optional[str] = None) -> tuple:
+  """(its Claim or None, why not decided, (its test, at its cap)) of a group-sequential member, from the draws
+  committed under its store."""
+  name, loss, row, versus = m.sequential
+  records = drawstore.committed(root or drawstore.ROOT, name, loss)
+  look = deciding.look_of(records, row, versus)
+  claim = deciding.claim_of(m.text, look, claims_lib.ALPHA, source=m.source, claim_id=m.claim)
+  why = "" if claim is not None else (
+      f"{look.draws} of the {deciding.DESIGN.looks[0]} draws of its first look committed "
+      f"(--preset={name.replace('-sequential_', '_')}_sequential)")
+  return claim, why, (deciding.rejects(look), look.draws >= deciding.DESIGN.cap)
 
 
 def member_of(decided: Sequence[Decided], run: str, claim: Claim) -> Optional[Decided]:
@@ -310,8 +332,12 @@ def conclusion(decided: Sequence[Decided]) -> list:
   for group in dict.fromkeys(d.member.group for d in decided):
     ds = [d for d in decided if d.member.group == group]
     mdes = [d.claim.mde for d in ds if d.claim is not None and np.isfinite(d.claim.mde)]
-    others = [f"{d.member.text.rstrip(' ,')}: {d.adjusted.verdict if d.claim is not None else 'not decided, ' + d.why}"
-              for d in ds if d.claim is None or d.adjusted.word != claims_lib.HOLDS]
+    said = {}  # members that do not hold, those with the same words said once
+    for d in ds:
+      if d.claim is None or d.adjusted.word != claims_lib.HOLDS:
+        said.setdefault(d.adjusted.verdict if d.claim is not None else "not decided, " + d.why, []).append(
+            d.member.text.rstrip(" ,"))
+    others = [f"{', '.join(texts)}: {why}" for why, texts in said.items()]
     checks = all(d.member.form == "check" for d in ds)
     head = f"{len(ds)} {'checks, computed' if checks else 'claim' if len(ds) == 1 else 'claims'}"
     mde = (f"; the smallest effect its evidence detects with 80% power: {100 * min(mdes):.1f}%" +

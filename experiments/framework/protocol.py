@@ -11,6 +11,7 @@ import numpy as np
 
 from experiments.framework import pagefiles, tabulate
 from experiments.framework.claims import Preset
+from experiments.framework.deciding import ANALOGUE_TEST_LISTS
 from experiments.framework.pairs import aggregate, test_selected
 from experiments.framework.records import LossRecord
 from experiments.framework.staleness import ROOT
@@ -270,7 +271,6 @@ PAPER_PRESETS = tuple(
 # them (15 million documents, 13.6 GB of float32 columns before the lists without a positive are dropped) do not
 # fit 24 GiB beside training. The same runs at the paper's groups (--synthetic_scale = 1 / fraction, on the
 # population calibrated there) are presets for an accelerator: diagnostics beside the members' runs.
-ANALOGUE_TEST_LISTS = dict(yahoo_like=5, web30k_like=5, istella_like=1)
 ANALOGUE_PILOT_DRAWS = 3
 ANALOGUE_MDE = 0.03  # the decisive run: the fewest draws at which every comparison's MDE is at most this (plan)
 

@@ -16,7 +16,7 @@ from typing import Any, Dict, Mapping, Tuple
 import numpy as np
 from absl import logging
 
-from experiments.framework import (deploy, drawn, drawstore, lifecycle, monitor, pagefiles, plots, position,
+from experiments.framework import (deciding, deploy, drawn, drawstore, lifecycle, monitor, pagefiles, plots, position,
                                    practice, protocol, rowstore, rundir, schema, setup, tabulate, walltime)
 from experiments.framework.pairs import (aggregate, column_comparisons, comparisons, declared_claims, primary,
                                          query_lists)
@@ -363,7 +363,7 @@ PRESETS = (
            f'--methods={",".join(distill.METHODS)}', 'Table 2 / Table 4 at MSLR-WEB30K size (synthetic, 5 seeds)',
            accelerator="its expected time on your machine: python -m experiments.paper.table2 --preset=web30k --plan (a "
            "timed probe); not yet measured on an accelerator"),
-    *protocol.PAPER_PRESETS, *protocol.ANALOGUE_PRESETS)
+    *protocol.PAPER_PRESETS, *protocol.ANALOGUE_PRESETS, *deciding.PRESETS)
 
 
 DRIVER = schema.Driver("table2", run, to_markdown, plot_curves, "fig2.png", options=Options,

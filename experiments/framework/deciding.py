@@ -1,0 +1,129 @@
+"""Table 2 decided on the paper analogues, declared before any of its runs: per analogue and loss one run on the
+sized population, whose draws are committed as they end, and per claim a group-sequential member.
+
+* **Population**: pfd_jax.data.analogues.sizing (a draw's training split holds about 150 groups with a positive;
+  validation 300 lists with a positive), validation and test generated as lists with a positive only (scored=1),
+  the population calibrated for the loss at that size (calibrated_for), Table 1's test lists x ANALOGUE_TEST_LISTS.
+* **Training**: the paper's rows and 100 epochs as the cap, one seed a draw, the best epoch on validation, and
+  early stopping after PATIENCE epochs without a better validation NDCG@8: one learning-rate stage (the rate
+  halves every 20 epochs) that brought nothing; the epoch it keeps is the one a full run selects unless a later
+  stage beats that plateau (the page says how often a selected epoch lies in the first 5% or the last 10%).
+* **Draws**: ``--draw_store`` commits each (experiments/framework/drawstore.py); the run's first draws are its
+  pilot (no separate pilot: a look reads the same draws), and a run continues from what is committed.
+* **Test**: each claim's per-draw paired difference of test NDCG@8 (PFD student - the compared row), looked at
+  after DESIGN.looks draws (the first n committed, in draw order) with Hwang-Shih-DeCani spending (gamma -4), two
+  one-sided tests (holds above, does not reproduce below), stopping at its cap undecided with its MDE at the level
+  it was tested at; the family's error kept by the graphical procedure over the page's whole family
+  (:func:`experiments.framework.claims.adjust`): a member decided passes its level on, as Holm's step-down does.
+"""
+from __future__ import annotations
+
+import math
+from typing import Callable, NamedTuple, Optional
+
+import numpy as np
+
+from experiments.framework import drawstore
+from experiments.framework.claims import AGAINST, HOLDS, UNDECIDED, Claim, Preset
+from pfd_jax.data import analogues
+from pfd_jax.ops import sequential
+
+# The test split of every run on an analogue: these times Table 1's test lists (experiments/framework/protocol.py
+# says why: Yahoo's and Web30k's five times, Istella's once, declared before any run on them).
+ANALOGUE_TEST_LISTS = dict(yahoo_like=5, web30k_like=5, istella_like=1)
+DESIGN = sequential.Design((6, 10, 15, 20, 30, 40, 60), "hsd", -4.0)
+PATIENCE = 20
+METHODS = "no_distill,self_distill,gend,pfd"
+
+
+def scale(name: str) -> float:
+  """--synthetic_scale of the sized population: the sizing rule's fraction over the analogue's declared one."""
+  return analogues.sizing(name).fraction / analogues.ANALOGUES[name].fraction
+
+
+def store(name: str, loss: str) -> str:
+  return f"{name}-sequential_{loss}"
+
+
+def run_key(name: str, loss: str) -> str:
+  return f"table2/{store(name, loss)}"
+
+
+def flags(name: str, loss: str) -> str:
+  s = scale(name)
+  test_scale = ANALOGUE_TEST_LISTS[name] / analogues.share(name, s)
+  return (f"--dataset={name} --loss={loss} --analogue=calibrated_for={loss},test_scale={test_scale:g},scored=1 "
+          f"--synthetic_scale={s:.6g} --tag=sequential_{loss} --draws={DESIGN.cap} --seeds=1 --label_seed=1 --seed=1 "
+          f"--select_on=vali --curves=select --epochs=100 --patience={PATIENCE} --draw_store={store(name, loss)} "
+          f"--methods={METHODS}")
+
+
+def _needs(name: str, loss: str) -> str:
+  share = analogues.share(name, scale(name))
+  first = ("" if loss in analogues.calibrations(name, scale(name)) else
+           f"its population calibrated at {share:.3g} of the paper's groups (docs/analogues.md), then ")
+  return first + "minutes a draw on two cores; each draw is committed as it ends and the run continues from them"
+
+
+PRESETS = tuple(Preset(f"{name}_{loss}_sequential", f"{name}-sequential_{loss}", flags(name, loss),
+                       f"Table 2 / Table 4 on the {a.paper} analogue, {loss}, sequential: the sized population "
+                       f"({analogues.share(name, scale(name)):.3g} of the paper's groups), draws committed as they "
+                       f"end, looks at {', '.join(map(str, DESIGN.looks))} draws", accelerator=_needs(name, loss),
+                       needs=_needs(name, loss))
+                for name, a in analogues.ANALOGUES.items() for loss in analogues.LOSSES)
+
+
+class Look(NamedTuple):
+  """A sequential member's committed draws: its per-draw differences (row - compared row) and the compared row's
+  per-draw means, the first n draws in order (a draw missing from the sequence ends it)."""
+  diff: np.ndarray
+  reference: np.ndarray
+
+  @property
+  def draws(self) -> int:
+    return int(self.diff.size)
+
+
+def look_of(records: dict, row: str, versus: str) -> Look:
+  """The Look of `row` against `versus` over committed draw records ({draw: record}, drawstore.committed)."""
+  diff, ref = [], []
+  for k in range(1, len(records) + 1):
+    r = records.get(k)
+    if r is None or row not in r["rows"] or versus not in r["rows"]:
+      break
+    a, b = (float(r["rows"][n]["best"]["test"][0][0]) for n in (row, versus))
+    diff.append(a - b)
+    ref.append(b)
+  return Look(np.asarray(diff), np.asarray(ref))
+
+
+def rejects(look: Look, design: sequential.Design = DESIGN) -> Callable[[float], int]:
+  """The member's test as the graphical procedure asks it: level -> +1 holds, -1 does not reproduce, 0 neither."""
+  return lambda level: sequential.look(design, look.diff, level)[0]
+
+
+def claim_of(text: str, look: Look, level: float, *, source: str, claim_id: str,
+             design: sequential.Design = DESIGN) -> Optional[Claim]:
+  """The member's Claim at `level` (its unadjusted word; the family's decides its verdict): None without a look's
+  worth of draws. Its interval: the paired t over the draws it has (a diagnostic beside the sequential test)."""
+  if look.draws < design.looks[0]:
+    return None
+  direction, k = sequential.look(design, look.diff, level)
+  n = design.looks[k] if k >= 0 else look.draws
+  d, ref = look.diff[:n], float(look.reference[:n].mean())
+  sd = float(d.std(ddof=1))
+  half = float(sequential.sps.t.ppf(0.975, n - 1) * sd / math.sqrt(n))
+  interval = ((d.mean() - half) / ref, (d.mean() + half) / ref) if ref else ()
+  t = sequential.t_statistic(d)
+  p_up = float(sequential.sps.t.sf(t, n - 1)) if np.isfinite(t) else float(t < 0)
+  word = HOLDS if direction > 0 else AGAINST if direction < 0 else UNDECIDED
+  mde = design.mde(level, sd) / ref if ref and sd > 0 else math.nan
+  capped = look.draws >= design.cap
+  where = (f"decided at look {k + 1} ({n} draws)" if direction else
+           f"undecided at its cap ({design.cap} draws)" if capped else
+           f"{look.draws} draws committed, next look at {next(x for x in design.looks if x > look.draws)}")
+  detail = (f"{100 * d.mean() / ref:+.1f}% [{100 * interval[0]:+.1f}%, {100 * interval[1]:+.1f}%] t={t:.2f} (draws); "
+            f"sequential, {where}; MDE {100 * mde:.1f}% at level {level:.2g}")
+  return Claim(text, word, detail, source=source, p=p_up, p_against=1 - p_up, unit="draws", mde=mde,
+               interval=interval, at=(f"{design.cap} draws (cap)" if capped else f"{look.draws} draws, running")
+               if not direction else "", id=claim_id)
