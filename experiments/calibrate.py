@@ -118,6 +118,32 @@ def distance(measured: dict, target: dict, o: Options) -> float:
   return worst
 
 
+def distance_se(measured: dict, target: dict, o: Options) -> float:
+  """The standard error of :func:`distance`: its largest deviation's standard error in the same tolerances (nan
+  where the measurement has none)."""
+  worst, se = -1.0, float("nan")
+  for loss, m in measured.items():
+    level, pfd, gend = target[loss]
+    e = m.get("se") or {}
+    for dev, err in ((abs(m["level"] / level - 1) / o.level_tolerance, e.get("level", np.nan) / level /
+                      o.level_tolerance),
+                     (abs(m["pfd_teacher"] - pfd) / o.gain_tolerance, e.get("pfd_teacher", np.nan) / o.gain_tolerance),
+                     (abs(m["gend_teacher"] - gend) / o.gain_tolerance, e.get("gend_teacher", np.nan) /
+                      o.gain_tolerance)):
+      if dev > worst:
+        worst, se = dev, float(err)
+  return se
+
+
+def within_noise(tried: list) -> list:
+  """The candidates whose distance is within noise of the nearest's (the choice rule declared before the sized
+  search): |d - d_nearest| < 2 sqrt(se^2 + se_nearest^2). More than one: the next stage refines around them (or
+  the record says the choice is among candidates the measurement cannot tell apart)."""
+  best = min(tried, key=lambda t: t["distance"])
+  return [t for t in tried if abs(t["distance"] - best["distance"]) <
+          2 * np.hypot(t.get("distance_se", np.nan), best.get("distance_se", np.nan))]
+
+
 def run(cfg: schema.Config) -> RunRecord:
   name = cfg.data.dataset
   if name not in TABLE4:
@@ -135,7 +161,8 @@ def run(cfg: schema.Config) -> RunRecord:
     c = cfg.replace(data=dict(analogue=f"{settings_text(s)},{measured_on}"), options=teachers_only,
                     output=own)
     m = measure(table2.run(c))
-    tried.append(dict(settings=s, measured=m, distance=distance(m, TABLE4[name], o)))
+    tried.append(dict(settings=s, measured=m, distance=distance(m, TABLE4[name], o),
+                      distance_se=distance_se(m, TABLE4[name], o)))
   best = min(tried, key=lambda t: t["distance"])
   out = RunRecord(config=cfg, env=rundir.environment(), analogue=dataclasses.asdict(analogues.ANALOGUES[name]),
                   table4={k: list(v) for k, v in TABLE4[name].items()}, candidates=tried, chosen=best,
@@ -156,7 +183,8 @@ def to_markdown(res: RunRecord) -> str:
       cells.append(f"{loss}: {m['level']:.3f} / {m['pfd_teacher']:+.1f}% / {m['gend_teacher']:+.1f}%" +
                    (f" (se{over} {se['level']:.3f} / {se['pfd_teacher']:.1f} / {se['gend_teacher']:.1f}; "
                     f"{m['queries']:,} lists)" if se else ""))
-    rows.append(cells + [f"{t['distance']:.2f}"])
+    rows.append(cells + [f"{t['distance']:.2f}" + (f" ± {t['distance_se']:.2f}" if np.isfinite(
+        t.get("distance_se", np.nan)) else "")])
   losses = list(res["chosen"]["measured"])
   target = "; ".join(f"{loss}: {v[0]:.3f} / {v[1]:+.1f}% / {v[2]:+.1f}%" for loss, v in res["table4"].items()
                      if loss in losses)
@@ -165,7 +193,11 @@ def to_markdown(res: RunRecord) -> str:
           f"±{100 * o['level_tolerance']:g}%. Distance: the largest deviation in tolerances (<= 1: within). "
           f"Chosen: **{settings_text(res['chosen']['settings'])}** (distance {res['chosen']['distance']:.2f}, "
           f"{'within' if res['within_tolerance'] else '**outside**'} tolerance).\n\n")
-  return head + tabulate.markdown_table(["settings"] + losses + ["distance"], rows)
+  near = [settings_text(t["settings"]) for t in within_noise(res["candidates"])] if all(
+      "distance_se" in t for t in res["candidates"]) else []
+  tail = (f"\nWithin noise of the nearest (|d - d_nearest| < 2 se of the difference): {'; '.join(near)}: the "
+          "measurement cannot tell them apart.\n" if len(near) > 1 else "")
+  return head + tabulate.markdown_table(["settings"] + losses + ["distance ± se"], rows) + tail
 
 
 def write_settings(res, loss: Optional[str] = None) -> str:
@@ -195,6 +227,7 @@ def write_settings(res, loss: Optional[str] = None) -> str:
     chosen = min(own, key=lambda t: t["distance"])
   record = dict(
       chosen["settings"], distance=round(chosen["distance"], 3), losses=list(chosen["measured"]),
+      **({"distance_se": round(chosen["distance_se"], 3)} if np.isfinite(chosen.get("distance_se", np.nan)) else {}),
       seeds=cfg["run"]["seeds"], epochs=cfg["train"]["epochs"], measured=chosen["measured"],
       share=share, test_scale=cfg["options"].get("test_scale", 1.0),
       tolerance=dict(gain=cfg["options"]["gain_tolerance"], level=cfg["options"]["level_tolerance"]),

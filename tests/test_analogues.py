@@ -384,3 +384,15 @@ def test_scored_lists_each_hold_a_positive_under_the_labels_preprocessing_gives(
   assert a.config["labels_keyed_by"] == "document" and "labels_keyed_by" not in b.config
   with pytest.raises(ValueError, match="scored 0 or 1"):
     A.parse_settings("scored=2")
+
+
+def test_a_distance_has_the_standard_error_of_its_largest_deviation_and_noise_is_not_a_choice():
+  """Table 4 Yahoo RankBCE 0.517 / +18.6% / +17.1%, tolerances 10% and 3 points: a candidate 6 points under on the
+  GenD teacher (se 1.5) is at distance 2 +- 0.5; one at 1.2 +- 0.3 is within noise of it, not of one at 0.2 +- 0.1."""
+  o, target = calibrate.Options(), calibrate.TABLE4["yahoo_like"]
+  m = dict(level=0.517, pfd_teacher=18.6, gend_teacher=11.1, se=dict(level=0.01, pfd_teacher=1.0, gend_teacher=1.5))
+  assert calibrate.distance({"rankbce": m}, target, o) == pytest.approx(2.0)
+  assert calibrate.distance_se({"rankbce": m}, target, o) == pytest.approx(0.5)
+  a, b, c = (dict(settings=i, distance=d, distance_se=e) for i, d, e in ((1, 2.0, 0.5), (2, 1.2, 0.3), (3, 0.2, 0.1)))
+  assert [t["settings"] for t in calibrate.within_noise([a, b])] == [1, 2]
+  assert [t["settings"] for t in calibrate.within_noise([a, b, c])] == [3]
