@@ -122,6 +122,9 @@ def test_the_familys_sequential_members_are_decided_by_their_committed_draws(tmp
   assert vs("no_distill").adjusted.word == claims.HOLDS and vs("self_distill").adjusted.word == claims.HOLDS
   assert "decided at look" in vs("no_distill").claim.detail
   assert vs("gend").adjusted.word == claims.NOT_DECIDED and "next look at 15" in vs("gend").claim.detail
+  # every row selected epoch 3 of 100 (the first 5%); a draw 1 s, so its 48 draws to the cap are 0.0 hours
+  assert "24 of 24 in the first 5%, 0 in the last 10%" in vs("gend").claim.detail
+  assert "a draw 1 s (sd 0 s); its cap 0.0 more hours" in vs("gend").claim.detail
   assert all(d.adjusted.word == claims.NOT_DECIDED for d in decided
              if d.member.sequential and not d.member.sequential[0].startswith("yahoo_like"))
   # a sequential member decided frees its level; with none decided the others' verdicts are Holm's own

@@ -99,7 +99,9 @@ def _calibration(name: str, populations: dict) -> str:
 def _population(record: dict, losses: list) -> str:
   tol, lists = record["tolerance"], record["test_scale"] * record["share"]  # test_scale: x the run's test groups
   return (f"{' and '.join(losses)}: weight={record['weight']:g}, leak={record['leak']:g}, noise={record['noise']:g}, "
-          f"distance **{record['distance']:.2f}** tolerances ({_within(record['distance'])}: gains ±{tol['gain']:g} "
+          f"distance **{record['distance']:.2f}**" + (f" ± {record['distance_se']:.2f}" if "distance_se" in record
+                                                       else "") +
+          f" tolerances ({_within(record['distance'])}: gains ±{tol['gain']:g} "
           f"points, level ±{100 * tol['level']:g}%); measured at {_size(record['share'])}, {lists:g} x Table 1's test "
           f"groups, {record['seeds']} seeds, {record['epochs']} epochs, by commit "
           f"{str(record['code'].get('git_commit'))[:10]}")
@@ -110,7 +112,9 @@ def section(settings_file: str = analogues.SETTINGS_FILE) -> str:
   with open(settings_file) as f:
     chosen = json.load(f)
   shape = [[f"`{name}`", a.paper, f"{a.num_regular} / {a.num_privileged}", f"{a.queries[0]:,}", f"{a.mean_docs:.2f}",
-            f"{a.positive_groups:.2f}%", f"{a.fraction:g}"] for name, a in analogues.ANALOGUES.items()]
+            f"{a.positive_groups:.2f}%", f"{a.fraction:g}", f"{a.queries[0] * a.fraction * a.positive_groups / 100:.0f}",
+            f"{s.fraction:.3g}", f"{s.train_groups:,}", f"{s.positive_train_groups:.0f}", f"{s.vali_lists}"]
+           for name, a in analogues.ANALOGUES.items() for s in [analogues.sizing(name)]]
   teachers = [row for name in analogues.ANALOGUES for row in _teachers(name, chosen.get(name, {}))]
   return (f'\n<a id="{ANCHOR}"></a>\n\n## The paper analogues\n\n' +
           "Generated populations shaped like the paper's datasets (docs/analogues.md, "
@@ -121,7 +125,13 @@ def section(settings_file: str = analogues.SETTINGS_FILE) -> str:
           "the paper's, for an accelerator. The teachers move with the number of training groups, so each size "
           "has a calibration of its own.\n\n" +
           tabulate.markdown_table(["analogue", "the paper's", "regular / privileged", "training groups (Table 1)",
-                                   "documents per group", "% positive training groups", "declared fraction"], shape) +
+                                   "documents per group", "% positive training groups", "declared fraction",
+                                   "positive training groups at it", "sized fraction (Table 2's members)",
+                                   "training groups at it", "positive training groups at it",
+                                   "validation lists with a positive"], shape) +
+          "\n\nThe sized fraction (pfd_jax.data.analogues.sizing, from Table 1 alone) holds about 150 positive "
+          "training groups a draw and 300 validation lists with a positive (scored lists: the only ones "
+          "generated); the counts are expected ones, Table 1's share of the groups generated." +
           "\n\nTheir teachers, calibrated on the baseline and teacher rows only (experiments.calibrate, no student "
           "trained), beside the paper's Table 4: no-distillation's NDCG@8 and the PFD and GenD teachers' changes "
           "over it (± a standard error over the calibration's draws; \u2021: over the test lists of its one draw, "

@@ -78,15 +78,32 @@ class Look(NamedTuple):
   per-draw means, the first n draws in order (a draw missing from the sequence ends it)."""
   diff: np.ndarray
   reference: np.ndarray
+  seconds: np.ndarray  # each draw's training and scoring, on the machine that made it
+  epochs: np.ndarray   # [draws, 2]: the epoch (0-based) each of the two rows selected
+
+  def edges(self, epochs: int = 100) -> str:
+    """How often a selected epoch lies in the first 5% or the last 10% of the epochs (a selection at the edge: a
+    validation split that cannot tell epochs apart, or a row still rising at its cap)."""
+    e = self.epochs.ravel()
+    return (f"selected epochs: {int(np.sum(e < 0.05 * epochs))} of {e.size} in the first 5%, "
+            f"{int(np.sum(e >= 0.9 * epochs))} in the last 10%")
 
   @property
   def draws(self) -> int:
     return int(self.diff.size)
 
+  def cost(self, design: sequential.Design = DESIGN) -> str:
+    """What the draws to its cap cost at the committed draws' seconds (their spread: one draw's sd)."""
+    if not self.draws:
+      return "no draw committed yet"
+    left = max(design.cap - self.draws, 0) * float(self.seconds.mean()) / 3600
+    sd = f" (sd {self.seconds.std(ddof=1):.0f} s)" if self.draws > 1 else ""
+    return f"a draw {self.seconds.mean():.0f} s{sd}; its cap {left:.1f} more hours of such draws"
+
 
 def look_of(records: dict, row: str, versus: str) -> Look:
   """The Look of `row` against `versus` over committed draw records ({draw: record}, drawstore.committed)."""
-  diff, ref = [], []
+  diff, ref, seconds, epochs = [], [], [], []
   for k in range(1, len(records) + 1):
     r = records.get(k)
     if r is None or row not in r["rows"] or versus not in r["rows"]:
@@ -94,7 +111,9 @@ def look_of(records: dict, row: str, versus: str) -> Look:
     a, b = (float(r["rows"][n]["best"]["test"][0][0]) for n in (row, versus))
     diff.append(a - b)
     ref.append(b)
-  return Look(np.asarray(diff), np.asarray(ref))
+    seconds.append(float(r["seconds"]))
+    epochs.append([int(np.ravel(r["rows"][n]["best_epoch"])[0]) for n in (row, versus)])
+  return Look(np.asarray(diff), np.asarray(ref), np.asarray(seconds), np.asarray(epochs, np.int64).reshape(-1, 2))
 
 
 def rejects(look: Look, design: sequential.Design = DESIGN) -> Callable[[float], int]:
@@ -123,7 +142,8 @@ def claim_of(text: str, look: Look, level: float, *, source: str, claim_id: str,
            f"undecided at its cap ({design.cap} draws)" if capped else
            f"{look.draws} draws committed, next look at {next(x for x in design.looks if x > look.draws)}")
   detail = (f"{100 * d.mean() / ref:+.1f}% [{100 * interval[0]:+.1f}%, {100 * interval[1]:+.1f}%] t={t:.2f} (draws); "
-            f"sequential, {where}; MDE {100 * mde:.1f}% at level {level:.2g}")
+            f"sequential, {where}; MDE {100 * mde:.1f}% at level {level:.2g}; {look.edges()}" +
+            ("" if direction or capped else f"; {look.cost(design)}"))
   return Claim(text, word, detail, source=source, p=p_up, p_against=1 - p_up, unit="draws", mde=mde,
                interval=interval, at=(f"{design.cap} draws (cap)" if capped else f"{look.draws} draws, running")
                if not direction else "", id=claim_id)

@@ -294,7 +294,7 @@ def _sequential(m: Member, root: Optional[str] = None) -> tuple:
   look = deciding.look_of(records, row, versus)
   claim = deciding.claim_of(m.text, look, claims_lib.ALPHA, source=m.source, claim_id=m.claim)
   why = "" if claim is not None else (
-      f"{look.draws} of the {deciding.DESIGN.looks[0]} draws of its first look committed "
+      f"{look.draws} of the {deciding.DESIGN.looks[0]} draws of its first look committed, {look.cost()} "
       f"(--preset={name.replace('-sequential_', '_')}_sequential)")
   return claim, why, (deciding.rejects(look), look.draws >= deciding.DESIGN.cap)
 
