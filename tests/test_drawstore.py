@@ -98,7 +98,7 @@ def _commit_draws(root, name, loss, per_row, n):
   for k in range(1, n + 1):
     rows = {r: RowRecord(best={"test": [[f(k)]]}, best_epoch=[3], seconds=1.0, test_lists=np.full(4, f(k), np.float32))
             for r, f in per_row.items()}
-    fold = FoldRecord(rows=rows, data={"data_fingerprint": f"d{k}"}, test_lists_valid=np.ones(4, bool))
+    fold = FoldRecord(rows=rows, data={"data_fingerprint": f"d{k}"}, seconds=60.0, test_lists_valid=np.ones(4, bool))
     drawstore.commit(str(root), drawstore.write(drawstore.path(str(root), name, loss, k),
                                                 drawstore.to_record(fold, "key")), f"draw {k}")
 
@@ -122,9 +122,9 @@ def test_the_familys_sequential_members_are_decided_by_their_committed_draws(tmp
   assert vs("no_distill").adjusted.word == claims.HOLDS and vs("self_distill").adjusted.word == claims.HOLDS
   assert "decided at look" in vs("no_distill").claim.detail
   assert vs("gend").adjusted.word == claims.NOT_DECIDED and "next look at 15" in vs("gend").claim.detail
-  # every row selected epoch 3 of 100 (the first 5%); a draw 1 s, so its 48 draws to the cap are 0.0 hours
+  # every row selected epoch 3 of 100 (the first 5%); a draw 60 s, so the 48 draws to its cap take 0.8 hours
   assert "24 of 24 in the first 5%, 0 in the last 10%" in vs("gend").claim.detail
-  assert "a draw 1 s (sd 0 s); its cap 0.0 more hours" in vs("gend").claim.detail
+  assert "a draw 60 s (sd 0 s); its cap 0.8 more hours" in vs("gend").claim.detail
   assert all(d.adjusted.word == claims.NOT_DECIDED for d in decided
              if d.member.sequential and not d.member.sequential[0].startswith("yahoo_like"))
   # a sequential member decided frees its level; with none decided the others' verdicts are Holm's own
