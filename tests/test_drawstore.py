@@ -148,3 +148,13 @@ def test_the_graph_over_a_family_without_sequential_decisions_is_holms():
     assert always[m].word == claims.HOLDS and always[m + 1].word == claims.AGAINST
     # two members decided at once free their levels: no claim Holm keeps is lost, some may be gained
     assert all(a.word == claims.HOLDS for a, b in zip(always[:m], plain[:m]) if b.word == claims.HOLDS)
+
+
+def test_a_page_build_never_prunes_the_committed_draws(tmp_path):
+  from experiments.framework import pagefiles
+  archive = tmp_path / "published"
+  (archive / "old-run").mkdir(parents=True)
+  drawstore.write(drawstore.path(str(tmp_path), "s", "rankbce", 1), drawstore.to_record(_fold(), "k"))
+  pagefiles.prune(str(archive), set())
+  assert not (archive / "old-run").exists() and (archive / pagefiles.DRAWS / "s" / "rankbce").is_dir()
+  assert drawstore.FOLDER == os.path.join(pagefiles.ARCHIVE, pagefiles.DRAWS)

@@ -167,8 +167,11 @@ def carried(page: str, entries: list, root: str, ref_numerics: Optional[JsonObje
   return out
 
 
+DRAWS = "draws"  # published/draws/: the deciding runs' committed draws (experiments/framework/drawstore.py), no copy
+
+
 def prune(archive: str, kept: set) -> None:
-  """Removes the copies of runs no longer on the page (anchors not in `kept`)."""
+  """Removes the copies of runs no longer on the page (anchors not in `kept`); never the committed draws."""
   for name in os.listdir(archive) if os.path.isdir(archive) else []:
-    if name not in kept:
+    if name not in kept and name != DRAWS:
       shutil.rmtree(os.path.join(archive, name))
