@@ -58,17 +58,20 @@ def flags(name: str, loss: str) -> str:
           f"--methods={METHODS}")
 
 
+COST = "minutes a draw on two cores; each draw is committed as it ends and the run continues from them"
+
+
 def _needs(name: str, loss: str) -> str:
   share = analogues.share(name, scale(name))
   first = ("" if loss in analogues.calibrations(name, scale(name)) else
            f"its population calibrated at {share:.3g} of the paper's groups (docs/analogues.md), then ")
-  return first + "minutes a draw on two cores; each draw is committed as it ends and the run continues from them"
+  return first + "draws on two cores (or a GPU): as many as its looks need"
 
 
 PRESETS = tuple(Preset(f"{name}_{loss}_sequential", f"{name}-sequential_{loss}", flags(name, loss),
                        f"Table 2 / Table 4 on the {a.paper} analogue, {loss}, sequential: the sized population "
                        f"({analogues.share(name, scale(name)):.3g} of the paper's groups), draws committed as they "
-                       f"end, looks at {', '.join(map(str, DESIGN.looks))} draws", accelerator=_needs(name, loss),
+                       f"end, looks at {', '.join(map(str, DESIGN.looks))} draws", accelerator=COST,
                        needs=_needs(name, loss))
                 for name, a in analogues.ANALOGUES.items() for loss in analogues.LOSSES)
 
