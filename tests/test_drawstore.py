@@ -1,6 +1,7 @@
 """Draws that outlive the machine (experiments/framework/drawstore.py): a draw's record round-trips, is committed
 alone, is read from HEAD only (in a fresh clone too), and a run with --draw_store reads its committed draws
 instead of training them, to the same comparisons."""
+import dataclasses
 import os
 import subprocess
 
@@ -79,6 +80,12 @@ def test_a_run_reads_its_committed_draws_instead_of_training_them(tmp_path, monk
              train=dict(select_on="vali", curves="select"), run=dict(seeds=1, loss="rankbce"))
   first = table2.run(cfg)["losses"]["rankbce"]
   assert sorted(drawstore.committed(str(root), "t", "rankbce", drawstore.recipe_key(cfg))) == [1, 2]
+  # the cost probe (a few epochs of the first draw) keeps no draw in the store
+  from experiments.framework import costing
+  probed = cfg.replace(options=dataclasses.replace(cfg.options, draw_store="probed"), data=dict(draws=3))
+  costing.probe(table2.DRIVER, probed)
+  assert drawstore.committed(str(root), "probed", "rankbce") == {}
+  assert not (root / drawstore.FOLDER / "probed").exists()
   trained = []
   monkeypatch.setattr(table2, "run_fold", lambda *a, **k: trained.append(a) or pytest.fail("a committed draw trained"))
   again = table2.run(cfg)["losses"]["rankbce"]

@@ -114,8 +114,10 @@ def probe(driver: Driver, cfg: Config) -> Estimate:
   folds, ratio = probe_folds(driver, cfg)
   saved, verbosity = dict(vars(PROGRESS)), logging.get_verbosity()
   with tempfile.TemporaryDirectory(prefix="pfd_probe_") as folder:
+    # a probe's few epochs are no draw of the run's store (--draw_store): it keeps nothing there
+    keeps = {"options": dict(draw_store="")} if getattr(cfg.options, "draw_store", "") else {}
     small = cfg.replace(train=dict(epochs=PROBE_EPOCHS), output=dict(run_dir=folder, tensorboard=False),
-                        **({"data": dict(folds=folds)} if folds else {}))
+                        **({"data": dict(folds=folds)} if folds else {}), **keeps)
     PROGRESS.start(None)
     logging.set_verbosity(logging.WARNING)
     t0 = time.time()
