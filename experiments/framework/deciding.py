@@ -22,6 +22,7 @@ import math
 from typing import Callable, NamedTuple, Optional
 
 import numpy as np
+from scipy import stats as sps
 
 from experiments.framework import drawstore
 from experiments.framework.claims import AGAINST, HOLDS, UNDECIDED, Claim, Preset
@@ -43,6 +44,12 @@ def scale(name: str) -> float:
 
 def store(name: str, loss: str) -> str:
   return f"{name}-sequential_{loss}"
+
+
+def preset(store_name: str) -> str:
+  """The table2 preset of a sequential run's store (yahoo_like-sequential_rankbce: yahoo_like_rankbce_sequential)."""
+  name, _, loss = store_name.partition("-sequential_")
+  return f"{name}_{loss}_sequential"
 
 
 def run_key(name: str, loss: str) -> str:
@@ -68,7 +75,7 @@ def _needs(name: str, loss: str) -> str:
   return first + "draws on two cores (or a GPU): as many as its looks need"
 
 
-PRESETS = tuple(Preset(f"{name}_{loss}_sequential", f"{name}-sequential_{loss}", flags(name, loss),
+PRESETS = tuple(Preset(preset(store(name, loss)), store(name, loss), flags(name, loss),
                        f"Table 2 / Table 4 on the {a.paper} analogue, {loss}, sequential: the sized population "
                        f"({analogues.share(name, scale(name)):.3g} of the paper's groups), draws committed as they "
                        f"end, looks at {', '.join(map(str, DESIGN.looks))} draws", accelerator=COST,
@@ -134,10 +141,10 @@ def claim_of(text: str, look: Look, level: float, *, source: str, claim_id: str,
   n = design.looks[k] if k >= 0 else look.draws
   d, ref = look.diff[:n], float(look.reference[:n].mean())
   sd = float(d.std(ddof=1))
-  half = float(sequential.sps.t.ppf(0.975, n - 1) * sd / math.sqrt(n))
+  half = float(sps.t.ppf(0.975, n - 1) * sd / math.sqrt(n))
   interval = ((d.mean() - half) / ref, (d.mean() + half) / ref) if ref else ()
   t = sequential.t_statistic(d)
-  p_up = float(sequential.sps.t.sf(t, n - 1)) if np.isfinite(t) else float(t < 0)
+  p_up = float(sps.t.sf(t, n - 1)) if np.isfinite(t) else float(t < 0)
   word = HOLDS if direction > 0 else AGAINST if direction < 0 else UNDECIDED
   mde = design.mde(level, sd) / ref if ref and sd > 0 else math.nan
   capped = look.draws >= design.cap

@@ -286,16 +286,16 @@ def resolve(runs: Mapping[str, tuple], family: Sequence[Member] = FAMILY) -> lis
   return [Decided(m, c, why, a) for (m, c, why), a in zip(found, adjusted)]
 
 
-def _sequential(m: Member, root: Optional[str] = None) -> tuple:
+def _sequential(m: Member) -> tuple:
   """(its Claim or None, why not decided, (its test, at its cap)) of a group-sequential member, from the draws
   committed under its store."""
   name, loss, row, versus = m.sequential
-  records = drawstore.committed(root or drawstore.ROOT, name, loss)
+  records = drawstore.committed(drawstore.ROOT, name, loss)
   look = deciding.look_of(records, row, versus)
   claim = deciding.claim_of(m.text, look, claims_lib.ALPHA, source=m.source, claim_id=m.claim)
   why = "" if claim is not None else (
       f"{look.draws} of the {deciding.DESIGN.looks[0]} draws of its first look committed, {look.cost()} "
-      f"(--preset={name.replace('-sequential_', '_')}_sequential)")
+      f"(--preset={deciding.preset(name)})")
   return claim, why, (deciding.rejects(look), look.draws >= deciding.DESIGN.cap)
 
 
