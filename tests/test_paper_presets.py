@@ -81,7 +81,7 @@ def test_a_decisive_run_past_a_sitting_names_its_hours_on_two_cores():
   an accelerator, with those hours: 466 draws x 275 s = 35.6 hours."""
   from experiments.framework import protocol
   assert protocol._two_cores(dict(draws=30, seconds_per_draw=300)) == (
-      "a sitting of its own on two cores, or an accelerator")  # 2.5 hours
+      "a run of its own (minutes a draw on a 2-core CPU; it resumes by row), or a GPU")  # 2.5 hours
   text = protocol._two_cores(dict(draws=466, seconds_per_draw=275))
   assert text.startswith("an accelerator: about 36 hours on two cores") and "pilot's 275 s a draw" in text
   assert protocol.decisive_plan("web30k_like", "rankbce", root="/nonexistent") == {}

@@ -299,7 +299,7 @@ def decisive_draws(name: str, loss: str, root: str = ROOT, size: str = "") -> in
 
 
 SITTING_HOURS = 3  # a working session on two cores: a run longer than this is the accelerator's, or made in sittings
-ON_TWO_CORES = "a sitting of its own on two cores, or an accelerator"
+ON_TWO_CORES = "a run of its own (minutes a draw on a 2-core CPU; it resumes by row), or a GPU"
 
 
 def _two_cores(sized: Mapping[str, Any]) -> str:
@@ -308,7 +308,7 @@ def _two_cores(sized: Mapping[str, Any]) -> str:
   if hours <= SITTING_HOURS:
     return ON_TWO_CORES
   return (f"an accelerator: about {hours:.0f} hours on two cores at its pilot's {sized['seconds_per_draw']:.0f} s a "
-          "draw (sittings of their own: a run resumes by row)")
+          "draw (a run resumes by row: stop and start it again as you like)")
 
 
 AT_THE_FRACTION = "minutes a draw on two cores at the declared fraction; a run resumes by row"
