@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from conftest import tiny
-from experiments.framework import declared, drawstore, pairs
-from experiments.framework.records import FoldRecord, RowRecord
+from experiments.framework import declared, drawstore, outputs, pairs
+from experiments.framework.records import FoldRecord, RowRecord, RunRecord
 from pfd_jax.config import ConfigError
 
 
@@ -86,7 +86,7 @@ def test_a_run_reads_its_committed_draws_instead_of_training_them(tmp_path, monk
   costing.probe(table2.DRIVER, probed)
   assert drawstore.committed(str(root), "probed", "rankbce") == {}
   assert not (root / drawstore.FOLDER / "probed").exists()
-  trained = []
+  trained, real_run_fold = [], table2.run_fold
   monkeypatch.setattr(table2, "run_fold", lambda *a, **k: trained.append(a) or pytest.fail("a committed draw trained"))
   again = table2.run(cfg)["losses"]["rankbce"]
   assert not trained
@@ -96,6 +96,20 @@ def test_a_run_reads_its_committed_draws_instead_of_training_them(tmp_path, monk
     np.testing.assert_array_equal(np.asarray(b.rows["pfd"].test_lists), np.asarray(a.rows["pfd"].test_lists)[valid])
   # the claims' per-draw units are the same numbers
   np.testing.assert_array_equal(pairs.aggregate(first)["pfd"], pairs.aggregate(again)["pfd"])
+  # a decided comparison stops needing its rows: a run of the PFD rows alone (--nobaseline) continues the same store,
+  # reads the committed draws' PFD rows and trains its third draw's only; its table compares with the PFD teacher
+  monkeypatch.setattr(table2, "run_fold", real_run_fold)
+  pfd_only = cfg.replace(options=dataclasses.replace(cfg.options, methods=("pfd",), baseline=False), data=dict(draws=3))
+  assert drawstore.recipe_key(pfd_only) == drawstore.recipe_key(cfg)
+  res = table2.run(pfd_only)
+  third = drawstore.committed(str(root), "t", "rankbce", drawstore.recipe_key(cfg))[3]
+  assert sorted(third["rows"]) == ["pfd", "pfd_teacher"] and third["data"]["draw"] == 3
+  got = res["losses"]["rankbce"]
+  np.testing.assert_array_equal(pairs.aggregate(got)["pfd"][:2], pairs.aggregate(first)["pfd"])
+  assert sorted(got.folds["fold1"].rows) == ["pfd", "pfd_teacher"] and "vs PFD teacher* (runs): change" in table2.to_markdown(
+      RunRecord.from_json(outputs.as_json(res)))
+  with pytest.raises(ConfigError, match="draw-0003.json.gz was made without no_distill"):
+    table2.run(cfg.replace(data=dict(draws=3)))
   with pytest.raises(ConfigError, match="draw_store"):
     table2.Options(draw_store="../elsewhere")
 
@@ -134,6 +148,11 @@ def test_the_familys_sequential_members_are_decided_by_their_committed_draws(tmp
   assert "a draw 60 s (sd 0 s); its cap 0.8 more hours" in vs("gend").claim.detail
   assert all(d.adjusted.word == claims.NOT_DECIDED for d in decided
              if d.member.sequential and not d.member.sequential[0].startswith("yahoo_like"))
+  # the next draws train only the rows of the members still open (PFD's, GenD's), without no-distillation
+  state, extra = deciding.next_draws("yahoo_like", "rankbce", claims.ALPHA / len(family.FAMILY))
+  assert extra == " --methods=gend,pfd --nobaseline" and "decided against no_distill, self_distill" in state
+  assert deciding.next_draws("istella_like", "rankbce", 0.025) == ("no draw committed yet", "")
+  assert deciding.of_preset("yahoo_like_rankbce_sequential") == ("yahoo_like", "rankbce")
   # a sequential member decided frees its level; with none decided the others' verdicts are Holm's own
   nothing = family.resolve({}, [m for m in family.FAMILY if not m.sequential])
   assert [d.adjusted for d in nothing] == [d.adjusted for d in decided if not d.member.sequential]

@@ -126,6 +126,30 @@ def look_of(records: dict, row: str, versus: str) -> Look:
   return Look(np.asarray(diff), np.asarray(ref), np.asarray(seconds), np.asarray(epochs, np.int64).reshape(-1, 2))
 
 
+def of_preset(preset_name: str) -> Optional[tuple]:
+  """(analogue, loss) of a sequential run's preset; None for another preset."""
+  return next(((n, l) for n in analogues.ANALOGUES for l in analogues.LOSSES if preset(store(n, l)) == preset_name),
+              None)
+
+
+def next_draws(name: str, loss: str, level: float, versus=("no_distill", "self_distill", "gend")) -> tuple:
+  """(what is committed, the flags its next draws add) of the sequential run of `name`/`loss`: the rows of the
+  members its committed draws have not decided at `level` (the least level the family's graph gives a member: a
+  rejection there stands at every level the graph raises it to), PFD's and its teacher's with them."""
+  records = drawstore.committed(drawstore.ROOT, store(name, loss), loss)
+  looks = {v: look_of(records, "pfd", v) for v in versus}
+  done = [v for v, lk in looks.items() if lk.draws >= DESIGN.looks[0] and sequential.look(DESIGN, lk.diff, level)[0]]
+  left = [v for v in versus if v not in done]
+  state = (f"{len(records)} draws committed ({next(iter(looks.values())).cost()})" if records else
+           "no draw committed yet")
+  if not done:
+    return state, ""
+  if not left:
+    return state + "; every member decided", ""
+  return (state + f"; decided against {', '.join(done)}: its next draws train {', '.join(left)} and PFD",
+          f" --methods={','.join(left + ['pfd'])}" + ("" if "no_distill" in left else " --nobaseline"))
+
+
 def rejects(look: Look, design: sequential.Design = DESIGN) -> Callable[[float], int]:
   """The member's test as the graphical procedure asks it: level -> +1 holds, -1 does not reproduce, 0 neither."""
   return lambda level: sequential.look(design, look.diff, level)[0]

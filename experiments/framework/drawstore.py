@@ -6,8 +6,13 @@ its claims reads only what is committed (:func:`committed`: the files of HEAD, n
 A record holds what a claim and the table read of a draw: per row its best epoch and best-epoch metrics, its
 seconds, and each test list's NDCG (the lists with a positive, float32 exactly, base64); the draw's data recipe
 (with its fingerprint), training groups, seconds and machine; and the recipe key (:func:`recipe_key`): the run's
-configuration less its draw count, its output and this store, so that draws of one recipe never mix with another's
-and a change of code alone (which moves the run folder's hash) strands none of them."""
+configuration less its draw count, its rows (--methods, --baseline), its output and this store, so that draws of one recipe never mix with
+another's and a change of code alone (which moves the run folder's hash) strands none of them.
+
+A draw's rows are its record's: every row trains from the draw's data and the run's seed keys alone (no row's
+result depends on which others run), so a run continues with fewer rows once the claims that need the others are
+decided (``--methods``, ``--nobaseline``: a decided comparison stops needing its rows), reading of each committed draw the rows it
+asks for; it refuses a draw that lacks one of them, naming its file."""
 from __future__ import annotations
 
 import base64
@@ -31,12 +36,13 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 
 def recipe_key(cfg) -> str:
-  """16 hex digits of the configuration that makes a draw: cfg (a schema.Config) less its draw count, its output
-  and --draw_store."""
+  """16 hex digits of the configuration that makes a draw: cfg (a schema.Config) less its draw count, its rows
+  (--methods, --baseline), its output and --draw_store."""
   d = config_lib.to_dict(cfg)
   d.pop("output", None)
   d.get("data", {}).pop("draws", None)
-  d.get("options", {}).pop("draw_store", None)
+  for option in ("draw_store", "methods", "baseline"):
+    d.get("options", {}).pop(option, None)
   return hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
@@ -125,15 +131,22 @@ def committed(root: str, name: str, loss: str, key: Optional[str] = None) -> Dic
   return out
 
 
-def kept(cfg, loss: str) -> Dict[int, JsonObject]:
-  """The draws of cfg's --draw_store committed at HEAD for `loss` (a run reads them instead of training them); {}
-  without the store."""
+def kept(cfg, loss: str, methods=None) -> Dict[int, JsonObject]:
+  """The draws of cfg's --draw_store committed at HEAD for `loss` (a run reads them instead of training them), each
+  with the rows named in `methods` only (None: all of its rows); {} without the store. A draw without one of them is
+  refused by its file name (the run would train it again and replace a committed draw)."""
   name = getattr(cfg.options, "draw_store", "")
   if not name:
     return {}
   if not cfg.data.draws:
     raise config_lib.ConfigError("draw_store", "keeps the draws of a run that re-draws its data: add --draws")
   out = committed(ROOT, name, loss, recipe_key(cfg))
+  for k, record in out.items() if methods is not None else ():
+    lacking = [m for m in methods if m not in record["rows"]]
+    if lacking:
+      raise config_lib.ConfigError("methods", f"{os.path.relpath(path(ROOT, name, loss, k), ROOT)} was made without "
+                                   f"{', '.join(lacking)}: run with the rows its draws have, or another --draw_store")
+    record["rows"] = {m: record["rows"][m] for m in methods}
   if out:
     logging.info("[%s] %d draw(s) committed under %s: read, not trained", loss, len(out), name)
   return out

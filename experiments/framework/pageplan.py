@@ -27,7 +27,7 @@ import numpy as np
 from absl import flags as absl_flags
 
 import experiments
-from experiments.framework import cli, lifecycle, pagefiles, protocol, schema
+from experiments.framework import cli, claims, deciding, family, lifecycle, pagefiles, protocol, schema
 from experiments.framework.outputs import as_json
 from experiments.framework.staleness import staleness
 from pfd_jax import config as C
@@ -101,6 +101,16 @@ def _preset(e) -> tuple:
   return driver, next(p for p in driver.presets if p.label == e.label)
 
 
+def _sequential(e, preset: str) -> Optional[Step]:
+  """A sequential run's step: its committed draws and the rows its next ones need (deciding.next_draws, at the least
+  level the family gives a member); None for another preset."""
+  of = deciding.of_preset(preset)
+  if of is None:
+    return None
+  state, extra = deciding.next_draws(*of, claims.ALPHA / len(family.FAMILY))
+  return Step(e.key, e.command + extra, f"not run: {state}", None, deciding.COST)
+
+
 def needed(results: str, page: str, expected: list, root: str) -> list:
   """[Step] of every run `page` lacks (module docstring), in the page's order; the accelerator's last."""
   times, steps, text = walls(page), [], open(page).read() if os.path.exists(page) else ""
@@ -121,7 +131,7 @@ def needed(results: str, page: str, expected: list, root: str) -> list:
     if not why:
       continue
     if e.accelerator:
-      steps.append(Step(e.key, e.command, why, None, e.accelerator))
+      steps.append(_sequential(e, preset.name) or Step(e.key, e.command, why, None, e.accelerator))
       continue
     seconds, basis = ((times[e.anchor], "its last wall time on the page" + (
         ", made with other settings: no more than a guess" if why.startswith("its preset changed") else ""))

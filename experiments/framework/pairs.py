@@ -58,10 +58,18 @@ def query_lists(loss_res: LossRecord) -> Dict[str, np.ndarray]:
   return {k: np.concatenate(v)[valid] for k, v in per_query.items()}
 
 
+def reference(names) -> str:
+  """The row a table compares every other with: no-distillation, or in a run without it (a deciding run whose
+  members against it are decided trains only the rows still compared), the first of its rows in registry order."""
+  base = rows_lib.baseline()
+  return base if base in names else rows_lib.table_order(names)[0]
+
+
 def comparisons(loss_res: LossRecord) -> Dict[str, tabulate.Comparisons]:
-  """Every row against no-distillation, paired: by (fold, seed) run ('runs') and by test query pooled over
-  folds, each query's NDCG@8 averaged over seeds ('queries'; lists with a positive)."""
-  per_query, base = query_lists(loss_res), rows_lib.baseline()
+  """Every row against the reference (no-distillation), paired: by (fold, seed) run ('runs') and by test query
+  pooled over folds, each query's NDCG@8 averaged over seeds ('queries'; lists with a positive)."""
+  per_query = query_lists(loss_res)
+  base = reference(per_query)
   others = [k for k in per_query if k != base]
   # each row's bootstrap on its own thread (NumPy draws and gathers without the GIL; each has its own seeded
   # generator, so the same bits): a drawn run pools ~140,000 test queries, 10,000 resamples of them a row

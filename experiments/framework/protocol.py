@@ -140,6 +140,8 @@ def power_text(cfg: Mapping[str, Any], records: Mapping[str, LossRecord],
   if not cfg["data"].get("draws") or len(next(iter(records.values())).folds) < 2:
     return ""
   p = redrawn_power(records)
+  if not p["comparisons"]:  # a run of the PFD rows alone: nothing compared with the PFD student
+    return ""
   change = 100 * tabulate.POWER_CHANGE
   n = p["draws"]
   rows = []

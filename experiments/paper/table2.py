@@ -19,7 +19,7 @@ from absl import logging
 from experiments.framework import (deciding, deploy, drawn, drawstore, lifecycle, monitor, pagefiles, plots, position,
                                    practice, protocol, rowstore, rundir, schema, setup, tabulate, walltime)
 from experiments.framework.pairs import (aggregate, column_comparisons, comparisons, declared_claims, primary,
-                                         query_lists)
+                                         query_lists, reference)
 from experiments.framework.records import FoldRecord, LossRecord, RowRecord, RunRecord
 from experiments.framework.claims import Preset, beats
 from experiments.framework.declared import Declared, declare, row_declared
@@ -70,6 +70,8 @@ class Options:
                               "whose plain PFD setting the rule finds better (0 = the grid for every subset).", lo=0,
                               omit_default=True)
   teachers_only: bool = option(False, "Only the baseline and the teachers of --methods (calibrate).", omit_default=True)
+  baseline: bool = option(True, "Train no-distillation beside --methods (--nobaseline: a deciding run whose claims "
+                          "against it are decided trains only the rows still compared).", omit_default=True)
   pilot: str = option("", "A re-drawn pilot run's folder (its results.json, or the page's gzipped copy in "
                       "published/): the run records the plan that pilot gives (protocol.plan: the draws of "
                       "protocol.BUDGET_MINUTES, each comparison's MDE and power at 2%) and its page sets it beside "
@@ -119,7 +121,7 @@ def num_rows(cfg: schema.Config) -> int:
   subsets' teachers and students)."""
   o = cfg.options
   offered = o.offered() + (("randomized",) if o.randomized else ())
-  plan = rows_lib.plan(o.methods_for(cfg.output.num_processes), offered, not o.teachers_only)
+  plan = rows_lib.plan(o.methods_for(cfg.output.num_processes), offered, not o.teachers_only, o.baseline)
   per_fold, folds = len(plan) + (o.searching().programs - 1 if o.search else 0), len(setup.folds_of(cfg.data))
   return len(cfg.losses) * (-(-folds // o.draws_per_program) if o.draws_per_program else folds) * per_fold
 
@@ -145,7 +147,9 @@ def run(cfg: schema.Config) -> RunRecord:
     if side_by_side is not None:
       folds = side_by_side[loss]
     else:
-      folds, kept = {}, drawstore.kept(cfg, loss)
+      names = [r.name for r in rows_lib.plan(methods, cfg.options.offered(), not cfg.options.teachers_only,
+                                             cfg.options.baseline)]
+      folds, kept = {}, drawstore.kept(cfg, loss, names)
       for fold in setup.folds_of(cfg.data):
         if fold in kept:
           folds[f"fold{fold}"] = drawstore.from_record(kept[fold])
@@ -178,9 +182,9 @@ def run_fold(cfg: schema.Config, loss: str, fold: int, methods: tuple, shared: D
   ctx = distill.Context(keys, tc, dd, ds, fit=store.fit(), found=found, hooks=log, placebo=placebo,
                         lightgbm=o.gbdt, device_data=lambda d: setup.device_data(cfg, d, tc, fold), seed=cfg.run.seed,
                         cache=shared, position=where, search=o.searching())
-  plan = rows_lib.plan(methods, o.offered(pos), students=not o.teachers_only)
+  plan = rows_lib.plan(methods, o.offered(pos), students=not o.teachers_only, baseline=o.baseline)
   rows = distill.run_rows(ctx, plan)
-  baseline = next(r.name for r in plan if r.baseline)
+  baseline = next((r.name for r in plan if r.baseline), plan[0].name)  # each row's valid mask is the labels'
   found = next((t.found for t in rows.values() if t.found is not None), None)
   # Per test list NDCG@8 of each row's best-epoch models, averaged over seeds: the query-level comparison
   # (a row that reads the permuted z is scored on the placebo data).
@@ -225,7 +229,8 @@ def to_markdown(res: RunRecord) -> str:
     train = record.train_config
     pooled = aggregate(record)
     ks = train["ks"]
-    baseline = rows_lib.baseline()
+    baseline = reference(pooled)
+    versus = "no-distillation" if baseline == rows_lib.baseline() else rows_lib.title(baseline, short=True)
     base = pooled[baseline].mean(0)
     fold0 = record.first_fold
     tau = f"tau_target={fold0.data['tau']}, " if fold0.data.get("tau") is not None else ""
@@ -244,10 +249,10 @@ def to_markdown(res: RunRecord) -> str:
       table.append([rows_lib.title(name)] + cells + runs[:1] + [tabulate.change_cell(compared["queries"].get(name))] +
                    runs[1:] + [tabulate.change_cell(compared[f"vs_{r.name}"].get(name)) for r in columns])
     n_q = next(iter(compared["queries"].values()), {}).get("n", 0)
-    parts.append(tabulate.stats_note("no-distillation", len(pooled[baseline]), folds, ks[0]) +
+    parts.append(tabulate.stats_note(versus, len(pooled[baseline]), folds, ks[0]) +
                  f"Per query: the same over the {n_q} test queries with a positive (pooled over folds), each "
                  "query's NDCG@8 averaged over seeds.\n\n")
-    runs_head, seeds_head = tabulate.change_header("no-distillation", ks[0])
+    runs_head, seeds_head = tabulate.change_header(versus, ks[0])
     within = _PLACEBO_TEXT[cfg['run'].get('placebo_within', 'query')]
     parts.append("".join(r.column_note.format(k=ks[0], select_on=tr["select_on"], within=within) for r in columns) +
                  position.table2_note(fold0.debias, cfg["options"].get("position"), f"fold{record.first_fold_number}"))
@@ -255,7 +260,7 @@ def to_markdown(res: RunRecord) -> str:
                  (practice.search_text(record) or practice.search_offer(record, cfg, _options(cfg).searching())) +
                  practice.ensemble_table(record, compared, ks))
     parts.append(tabulate.markdown_table(["Training method"] + [f"NDCG@{k}" for k in ks] +
-                                       [runs_head, f"NDCG@{ks[0]} vs no-distillation (queries)", seeds_head] +
+                                       [runs_head, f"NDCG@{ks[0]} vs {versus} (queries)", seeds_head] +
                                        [f"NDCG@{ks[0]} vs {r.label} (runs)" for r in columns], table))
   return "".join(parts) + protocol.power_text(cfg, records, res.get("pilot"))
 

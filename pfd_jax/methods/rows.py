@@ -256,17 +256,20 @@ def methods(one_process: bool = True) -> Tuple[str, ...]:
   return tuple(out)
 
 
-def plan(choices: Sequence[str], offered: Sequence[str] = (), students: bool = True) -> Tuple[Row, ...]:
+def plan(choices: Sequence[str], offered: Sequence[str] = (), students: bool = True,
+         baseline: bool = True) -> Tuple[Row, ...]:
   """The rows a run trains for the --methods `choices` and the run options it `offered` (see :attr:`Row.when`):
   the rows of each choice, the baseline, the rows whose options are all offered ('lightgbm' is offered when a
   chosen row needs one process), and the teachers they need (their teachers' teachers too), in registry order (a
   teacher before its students). students=False: the baseline and those teachers only (a calibration that must
-  read no student). A ValueError names an unknown choice."""
+  read no student); baseline=False: the baseline only where a choice needs it (a deciding run whose claims against
+  it are decided). A ValueError names an unknown choice."""
   known = methods()
   bad = [c for c in choices if c not in known]
   if bad:
     raise ValueError(f"unknown methods {bad}; known: {known}")
-  wanted = {r.name for r in REGISTRY.values() if (r.choice in set(choices) and not r.when) or r.baseline}
+  wanted = {r.name for r in REGISTRY.values()
+            if (r.choice in set(choices) and not r.when) or (r.baseline and baseline)}
   offered = set(offered) | ({"lightgbm"} if any(REGISTRY[n].recipe.one_process for n in wanted) else set())
   wanted |= {r.name for r in REGISTRY.values() if r.when and set(r.when) <= offered}
   for name in list(wanted):
