@@ -453,3 +453,59 @@ def test_a_fold_whose_buckets_exceed_stream_above_of_the_memory_streams():
   assert streamed and "3.00 GiB, more than --stream_above=0.25 of the 8.0 GiB available" in why
   streamed, why = setup.streams("resident", 0.25, lambda: 2 * gib, lambda: 8 * gib)
   assert not streamed and "no more than" in why
+
+
+def _dense_folder(root, folds=(1,), width=136, cut=None):
+  """A Web30k layout (Fold<k>/{train,vali,test}.txt, every line writing all `width` features); cut: (fold, split)
+  whose last line is cut after a whole token."""
+  rng = np.random.default_rng(0)
+  for k in folds:
+    (root / f"Fold{k}").mkdir(parents=True)
+    for split in ("train", "vali", "test"):
+      lines = [f"{int(rng.integers(0, 3))} qid:{q} " + " ".join(f"{i}:{v:.3f}" for i, v in
+                                                                enumerate(rng.random(width), 1))
+               for q in range(4) for _ in range(5)]
+      if cut == (k, split):
+        lines[-1] = " ".join(lines[-1].split()[:51])  # features 50..136 lost with the line's end
+      (root / f"Fold{k}" / f"{split}.txt").write_text("\n".join(lines) + "\n")
+  return root
+
+
+def test_a_dense_formats_line_cut_short_is_refused_by_its_line(tmp_path):
+  """Web30k and Istella write every feature on every line: a line cut after a whole token (features 50-136 gone)
+  is refused naming file and line, instead of reading them as zeros; a sparse folder's short line is fine."""
+  root = _dense_folder(tmp_path / "web30k", cut=(1, "test"))
+  with pytest.raises(D.DataError, match=r"Fold1/test.txt:20: 49 features, where every line of this format writes "
+                                        r"all 136 \(a line cut short\?\)"):
+    D.load_raw("web30k", str(root))
+  assert D.load_raw("letor", str(root))["test"].x.shape == (20, 136)  # a sparse format: an absent feature is 0
+
+
+def test_a_preset_refuses_what_it_cannot_run_before_training(tmp_path, monkeypatch):
+  """The paper's Web30k preset needs its five folds: a folder of Fold1 only is refused in one line naming --folds;
+  a bad line in a later fold's file stops the run before the first row trains."""
+  import shlex
+  from absl import flags
+  from experiments.framework import cli, setup
+  from experiments.paper import table2
+  from pfd_jax.config import ConfigError
+  root = _dense_folder(tmp_path / "MSLR-WEB30K")
+  preset = next(p for p in table2.DRIVER.presets if p.name == "paper_web30k")
+  fv = flags.FlagValues()
+  cli.define_flags(table2.DRIVER, fv, key_module="test")
+  fv(["prog", *shlex.split(preset.flags), f"--data_dir={root}"])
+  cfg = cli.config_from_flags(table2.DRIVER, fv)
+  with pytest.raises(ConfigError, match=r"folds: 1,2,3,4,5: dataset 'web30k' has folds \[1\] on disk"):
+    table2.run(cfg)
+  own = _dense_folder(tmp_path / "own", folds=(1, 2, 3), width=6)
+  bad = own / "Fold3" / "train.txt"
+  lines = bad.read_text().splitlines(True)
+  bad.write_text("".join(lines[:11] + [lines[11].replace("3:", "3:x")] + lines[12:]))
+  from conftest import TINY
+  cfg = TINY.replace(data=DataConfig(dataset="letor", data_dir=str(own), privileged="1,2", labels="file",
+                                     positive_grade=1, min_docs=1), options=table2.Options(methods=("pfd",)))
+  trained = []
+  monkeypatch.setattr(table2, "run_fold", lambda *a, **k: trained.append(a))
+  with pytest.raises(D.DataError, match="Fold3/train.txt:12: "):
+    table2.run(cfg)
+  assert not trained

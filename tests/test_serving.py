@@ -174,6 +174,63 @@ def test_driver_saves_models_and_predict_scores_serving_files(practitioner, tmp_
     assert not out.exists() and not os.path.exists(str(out) + ".tmp")
 
 
+def _gapped_folder(root: Path, ids=(*range(1, 6), 101, 102, 103)) -> Path:
+  """A team's log whose feature ids have a gap (1-5 regular, 101-103 privileged: position, random-order flag,
+  click), as LETOR train/vali/test files, and a serving file of the regular ids only."""
+  rng = np.random.default_rng(0)
+  root.mkdir()
+  for split, queries in (("train", 40), ("vali", 20), ("test", 20)):
+    lines = []
+    for q in range(queries):
+      for d in range(8):
+        v = rng.random(len(ids))
+        label = int(v[0] + v[-1] + 0.3 * rng.random() > 1.2)
+        lines.append(f"{label} qid:{1000 * len(split) + q} " + " ".join(f"{i}:{x:.4f}" for i, x in zip(ids, v)))
+    (root / f"{split}.txt").write_text("\n".join(lines) + "\n")
+  serve = [" ".join(t for t in ln.split() if ":" not in t or t.startswith("qid") or int(t.split(":")[0]) < 100)
+           for ln in (root / "test.txt").read_text().splitlines()]
+  (root / "serve.txt").write_text("\n".join(serve) + "\n")
+  return root
+
+
+@pytest.mark.heavy
+def test_a_gap_in_the_feature_ids_is_no_model_input_and_serving_names_each_column(tmp_path):
+  """The columns of a user's folder are the ids its training files hold: a model of ids 1-5 and 101-103 reads 1-5
+  (not 58 ids no file has); a privileged id on no line is refused before training; serving refuses a file without
+  one of the model's columns by its id, warns of privileged ids left in, and --impute names every id it fills."""
+  folder = _gapped_folder(tmp_path / "log")
+  data = logs_data(str(folder), privileged="101,102,103", min_docs=1)
+  ds = setup.load_dataset(data)
+  assert ds.config["regular_ids"] == [1, 2, 3, 4, 5] and ds.config["privileged_ids"] == [101, 102, 103]
+  assert ds["train"].x.shape[1] == 5 and ds["train"].z.shape[1] == 3
+  with pytest.raises(ValueError, match=r"privileged: feature ids \[100\] hold no value on any line"):
+    setup.load_dataset(logs_data(str(folder), privileged="101,102,100", min_docs=1))
+  from conftest import TINY
+  cfg = TINY.replace(data=data, run=dict(save_models=True), output=dict(out_dir=str(tmp_path / "out")),
+                     options=table2.Options(methods=("pfd",)))
+  table2.run(cfg)
+  student = tmp_path / "out" / "letor" / "models" / "pfd"
+  assert pfd_jax.load_model(str(student)).input_ids == [1, 2, 3, 4, 5]
+  summary = _predict(student, folder / "serve.txt", tmp_path / "s.tsv")  # the correct serving file scores
+  assert summary["imputed"] == [] and summary["privileged_ignored"] == []
+  full = _predict(student, folder / "test.txt", tmp_path / "t.tsv")  # privileged columns left in: said, ignored
+  assert full["privileged_ignored"] == [101, 102, 103] and "is this a training file?" in jobs_warning(full)
+  assert (tmp_path / "s.tsv").read_text() == (tmp_path / "t.tsv").read_text()
+  lacking = tmp_path / "no_price.txt"
+  lacking.write_text("".join(" ".join(t for t in ln.split() if not t.startswith("3:")) + "\n"
+                             for ln in open(folder / "serve.txt")))
+  with pytest.raises(ValueError, match=r"reads feature ids 3 that appear on no line of this file; 3 is a column it "
+                                       r"was trained on \(is the file of another feature set\?\)"):
+    _predict(student, lacking, tmp_path / "never.tsv")
+  filled = _predict(student, lacking, tmp_path / "f.tsv", impute="zero")
+  assert filled["imputed"] == [3] and "read as 0 (--impute=zero): 3" in jobs_warning(filled)
+
+
+def jobs_warning(summary) -> str:
+  from pfd_jax.serving import jobs
+  return jobs.imputed_warning(summary) or ""
+
+
 def _installed(command: str) -> str:
   path = os.path.join(os.path.dirname(sys.executable), command)
   assert os.path.exists(path), f"{command} is not installed beside {sys.executable}: pip install -e . installs it"

@@ -29,6 +29,14 @@ def folds_of(d: DataConfig) -> list:
   return folds
 
 
+def check_files(d: DataConfig) -> None:
+  """Every fold of a run on files read and prepared before its first row trains, so that a bad line in a later
+  fold's file stops the run before the earlier folds train (with --cache_dir, what was parsed is kept for the run)."""
+  folds = [] if D.spec(d.dataset).in_memory else folds_of(d)
+  for fold in folds[1:]:  # the first is read as it trains
+    load_dataset(d, fold)
+
+
 def load_dataset(d: DataConfig, fold: int = 1) -> D.Dataset:
   """Loads and preprocesses one fold (with --draws: one draw) as the data recipe `d` says."""
   name, d = d.dataset, d.draw(fold)

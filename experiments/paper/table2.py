@@ -137,6 +137,7 @@ def run(cfg: schema.Config) -> RunRecord:
   if cfg.options.pilot:  # before any training: a missing pilot fails the run at once
     out["pilot"] = protocol.plan(pagefiles.read_results(cfg.options.pilot, "pilot"), mde=cfg.options.target_mde)
   t_all = time.time()
+  setup.check_files(cfg.data)
   methods = cfg.options.methods_for(distributed.comm().count)
   if set(methods) != set(all_methods()) and not cfg.options.methods:
     logging.info("the LightGBM rows need the whole training split in one process: this %d-process run trains "

@@ -245,7 +245,8 @@ def prepare(cfg: DataConfig, raw: Splits, *, comm=None, require_positive: Option
                   require_positive=labels == "gumbel" if require_positive is None else require_positive,
                   log1p=cfg.log1p, query_norm=cfg.query_norm, seed=cfg.label_seed, labels=labels,
                   positive_grade=cfg.positive_grade, privileged=cfg.privileged_ids, comm=comm or distributed.LOCAL,
-                  by_document=not (name in REGISTRY and REGISTRY[name].in_memory) or _scored(cfg))
+                  by_document=not (name in REGISTRY and REGISTRY[name].in_memory) or _scored(cfg),
+                  held_only=name in REGISTRY and REGISTRY[name].own_data)
 
 
 def _scored(cfg: DataConfig) -> bool:
@@ -255,7 +256,7 @@ def _scored(cfg: DataConfig) -> bool:
 
 
 def _prepare(name: str, raw: Splits, *, t, tau, num_privileged, min_docs, require_positive, log1p, query_norm,
-             seed, labels, positive_grade, privileged, comm, by_document=False) -> Dataset:
+             seed, labels, positive_grade, privileged, comm, by_document=False, held_only=False) -> Dataset:
   if not raw:
     raise DataError(f"dataset {name!r} has no split")
   if labels not in LABEL_MODES:
@@ -265,6 +266,13 @@ def _prepare(name: str, raw: Splits, *, t, tau, num_privileged, min_docs, requir
     tau = default_tau(comm.max(raw[ref].rel.max(initial=-np.inf)))
   num_features = raw[ref].x.shape[1]
   given = None if privileged is None else privileged_indices(privileged, num_features)
+  # the columns a reference (training) line holds a value in: a given privileged id on none of them is refused; a
+  # user's own folder (held_only) has only those as columns, so an id its files never write (a gap in its ids) is no
+  # model input (SVMlight writes no zero; a column zero on every training line would teach nothing)
+  held = np.flatnonzero(comm.max(np.any(raw[ref].x != 0, axis=0)))
+  if given is not None and (empty := [int(i) + 1 for i in given if i not in set(held.tolist())]):
+    raise DataError(f"--privileged: feature ids {empty} hold no value on any line of dataset {name!r}'s {ref} split: "
+                    "name ids its files hold")
   out = {}
   for split, g in raw.items():
     g = pp.filter_groups(g, min_docs=min_docs, require_positive=require_positive)
@@ -287,8 +295,8 @@ def _prepare(name: str, raw: Splits, *, t, tau, num_privileged, min_docs, requir
     priv = pp.privileged_columns(out[ref], k, comm)
   else:
     priv = given
-  out = {s: pp.split_features(g, priv) for s, g in out.items()}
-  regular = np.setdiff1d(np.arange(num_features), priv)
+  regular = np.setdiff1d(held if held_only else np.arange(num_features), priv)
+  out = {s: pp.split_features(g, priv, regular) for s, g in out.items()}
   config = dict(name=name, labels=labels, positive_grade=positive_grade,
                 t=t if labels == "gumbel" else None, tau=tau if labels == "gumbel" else None,
                 num_privileged=int(priv.size), privileged_choice="auto" if given is None else "given",

@@ -14,7 +14,10 @@ to blame):
     memory is refused before allocating (an id of 10^9 is a typo, not a feature);
   * the lines of one query are contiguous. A qid that reappears after another qid is an error, never a
     silent merge: LETOR files are always written grouped, so a split group means a broken file;
-  * an empty file (no data line) is an error.
+  * an empty file (no data line) is an error;
+  * with ``dense=D`` (a format whose every line writes all of its D features, zeros too: Web30k's, Istella's),
+    a line with another number of features is an error (a line cut after a whole token would otherwise read its
+    missing features as 0). A chunk in the parse cache was checked when it was parsed.
 Sparse files are read as dense with absent features = 0. Splits of one dataset may have different maximal
 feature ids (a sparse file need not mention the last feature); :func:`pad_features` zero-fills them to a
 common width, which is what the SVMlight format means by an absent feature. A registered dataset with a declared
@@ -56,11 +59,13 @@ def _number(tok: str, what: str, where: str) -> float:
   return v
 
 
-def _locate_error(path: str, labelled: bool = True, max_id: Optional[int] = None, why: str = "") -> None:
+def _locate_error(path: str, labelled: bool = True, max_id: Optional[int] = None, why: str = "",
+                  dense: int = 0) -> None:
   """Re-read `path` line by line and raise DataError at the first line breaking the format.
 
   labelled=False: lines are ``qid:Q idx:val ...`` without a label (a serving file). max_id: feature ids above
-  it are errors, `why` saying why (ids a model never saw; ids too large to allocate).
+  it are errors, `why` saying why (ids a model never saw; ids too large to allocate). dense: every line writes
+  this many features.
   """
   seen, last = set(), None
   opener = gzip.open if path.endswith(".gz") else open
@@ -111,6 +116,9 @@ def _locate_error(path: str, labelled: bool = True, max_id: Optional[int] = None
         if max_id is not None and i > max_id:
           raise DataError(f"{where}: feature id {i} {why}")
         prev = i
+      if dense and len(tokens) - 2 != dense:
+        raise DataError(f"{where}: {len(tokens) - 2} features, where every line of this format writes all {dense} "
+                        "(a line cut short?)")
 
 
 def _memory_bytes() -> int:
@@ -140,8 +148,9 @@ def require_contiguous(path: str, group_qids: np.ndarray, *args, **kw) -> None:
     raise DataError(f"{path}: a qid's lines are not contiguous")
 
 
-def _parse(path: str, data: Optional[bytes] = None):
-  """Groups of the file at `path`, or of `data` (lines of that file: a process's shard)."""
+def _parse(path: str, data: Optional[bytes] = None, dense: int = 0):
+  """Groups of the file at `path`, or of `data` (lines of that file: a process's shard); dense: every line writes
+  this many features (module docstring)."""
   from sklearn.datasets import load_svmlight_file  # heavy import, only when a file is parsed
   try:
     x, rel, qid = load_svmlight_file(path if data is None else io.BytesIO(data), query_id=True, zero_based=False,
@@ -162,6 +171,9 @@ def _parse(path: str, data: Optional[bytes] = None):
     _locate_error(path)
     raise DataError(f"{path}: non-finite values")
   _check_width(path, n, x.shape[1])
+  if dense and np.any(np.diff(x.indptr) != dense):
+    _locate_error(path, dense=dense)
+    raise DataError(f"{path}: some lines do not write all {dense} features")
   x = np.asarray(x.todense(), dtype=np.float32)
   starts = np.flatnonzero(np.concatenate([[True], qid[1:] != qid[:-1]]))
   require_contiguous(path, qid[starts])
@@ -208,7 +220,7 @@ def _join(path: str, parts: list) -> Groups:
   return Groups(x=x, rel=np.concatenate([g.rel for g in parts]), qid=qid, offsets=np.concatenate(offsets))
 
 
-def load_letor(path: str, cache_dir: Optional[str] = None) -> Groups:
+def load_letor(path: str, cache_dir: Optional[str] = None, dense: int = 0) -> Groups:
   """Reads one LETOR/SVMlight ranking file (plain or .gz) into flat :class:`Groups`, chunk by chunk
   (:func:`_chunks`: the sparse parse of one chunk is in memory at a time, beside the dense result).
 
@@ -217,6 +229,7 @@ def load_letor(path: str, cache_dir: Optional[str] = None) -> Groups:
     cache_dir: if given, the parse cache (:mod:`pfd_jax.data.parse_cache`): each chunk stored there compressed,
       keyed by its bytes (shared by every file that holds the same lines), and the file's list of chunks keyed
       by its content; later loads read the cache instead of parsing; a damaged entry is parsed again.
+    dense: every line writes this many features (0: a sparse file; module docstring).
   Raises:
     FileNotFoundError: no such file. NotADirectoryError: `cache_dir` is a file.
     DataError: the file breaks the format (see the module docstring); the message names file and line.
@@ -224,7 +237,7 @@ def load_letor(path: str, cache_dir: Optional[str] = None) -> Groups:
   if not os.path.isfile(path):
     raise FileNotFoundError(f"no such LETOR file: {path}")
   if cache_dir is None:
-    return _join(path, [_parse(path, data) for data in _chunks(path)])
+    return _join(path, [_parse(path, data, dense) for data in _chunks(path)])
   if os.path.exists(cache_dir) and not os.path.isdir(cache_dir):
     raise NotADirectoryError(errno.ENOTDIR, "the cache folder (--cache_dir) is a file", cache_dir)
   manifest = parse_cache.manifest_file(path, cache_dir, files.sha256(path))  # read once a process (provenance)
@@ -236,7 +249,7 @@ def load_letor(path: str, cache_dir: Optional[str] = None) -> Groups:
     chunks.append(parse_cache.chunk_file(cache_dir, data))
     a = parse_cache.read_chunk(chunks[-1])
     if a is None:
-      g = _parse(path, data)
+      g = _parse(path, data, dense)
       a = dict(x=g.x, rel=g.rel, qid=g.qid, offsets=g.offsets)
       files.write_atomic(chunks[-1], parse_cache.chunk_writer(a))
     parts.append(Groups(**a))
@@ -299,14 +312,14 @@ def shard_lines(path: str, index: int, count: int) -> bytes:
   return b"".join(lines)
 
 
-def load_letor_shard(path: str, index: int, count: int) -> Groups:
+def load_letor_shard(path: str, index: int, count: int, dense: int = 0) -> Groups:
   """Process `index` of `count`'s query groups of one LETOR file (:func:`shard_lines`); the union over the
   processes, in process order, is :func:`load_letor` of the file."""
   if not os.path.isfile(path):
     raise FileNotFoundError(f"no such LETOR file: {path}")
   if count == 1:
-    return _parse(path)
-  return _parse(path, shard_lines(path, index, count))
+    return _parse(path, dense=dense)
+  return _parse(path, shard_lines(path, index, count), dense)
 
 
 def pad_features(splits: Splits, width: Optional[int] = None) -> Splits:

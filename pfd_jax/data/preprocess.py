@@ -160,9 +160,10 @@ def privileged_columns(train: Groups, k: int, comm=None) -> np.ndarray:
   return np.argsort(-corr, kind="stable")[:k]
 
 
-def split_features(g: Groups, privileged: np.ndarray) -> Groups:
-  """Moves the columns `privileged` from x to z (z keeps the given column order)."""
-  regular = np.setdiff1d(np.arange(g.x.shape[1]), privileged)
+def split_features(g: Groups, privileged: np.ndarray, regular: Optional[np.ndarray] = None) -> Groups:
+  """Moves the columns `privileged` from x to z (z keeps the given column order); x keeps the columns `regular`
+  (default: every other column)."""
+  regular = np.setdiff1d(np.arange(g.x.shape[1]), privileged) if regular is None else regular
   return dataclasses.replace(g, x=np.ascontiguousarray(g.x[:, regular]),
                              z=np.ascontiguousarray(g.x[:, privileged]))
 

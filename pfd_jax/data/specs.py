@@ -19,6 +19,7 @@ unpacked side by side) are refused: --data_dir names the one to use.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Any, Callable, Mapping, Optional, Tuple
 
 import numpy as np
@@ -103,6 +104,13 @@ def _analogue(name: str) -> Callable:
   return generate
 
 
+def _dense(width: int) -> dict:
+  """The readers of a format whose every line writes all `width` features (Web30k's, Istella's): a line with fewer
+  is refused, naming it (pfd_jax.data.letor)."""
+  return dict(read=functools.partial(load_letor, dense=width), read_shard=functools.partial(load_letor_shard,
+                                                                                            dense=width))
+
+
 REGISTRY: Registry[DatasetSpec] = Registry("dataset")
 for _spec in (
     DatasetSpec("synthetic", "generated in memory, no files (pfd_jax.data.synthetic)", num_privileged=40,
@@ -111,11 +119,11 @@ for _spec in (
     DatasetSpec("mq2008", "LETOR 4.0 MQ2008", folds=5, subdir="mq2008_fold1_partial"),
     DatasetSpec("web10k", "MSLR-WEB10K", folds=5, subdir="mslr_web10k_fold1_5k_sample", num_privileged=40),
     # the paper's three: their declared widths (Table 1: 136, 700, 220 features), whatever ids a file leaves out
-    DatasetSpec("web30k", "MSLR-WEB30K", folds=5, num_privileged=40, num_features=136),
+    DatasetSpec("web30k", "MSLR-WEB30K", folds=5, num_privileged=40, num_features=136, **_dense(136)),
     DatasetSpec("yahoo", "Yahoo! LTR challenge Set 1 (set1.{train,valid,test}.txt)", num_privileged=200,
                 num_features=700),
     DatasetSpec("istella", "Istella LETOR / Istella-S ({full,sample}/)", folders=("full", "sample"),
-                num_privileged=50, num_features=220),
+                num_privileged=50, num_features=220, **_dense(220)),
     DatasetSpec("letor", "any LETOR folder by path: your own data", labels="file", own_folder=True, own_data=True),
     *(DatasetSpec(name, f"generated like the paper's {a.paper} (Table 1's shape; teachers: pfd_jax.data.analogues)",
                   num_privileged=a.num_privileged, tau=4.8, read=None, read_shard=None, generate=_analogue(name))

@@ -65,8 +65,10 @@ def write_scores(path: str, groups: D.Groups, scores: np.ndarray) -> None:
   files.write_atomic(path, lambda f: f.writelines(lines))
 
 
-def _ids(ids) -> str:
-  return ",".join(map(str, ids[:20])) + (f",... ({len(ids)} in all)" if len(ids) > 20 else "")
+def _ids(ids, every: bool = False) -> str:
+  """The ids, the first 20 and their count unless `every`."""
+  return ",".join(map(str, ids if every else ids[:20])) + (f",... ({len(ids)} in all)" if len(ids) > 20 and
+                                                          not every else "")
 
 
 def score_file(model: str, data: str, out: str, seed: Optional[int] = None, impute: str = "none") -> JsonObject:
@@ -83,16 +85,22 @@ def score_file(model: str, data: str, out: str, seed: Optional[int] = None, impu
   missing = sorted(set(ranker.input_ids) - set(present.tolist()))
   if missing and impute == "none":
     priv = sorted(set(missing) & set(ranker.recipe["privileged_ids"]))
+    regular = sorted(set(missing) - set(priv))
     raise D.DataError(
-        f"{data}: the model reads feature ids {_ids(missing)} that appear on no line of this file"
-        + (f" ({_ids(priv)} are privileged: this model is a teacher, which needs them)" if priv else "")
-        + "; score with a student model, or pass --impute=zero to score with them as 0")
+        f"{data}: the model reads feature ids {_ids(missing, every=True)} that appear on no line of this file" +
+        (f"; {_ids(regular, every=True)} {'is a column' if len(regular) == 1 else 'are columns'} it was trained on "
+         "(is the file of another feature set?)" if regular else "") +
+        (f"; {_ids(priv, every=True)} {'is' if len(priv) == 1 else 'are'} privileged: this model is a teacher, which "
+         "needs them, so score with a student model" if priv else "") +
+        ", or pass --impute=zero to score with them as 0")
+  # a student reads no privileged id: one left in the file is ignored, and said (is this the training file?)
+  left_in = sorted(set(present.tolist()) & set(ranker.recipe["privileged_ids"]) - set(ranker.input_ids))
   scores = ranker.score_groups(groups, seed)
   write_scores(out, groups, scores)
   return dict(docs=groups.num_docs, queries=groups.num_queries, seeds=ranker.num_seeds,
               seed=ranker.best_seed if seed is None else seed, view=ranker.recipe["view"],
               input_ids=ranker.input_ids, ndcg=ndcg(ranker, groups, scores), labelled=groups.rel is not None,
-              label_mode=ranker.recipe["labels"]["mode"], imputed=missing)
+              label_mode=ranker.recipe["labels"]["mode"], imputed=missing, privileged_ignored=left_in)
 
 
 def scores_text(res: JsonObject, model: str, data: str, out: str) -> str:
@@ -111,9 +119,13 @@ def scores_text(res: JsonObject, model: str, data: str, out: str) -> str:
 
 
 def imputed_warning(res: JsonObject) -> Optional[str]:
-  """The warning line of a file scored with absent feature ids read as 0 (None when none was)."""
-  n = len(res.get("imputed") or ())
-  return f"warning: {n} feature ids read as 0 (--impute=zero): {_ids(res['imputed'])}" if n else None
+  """The warning lines of a file scored with absent feature ids read as 0 (each named) and of privileged ids left in
+  a file a student scored (ignored); None when neither."""
+  n, left = len(res.get("imputed") or ()), res.get("privileged_ignored") or ()
+  lines = ([f"warning: {n} feature ids read as 0 (--impute=zero): {_ids(res['imputed'], every=True)}"] if n else []) + (
+      [f"warning: the file holds privileged feature ids {_ids(left, every=True)}, which this model does not read "
+       "(a serving file has none: is this a training file?)"] if left else [])
+  return "\n".join(lines) or None
 
 
 def export_model(model: str, out: str, fmt: str = "onnx", seed: Optional[int] = None,
