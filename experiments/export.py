@@ -6,7 +6,7 @@ r"""Exports a saved MLP student as a graph a serving stack runs without Python o
 Writes <out>/model.onnx (or model.stablehlo) and <out>/serving.json: the graph takes one query's raw documents
 f32[n, D] (columns = serving.json's feature_ids in that order; n any size), applies the model's recipe
 (query-level min-max, log1p) inside the graph and returns f32[n] logits. One seed (the recorded best, or
---seed) or the mean of every saved seed (--ensemble). examples/serve_onnx.py scores a LETOR file with ONNX
+--seed) or the mean of every saved seed (--ensemble). pfd-serve-onnx scores a LETOR file with ONNX
 Runtime alone.
 """
 import dataclasses

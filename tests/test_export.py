@@ -115,8 +115,9 @@ def test_a_lightgbm_model_is_refused_with_one_line():
 
 @pytest.mark.heavy
 def test_export_driver_and_the_serving_example_without_jax(student, logs_folder, tmp_path):
-  """experiments.export writes the ONNX graph; examples/serve_onnx.py scores serve.txt with ONNX Runtime in a
-  process that never imports JAX, giving experiments.predict's scores (1e-5) line for line."""
+  """experiments.export writes the ONNX graph; pfd-serve-onnx scores serve.txt with ONNX Runtime in a process that
+  never imports JAX, giving experiments.predict's scores (1e-5) line for line; the test file (privileged ids left in)
+  the same scores with a warning; a file without one of its columns, or with an id it never saw, refused in one line."""
   ranker, raw, model = student
   served = str(tmp_path / "served")
   res = export_driver.run(schema.Config(options=export_driver.Options(model=model, out=served)))
@@ -124,16 +125,28 @@ def test_export_driver_and_the_serving_example_without_jax(student, logs_folder,
   data = os.path.join(logs_folder, "serve.txt")
   ours, theirs = str(tmp_path / "predict.tsv"), str(tmp_path / "onnx.tsv")
   predict.run(schema.Config(options=predict.Options(model=model, data=data, out=ours)))
-  code = ("import runpy, sys; sys.argv = ['serve_onnx.py', %r, %r, %r]; "
-          "runpy.run_path('examples/serve_onnx.py', run_name='__main__'); "
-          "assert 'jax' not in sys.modules, 'the example imported jax'" % (served, data, theirs))
-  root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-  p = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, timeout=120)
+  code = ("import sys; from pfd_jax.commands import serve_onnx; code = serve_onnx.main(sys.argv); "
+          "assert 'jax' not in sys.modules, 'the ONNX server imported jax'; sys.exit(code)")
+  serve = lambda f, out: subprocess.run([sys.executable, "-c", code, f"--export={served}", f"--data={f}",
+                                         f"--out={out}"], capture_output=True, text=True, timeout=120)
+  p = serve(data, theirs)
   assert p.returncode == 0, p.stderr[-800:]
   a = [ln.split("\t") for ln in open(ours).read().splitlines()]
   b = [ln.split("\t") for ln in open(theirs).read().splitlines()]
   assert [r[:2] for r in a] == [r[:2] for r in b] and len(a) == raw.num_docs
   np.testing.assert_allclose([float(r[2]) for r in b], [float(r[2]) for r in a], rtol=1e-5, atol=1e-5)
+  p = serve(os.path.join(logs_folder, "test.txt"), tmp_path / "full.tsv")
+  assert p.returncode == 0 and "privileged feature ids 21,22,23, which the graph does not read" in p.stderr
+  assert (tmp_path / "full.tsv").read_text() == open(theirs).read()
+  lines = open(data).read().splitlines()
+  for name, edit, said in (("lacking", lambda t: not t.startswith("7:"), "feature ids 7 that appear on no line"),
+                           ("another", lambda t: True, "feature ids 30 were never seen by the model")):
+    bad = tmp_path / f"{name}.txt"
+    bad.write_text("".join(" ".join(t for t in ln.split() if edit(t)) + (" 30:1" if name == "another" else "") + "\n"
+                           for ln in lines))
+    p = serve(bad, tmp_path / "never.tsv")
+    assert p.returncode == 1 and said in p.stderr and "Traceback" not in p.stderr, p.stderr[-800:]
+    assert not (tmp_path / "never.tsv").exists()
 
 
 def _scalars(folder):

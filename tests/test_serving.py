@@ -231,6 +231,16 @@ def jobs_warning(summary) -> str:
   return jobs.imputed_warning(summary) or ""
 
 
+@pytest.mark.parametrize("command,flag", [("predict", "--help"), ("export", "-h"), ("serve_onnx", "--help")])
+def test_the_installed_commands_answer_help(command, flag, capsys):
+  import importlib
+  main = importlib.import_module(f"pfd_jax.commands.{command}").main
+  with pytest.raises(SystemExit) as done:
+    main([f"pfd-{command}", flag])
+  out = capsys.readouterr().out
+  assert done.value.code == 0 and out.startswith(f"pfd-{command.replace('_', '-')}: ") and "--out: " in out
+
+
 def _installed(command: str) -> str:
   path = os.path.join(os.path.dirname(sys.executable), command)
   assert os.path.exists(path), f"{command} is not installed beside {sys.executable}: pip install -e . installs it"

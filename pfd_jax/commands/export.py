@@ -26,7 +26,7 @@ def define(fv: flags.FlagValues) -> None:
 
 
 def main(argv=None) -> int:
-  fv = common.parse(define, sys.argv if argv is None else argv, ("model", "out"))
+  fv = common.parse(define, sys.argv if argv is None else argv, ("model", "out"), __doc__)
 
   def job() -> str:
     return jobs.export_text(jobs.export_model(fv.model, fv.out, fv.format, fv.seed, fv.ensemble), fv.out, fv.format)

@@ -11,11 +11,18 @@ from absl import flags
 from pfd_jax.config import ConfigError
 
 
-def parse(define: Callable[[flags.FlagValues], None], argv: List[str], required: tuple) -> flags.FlagValues:
-  """`argv` parsed by the flags `define` declares; a missing required flag, an unknown one or a stray argument
-  ends the program with one line and exit 2."""
+HELP = ("--help", "-h", "--helpshort", "--helpfull", "-help")
+
+
+def parse(define: Callable[[flags.FlagValues], None], argv: List[str], required: tuple,
+          doc: str = "") -> flags.FlagValues:
+  """`argv` parsed by the flags `define` declares; --help (or -h) prints `doc` and the flags and exits 0; a missing
+  required flag, an unknown one or a stray argument ends the program with one line and exit 2."""
   fv = flags.FlagValues()
   define(fv)
+  if any(a in HELP for a in argv[1:]):
+    print(f"{doc.strip()}\n\nflags:\n{fv.get_help(include_special_flags=False)}")
+    sys.exit(0)
   try:
     rest = fv(argv)
   except flags.Error as e:

@@ -26,7 +26,7 @@ def define(fv: flags.FlagValues) -> None:
 
 
 def main(argv=None) -> int:
-  fv = common.parse(define, sys.argv if argv is None else argv, ("model", "data", "out"))
+  fv = common.parse(define, sys.argv if argv is None else argv, ("model", "data", "out"), __doc__)
 
   def job() -> str:
     res = jobs.score_file(fv.model, fv.data, fv.out, fv.seed, fv.impute)
