@@ -1,13 +1,15 @@
 r"""The accelerator run: the numeric tests, the decisive protocol sized for a 2% MDE and the benchmark's headline, each
-in its turn, over as many calls of at most 10 minutes on one GPU as they need; Table 2 at MSLR-WEB30K size and the
+in its turn, in one call on one GPU or, on a machine that limits a command's time (--minutes), over as many calls
+as they need; Table 2 at MSLR-WEB30K size and the
 paper analogues' calibrations when named (docs/reproducing.md).
 
-  python -m experiments.accelerator                        # on one GPU: what fits this call, in order
+  python -m experiments.accelerator                        # on one GPU: every step, in order
+  python -m experiments.accelerator --minutes=9.5          # a machine that allows 10 minutes a command: what fits
   python -m experiments.accelerator --steps=decisive_gpu   # one step with the whole call
   python -m experiments.accelerator --steps=web30k         # Table 2 at Web30k size: calls of its own
   python -m experiments.accelerator --dry_run              # the same steps at toy size on CPU, in minutes
   python -m experiments.accelerator --steps=calibrate_web30k_like  # a paper analogue's teachers, at the paper's size
-  python -m experiments.accelerator --steps=paper_web30k --data_dir=/data/MSLR-WEB30K --minutes=600  # your own GPU
+  python -m experiments.accelerator --steps=paper_web30k --data_dir=/data/MSLR-WEB30K  # the paper's files
 
 Each step is a command run as a subprocess. Its need is measured (seconds on one H200, see STEPS): a step starts
 where its need fits what is left of the call once the later steps that fit have their needs set aside, runs until
@@ -21,7 +23,7 @@ starts. The runs land where every run does (``<out_root>/<driver>/<label>/latest
 configuration: the GPU's numerics). The drivers' compilation cache (``cache/jax`` in the working tree) and their
 saved rows (``results/``) stay on the machine, so a second call on the same warm machine loads programs and rows.
 
-With $OUT set (the device tool's output folder, which returns at most 8 files of 16 MiB), the call leaves
+With $OUT set (a folder to leave the call's record in, small enough to copy off a remote machine), the call leaves
 ``accelerator.json`` (the device: GPU, driver, JAX and its plugins, the precision; each step's status, rewritten as
 each ends), ``numeric.log`` (pytest -v: each test's verdict as it comes, the failures' summary) and, per driver
 step, its log and ``<step>.tar.gz``, its runs' folders relative to out_root without TensorBoard events, saved
@@ -49,8 +51,8 @@ from pfd_jax.data import analogues
 
 flags.DEFINE_bool("dry_run", False, "The same steps at toy size (tiny data, 2 epochs, 2 draws, one test file) into a "
                   "temporary folder (or --out_root): a check of the command on any machine, not a result.")
-flags.DEFINE_float("minutes", 9.5, "The whole call's time (the device tool allows 10 minutes a command).",
-                   lower_bound=1)
+flags.DEFINE_float("minutes", None, "The whole call's time, where the machine limits a command (e.g. 9.5 on one that "
+                   "allows 10 minutes); default: no limit, every step runs to its end.", lower_bound=1)
 flags.DEFINE_list("steps", ["numeric", "decisive_gpu", "headline"], "The steps to consider, in their order: each "
                   "runs if its need fits the time left once the later steps that fit have theirs set aside, and "
                   "until then. web30k and the calibrations are named by hand: each takes calls of its own.")
@@ -86,7 +88,7 @@ class Step(NamedTuple):
 # experiments/device_runs/h200-2026-11-26: the numeric tests, decisive_gpu's loading, training and statistics, the
 # benchmark's headline on a warm and on a fresh machine). web30k has no measured need and is named by hand: it
 # resumes on the same warm machine, so it takes what a call leaves, if that is at least the 5 minutes that its data
-# and a first row take at a guess. The dry needs: each dry step alone on the developers' two cores, cold compilation
+# and a first row take at a guess. The dry needs: each dry step alone on two CPU cores, cold compilation
 # cache. A need is a floor, not a cap: a step runs until the later steps' needs are all that is left.
 STEPS = (
     Step("numeric", ("pytest", "-m", "numeric and not slow", "-v", "-rfE", "-p", "no:cacheprovider"), 240,
@@ -252,7 +254,8 @@ def main(argv) -> None:
   out_root = FLAGS.out_root or (tempfile.mkdtemp(prefix="pfd_dry_") if FLAGS.dry_run else "results")
   os.makedirs(out or out_root, exist_ok=True)
   steps = [s for s in STEPS if s.name in FLAGS.steps]
-  start, end = time.time(), time.time() + 60 * FLAGS.minutes
+  start = time.time()
+  end = start + 60 * FLAGS.minutes if FLAGS.minutes else float("inf")
   record = dict(command=" ".join(sys.argv), started=time.strftime("%Y-%m-%d %H:%M:%S"), steps=[], left=[])
   record["device"] = device_record()
   _write(record, out, out_root)

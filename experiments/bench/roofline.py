@@ -4,7 +4,7 @@ of its own matmul chain, the same bias-free products at the step's own batch sha
 padding included) in a program shaped like the epoch's (a scan over its steps, a switch over its buckets), timed
 interleaved with the epochs in the same process.
 
-Why interleaved and at its own shapes: on the developers' 2-core VM one matmul shape's rate moved between 285 and
+Why interleaved and at its own shapes: on a 2-core VM one matmul shape's rate moved between 285 and
 394 GFLOP/s within an hour, and one process's training epoch between ~26 and ~41 ms against another's (where the
 allocator puts the program's buffers: it stays for the life of a process), so a ratio of two numbers taken apart
 measures the machine's state as much as the step. What the fraction leaves out, it splits: padding (the

@@ -1,14 +1,14 @@
-"""What the page lacks, and the commands that complete it over several sittings:
+"""What the page lacks, and the commands that complete it, in as many runs as one likes:
 
   python -m experiments.report --plan        # every run the page lacks, in the page's order, with its expected time
   python -m experiments.report --plan_run    # runs them, in that order, one after another; again to go on
 
 A run is lacking when it is missing, stale (:mod:`experiments.framework.staleness`), carried from an older page, or
 made with other settings than its preset has now (the preset changed since). The accelerator's runs are listed
-apart (:mod:`experiments.accelerator`). Each driver resumes the rows it saved, so a sitting that stops loses at most
+apart (:mod:`experiments.accelerator`). Each driver resumes the rows it saved, so a run that stops loses at most
 the row it was training; ``--plan_run`` stops at the first command that fails.
 
-Expected times, on the developers' two cores: a run the page has (or carried) takes its recorded wall time again; a
+Expected times, on two CPU cores: a run the page has (or carried) takes its recorded wall time again; a
 re-drawn preset that never ran (protocol.redrawn_preset) is its driver's fixed-data run scaled by draws per seed and
 by the cost of a draw against a seed, measured on the page (Table 2's decisive run against the main job: a draw's
 validation and test sets of 6,306 queries are scored at the kept epochs).

@@ -70,7 +70,7 @@ def redrawn_preset(title: str, label: str = "synthetic-redrawn", sizes: str = f"
                 "selection")
 
 
-BUDGET_MINUTES = 75.0  # the decisive run's time on the developers' 2-core machine (declared before its pilot ran)
+BUDGET_MINUTES = 75.0  # the decisive run's time on two CPU cores (declared before its pilot ran)
 
 
 def redrawn_power(records: Mapping[str, LossRecord]) -> Dict[str, Any]:
@@ -301,14 +301,14 @@ def decisive_draws(name: str, loss: str, root: str = ROOT, size: str = "") -> in
   return decisive_plan(name, loss, root, size).get("draws", 0)
 
 
-SITTING_HOURS = 3  # a working session on two cores: a run longer than this is the accelerator's, or made in sittings
+RUN_HOURS = 3  # a run on two cores that one waits for: a longer one is a GPU's, or made as several runs that resume
 ON_TWO_CORES = "a run of its own (minutes a draw on a 2-core CPU; it resumes by row), or a GPU"
 
 
 def _two_cores(sized: Mapping[str, Any]) -> str:
   """Where a decisive run its pilot sized can be made: its hours on two cores at the pilot's seconds per draw."""
   hours = sized["draws"] * sized["seconds_per_draw"] / 3600
-  if hours <= SITTING_HOURS:
+  if hours <= RUN_HOURS:
     return ON_TWO_CORES
   return (f"an accelerator: about {hours:.0f} hours on two cores at its pilot's {sized['seconds_per_draw']:.0f} s a "
           "draw (a run resumes by row: stop and start it again as you like)")
