@@ -174,6 +174,25 @@ def test_driver_saves_models_and_predict_scores_serving_files(practitioner, tmp_
     assert not out.exists() and not os.path.exists(str(out) + ".tmp")
 
 
+def test_the_deploy_figure_is_the_shipped_models_and_dropped_lists_are_counted(practitioner, tmp_path):
+  """The table's "as shipped" figure is what the saved model (the seed its selection split picked) scores on the
+  table's test lists, as pfd-predict measures it; the lists the min_docs filter dropped are counted, per split."""
+  from experiments.framework import practice
+  record = practitioner.result["losses"]["rankbce"]
+  text = practice._shipped(record, "pfd")
+  shipped = float(re.search(r"test (\d\.\d+)\.$", text).group(1))
+  res = _predict(Path(practitioner.models) / "pfd", f"{practitioner.folder}/test.txt", tmp_path / "s.tsv")
+  assert res["ndcg"][0][8] == pytest.approx(shipped, abs=5e-4) and f"seed {res['seed']}," in text
+  raw = D.load_raw("letor", practitioner.folder)
+  k = int(np.median(raw["train"].sizes))
+  data = setup.load_dataset(logs_data(practitioner.folder, min_docs=k)).config
+  assert "dropped_lists" not in record.first_fold.data  # min_docs=5 dropped none
+  for split, g in raw.items():
+    assert data["dropped_lists"][split] == [int(np.sum(g.sizes < k)), g.num_queries]
+  said = table2._dropped_text(data)
+  assert said.startswith(f"Lists dropped before training and scoring (fewer than {k} documents): train ")
+
+
 def _gapped_folder(root: Path, ids=(*range(1, 6), 101, 102, 103)) -> Path:
   """A team's log whose feature ids have a gap (1-5 regular, 101-103 privileged: position, random-order flag,
   click), as LETOR train/vali/test files, and a serving file of the regular ids only."""

@@ -99,6 +99,7 @@ def deploy_text(record: LossRecord, compared: Mapping[str, tabulate.Comparisons]
     test = float(np.mean(aggregate(record)[row][:, 0]))
     vs = (compared.get(f"vs_{incumbent}") or {}).get(row)
     unit = f"{rows_lib.title(incumbent)}, over runs"
+  shipped = _shipped(record, row) if kind != "ensemble" else ""
   lat = record.first_fold.latency or {}
   lat_rows = [[rows_lib.title(n), f"{v['single']['p50_ms']:.2f} / {v['single']['p99_ms']:.2f}",
                f"{v['ensemble']['p50_ms']:.2f} / {v['ensemble']['p99_ms']:.2f}"] for n, v in lat.items()]
@@ -114,12 +115,29 @@ def deploy_text(record: LossRecord, compared: Mapping[str, tabulate.Comparisons]
            and row != base else "") + ".")
   return (f"**Which to deploy** (chosen on validation NDCG@{ks[0]} among the rows a service can run, single models "
           f"and seed ensembles; test never read): **{rows_lib.title(row)}{', seed ensemble' if kind == 'ensemble' else ''}"
-          f"**, validation {d['vali']:.3f}, test NDCG@{ks[0]} {test:.3f}{vs_text}.{rule} Saved models: "
+          f"**, validation {d['vali']:.3f}, test NDCG@{ks[0]} {test:.3f} (the mean over seeds){vs_text}.{shipped}{rule} "
+          f"Saved models: "
           f"`--save_models` writes every row under the run folder's models/ (`python -m experiments.predict`, "
           f"`python -m experiments.export`).\n\n" +
           (f"Serving latency in process of one {deploy.QUERY_DOCS}-document query (this machine, fold "
            f"{record.first_fold_number}, ms p50 / p99 of {deploy.REPEATS}):\n\n" +
            tabulate.markdown_table(["Row", "single model", "seed ensemble"], lat_rows) + "\n" if lat_rows else ""))
+
+
+def _shipped(record: LossRecord, row: str) -> str:
+  """What the saved model of `row` scores on the table's test lists: per fold the seed a saved model serves (the
+  best on its selection split, pfd_jax.methods.ranker), averaged over folds."""
+  select = record.train_config.get("select_on", "vali")
+  picked = []
+  for f in record.folds.values():
+    r = f.rows[row]
+    if select not in r.best or "test" not in r.best:
+      return ""
+    seed = int(np.argmax(np.asarray(r.best[select])[:, 0]))
+    picked.append((seed, float(np.asarray(r.best["test"])[seed, 0])))
+  seeds = ", ".join(str(s) for s, _ in picked)
+  return (f" As shipped (the saved model serves seed {seeds}{' per fold' if len(picked) > 1 else ''}, the best on "
+          f"{select}): test {np.mean([v for _, v in picked]):.3f}.")
 
 
 def search_cost(o: search.SearchOptions, privileged: int, alpha: float, seconds: Sequence[float]) -> str:

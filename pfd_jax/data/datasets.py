@@ -273,9 +273,11 @@ def _prepare(name: str, raw: Splits, *, t, tau, num_privileged, min_docs, requir
   if given is not None and (empty := [int(i) + 1 for i in given if i not in set(held.tolist())]):
     raise DataError(f"--privileged: feature ids {empty} hold no value on any line of dataset {name!r}'s {ref} split: "
                     "name ids its files hold")
-  out = {}
-  for split, g in raw.items():
-    g = pp.filter_groups(g, min_docs=min_docs, require_positive=require_positive)
+  out, dropped = {}, {}
+  for split, whole in raw.items():
+    g = pp.filter_groups(whole, min_docs=min_docs, require_positive=require_positive)
+    if (lost := int(comm.sum(whole.num_queries)) - int(comm.sum(g.num_queries))) > 0:
+      dropped[split] = [lost, int(comm.sum(whole.num_queries))]  # [lists dropped, lists read]
     if comm.sum(g.num_queries) == 0:
       raise DataError(f"dataset {name!r}: no {split} group left after filtering "
                        f"(min_docs={min_docs}, require_positive={require_positive})")
@@ -304,6 +306,8 @@ def _prepare(name: str, raw: Splits, *, t, tau, num_privileged, min_docs, requir
                 num_features=int(num_features), min_docs=min_docs, require_positive=require_positive,
                 log1p=log1p, query_norm=query_norm, seed=seed, reference_split=ref,
                 data_fingerprint=fingerprint(out))
+  if dropped:  # recorded where a filter dropped lists (a table counts them with the rule)
+    config["dropped_lists"] = dropped
   if by_document and labels == "gumbel":
     config["labels_keyed_by"] = "document"  # recorded where it applies: a generated dataset's record is as it was
   return Dataset(name=name, splits=out, privileged=priv, config=config)
