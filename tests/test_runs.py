@@ -68,6 +68,44 @@ def test_configurations_get_their_own_run_folders(two_folds, tmp_path):
   assert prov["family"] == family.declaration(f"table2/{os.path.basename(os.path.dirname(a))}")
 
 
+def _prepared(data_dir, out_dir, *extra):
+  from absl import flags
+  fv = flags.FlagValues()
+  cli.define_flags(table2.DRIVER, fv, key_module="t")
+  fv(["prog", *_cmd(data_dir, out_dir, *extra)[3:]])
+  run_dir, prov, lock = rundir.prepare_run(cli.config_from_flags(table2.DRIVER, fv), table2.DRIVER)
+  lock.release()
+  return run_dir, prov
+
+
+def test_a_folder_named_like_another_gets_a_label_of_its_own_and_a_fixed_file_keeps_the_other_folds(two_folds,
+                                                                                                    tmp_path):
+  """Two data folders of one name (a Fold1-only copy beside the two-fold original) never share a label, so the
+  copy's run cannot repoint the original's 'latest'; a file fixed in one fold keeps the saved rows of the others
+  (the same configuration and code), and the fold whose file changed trains again."""
+  import shutil
+  a, _ = _prepared(two_folds, tmp_path)
+  copy = tmp_path / "elsewhere" / os.path.basename(two_folds)
+  shutil.copytree(os.path.join(two_folds, "Fold1"), copy / "Fold1")
+  b, _ = _prepared(str(copy), tmp_path)
+  assert os.path.basename(os.path.dirname(a)) == f"ohsumed-{os.path.basename(two_folds)}"
+  assert os.path.dirname(b) != os.path.dirname(a) and os.path.dirname(b).startswith(os.path.dirname(a) + "-")
+  assert _prepared(str(copy), tmp_path)[0] == b  # the same folder again: the same label and run folder
+  # saved rows of both folds in the original's run folder; then fold 2's test file is fixed
+  edited = tmp_path / "edited" / "data"
+  shutil.copytree(two_folds, edited)
+  c, _ = _prepared(str(edited), tmp_path / "out2")
+  for fold in ("fold1", "fold2"):
+    os.makedirs(os.path.join(c, "runs", "rankbce", fold))
+    open(os.path.join(c, "runs", "rankbce", fold, "pfd.msgpack"), "wb").write(fold.encode())
+  with open(edited / "Fold2" / "test.txt", "a") as f:
+    f.write("0 qid:999999 1:0.5\n")
+  d, _ = _prepared(str(edited), tmp_path / "out2")
+  assert d != c and os.path.dirname(d) == os.path.dirname(c)
+  assert open(os.path.join(d, "runs", "rankbce", "fold1", "pfd.msgpack"), "rb").read() == b"fold1"
+  assert not os.path.exists(os.path.join(d, "runs", "rankbce", "fold2"))
+
+
 @pytest.mark.heavy
 def test_saved_rows_round_trip(tmp_path):
   cfg = TINY.replace(output=dict(run_dir=str(tmp_path)))

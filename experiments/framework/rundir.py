@@ -44,10 +44,67 @@ def prepare_run(cfg: Config, driver: Driver, write: bool = True) -> tuple:
   run_dir = os.path.join(cfg.output.out_dir, label(cfg, driver), digest)
   if not write:  # another process of a multi-process run writes the folder
     return run_dir, prov, None
+  new = not os.path.exists(os.path.join(run_dir, "provenance.json"))
   os.makedirs(run_dir, exist_ok=True)
   lock = guards.RunLock(run_dir).acquire()
+  if "data" in driver.groups and cfg.data.data_dir:
+    marker = os.path.join(os.path.dirname(run_dir), FOLDER_FILE)
+    if not os.path.exists(marker):
+      files.write_atomic(marker, _folder_id(cfg.data).encode())
+    if new:
+      keep_unchanged_folds(run_dir, prov)
   write_json(os.path.join(run_dir, "provenance.json"), prov)
   return run_dir, prov, lock
+
+
+FOLDER_FILE = "data_folder.txt"  # beside a label's run folders: the data folder they read (_folder_id)
+
+
+def _folder_id(d: DataConfig) -> str:
+  """The resolved data folder and its split files (relative to it), one a line: what a label's runs read."""
+  root = os.path.realpath(d.data_dir)
+  split = sorted(os.path.relpath(os.path.realpath(p), root) for fold in folds_of(d)
+                 for p in D.split_files(d.dataset, d.data_dir, fold).values())
+  return "\n".join([root] + split) + "\n"
+
+
+def _fold_files(prov: Provenance) -> Dict[str, list]:
+  """{fold<k>: its split files' SHA-256, in split order} of a run's data provenance."""
+  out = {}
+  for key, f in sorted(prov.get("data", {}).get("files", {}).items()):
+    out.setdefault(key.split("/")[0], []).append(f.get("sha256"))
+  return out
+
+
+def keep_unchanged_folds(run_dir: str, prov: Provenance) -> None:
+  """A new run folder whose configuration and code are a sibling's but whose data files differ (a file fixed or
+  replaced) takes that sibling's saved rows of every fold whose files are unchanged (each row is still checked
+  against its code when it loads); the log says which folds are kept and which train again, or why none is."""
+  from absl import logging
+  mine = _fold_files(prov)
+  same = lambda p: (p.get("driver"), p.get("config"),
+                    {k: p.get("code", {}).get(k) for k in ("pfd_jax", "source_sha256")})
+  for other in sorted(os.listdir(os.path.dirname(run_dir))):
+    path = os.path.join(os.path.dirname(run_dir), other)
+    if path == run_dir or not os.path.exists(os.path.join(path, "provenance.json")):
+      continue
+    theirs = json.load(open(os.path.join(path, "provenance.json")))
+    if same(theirs) != same(json.loads(json.dumps(prov))) or not os.path.isdir(os.path.join(path, "runs")):
+      continue
+    folds = {k for k, v in _fold_files(theirs).items() if mine.get(k) == v}
+    if not folds:
+      logging.info("no saved row of %s is kept: every fold's files changed since it ran", path)
+      continue
+    for loss in os.listdir(os.path.join(path, "runs")):
+      for fold in folds & set(os.listdir(os.path.join(path, "runs", loss))):
+        src, dst = os.path.join(path, "runs", loss, fold), os.path.join(run_dir, "runs", loss, fold)
+        os.makedirs(dst, exist_ok=True)
+        for name in os.listdir(src):
+          if name.endswith(".msgpack") and not os.path.exists(os.path.join(dst, name)):
+            files.write_atomic(os.path.join(dst, name), open(os.path.join(src, name), "rb").read())
+    logging.info("kept the saved rows of %s from %s (their files unchanged); %s train again", ", ".join(sorted(folds)),
+                 path, ", ".join(sorted(set(mine) - folds)) or "no fold")
+    return
 
 
 def point_latest(run_dir: str) -> None:
@@ -59,13 +116,19 @@ def point_latest(run_dir: str) -> None:
 
 
 def label(cfg: Config, driver: Driver) -> str:
-  """The run folder's label: <dataset>[-<data folder>] (or the driver's folder), then -<tag> when tagged."""
-  if "data" in driver.groups:
-    out = cfg.data.dataset + (f"-{os.path.basename(os.path.normpath(cfg.data.data_dir))}" if cfg.data.data_dir
-                              else "")
-  else:
-    out = driver.folder(cfg) if driver.folder else driver.name
-  return out + (f"-{cfg.output.tag}" if cfg.output.tag else "")
+  """The run folder's label: <dataset>[-<data folder's name>] (or the driver's folder), then -<tag> when tagged;
+  where that label's runs read another folder, or other split files of it (FOLDER_FILE), -<6 hex digits of this
+  one's _folder_id> after the folder's name, so a copy of another folder named alike never takes its 'latest'."""
+  tag = f"-{cfg.output.tag}" if cfg.output.tag else ""
+  if "data" not in driver.groups:
+    return (driver.folder(cfg) if driver.folder else driver.name) + tag
+  out = cfg.data.dataset
+  if cfg.data.data_dir:
+    out += f"-{os.path.basename(os.path.normpath(cfg.data.data_dir))}"
+    marker = os.path.join(cfg.output.out_dir or "", out + tag, FOLDER_FILE)
+    if cfg.output.out_dir and os.path.exists(marker) and open(marker).read() != (mine := _folder_id(cfg.data)):
+      out += "-" + hashlib.sha256(mine.encode()).hexdigest()[:6]
+  return out + tag
 
 
 class CodeVersion(TypedDict):
