@@ -104,6 +104,9 @@ def test_a_run_reads_its_committed_draws_instead_of_training_them(tmp_path, monk
   res = table2.run(pfd_only)
   third = drawstore.committed(str(root), "t", "rankbce", drawstore.recipe_key(cfg))[3]
   assert sorted(third["rows"]) == ["pfd", "pfd_teacher"] and third["data"]["draw"] == 3
+  # a record keeps each validation list's NDCG@8 too: their mean is the best epoch's validation NDCG@8
+  vali = drawstore.from_record(third).rows["pfd"].vali_lists
+  assert vali.size > 0 and float(vali.mean()) == pytest.approx(third["rows"]["pfd"]["best"]["vali"][0][0], abs=1e-5)
   got = res["losses"]["rankbce"]
   np.testing.assert_array_equal(pairs.aggregate(got)["pfd"][:2], pairs.aggregate(first)["pfd"])
   assert sorted(got.folds["fold1"].rows) == ["pfd", "pfd_teacher"] and "vs PFD teacher* (runs): change" in table2.to_markdown(

@@ -4,7 +4,8 @@ the repository as it ends (``--draw_store=<name>``), so that the run continues l
 its claims reads only what is committed (:func:`committed`: the files of HEAD, not the working tree).
 
 A record holds what a claim and the table read of a draw: per row its best epoch and best-epoch metrics, its
-seconds, and each test list's NDCG (the lists with a positive, float32 exactly, base64); the draw's data recipe
+seconds, and each test and validation list's NDCG (the lists with a positive, float32 exactly, base64; validation's
+in records made since it was kept); the draw's data recipe
 (with its fingerprint), training groups, seconds and machine; and the recipe key (:func:`recipe_key`): the run's
 configuration less its draw count, its rows (--methods, --baseline), its output and this store, so that draws of one recipe never mix with
 another's and a change of code alone (which moves the run folder's hash) strands none of them.
@@ -62,7 +63,8 @@ def to_record(fold: FoldRecord, key: str, machine: Optional[JsonObject] = None) 
   """A finished draw's record (module docstring)."""
   valid = np.asarray(fold.test_lists_valid, bool)
   rows = {name: dict(best={s: _plain(v) for s, v in r.best.items()}, best_epoch=_plain(r.best_epoch),
-                     seconds=float(r.seconds), test=_pack(np.asarray(r.test_lists)[valid]))
+                     seconds=float(r.seconds), test=_pack(np.asarray(r.test_lists)[valid]),
+                     **({} if r.vali_lists is None else dict(vali=_pack(r.vali_lists))))
           for name, r in fold.rows.items()}
   return dict(recipe=key, data=fold.data, train_groups=int(fold.train_groups),
               positive_train_groups=int(fold.positive_train_groups), seconds=float(fold.seconds),
@@ -73,7 +75,8 @@ def to_record(fold: FoldRecord, key: str, machine: Optional[JsonObject] = None) 
 def from_record(d: JsonObject) -> FoldRecord:
   """The FoldRecord a record keeps: every row's per-list test NDCG over the lists with a positive (so its valid
   mask is all true), no curves."""
-  rows = {name: RowRecord(best=r["best"], best_epoch=r["best_epoch"], seconds=r["seconds"], test_lists=_unpack(r["test"]))
+  rows = {name: RowRecord(best=r["best"], best_epoch=r["best_epoch"], seconds=r["seconds"],
+                         test_lists=_unpack(r["test"]), vali_lists=_unpack(r["vali"]) if "vali" in r else None)
           for name, r in d["rows"].items()}
   n = next(iter(rows.values())).test_lists.size if rows else 0
   return FoldRecord(rows=rows, data=d["data"], train_groups=d["train_groups"],

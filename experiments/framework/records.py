@@ -28,6 +28,7 @@ class RowRecord:
   seconds: float = 0.0
   test_lists: Any = None  # [Q] each test list's NDCG@ks[0], the mean over seeds
   seed_lists: Any = None  # [S, Q] each seed's per-list NDCG@ks[0] (the crossed seeds x queries interval)
+  vali_lists: Any = None  # [V] each validation list's NDCG@ks[0] (with a positive), the mean over seeds (--draw_store)
 
   @classmethod
   def of(cls, result, seed_lists) -> "RowRecord":
@@ -37,8 +38,8 @@ class RowRecord:
                seconds=result.seconds, test_lists=seed_lists.mean(0), seed_lists=seed_lists)
 
   def to_json(self) -> JsonObject:
-    return _json(self, ("best", "best_epoch", "curves", "loss", "seconds", "test_lists", "seed_lists"),
-                 ("seed_lists",))
+    return _json(self, ("best", "best_epoch", "curves", "loss", "seconds", "test_lists", "seed_lists", "vali_lists"),
+                 ("seed_lists", "vali_lists"))
 
   @classmethod
   def from_json(cls, d: JsonObject) -> "RowRecord":

@@ -198,6 +198,10 @@ def run_fold(cfg: schema.Config, loss: str, fold: int, methods: tuple, shared: D
                       test_lists_valid=lists[baseline][1], debias=pos.notes if pos else None,
                       search=practice.search_record(found, ds, practice.fresh_record(tc, found, dd.eval_sets["test"]))
                       if found else None)
+  if o.draw_store and "vali" in dd.eval_sets:  # a committed draw keeps what selected its epochs, list by list
+    for name, t in rows.items():
+      v, valid = deploy.row_lists(tc, t, ds["vali"], dd.eval_sets["vali"], dd.max_buckets)
+      record.rows[name].vali_lists = np.asarray(v).mean(0)[np.asarray(valid, bool)]
   if cfg.run.ensembles:
     record.ensembles = deploy.ensembles(tc, rows, ds, dd)
     if first:
