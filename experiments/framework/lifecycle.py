@@ -123,7 +123,11 @@ def _run(driver: Driver, cfg: Config) -> None:
       print(driver.to_markdown(RunRecord.from_json(as_json(driver.run(cfg)))))
       return
     use_compile_cache(cfg.output.compile_cache)
-    if cfg.output.plan:  # the estimate alone: no run folder, nothing trained beyond the probe
+    if cfg.output.plan:  # the data checked and the estimate alone: no run folder, nothing trained beyond the probe
+      if "data" in driver.groups and (folds := setup.check_files(cfg.data, first=True)):
+        print(f"data checked: every file of {folds} fold(s) read and prepared", flush=True)
+      if not costing.skipped(driver, cfg):
+        print(f"probing: the run at {costing.PROBE_EPOCHS} epochs on its first fold, then extrapolated ...", flush=True)
       print(costing.announce(driver, cfg, _total_rows(driver, cfg), jax.default_backend()), flush=True)
       return
     cfg, prov = _open_run(cfg, driver, lead, held)

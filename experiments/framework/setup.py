@@ -29,12 +29,14 @@ def folds_of(d: DataConfig) -> list:
   return folds
 
 
-def check_files(d: DataConfig) -> None:
+def check_files(d: DataConfig, first: bool = False) -> int:
   """Every fold of a run on files read and prepared before its first row trains, so that a bad line in a later
-  fold's file stops the run before the earlier folds train (with --cache_dir, what was parsed is kept for the run)."""
+  fold's file stops the run before the earlier folds train (with --cache_dir, what was parsed is kept for the run);
+  first: the first fold too (--plan, which trains none). The folds checked."""
   folds = [] if D.spec(d.dataset).in_memory else folds_of(d)
-  for fold in folds[1:]:  # the first is read as it trains
+  for fold in folds[0 if first else 1:]:  # a run reads the first as it trains
     load_dataset(d, fold)
+  return len(folds)
 
 
 def load_dataset(d: DataConfig, fold: int = 1) -> D.Dataset:
