@@ -22,6 +22,7 @@ def test_a_rows_start_epoch_and_end_from_its_times():
   c = costing.row_cost(RowTimes(10.0, [(1, 3, 17.0), (2, 3, 20.0), (3, 3, 23.0)], [24.0]), now=99.0)
   assert c == RowCost(start=4.0, epoch=3.0, end=1.0, epochs=3, scaled=True)
   assert c.seconds == 14.0 and c.at(100) == 4.0 + 300.0 + 1.0
+  assert c.at(100, compiled=True) == 3.0 + 300.0 + 1.0  # the probe's programs reused: a start of about an epoch
   # more epochs than the probe's: a row that does not follow --epochs (boosting rounds) counts as measured
   rounds = costing.row_cost(RowTimes(0.0, [(k, 50, 2.0 + k) for k in range(1, 51)], [60.0]), now=99.0)
   assert not rounds.scaled and rounds.epoch == pytest.approx(1.0) and rounds.at(100) == pytest.approx(60.0)
@@ -34,7 +35,9 @@ def test_the_runs_seconds_in_closed_form():
   probe = sum(r.seconds for r in rows) + 7.0  # 7 s outside the rows: loading and preparing the fold
   e = costing.extrapolate(rows, probe, folds=5, epochs=100)
   assert e.rest == pytest.approx(7.0)
-  assert e.seconds == pytest.approx(5 * (7.0 + (4 + 300 + 1) + (2 + 50 + 0.5) + 60))
+  # the probed fold reuses the probe's programs (each row starts in min(c, e)); the 4 others compile again
+  assert e.seconds == pytest.approx((7.0 + (3 + 300 + 1) + (0.5 + 50 + 0.5) + 60) +
+                                    4 * (7.0 + (4 + 300 + 1) + (2 + 50 + 0.5) + 60))
   # a driver that times no row: its whole probe scaled by epochs
   assert costing.extrapolate((), 30.0, folds=2, epochs=30).seconds == pytest.approx(2 * 30.0 * 30 / PROBE_EPOCHS)
 

@@ -5,10 +5,13 @@ by side), in a folder of its own that is deleted after it; the progress monitor 
 (:attr:`experiments.framework.monitor.Progress.timed`). A row of the probe takes ``c + P e + t``: ``c`` its start
 (its data to the device, compiling, the first epoch's extra), ``e`` one epoch (its steps and the epoch's
 evaluation, the mean of the probe's later epochs), ``t`` its end (scoring its kept models). The run's row takes
-``c + E e + t`` at the run's E epochs; the rest of the probe (loading and preparing the fold, its comparisons)
-comes once per fold:
+``c + E e + t`` at the run's E epochs, but on the probed fold itself the run reuses the programs the probe compiled
+(the same process, the same data, so the same shapes): there a row starts in about an epoch, ``min(c, e)``. Each
+later fold has data of its own, so shapes of its own, and compiles again. The rest of the probe (loading and
+preparing the fold, its comparisons) comes once per fold:
 
-    expected = (folds of the run / folds of the probe) x (rest + sum over rows of (c + E e + t))
+    expected = rest + sum over rows of (min(c, e) + E e + t)
+               + (folds of the run / folds of the probe - 1) x (rest + sum over rows of (c + E e + t))
 
 A row that trained more than P epochs in the probe does not follow --epochs (a LightGBM row's boosting rounds) and
 counts as measured. The run compiles again what JAX's persistent cache does not hold, and ``c`` counts it again, so
@@ -53,9 +56,11 @@ class RowCost(NamedTuple):
     """What it took in the probe."""
     return self.start + self.epochs * self.epoch + self.end
 
-  def at(self, epochs: int) -> float:
-    """Its seconds in a run of `epochs` epochs (as in the probe when it does not follow --epochs)."""
-    return self.start + (epochs if self.scaled else self.epochs) * self.epoch + self.end
+  def at(self, epochs: int, compiled: bool = False) -> float:
+    """Its seconds in a run of `epochs` epochs (as in the probe when it does not follow --epochs); compiled: on the
+    probed fold, whose programs the probe compiled (a start of about an epoch)."""
+    start = min(self.start, self.epoch) if compiled and self.scaled else self.start
+    return start + (epochs if self.scaled else self.epochs) * self.epoch + self.end
 
 
 class Estimate(NamedTuple):
@@ -105,7 +110,9 @@ def extrapolate(rows: tuple, probe_seconds: float, folds: float, epochs: int) ->
   if not rows:
     return Estimate(folds * probe_seconds * epochs / PROBE_EPOCHS, probe_seconds, probe_seconds, (), folds, epochs)
   rest = max(probe_seconds - sum(c.seconds for c in rows), 0.0)
-  return Estimate(folds * (rest + sum(c.at(epochs) for c in rows)), probe_seconds, rest, rows, folds, epochs)
+  first = rest + sum(c.at(epochs, compiled=True) for c in rows)
+  again = rest + sum(c.at(epochs) for c in rows)
+  return Estimate(min(folds, 1.0) * first + max(folds - 1.0, 0.0) * again, probe_seconds, rest, rows, folds, epochs)
 
 
 def probe(driver: Driver, cfg: Config) -> Estimate:
