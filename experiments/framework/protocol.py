@@ -3,7 +3,6 @@ re-drawn per run with --draws, with the data's fingerprints), the selection of t
 the paper's test selection on the same runs with its optimism), and the power study of a re-drawn population."""
 from __future__ import annotations
 
-import json
 import os
 from typing import Any, Dict, Mapping, Optional
 
@@ -222,34 +221,11 @@ PAPER_FLAGS = ("--tag=paper --loss=both --methods=no_distill,self_distill,gend,p
 PAPER_RUNS = {"web30k": ("MSLR-WEB30K", 1, 5, "its five official folds, one run each"),  # (title, seeds, folds, runs)
               "yahoo": ("Yahoo! LTR Set 1", 5, 1, "5 independent runs"),
               "istella": ("Istella LETOR", 5, 1, "5 independent runs")}
-# The benchmark's headline on one H200 (evidence/README.md): the only GPU rate measured for the paper's MLP.
-HEADLINE_GPU = os.path.join("evidence", "accelerator-h200-headline", "results.json")
-
-
-def paper_gpu_seconds(name: str, root: str = ROOT) -> Optional[float]:
-  """A floor of --preset=paper_<name>'s training time on one H200, from the benchmark's measured rate of the paper's
-  MLP (RankBCE training epochs; one seed, or five vmapped as the preset runs them) and the paper's Table 1 shape:
-  100 epochs x 2 losses x each run unit (Web30k's five folds, the others' one split) of three rows on the positive
-  groups' documents (no-distillation and the two teachers) and three students on every document. Evaluation and
-  RankNet's pairs are not in the measured rate, so the run takes longer. None without the measurement."""
-  path = os.path.join(root, HEADLINE_GPU)
-  if not os.path.exists(path):
-    return None
-  with open(path) as f:
-    res = json.load(f)
-  _, seeds, units, _ = PAPER_RUNS[name]
-  rate = res["one_seed"]["paper MLP"]["docs_per_s"] if seeds == 1 else res["ladder"]["cases"]["paper MLP"]["docs_per_s"]
-  a = analogues.ANALOGUES[f"{name}_like"]  # its Table 1 shape: the paper's groups, documents, positive share
-  docs = a.queries[0] * a.mean_docs
-  return 100 * 2 * units * seeds * 3 * (docs * a.positive_groups / 100 + docs) / rate
-
-
 def _paper_cost(name: str) -> str:
-  seconds = paper_gpu_seconds(name)
-  gpu = (f"at least {seconds / 60:.0f} minutes of training on one H200, projected from the benchmark's measured rate "
-         "(evaluation and RankNet's pairs not counted; an H100 not measured)" if seconds else "its cost on a GPU not "
-         "measured")
-  return f"which the project does not hold: $PFD_DATA_DIR/{name}; docs/paper-datasets.md; {gpu}"
+  # a GPU's figure only from a run of the preset on one: none has run (the benchmark's GPU rate is of training epochs
+  # of a narrower MLP, without evaluation or RankNet's pairs, so it is no figure of this run)
+  return (f"which the project does not hold: $PFD_DATA_DIR/{name}; docs/paper-datasets.md; its time on a GPU not "
+          "measured (no run of it on one yet); on two cores, its probe says (--plan)")
 
 
 PAPER_PRESETS = tuple(
