@@ -158,3 +158,19 @@ def test_the_dataset_registry_serves_the_layouts():
     DataConfig(dataset="synthetic", data_dir="x")
   with pytest.raises(D.DataError, match="unknown dataset 'nope'; known: synthetic"):
     D.split_files("nope", None)
+
+
+def test_a_row_registered_later_changes_no_default_run():
+  """table2's default --methods is its named list: a row registered after (a user's listwise-KL row, say) runs
+  where --methods names it, and the default run trains what it trained before."""
+  from experiments.paper import table2
+  from pfd_jax.methods import rows
+  before = table2.Options().methods_for(1)
+  rows.REGISTRY.register(rows.Row("kl_student", "Listwise-KL student (a later row)",
+                                  recipe=rows.Recipe(teacher="pfd_teacher")))
+  try:
+    assert "kl_student" in table2.all_methods() and table2.Options().methods_for(1) == before
+    assert table2.Options(methods=("kl_student",)).methods_for(1) == ("kl_student",)
+  finally:
+    rows.REGISTRY.unregister("kl_student")
+  assert before == table2.DEFAULT_METHODS and table2.Options().methods_for(2) == table2.DEFAULT_METHODS[:5]
