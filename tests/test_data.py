@@ -511,21 +511,17 @@ def test_a_preset_refuses_what_it_cannot_run_before_training(tmp_path, monkeypat
   assert not trained
 
 
-def test_plan_checks_every_fold_s_files_even_when_it_probes_nothing(tmp_path, capsys):
-  """--plan reads and prepares every file of every fold first (a bad line in Fold2 found in one line, exit 1), and
-  says so before the probe, also at --epochs=2, where no probe applies."""
-  from conftest import TINY
-  from experiments.framework import lifecycle
-  from experiments.paper import table2
+def test_plan_checks_every_fold_s_files_even_when_it_probes_nothing(tmp_path):
+  """--plan reads and prepares every file of every fold first: a bad line in Fold2 is found in one line (exit 1),
+  also at --epochs=2, where no probe applies (the command line: a run sets process-wide state)."""
+  import subprocess
+  import sys
   own = _dense_folder(tmp_path / "own", folds=(1, 2), width=6)
-  cfg = TINY.replace(data=DataConfig(dataset="letor", data_dir=str(own), privileged="1,2", labels="file",
-                                     positive_grade=1, min_docs=1), train=dict(epochs=2),
-                     output=dict(plan=True, out_dir=str(tmp_path / "out")), options=table2.Options(methods=("pfd",)))
-  lifecycle._run(table2.DRIVER, cfg)
-  out = capsys.readouterr().out
-  assert "data checked: every file of 2 fold(s) read and prepared" in out and "not probed (2 epochs" in out
   bad = own / "Fold2" / "vali.txt"
   bad.write_text(bad.read_text().replace("2:", "2:x", 1))
-  with pytest.raises(SystemExit) as done:
-    lifecycle._run(table2.DRIVER, cfg)
-  assert done.value.code == 1 and "Fold2/vali.txt:1: " in capsys.readouterr().err
+  root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+  p = subprocess.run([sys.executable, "-m", "experiments.paper.table2", "--dataset=letor", f"--data_dir={own}",
+                      "--privileged=1,2", "--labels=file", "--positive_grade=1", "--min_docs=1", "--methods=pfd",
+                      "--epochs=2", "--plan", f"--out_dir={tmp_path / 'out'}", "--cache_dir="], cwd=root,
+                     capture_output=True, text=True, timeout=300)
+  assert p.returncode == 1 and "Fold2/vali.txt:1: " in p.stderr and "Traceback" not in p.stderr, p.stderr[-1500:]

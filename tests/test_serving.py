@@ -15,7 +15,7 @@ import pfd_jax
 from conftest import logs_data, slow_after_first
 from experiments import predict
 from experiments.paper import table2
-from experiments.framework import outputs, schema, setup
+from experiments.framework import outputs, schema, setup, tabulate
 from pfd_jax.config import ConfigError
 from pfd_jax.data.config import DataConfig, parse_ids
 from pfd_jax import data as D
@@ -189,7 +189,7 @@ def test_the_deploy_figure_is_the_shipped_models_and_dropped_lists_are_counted(p
   assert "dropped_lists" not in record.first_fold.data  # min_docs=5 dropped none
   for split, g in raw.items():
     assert data["dropped_lists"][split] == [int(np.sum(g.sizes < k)), g.num_queries]
-  said = table2._dropped_text(data)
+  said = tabulate.dropped_text(data)
   assert said.startswith(f"Lists dropped before training and scoring (fewer than {k} documents): train ")
 
 

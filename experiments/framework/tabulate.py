@@ -177,3 +177,13 @@ def privileged_text(datas: list) -> str:
   shared = sum(len(ref & set(d["privileged_ids"])) for d in datas[1:]) / (len(datas) - 1)
   return (f"Privileged feature ids ({choice}, chosen per fold): fold 1's {ids_text(first['privileged_ids'])}; the "
           f"other {len(datas) - 1} folds share {shared:.1f} of its {len(ref)} on average")
+
+
+def dropped_text(d: Mapping[str, Any]) -> str:
+  """The lists the data filters dropped, per split with the rule ('' where none was)."""
+  lost = d.get("dropped_lists")
+  if not lost:
+    return ""
+  rule = f"fewer than {d.get('min_docs')} documents" + (" or no positive" if d.get("require_positive") else "")
+  return (f"Lists dropped before training and scoring ({rule}): " +
+          ", ".join(f"{split} {n:,} of {of:,}" for split, (n, of) in lost.items()) + ". ")

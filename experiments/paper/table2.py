@@ -234,7 +234,7 @@ def to_markdown(res: RunRecord) -> str:
            f"({res['env']['cpus']} CPUs).\n"]
   records = {loss: LossRecord.from_json(record) for loss, record in res["losses"].items()}
   first = next(iter(records.values()))
-  parts.append(f"Labels: {_labels_text(first.first_fold.data)}. {_dropped_text(first.first_fold.data)}"
+  parts.append(f"Labels: {_labels_text(first.first_fold.data)}. {tabulate.dropped_text(first.first_fold.data)}"
                f"{tabulate.privileged_text([f.data for f in first.folds.values()])}.\n" +
                protocol.population_text(cfg, next(iter(records.values()))))
   for loss, record in records.items():
@@ -278,16 +278,6 @@ def to_markdown(res: RunRecord) -> str:
 
 
 _PLACEBO_TEXT = {"query": "within each query", "split": "across the training split (and each eval split)"}
-
-
-def _dropped_text(d: Mapping[str, Any]) -> str:
-  """The lists the data filters dropped, per split with the rule ('' where none was)."""
-  lost = d.get("dropped_lists")
-  if not lost:
-    return ""
-  rule = f"fewer than {d.get('min_docs')} documents" + (" or no positive" if d.get("require_positive") else "")
-  return (f"Lists dropped before training and scoring ({rule}): " +
-          ", ".join(f"{split} {n:,} of {of:,}" for split, (n, of) in lost.items()) + ". ")
 
 
 def _labels_text(d: Mapping[str, Any]) -> str:
