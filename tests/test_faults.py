@@ -463,7 +463,7 @@ def test_predict_refuses_a_teacher_without_its_privileged_features(practitioner,
   folder, _, teacher = practitioner
   out = tmp_path / "scores.tsv"
   with pytest.raises(D.DataError, match=r"serve.txt: the model reads feature ids 21,22,23 that appear on no line of "
-                     r"this file \(21,22,23 are privileged: this model is a teacher, which needs them\); score with a "
+                     r"this file; 21,22,23 are privileged: this model is a teacher, which needs them, so score with a "
                      r"student model, or pass --impute=zero"):
     _predict_here(teacher, f"{folder}/serve.txt", out)
   assert not out.exists()

@@ -79,7 +79,7 @@ def export(ranker: Ranker, out_dir: str, fmt: str = "onnx", seed: Optional[int] 
     raise ValueError(f"format {fmt!r}: onnx or stablehlo")
   spec = dict(format="pfd_jax.serving.export/1", artifact=artifact, input="f32[n, D]: one query's documents, columns = "
               "feature_ids in this order", output="f32[n]: logits (sigmoid = the paper's score; rank by either)",
-              feature_ids=ranker.input_ids, privileged_ids=ranker.recipe["privileged_ids"],
+              feature_ids=ranker.input_ids, privileged_ids=list(ranker.recipe.get("privileged_ids", ())),
               seed=None if ensemble else ranker.seed_index(seed), ensemble=ensemble,
               transforms=ranker.recipe["transforms"], model=ranker.recipe["model"],
               # the products' precision inside the graph: StableHLO carries it; ONNX has no such attribute, so a

@@ -94,7 +94,7 @@ def score_file(model: str, data: str, out: str, seed: Optional[int] = None, impu
          "needs them, so score with a student model" if priv else "") +
         ", or pass --impute=zero to score with them as 0")
   # a student reads no privileged id: one left in the file is ignored, and said (is this the training file?)
-  left_in = sorted(set(present.tolist()) & set(ranker.recipe["privileged_ids"]) - set(ranker.input_ids))
+  left_in = sorted(set(present.tolist()) & set(ranker.recipe.get("privileged_ids", ())) - set(ranker.input_ids))
   scores = ranker.score_groups(groups, seed)
   write_scores(out, groups, scores)
   return dict(docs=groups.num_docs, queries=groups.num_queries, seeds=ranker.num_seeds,
