@@ -274,6 +274,19 @@ def _read(runs: list, carried: dict, results: str, root: str, ref_env: Mapping[s
   return out
 
 
+def settled(results: str, page: str, root: str = ROOT, expected: list = EXPECTED) -> dict:
+  """{its draw store's name: the versus rows of its sequential members decided after the graph}, from the runs the page
+  would be built from (what `report --plan` leaves out of a sequential run's next draws)."""
+  archive = os.path.join(os.path.dirname(os.path.abspath(page)), pagefiles.ARCHIVE)
+  runs = [(e, pagefiles.load_run(results, e, archive)) for e in expected]
+  ref_env = next((r["res"]["env"] for e, r in runs if r and r["res"].get("env", {}).get("numerics")), {})
+  out = {}
+  for d in family.resolve(_read(runs, {}, results, root, ref_env).status):
+    if d.member.sequential and d.adjusted.word in (claims_lib.HOLDS, claims_lib.AGAINST):
+      out.setdefault(d.member.sequential[0], set()).add(d.member.sequential[3])
+  return out
+
+
 def build(results: str, out: str, root: str = ROOT, expected: list = EXPECTED, readme: Optional[str] = None, *,
           mark_missing: bool = False, carry: bool = False, members: tuple = family.FAMILY) -> JsonObject:
   """Writes `out` (Markdown) and, beside it, RESULTS.json and published/<anchor>/ (each run's results, table and
@@ -348,7 +361,8 @@ def main(argv):
   del argv
   registry.import_modules(flags.FLAGS.registry_modules)
   if flags.FLAGS.plan or flags.FLAGS.plan_run:
-    steps = pageplan.needed(flags.FLAGS.results, flags.FLAGS.out, EXPECTED, ROOT)
+    steps = pageplan.needed(flags.FLAGS.results, flags.FLAGS.out, EXPECTED, ROOT,
+                            settled(flags.FLAGS.results, flags.FLAGS.out))
     print(pageplan.show(steps), flush=True)
     sys.exit(pageplan.run(steps) if flags.FLAGS.plan_run else 0)
   if flags.FLAGS.list:

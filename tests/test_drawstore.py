@@ -154,6 +154,12 @@ def test_the_familys_sequential_members_are_decided_by_their_committed_draws(tmp
   # the next draws train only the rows of the members still open (PFD's, GenD's), without no-distillation
   state, extra = deciding.next_draws("yahoo_like", "rankbce", claims.ALPHA / len(family.FAMILY))
   assert extra == " --methods=gend,pfd --nobaseline" and "decided against no_distill, self_distill" in state
+  # a member the graph decided (its level raised by the others') needs its rows no more
+  state, extra = deciding.next_draws("yahoo_like", "rankbce", claims.ALPHA / len(family.FAMILY), settled={"gend"})
+  assert extra == "" and state.endswith("every member decided")
+  state, extra = deciding.next_draws("yahoo_like", "rankbce", claims.ALPHA / len(family.FAMILY),
+                                     settled={"no_distill"})
+  assert extra == " --methods=gend,pfd --nobaseline"
   assert deciding.next_draws("istella_like", "rankbce", 0.025) == ("no draw committed yet", "")
   assert deciding.of_preset("yahoo_like_rankbce_sequential") == ("yahoo_like", "rankbce")
   # a sequential member decided frees its level; with none decided the others' verdicts are Holm's own

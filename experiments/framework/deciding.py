@@ -132,13 +132,17 @@ def of_preset(preset_name: str) -> Optional[tuple]:
               None)
 
 
-def next_draws(name: str, loss: str, level: float, versus=("no_distill", "self_distill", "gend")) -> tuple:
+def next_draws(name: str, loss: str, level: float, versus=("no_distill", "self_distill", "gend"),
+               settled=()) -> tuple:
   """(what is committed, the flags its next draws add) of the sequential run of `name`/`loss`: the rows of the
   members its committed draws have not decided at `level` (the least level the family's graph gives a member: a
-  rejection there stands at every level the graph raises it to), PFD's and its teacher's with them."""
+  rejection there stands at every level the graph raises it to) nor the graph has (`settled`: the versus rows of
+  its members decided after the graph; a level the graph passed on never falls, so such a verdict stands), PFD's
+  and its teacher's with them."""
   records = drawstore.committed(drawstore.ROOT, store(name, loss), loss)
   looks = {v: look_of(records, "pfd", v) for v in versus}
-  done = [v for v, lk in looks.items() if lk.draws >= DESIGN.looks[0] and sequential.look(DESIGN, lk.diff, level)[0]]
+  done = [v for v, lk in looks.items() if v in settled or
+          lk.draws >= DESIGN.looks[0] and sequential.look(DESIGN, lk.diff, level)[0]]
   left = [v for v in versus if v not in done]
   state = (f"{len(records)} draws committed ({next(iter(looks.values())).cost()})" if records else
            "no draw committed yet")

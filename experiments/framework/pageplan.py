@@ -21,7 +21,7 @@ import re
 import shlex
 import subprocess
 import sys
-from typing import NamedTuple, Optional
+from typing import Mapping, NamedTuple, Optional
 
 import numpy as np
 from absl import flags as absl_flags
@@ -101,18 +101,19 @@ def _preset(e) -> tuple:
   return driver, next(p for p in driver.presets if p.label == e.label)
 
 
-def _sequential(e, preset: str) -> Optional[Step]:
+def _sequential(e, preset: str, settled: Mapping[tuple, set]) -> Optional[Step]:
   """A sequential run's step: its committed draws and the rows its next ones need (deciding.next_draws, at the least
-  level the family gives a member); None for another preset."""
+  level the family gives a member, less the members `settled` after the graph); None for another preset."""
   of = deciding.of_preset(preset)
   if of is None:
     return None
-  state, extra = deciding.next_draws(*of, claims.ALPHA / len(family.FAMILY))
+  state, extra = deciding.next_draws(*of, claims.ALPHA / len(family.FAMILY), settled=settled.get(deciding.store(*of), ()))
   return Step(e.key, e.command + extra, f"not run: {state}", None, deciding.COST)
 
 
-def needed(results: str, page: str, expected: list, root: str) -> list:
-  """[Step] of every run `page` lacks (module docstring), in the page's order; the accelerator's last."""
+def needed(results: str, page: str, expected: list, root: str, settled: Optional[Mapping[tuple, set]] = None) -> list:
+  """[Step] of every run `page` lacks (module docstring), in the page's order; the accelerator's last. settled:
+  {a sequential run's draw store: the versus rows of its members the family has decided after the graph}."""
   times, steps, text = walls(page), [], open(page).read() if os.path.exists(page) else ""
   archive = os.path.join(os.path.dirname(os.path.abspath(page)), pagefiles.ARCHIVE)
   for e in expected:
@@ -131,7 +132,7 @@ def needed(results: str, page: str, expected: list, root: str) -> list:
     if not why:
       continue
     if e.accelerator:
-      steps.append(_sequential(e, preset.name) or Step(e.key, e.command, why, None, e.accelerator))
+      steps.append(_sequential(e, preset.name, settled or {}) or Step(e.key, e.command, why, None, e.accelerator))
       continue
     seconds, basis = ((times[e.anchor], "its last wall time on the page" + (
         ", made with other settings: no more than a guess" if why.startswith("its preset changed") else ""))
