@@ -4,6 +4,7 @@
   related/    the systems it is compared with (the page's last sections, related.DRIVERS)
   bench/      speed, memory and latency (python -m experiments.bench.benchmark; not on the page)
   framework/  the drivers' machinery
+  page/       the results page: what the runs claim (imported by no driver)
   *.py        tools: report (the page), predict and export (a saved model), launch (processes), calibrate (the
               paper analogues), export_logs, search_bias, walk, layers, crossmachine, peers, accelerator
 

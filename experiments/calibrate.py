@@ -22,13 +22,13 @@ from typing import Optional, Tuple
 import numpy as np
 
 from experiments.paper import table2
-from experiments.framework import lifecycle, outputs, paper, protocol, rundir, schema, tabulate
+from experiments.framework import lifecycle, outputs, protocol, rundir, schema, tabulate, reported
 from experiments.framework.records import RunRecord
 from pfd_jax.config import ConfigError, option
 from pfd_jax.data import analogues
 
 # Table 4 of the paper: (no-distillation NDCG@8, PFD teacher's gain %, GenD teacher's gain %) per loss.
-TABLE4 = {name: {loss: paper.teachers(loss, a.paper) for loss in ("rankbce", "ranknet")}
+TABLE4 = {name: {loss: reported.teachers(loss, a.paper) for loss in ("rankbce", "ranknet")}
           for name, a in analogues.ANALOGUES.items()}
 TEACHERS = ("pfd_teacher", "gend_teacher")
 

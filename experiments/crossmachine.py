@@ -10,8 +10,8 @@ configuration moves a run, in units of the runs' seed variance: over the table's
 run's value) and over the paired differences its claims read (each row minus no-distillation, NDCG@8, per run).
 Two runs with the same bits are one configuration, whatever they recorded; a pair compares the rows both have.
 It writes ``experiments/crossmachine.json`` (per pair its ratios and their mean, median and maximum; every
-ratio pooled), which :mod:`experiments.framework.published` reads for the check's tolerance and
-:mod:`experiments.framework.claims` for fragile verdicts: the measured ratios, as a scale mixture of normals
+ratio pooled), which :mod:`experiments.page.published` reads for the check's tolerance and
+:mod:`experiments.page.claims` for fragile verdicts: the measured ratios, as a scale mixture of normals
 (:func:`pfd_jax.ops.perturbation.mixture_quantile`), are how far another machine may move a table's means.
 """
 from __future__ import annotations
@@ -24,7 +24,8 @@ import numpy as np
 from absl import app, flags
 
 from experiments.framework import guards, machine
-from experiments.framework import pagefiles, pairs, published
+from experiments.framework import pairs
+from experiments.page import pagefiles, published
 from experiments.framework.records import LossRecord
 from pfd_jax.config import JsonObject
 from pfd_jax.ops import perturbation

@@ -229,6 +229,20 @@ def driver_imports(root: str = ROOT) -> list:
                 (a, b) not in DRIVER_IMPORTS_ALLOWED)
 
 
+# The results page (experiments.page) reads run records; the drivers and their harness never import it, so a run
+# is the same whatever the page says. Its readers: the page's own command and the cross-machine check of its runs.
+PAGE = "experiments.page"
+PAGE_READERS = {"experiments.report", "experiments.crossmachine"}
+
+
+def page_imports(root: str = ROOT) -> list:
+  """(module, the page's module it imports) of every module outside the page other than PAGE_READERS."""
+  graph, _ = import_graph("experiments", root)
+  inside = lambda m: m == PAGE or m.startswith(PAGE + ".")
+  return sorted((a, b) for a, deps in graph.items() for b in deps
+                if inside(b) and not inside(a) and a not in PAGE_READERS)
+
+
 def problems(root: str = ROOT) -> list:
   """Every broken limit, as a line of text."""
   graph, local = import_graph("pfd_jax", root)
@@ -243,6 +257,7 @@ def problems(root: str = ROOT) -> list:
       out.append(f"{f.where} {f.name}: {f.positional} positional parameters > {MAX_POSITIONAL}")
   out += [f"driver {a} imports driver {b}: move what it uses into pfd_jax or experiments.framework"
           for a, b in driver_imports(root)]
+  out += [f"{a} imports the page ({b}): a run never reads what the page says of it" for a, b in page_imports(root)]
   bare = untyped_dicts(root=root)
   out += [f"{len(bare)} annotations with a bare dict > {MAX_UNTYPED_DICTS} (first: {bare[0]})"] \
       if len(bare) > MAX_UNTYPED_DICTS else []

@@ -22,7 +22,7 @@ import jax
 import numpy as np
 
 from experiments.framework import lifecycle, practice, rundir, schema
-from experiments.framework.claims import Preset
+from experiments.framework.schema import Preset
 from experiments.framework.records import RunRecord
 from pfd_jax.config import option
 from pfd_jax.data import constructed

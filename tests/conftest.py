@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from experiments.framework import machine
-from experiments.framework import outputs, published, schema, staleness
+from experiments.framework import outputs, schema
+from experiments.page import published, staleness
 from pfd_jax.data.config import DataConfig
 from pfd_jax.data import shared_data_root
 from pfd_jax.methods.gbdt import GBDTConfig
@@ -247,7 +248,7 @@ def shared(sub: str) -> str:
 
 def written(tmp_path, res, driver):
   """Writes a driver's outputs under tmp_path as its main would and returns the JSON read back (checks the
-  table and the PNG). Each call is one of the driver's canaries (experiments.framework.staleness): its
+  table and the PNG). Each call is one of the driver's canaries (experiments.page.staleness): its
   fingerprint must be the one in experiments/canaries.json on the configuration that recorded them
   (PFD_CANARIES=<folder> records them instead)."""
   out = tmp_path / "out"
@@ -287,4 +288,4 @@ def _canary(driver: str, js: dict) -> None:
   if want and json.dumps(known.get("numerics"), sort_keys=True) == _numerics():
     assert fp == want, (f"{driver}'s canary {test} changed bits ({want} -> {fp}): every published run of "
                         f"{driver} goes stale; if that is intended, re-record the canaries (see "
-                        "experiments/framework/staleness.py)")
+                        "experiments/page/staleness.py)")

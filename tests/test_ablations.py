@@ -6,10 +6,12 @@ import re
 import numpy as np
 import pytest
 
+from experiments.page import judged
 from experiments.paper import (alpha_robustness, data_summary, fig3_alpha, fig4_sparsity,  # noqa: F401
                                fig5_correlation, table3_logs, table3_sparsity, table5_positive_groups,
                                table6_imputation)
-from experiments.framework import claims, outputs, setup
+from experiments.framework import outputs, setup
+from experiments.page import claims
 from experiments.framework.records import RunRecord
 from pfd_jax import data as D
 from pfd_jax.data import logs
@@ -149,7 +151,7 @@ def test_table3_sparsity_sweeps_the_purchase_rate_on_table3s_rows(tmp_path):
   assert sparse["teacher_distance"] == pytest.approx(100 * want)
   md = (tmp_path / "out" / "table.md").read_text()
   assert md.count("(nearest)") == 1 and "table3_logs' logs" in md
-  said = table3_sparsity.DRIVER.claims(RunRecord.from_json(js))
+  said = judged.of("table3_sparsity").claims(RunRecord.from_json(js))
   assert len(said) == 6 and all("% of sessions with a purchase, offset" in c.text for c in said)
 
 
@@ -180,7 +182,7 @@ def test_table3_logs_redrawn_gives_each_draw_its_own_simulation():
   assert "draws" not in outputs.as_json(one["config"])["options"]  # omitted at its default: old runs' bits stand
   js = outputs.as_json(res)
   assert claims.redrawn(js) and claims.runs_per_fold(2, js) == 1
-  c = claims.in_draws(table3_logs.DRIVER.claims(RunRecord.from_json(js))[0])
+  c = claims.in_draws(judged.of("table3_logs").claims(RunRecord.from_json(js))[0])
   assert c.unit == "draws" and " runs" not in c.verdict + c.detail
   md = table3_logs.to_markdown(RunRecord.from_json(js))  # the table counts draws, not the one seed of each
   assert "mean over 2 draws (one seed each)" in md and "over the 2 draws," in md and not re.search(r"\d seeds", md)

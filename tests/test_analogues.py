@@ -264,7 +264,7 @@ def test_the_page_sets_each_calibrated_analogue_beside_table_4(tmp_path):
   """The page's analogue section reads analogues.json: a calibrated analogue's measurements with their standard
   errors beside Table 4's figures, its distance said within or outside; an uncalibrated one says so and how to
   calibrate it."""
-  from experiments.framework import analoguepage
+  from experiments.page import analoguepage
   measured = {loss: dict(level=0.5, pfd_teacher=18.0, gend_teacher=16.0, queries=500,
                          se=dict(level=0.01, pfd_teacher=1.5, gend_teacher=1.25)) for loss in ("rankbce", "ranknet")}
   over_draws = {"ranknet": dict(measured["ranknet"], se=dict(measured["ranknet"]["se"], over="draws", units=3))}
@@ -335,7 +335,7 @@ def _remeasure(name, record, tmp_path):
 def test_an_uncalibrated_analogue_shows_its_search_so_far(tmp_path):
   """Kept calibration runs (evidence/calibration-<name>*/): the page counts their candidates and names the nearest
   measured on both losses (a one-loss stage's distance reads fewer targets, so it is never the nearest)."""
-  from experiments.framework import analoguepage
+  from experiments.page import analoguepage
   def cand(w, distance, losses):
     m = dict(level=0.5, pfd_teacher=18.0, gend_teacher=16.0)
     return dict(settings=dict(weight=w, leak=0.2, noise=0.7), distance=distance, measured={l: m for l in losses})

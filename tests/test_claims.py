@@ -1,4 +1,4 @@
-"""Verdicts in the form each claim is stated (experiments.framework.claims): runs that re-draw their data, the
+"""Verdicts in the form each claim is stated (experiments.page.claims): runs that re-draw their data, the
 crossed seeds x queries interval, the claim forms on cases with a known answer, Holm's adjustment and TOST against
 statsmodels."""
 import json
@@ -8,7 +8,8 @@ import jax
 import numpy as np
 import pytest
 
-from experiments.framework import claims, declared, family, pageplan, setup, sweeps, tabulate
+from experiments.framework import setup, tabulate
+from experiments.page import claims, declared, family, pageplan, sweeps
 from pfd_jax.data.config import DataConfig
 from pfd_jax.ops import stats
 from pfd_jax.training import program
@@ -324,7 +325,7 @@ def test_table_2_on_an_analogue_is_its_own_members_and_its_pilot_their_diagnosti
   store, loss and rows), each member set beside the paper's own effect on that dataset only (Table 4's); a claim of
   the analogue's pilot or decisive run is a diagnostic of the analogue's member, never of the synthetic
   population's member with the same words."""
-  from experiments.framework import deciding, familypage
+  from experiments.page import deciding, familypage
   for name in ("yahoo_like", "istella_like", "web30k_like"):  # 3 analogues x 2 losses x 3 comparisons
     members = [m for m in family.FAMILY if m.run.startswith(f"table2/{name}-sequential_")]
     assert len(members) == 6 and {m.sequential[0] for m in members} == {deciding.store(name, l) for l in ("rankbce",
@@ -354,7 +355,7 @@ def test_figure_3_is_decided_on_the_yahoo_analogue_with_rankbce_at_appendix_a7s_
   """Section 4.2: "The experiments here use the Yahoo dataset and RankBCE loss": Figure 3's member on the Yahoo
   analogue runs on the population calibrated to Yahoo's RankBCE teachers, over appendix A.7's alphas, on draws of
   its own (none of Table 2's pilot or decisive run), and a claim of the synthetic sweep stays its own member's."""
-  from experiments.framework import familypage
+  from experiments.page import familypage
   from experiments.paper import fig3_alpha
   m = next(m for m in family.FAMILY if m.run == "fig3_alpha/yahoo_like-redrawn")
   assert m.claim == "fig3:pfd-vs-no_distill-every-alpha" and "Yahoo dataset and RankBCE loss" in m.quote
@@ -477,7 +478,7 @@ def test_per_query_comparisons_are_each_rows_own_bootstrap():
 def test_the_units_a_test_needs_are_counted_in_the_claims_unit():
   """An undecided superiority claim says how many units would give 80% power: draws and test queries counted
   whole (a run's 16 draws are 16 folds, not 16 x seeds), seeds per fold for runs."""
-  from experiments.framework import claims as cl
+  from experiments.page import claims as cl
   need = stats.runs_for_power(0.0164, 0.038)  # +9% of 0.182 observed, sd of a draw's difference 0.038
   e = stats.Estimate(0.0164, 0.182, 0.038 / 4, 15, "draws", 16)
   c = cl.claim("x", e, folds=16)
@@ -506,7 +507,7 @@ def test_the_units_a_test_needs_are_counted_in_the_claims_unit():
 def test_an_observed_change_against_the_claim_gets_no_count_of_units():
   """Superiority with the observed change at or below 0, non-inferiority below minus its margin, equivalence outside
   its margin: the detail says the change lies against the claim, never that more units 'would detect' it."""
-  from experiments.framework import claims as cl
+  from experiments.page import claims as cl
   for form, margin, diff in (("superiority", 0.0, -0.004), ("non-inferiority", 0.01, -0.0024),
                              ("equivalence", 0.02, -0.0044)):
     e = stats.Estimate(diff, 0.182, 0.004, 15, "draws", 16)  # wide: undecided
@@ -516,7 +517,7 @@ def test_an_observed_change_against_the_claim_gets_no_count_of_units():
 
 
 def test_an_equivalence_count_is_the_two_one_sided_tests_at_the_observed_change():
-  from experiments.framework import claims as cl
+  from experiments.page import claims as cl
   e = stats.Estimate(0.001, 0.182, 0.003, 15, "draws", 16)  # +0.5% observed, margin 2%
   c = cl.claim("x", e, form="equivalence", margin=0.02)
   need = stats.units_for_tost_power(0.02 * 0.182, 0.001, 0.003 * 4)
@@ -527,7 +528,7 @@ def test_an_equivalence_count_is_the_two_one_sided_tests_at_the_observed_change(
 
 
 def test_a_slope_against_the_claim_gets_no_count_of_runs():
-  from experiments.framework import sweeps
+  from experiments.page import sweeps
   x = np.array([0.0, 1.0, 2.0])
   rng = np.random.default_rng(0)
   gains = np.stack([-0.01 * x[i] + rng.normal(0, 0.05, 12) for i in range(3)])  # slope against a growing gain
@@ -539,14 +540,14 @@ def test_the_papers_typed_table_4_agrees_with_itself_and_with_calibration():
   """Each row's printed change over no-distillation against its printed means (3 digits: within their rounding),
   so a mistyped figure fails; the calibration's targets are these figures."""
   from experiments import calibrate
-  from experiments.framework import paper
-  for (dataset, loss), rows in paper.TABLE4.items():
+  from experiments.framework import reported
+  for (dataset, loss), rows in reported.TABLE4.items():
     base = rows["no_distill"][0]
     for name, (ndcg, printed) in rows.items():
       assert abs(100 * (ndcg / base - 1) - printed) < 100 * 0.001 / base + 0.05, (dataset, loss, name)
-    assert paper.table4_change(loss, "pfd") == tuple((d, paper.TABLE4[(d, loss)]["pfd"][1]) for d in paper.DATASETS)
+    assert reported.table4_change(loss, "pfd") == tuple((d, reported.TABLE4[(d, loss)]["pfd"][1]) for d in reported.DATASETS)
   assert calibrate.TABLE4["web30k_like"]["rankbce"] == (0.241, 3.6, -27.6)
-  assert dict(paper.table4_change("ranknet", "pfd", "gend"))["Yahoo"] == -0.2  # the paper's own tie
+  assert dict(reported.table4_change("ranknet", "pfd", "gend"))["Yahoo"] == -0.2  # the paper's own tie
 
 
 def test_an_interval_is_set_beside_the_effects_the_paper_reports():

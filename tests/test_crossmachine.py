@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from experiments import crossmachine, report
-from experiments.framework.staleness import ROOT
+from experiments.page.staleness import ROOT
 from pfd_jax.data import shared_data_root
 
 pytestmark = pytest.mark.numeric

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from conftest import TINY, written
+from experiments.page import judged
 from experiments.related import debias as debias_driver
 
 
@@ -23,7 +24,7 @@ def test_debias_driver_end_to_end(tmp_path):
   assert r["propensities"]["known"] == [1.0] * 10 and r["randomized_sessions"] > 5
   assert not np.array_equal(r["truth"]["two_tower"], r["truth"]["position_feature"])
   assert not np.array_equal(r["truth"]["pfd_position_top"], r["truth"]["pfd_position"])  # the teacher at the top
-  claims = [c for c in debias_driver.claims(res) if c]  # those of LambdaMART and the placebo: absent rows
+  claims = [c for c in judged.of("debias").claims(res) if c]  # those of LambdaMART and the placebo: absent rows
   assert len(claims) == 13 and all(c.detail.startswith(("holds", "undecided", "does not", "mixed", "vacuous"))
                                     for c in claims)
   # IPS with known propensities is no-distillation at eta = 0: its claims against it compare one model with itself

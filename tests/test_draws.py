@@ -7,6 +7,7 @@ import jax
 import numpy as np
 import pytest
 
+from experiments.page import judged
 from pfd_jax import data as D
 from pfd_jax import training as T
 from pfd_jax.data.config import DataConfig
@@ -152,7 +153,7 @@ def test_table2_trains_the_draws_of_a_chunk_side_by_side_and_records_each_as_its
   assert "Population: re-drawn" in md and "Power on the re-drawn population" in md
   # every claim reads the draws (a vacuous one: two rows that score the same on every draw of these tiny sets)
   assert all("(draws)" in c.detail or (c.verdict == "vacuous" and "draws" in c.detail)
-             for c in table2.claims(json.loads((tmp_path / "results.json").read_text())) if c)
+             for c in judged.of("table2").claims(json.loads((tmp_path / "results.json").read_text())) if c)
   with pytest.raises(ConfigError, match="draws_per_program"):
     table2.run(cfg.replace(options=table2.Options(methods=("no_distill", "lambdamart"), draws_per_program=2)))
   with pytest.raises(ConfigError, match="draws_per_program"):

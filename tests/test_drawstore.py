@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from conftest import tiny
-from experiments.framework import declared, drawstore, outputs, pairs
+from experiments.framework import drawstore, outputs, pairs
+from experiments.page import declared
 from experiments.framework.records import FoldRecord, RowRecord, RunRecord
 from pfd_jax.config import ConfigError
 
@@ -131,7 +132,7 @@ def test_the_familys_sequential_members_are_decided_by_their_committed_draws(tmp
   """A planted effect on Yahoo RankBCE (PFD 0.05 over no-distillation and self-distillation, a draw's noise 0.01)
   holds at the first look whose boundary it crosses; PFD vs GenD, a null, is not decided while its draws come in;
   the other analogues, with nothing committed, are not decided; the members outside stay Holm's."""
-  from experiments.framework import claims, deciding, family
+  from experiments.page import claims, deciding, family
   root = _repo(tmp_path)
   monkeypatch.setattr(drawstore, "ROOT", str(root))
   rng = np.random.default_rng(0)
@@ -168,7 +169,7 @@ def test_the_familys_sequential_members_are_decided_by_their_committed_draws(tmp
 
 
 def test_the_graph_over_a_family_without_sequential_decisions_is_holms():
-  from experiments.framework import claims
+  from experiments.page import claims
   rng = np.random.default_rng(1)
   for _ in range(100):
     m = 8
@@ -186,7 +187,7 @@ def test_the_graph_over_a_family_without_sequential_decisions_is_holms():
 
 
 def test_a_page_build_never_prunes_the_committed_draws(tmp_path):
-  from experiments.framework import pagefiles
+  from experiments.page import pagefiles
   archive = tmp_path / "published"
   (archive / "old-run").mkdir(parents=True)
   drawstore.write(drawstore.path(str(tmp_path), "s", "rankbce", 1), drawstore.to_record(_fold(), "k"))

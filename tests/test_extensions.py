@@ -11,6 +11,7 @@ import textwrap
 
 import pytest
 
+from experiments.page import judged
 from experiments.paper import table2
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -83,7 +84,7 @@ def test_a_gbdt_row_a_debias_row_a_teaching_and_a_loss_are_one_entry_each(logs_f
   assert "| GBDT student at alpha 0.2 (PFD teacher) |" in md and "| PFD(position) student, own alpha |" in md
   # the claims of a registered row, read in this process, which never imported ext_rows
   assert "gbdt_xent_a02" not in table2.rows_lib.REGISTRY
-  texts = [c.text for c in table2.claims(res) if c is not None]
+  texts = [c.text for c in judged.of("table2").claims(res) if c is not None]
   assert "[scaled_bce_ext] GBDT student at alpha 0.2 beats no-distillation (a registered row)" in texts
   # the saved models record their own settings; predict scores with one, its loss registered by the module
   models = os.path.join(run, "models")

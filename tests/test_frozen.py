@@ -1,12 +1,12 @@
-"""The family frozen before its runs (experiments/framework/frozen.py): a run records the members it decides, a
+"""The family frozen before its runs (experiments/page/frozen.py): a run records the members it decides, a
 member changed after its run is marked amended or fails here."""
 import json
 import os
 
 import pytest
 
-from experiments.framework import family, frozen
-from experiments.framework.staleness import ROOT
+from experiments.page import family, frozen
+from experiments.page.staleness import ROOT
 
 PUBLISHED = os.path.join(ROOT, "published")
 
@@ -48,14 +48,22 @@ def test_a_member_changed_after_its_run_is_caught_unless_marked_amended():
 
 
 def test_a_run_without_a_recorded_family_is_read_against_family_py_at_its_commit():
-  first = frozen.git(ROOT, "log", "--diff-filter=A", "--format=%H", "--", frozen.FAMILY_FILE).stdout.split()
+  """family.py where it lay at the run's commit (it moved with the page's modules, whose old names the older
+  declaration imports), and no verdict on a run that changed the declarations uncommitted."""
+  first = frozen.git(ROOT, "log", "--diff-filter=A", "--format=%H", "--", frozen.FAMILY_FILES[-1]).stdout.split()
   if not first:
     pytest.skip("no git history of family.py here")
   before = frozen.git(ROOT, "rev-parse", f"{first[-1]}^").stdout.strip()
   m = family.FAMILY[0]
   assert frozen.frozen(m, dict(code=dict(git_commit=before))).status == "declared after its run"
-  at = frozen.declared_at(first[-1])
+  at = frozen.declared_at(first[-1])  # experiments/framework/family.py, importing experiments.framework.claims
   assert at is not None and all(len(h) == 12 for h in at.values())
+  assert "experiments.framework.claims" not in __import__("sys").modules  # the old names lent only while it ran
+  edited = dict(code=dict(git_commit=first[-1], git_changed=["experiments/page/family.py", "README.md"]))
+  assert frozen.frozen(m, edited) == frozen.Frozen(
+      "unknown", "the declarations had uncommitted changes when it ran (experiments/page/family.py)", False)
+  other = dict(code=dict(git_commit=first[-1], git_changed=["README.md"]))
+  assert frozen.frozen(m, other).status != "unknown"
 
 
 def test_every_published_deciding_run_is_frozen_or_its_change_marked():

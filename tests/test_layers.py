@@ -67,6 +67,30 @@ def test_bare_dict_annotations_are_found_and_typed_ones_are_not(tmp_path):
   assert found == ["pkg/m.py:2"] * 4 + ["pkg/m.py:3", "pkg/m.py:7"]
 
 
+def test_no_driver_nor_its_harness_imports_the_page(tmp_path):
+  """The page (experiments.page) is read by its own commands only: the check finds a planted harness module that
+  imports it, and importing every driver in a fresh interpreter loads none of its modules."""
+  assert layers.page_imports() == []
+  pkg = tmp_path / "experiments"
+  (pkg / "page").mkdir(parents=True)
+  for f in ("__init__.py", "page/__init__.py", "page/claims.py"):
+    (pkg / f).write_text("")
+  (pkg / "harness.py").write_text("from experiments.page import claims\n")
+  (pkg / "report.py").write_text("from experiments.page import claims\n")  # the page's own command
+  assert layers.page_imports(str(tmp_path)) == [("experiments.harness", "experiments.page"),
+                                                ("experiments.harness", "experiments.page.claims")]
+  code = textwrap.dedent("""
+      import importlib, sys
+      from experiments import layers
+      for name in sorted(layers.drivers()):
+        importlib.import_module(name)
+      print("PAGE", sorted(m for m in sys.modules if m.startswith("experiments.page")))
+  """)
+  p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+  assert p.returncode == 0, p.stderr[-2000:]
+  assert p.stdout.strip().endswith("PAGE []"), p.stdout
+
+
 def test_saved_models_score_without_the_training_code(tmp_path):
   """import pfd_jax, loading a saved MLP and scoring it import neither optax, the training modules nor
   LightGBM (a fresh interpreter: what a serving process loads)."""

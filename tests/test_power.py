@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from conftest import tiny, written
+from experiments.page import judged
 from experiments.paper import power
 
 
@@ -73,4 +74,4 @@ def test_a_decisive_run_records_its_pilots_plan_beside_what_it_achieved(tmp_path
   assert target["target_mde"] == 0.02 and at(target["draws"]) <= 0.02 < at(target["draws"] - 1)
   assert 159 <= target["draws"] <= 170
   assert "dominates" in md and "Selection: the best epoch on **validation**" in md
-  assert all("MDE " in c.detail for c in table2.claims(run) if c is not None)
+  assert all("MDE " in c.detail for c in judged.of("table2").claims(run) if c is not None)

@@ -11,6 +11,7 @@ import pytest
 from absl import flags
 
 from conftest import TINY
+from experiments.page import judged
 from experiments.paper import table2
 from experiments.framework import cli, outputs
 from pfd_jax.config import ConfigError
@@ -91,7 +92,7 @@ def test_a_row_a_loss_and_a_dataset_are_one_entry_each(registered, tmp_path):
   assert set(fold["rows"]) == {"no_distill", "pfd_teacher", "pfd", "pfd_alpha02"}
   assert fold["data"]["name"] == "csvrank" and fold["data"]["privileged_ids"] == [6]
   assert "| PFD student, alpha 0.2 |" in table2.to_markdown(res)
-  claim = [c for c in table2.claims(res) if c and "a registered row" in c.text]
+  claim = [c for c in judged.of("table2").claims(res) if c and "a registered row" in c.text]
   assert [c.text for c in claim] == ["[scaled_bce] PFD student at alpha 0.2 beats PFD at alpha 0.5 (a registered row)"]
   # the row saves its own settings, the loss's hyper-parameter and the dataset's name
   with open(tmp_path / "out" / "csvrank" / "models" / "pfd_alpha02" / "model.json") as f:

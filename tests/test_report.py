@@ -11,11 +11,12 @@ import pytest
 from scipy import stats as sps
 
 from conftest import tiny
+from experiments.page import judged
 import experiments
 from experiments import report
 from experiments.paper import table2, table3_logs, table5_positive_groups, table6_imputation
-from experiments.framework import (claims, family, familypage, outputs, pagefiles, published, rundir, staleness, sweeps,
-                                  tabulate)
+from experiments.framework import outputs, rundir, tabulate
+from experiments.page import claims, family, familypage, pagefiles, published, staleness, sweeps
 from pfd_jax.ops import stats
 
 
@@ -414,7 +415,7 @@ def test_per_query_second_verdict_on_a_constructed_case():
             for name, v in (("pfd", pfd), ("no_distill", base))}
     fold = FoldRecord(data={}, train_groups=q, positive_train_groups=q, seconds=0.0, rows=rows, test_lists_valid=valid)
     res = outputs.as_json(dict(losses={"rankbce": LossRecord(train_config={}, folds={"fold1": fold})}))
-    claim = next(c for c in table2.claims(res) if c and "beats no-distillation" in c.text)
+    claim = next(c for c in judged.of("table2").claims(res) if c and "beats no-distillation" in c.text)
     assert claim.verdict == "undecided at 5 runs"
     assert claim.queries.startswith(want + ": ")
     assert f"{100 * delta / base[:, valid].mean():+.1f}%" in claim.queries
@@ -424,7 +425,8 @@ def test_page_layout_groups_the_runs_keeps_the_legend_once_and_wraps_prose():
   """RESULTS.md's reading order: runs grouped by question, the tables' shared legend replaced by a
   pointer to the one at the top (each table.md keeps its own), every prose line within 200 characters while
   tables, headings and commands in code spans stay whole."""
-  from experiments.framework import pagelayout, tabulate
+  from experiments.framework import tabulate
+  from experiments.page import pagelayout
   keys = [pagelayout.question(d, l) for d, l in [("table2", "synthetic"), ("debias", "logs"), ("theory", "fig6"),
                                                    ("table2", "letor-logs_letor"), ("fig3_alpha", "synthetic")]]
   assert keys == ["paper", "debiasing", "theory", "practice", "paper"]
@@ -531,7 +533,7 @@ def test_the_plan_lists_what_the_page_lacks_with_its_expected_time(tmp_path, mon
   driver's fixed run x draws / seeds x the page's measured cost of a draw against a seed; a run whose recorded
   settings differ from its preset's now is lacking, one with the preset's own settings is not."""
   from experiments.paper import table5_positive_groups as t5
-  from experiments.framework import pageplan
+  from experiments.page import pageplan
   page = tmp_path / "RESULTS.md"
   page.write_text("| Question | Run | Claims | Code | Configuration | Commit | Wall time |\n|---|---|---|---|---|---|---|\n"
                   "| paper | [main](#table2-synthetic) | - | current | reference | abc | 5 min 0 s |\n"

@@ -17,17 +17,11 @@
 * :mod:`~experiments.framework.outputs`: results.json, table.md and the plot of a run;
 * :mod:`~experiments.framework.tabulate`: Markdown tables and their statistics cells;
 * :mod:`~experiments.framework.plots`: PNG plots (matplotlib, imported on first use);
-* :mod:`~experiments.framework.claims`: claims in their forms, their verdicts, Holm's adjustment, and the presets a
-  driver declares;
-* :mod:`~experiments.framework.family`: the papers' claims declared once, each with the run that decides it (the
-  page's Holm family), and the conclusion they support;
-* :mod:`~experiments.framework.familypage`: how RESULTS.md shows that family (conclusion, claims table, each
-  claim's 'After Holm' cell);
-* :mod:`~experiments.framework.pageplan`: the runs the page lacks, their commands and expected times;
-* :mod:`~experiments.framework.published`: what RESULTS.md publishes of a run, and ``--check`` against it;
-* :mod:`~experiments.framework.pagefiles`: the page's copy of its runs (published/), from which any clone rebuilds it;
-* :mod:`~experiments.framework.staleness`: when a published run is still the code's result (canaries).
+* :mod:`~experiments.framework.sequential_runs`: the sequential runs that decide Table 2 on the analogues;
+* :mod:`~experiments.framework.drawstore`: each finished draw of such a run, committed as it ends;
+* :mod:`~experiments.framework.reported`: the paper's reported figures, which the analogues are calibrated to.
 
-Printing and files live here and in the drivers, never in pfd_jax. No driver imports another driver, with one
+Printing and files live here and in the drivers, never in pfd_jax. Nothing here imports the results page
+(experiments.page): a run is the same whatever the page says of it. No driver imports another driver, with one
 deliberate exception: experiments.paper.alpha_robustness re-runs experiments.paper.fig3_alpha's driver over re-drawn data.
 """

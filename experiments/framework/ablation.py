@@ -18,7 +18,7 @@ from pfd_jax.methods import rows as rows_lib
 from pfd_jax.training import TrainConfig
 from experiments.framework.records import RunRecord
 from experiments.framework import plots, protocol, rundir, schema, tabulate
-from experiments.framework.claims import Preset
+from experiments.framework.schema import Preset
 from experiments.framework.monitor import progress
 from experiments.framework.rowstore import Rows
 from experiments.framework.schema import Config
@@ -76,16 +76,15 @@ def results(cfg: Config, rows: Dict[str, list], t0: float, **extra) -> RunRecord
                    **{k: f(rows) for k, f in extra.items()}, seconds=time.time() - t0)
 
 
-def driver(name: str, run, to_markdown, *, title: str, rows_per_fold, claims, declared, plot=None,
+def driver(name: str, run, to_markdown, *, title: str, rows_per_fold, plot=None,
            bars: Optional[dict] = None, png: Optional[str] = None, options=None,
            redrawn: bool = False, presets: tuple = ()) -> schema.Driver:
   """An ablation driver's record: its presets (the synthetic default, `title` on RESULTS.md; with `redrawn`, the
-  paper's claims' confirmatory run on the re-drawn population too, protocol.redrawn_preset; then `presets`), its
-  claims judged as `declared` declares them (schema.Driver) and its plot (`plot`, or bars of NDCG@8 of the rows
+  paper's claims' confirmatory run on the re-drawn population too, protocol.redrawn_preset; then `presets`) and
+  its plot (`plot`, or bars of NDCG@8 of the rows
   labelled by `bars`) written as `png` (default <name>.png)."""
   if bars is not None:
     plot = functools.partial(plots.bar_plot, labels=bars)
   return schema.Driver(name, run, to_markdown, plot, png or f"{name}.png", options=options,
                        rows_per_fold=rows_per_fold, presets=(Preset("default", "synthetic", "", title),) +
-                       ((protocol.redrawn_preset(title),) if redrawn else ()) + presets,
-                       claims=claims, declared=declared)
+                       ((protocol.redrawn_preset(title),) if redrawn else ()) + presets)

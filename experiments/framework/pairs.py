@@ -19,7 +19,7 @@ def declared_claims(res: Mapping[str, Any]) -> Dict[str, List[rows_lib.RowClaim]
   """{row: its claims} a Table 2 run is judged by (:attr:`pfd_jax.methods.rows.Row.claims`): a row of the user's
   module with the claims the run recorded (its provenance's registered rows), the project's rows (and every row of
   a run from before they were recorded) as declared now (a change after a run is marked in the family,
-  experiments/framework/frozen.py)."""
+  experiments/page/frozen.py)."""
   recorded = res.get("provenance", {}).get("registered", {}).get("rows") or {}
   ours = {name: list(row.row_claims) for name, row in rows_lib.REGISTRY.items()}
   return {name: [rows_lib.RowClaim(**c) for c in r["claims"]] if r.get("module") != rows_lib.__name__ or
@@ -95,7 +95,7 @@ def column_comparisons(loss_res: LossRecord) -> Dict[str, tabulate.Comparisons]:
 
 
 def primary(loss_res: LossRecord, a: str, b: str) -> Optional[stats.Estimate]:
-  """The interval of a claim about row a against row b for the claim's unit (experiments.framework.claims): over
+  """The interval of a claim about row a against row b for the claim's unit (experiments.page.claims): over
   the data draws when the run re-drew its data per fold (--draws; each draw's mean over its seeds); over seeds and
   test queries crossed when its data are fixed and it kept each seed's per-query NDCG (>= 2 seeds); None when
   neither (a file from before: the run-level interval serves)."""

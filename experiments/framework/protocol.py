@@ -8,12 +8,12 @@ from typing import Any, Dict, Mapping, Optional
 
 import numpy as np
 
-from experiments.framework import pagefiles, tabulate
-from experiments.framework.claims import Preset
-from experiments.framework.deciding import ANALOGUE_TEST_LISTS
+from experiments.framework import tabulate
+from experiments.framework.schema import Preset
+from experiments.framework.sequential_runs import ANALOGUE_TEST_LISTS
 from experiments.framework.pairs import aggregate, test_selected
 from experiments.framework.records import LossRecord
-from experiments.framework.staleness import ROOT
+from experiments.framework.records import ROOT, read_results
 from pfd_jax.data import analogues
 from pfd_jax.methods import rows as rows_lib
 from pfd_jax.ops import stats
@@ -52,7 +52,7 @@ def redrawn_flags(tag: str, draws: int, extra: str = "") -> str:
           f"{extra + ' ' if extra else ''}--methods={','.join(rows_lib.methods(one_process=False))}")
 
 
-# The ablations' confirmatory runs (Tables 5 and 6, Figures 3, 4 and 5; experiments/framework/family.py): the
+# The ablations' confirmatory runs (Tables 5 and 6, Figures 3, 4 and 5; experiments/page/family.py): the
 # population of Table 2's decisive run (each draw its own data, labels and validation and test sets of DRAW_QUERIES
 # queries), one seed a draw, the best epoch on validation. Declared before any of them ran: half the decisive run's
 # draws, so that each fits an afternoon on two cores (report --plan estimates each from its fixed-data run).
@@ -237,7 +237,7 @@ PAPER_PRESETS = tuple(
 
 
 # Table 2 on the paper analogues (docs/analogues.md): per analogue and loss a pilot, then the decisive run it sizes,
-# whose three claims are members of the page's family (experiments/framework/family.py), declared with the sizing
+# whose three claims are members of the page's family (experiments/page/family.py), declared with the sizing
 # rule below before any pilot or decisive run was made. Each loss runs on the population calibrated to its own
 # Table 4 row at the run's size (--analogue=calibrated_for=<loss>: an error while it is not calibrated there): on two
 # cores at the analogue's declared fraction of the paper's groups (pfd_jax.data.analogues: an epoch of about
@@ -268,7 +268,7 @@ def decisive_plan(name: str, loss: str, root: str = ROOT, size: str = "") -> Dic
   path = os.path.join(root, "published", f"table2-{name}-{size}pilot_{loss}")
   if not os.path.isdir(path):
     return {}
-  return plan(pagefiles.read_results(path, "pilot"), mde=ANALOGUE_MDE)
+  return plan(read_results(path, "pilot"), mde=ANALOGUE_MDE)
 
 
 def decisive_draws(name: str, loss: str, root: str = ROOT, size: str = "") -> int:

@@ -6,11 +6,18 @@ comparisons compute on the same numbers whether they read a run in memory or its
 from __future__ import annotations
 
 import dataclasses
+import gzip
+import json
+import os
 from typing import Any, Dict, Mapping, MutableMapping, Optional
 
 import numpy as np
 
-from pfd_jax.config import JsonObject
+from pfd_jax.config import ConfigError, JsonObject
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the checkout this runs from
+ARCHIVED = "results.json.gz"  # a run's results as the page's copy of it in published/ keeps them
+
 
 
 def _json(record, order: tuple, optional: tuple = ()) -> JsonObject:
@@ -141,3 +148,14 @@ class RunRecord(MutableMapping):
 
   def __len__(self) -> int:
     return len(self._parts)
+
+
+def read_results(path: str, flag: str) -> JsonObject:
+  """A run's results: a results.json or results.json.gz file, or a folder holding one (a run folder, or the page's
+  copy of a run in published/); a ConfigError naming `flag` and the path when there is none."""
+  for p in ([os.path.join(path, "results.json"), os.path.join(path, ARCHIVED)] if os.path.isdir(path) else [path]):
+    if os.path.isfile(p):
+      with (gzip.open(p, "rt") if p.endswith(".gz") else open(p)) as f:
+        return json.load(f)
+  raise ConfigError(flag, f"{path}: no results.json or {ARCHIVED} there (a run folder, the page's copy of one in "
+                    "published/, or the file)")

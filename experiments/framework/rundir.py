@@ -23,7 +23,6 @@ from pfd_jax.data.config import DataConfig
 from pfd_jax.methods import rows as rows_lib
 from pfd_jax.ops import losses as losses_lib
 from pfd_jax.training import teaching as teaching_lib
-from experiments.framework import family
 from experiments.framework.outputs import as_json, write_json
 from experiments.framework.schema import Config, Driver, OutputConfig
 from experiments.framework.setup import folds_of
@@ -38,7 +37,7 @@ def prepare_run(cfg: Config, driver: Driver, write: bool = True) -> tuple:
   prov = provenance(cfg, driver)
   # the registered entries' code is checked row by row by the resume store (rowstore), which trains again a row
   # whose entry changed; the folder stays the configuration's
-  key = {k: v for k, v in prov.items() if k not in ("registered", "family")}  # the family: what decides, not what runs
+  key = {k: v for k, v in prov.items() if k not in ("registered", "family")}  # a family recorded by older runs
   key["code"] = {k: prov["code"][k] for k in ("pfd_jax", "source_sha256")}
   digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:10]
   run_dir = os.path.join(cfg.output.out_dir, label(cfg, driver), digest)
@@ -137,6 +136,7 @@ class CodeVersion(TypedDict):
   source_sha256: str
   git_commit: Optional[str]
   git_dirty: Optional[bool]
+  git_changed: List[str]  # the paths with uncommitted changes (git status): what the commit alone does not say
 
 
 class Registered(TypedDict, total=False):
@@ -158,7 +158,6 @@ class Provenance(TypedDict, total=False):
   code: CodeVersion
   registered: Registered
   matmul_precision: str
-  family: Dict[str, Any]
   data: Dict[str, Any]
 
 
@@ -185,14 +184,13 @@ def provenance(cfg: Config, driver: Driver) -> Provenance:
   code (package version, git commit, SHA-256 of the sources), the matrix products' precision (--matmul_precision),
   and every registered row, loss, dataset and teaching it
   may use: where each was registered and a hash of what it runs (:meth:`pfd_jax.registry.Registry.record`; a
-  row's title, view, teacher, overrides and claims too), with the --registry_modules that registered them, and the
-  claims' family as declared now (:func:`experiments.framework.family.declaration`: it freezes the members this run
-  decides)."""
+  row's title, view, teacher, overrides and claims too), with the --registry_modules that registered them. What
+  the page's claims were when it ran is the declaration at its commit, less the paths it names as changed
+  (experiments/page/frozen.py)."""
   run = dataclasses.replace(cfg.run, restart=False, save_models=False)
   out = dict(driver=driver.name, config=as_json({"c": cfg.replace(output=OutputConfig(), run=run)})["c"],
              code=code_version(), registered=registered(cfg, driver),
-             matmul_precision=cfg.train.matmul_precision,  # said even at its default, which the config omits
-             family=family.declaration(f"{driver.name}/{label(cfg, driver)}"))
+             matmul_precision=cfg.train.matmul_precision)  # said even at its default, which the config omits
   if "data" in driver.groups:
     out["data"] = data_provenance(cfg.data)
     if cfg.data.data_source == "streamed":  # each fold's folder under it is logged: shard_dir/<dataset>-<hash>
@@ -268,7 +266,8 @@ def code_version() -> CodeVersion:
     git = lambda *a: subprocess.run(["git", *a], cwd=root, capture_output=True, text=True, timeout=10)
     head = git("rev-parse", "HEAD")
     if head.returncode == 0:
-      out.update(git_commit=head.stdout.strip(), git_dirty=bool(git("status", "--porcelain").stdout.strip()))
+      changed = sorted(line[3:] for line in git("status", "--porcelain").stdout.splitlines() if line.strip())
+      out.update(git_commit=head.stdout.strip(), git_dirty=bool(changed), git_changed=changed)
   except (OSError, subprocess.SubprocessError):
     pass
   return out

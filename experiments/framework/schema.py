@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Any, Callable, Mapping, Optional
+from typing import Any, Callable, NamedTuple, Optional
 
 
 import experiments
@@ -132,6 +132,18 @@ MULTI_PROCESS = ("table2", "fig3_alpha", "alpha_robustness", "fig4_sparsity", "t
 GROUPS = {"data": DataConfig, "train": TrainConfig, "run": RunConfig, "output": OutputConfig}
 
 
+class Preset(NamedTuple):
+  """A reproduced run of a driver: ``python -m experiments.<driver> --preset=<name>`` runs it with `flags`; its
+  results land in <results>/<driver>/<label>/latest (the dataset's name, or the folder's)."""
+  name: str
+  label: str
+  flags: str          # the flags it stands for ('' = the driver's defaults)
+  title: str          # its section's title on RESULTS.md
+  before: str = ""    # a command to run first (e.g. one that writes the data folder)
+  accelerator: str = ""  # where it needs an accelerator: its projected cost; absent from the page until run
+  needs: str = "an accelerator"  # with `accelerator`: what the page says the run waits for
+
+
 @dataclasses.dataclass(frozen=True)
 class Driver:
   """An experiment driver: its functions, options and the shared settings it reads.
@@ -144,10 +156,8 @@ class Driver:
   run trains (progress), or rows_per_fold times the folds; folder(Config): the run folder's label for drivers that read no dataset (default:
   the driver's name); write=False: a tool whose output is its own files (main only prints its summary).
   Drivers named in MULTI_PROCESS run as several cooperating processes (--num_processes, :func:`start_processes`).
-  presets: the runs of RESULTS.md it makes (:class:`experiments.framework.claims.Preset`, ``--preset=<name>``);
-  claims(results) -> [Claim]: what a run of it says about the papers' claims (:mod:`experiments.framework.claims`),
-  each judged as `declared` declares it ({id: :class:`experiments.framework.declared.Declared`}, or a function
-  returning it), before any run: the page's family reads a member's form, margin and source from there.
+  presets: the runs of RESULTS.md it makes (:class:`Preset`, ``--preset=<name>``). What its runs claim is the
+  page's (experiments/page/judged/, by the driver's name).
   """
   name: str
   run: Callable
@@ -164,12 +174,6 @@ class Driver:
   folder: Optional[Callable] = None
   write: bool = True
   presets: tuple = ()
-  claims: Optional[Callable] = None
-  declared: Any = dataclasses.field(default=(), hash=False, compare=False)  # a dict: not part of the driver's hash
-
-  def declarations(self) -> Mapping[str, Any]:
-    """{claim id: its declaration} of the claims it states."""
-    return dict(self.declared() if callable(self.declared) else self.declared)
 
   def loss_names(self) -> tuple:
     """The values --loss may take."""

@@ -11,7 +11,7 @@ import functools
 
 from experiments.paper import fig3_alpha
 from experiments.framework import lifecycle
-from experiments.framework.claims import Preset
+from experiments.framework.schema import Preset
 
 ALPHAS = (0.3, 0.5, 0.7, 0.9, 0.95, 0.99, 0.999)
 

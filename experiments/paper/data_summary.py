@@ -7,7 +7,7 @@ import time
 
 from experiments.framework.records import RunRecord
 from experiments.framework import lifecycle, rundir, schema, setup, tabulate
-from experiments.framework.claims import Preset
+from experiments.framework.schema import Preset
 from pfd_jax import data as D
 
 

@@ -16,9 +16,6 @@ import numpy as np
 
 from experiments.framework.records import RunRecord
 from experiments.framework import ablation, lifecycle, plots, protocol, rundir, schema, tabulate
-from experiments.framework.claims import MARGIN, PFD, runs_per_fold
-from experiments.framework.declared import Declared, declare
-from experiments.framework.sweeps import sweep
 from pfd_jax.methods import distill
 from pfd_jax.config import option
 
@@ -65,30 +62,6 @@ def run(cfg: schema.Config) -> RunRecord:
   return out
 
 
-CLAIMS = declare(
-    Declared("fig3:pfd-vs-no_distill-every-alpha", f"PFD student beats no-distillation at every alpha ≤ "
-             f"{PAPER_MAX_ALPHA:g} (paper, section 4.2 / appendix A.7)", source=PFD),
-    # {ref}: the run's reference alpha (the tables' alpha, else the middle of the sweep's claimed range)
-    Declared("fig3:pfd-within-ref-alpha", f"The PFD student at every alpha ≤ {PAPER_MAX_ALPHA:g} within "
-             f"±{100 * MARGIN:.0f}% of the student at alpha = {{ref}} (ours: 'PFD is not sensitive to alpha' read as "
-             "equivalence; the paper states a gain over the range)", "equivalence", MARGIN))
-
-
-def claims(res: RunRecord) -> list:
-  """The claims of a run of this driver, with their verdicts (:mod:`experiments.framework.claims`)."""
-  f = runs_per_fold(len(res["no_distill"]), res)
-  alphas = res["alphas"]
-  pfd = {a: np.asarray(r["ndcg"]) for a, r in alphas.items() if float(a) <= PAPER_MAX_ALPHA}
-  if not pfd:  # a sweep of alphas past the paper's range only: the paper claims nothing there
-    return []
-  ref = str(res["config"]["train"]["alpha"])  # the tables' alpha, else the middle of the sweep's claimed range
-  ref = ref if ref in pfd else list(pfd)[len(pfd) // 2]
-  within = CLAIMS["fig3:pfd-within-ref-alpha"]
-  return [CLAIMS["fig3:pfd-vs-no_distill-every-alpha"].judged(sweep, {a: alphas[a]["comparison"] for a in pfd}, f),
-          within._replace(text=within.text.format(ref=ref)).judged(
-              sweep, {a: tabulate.compare({a: v, ref: pfd[ref]}, ref)[a] for a, v in pfd.items() if a != ref}, f)]
-
-
 def to_markdown(res: RunRecord, title: str = "Figure 3: PFD against alpha") -> str:
   cfg, base = res["config"], np.asarray(res["no_distill"])
   tr = cfg["train"]
@@ -129,7 +102,7 @@ def plot(res: RunRecord, path: str) -> None:
 
 
 DRIVER = ablation.driver("fig3_alpha", run, to_markdown, title="Figure 3: alpha", plot=plot, options=Options,
-                         rows_per_fold=lambda cfg: 2 + len(cfg.options.alphas), claims=claims, declared=CLAIMS,
+                         rows_per_fold=lambda cfg: 2 + len(cfg.options.alphas),
                          redrawn=True, presets=(protocol.analogue_redrawn_preset(
                              "Figure 3: alpha", "yahoo_like", "rankbce",
                              f"--alphas={','.join(f'{a:g}' for a in PAPER_ALPHAS)}"),))

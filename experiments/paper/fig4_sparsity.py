@@ -15,9 +15,7 @@ import numpy as np
 
 from experiments.framework.records import RunRecord
 from experiments.framework import lifecycle, monitor, plots, protocol, rowstore, rundir, schema, setup, tabulate
-from experiments.framework.claims import PFD, Preset, runs_per_fold
-from experiments.framework.declared import Declared, declare
-from experiments.framework.sweeps import sweep, trend
+from experiments.framework.schema import Preset
 from pfd_jax.methods import distill
 from pfd_jax.methods import rows as rows_lib
 from pfd_jax.config import option
@@ -110,39 +108,10 @@ def plot(res: RunRecord, path: str) -> None:
   plots.finish_plot(fig, ax, res, path, "% positive training query groups", "test NDCG@8 / no-distillation")
 
 
-CLAIMS = declare(
-    Declared("fig4:pfd-vs-no_distill-every-tau", "PFD beats no-distillation at every tau_target (paper, Figure 4)",
-             source=PFD),
-    Declared("fig4:self-vs-no_distill-every-tau", "Self-distillation beats no-distillation at every tau_target (ours: "
-             "the paper cites it as known)"),
-    Declared("fig4:pfd-vs-placebo-every-tau", "PFD beats the placebo at every tau_target (control)"),
-    Declared("fig4:gain-over-self-grows-as-labels-sparser", "PFD's relative gain over self-distillation grows as the "
-             "labels get sparser (per run: its slope against the % of positive training groups is negative) (paper, "
-             "Figure 4)", "trend", source=PFD))
-
-
-def claims(res: RunRecord) -> list:
-  """The claims of a run of this driver, with their verdicts (:mod:`experiments.framework.claims`)."""
-  taus = res["taus"]
-  f = runs_per_fold(len(next(iter(taus.values()))["rows"][BASE]), res)
-  cmp = lambda key: {t: r["comparisons"][key] for t, r in taus.items() if key in r["comparisons"]}
-  out = [CLAIMS["fig4:pfd-vs-no_distill-every-tau"].judged(sweep, cmp(PFD_ROW), f),
-         CLAIMS["fig4:self-vs-no_distill-every-tau"].judged(sweep, cmp(SELF), f),
-         CLAIMS["fig4:pfd-vs-placebo-every-tau"].judged(
-             sweep, {t: r[VS_CONTROL] for t, r in taus.items() if VS_CONTROL in r}, f)]
-  if all({PFD_ROW, SELF} <= set(r["rows"]) for r in taus.values()):
-    x = [r["positive_groups_pct"] for r in taus.values()]
-    gains = [(np.asarray(r["rows"][PFD_ROW])[:, 0] - np.asarray(r["rows"][SELF])[:, 0]) /
-             np.asarray(r["rows"][SELF])[:, 0].mean() for r in taus.values()]
-    out.append(CLAIMS["fig4:gain-over-self-grows-as-labels-sparser"].judged(trend, x, gains, decreasing=True))
-  return out
-
-
 DRIVER = schema.Driver("fig4_sparsity", run, to_markdown, plot, "fig4_sparsity.png", options=Options,
                        rows_per_fold=lambda cfg: len(cfg.options.taus) * distill.num_rows(cfg.options.methods),
                        presets=(Preset("default", "synthetic", "", "Figure 4: label sparsity"),
-                                protocol.redrawn_preset("Figure 4: label sparsity")),
-                       claims=claims, declared=CLAIMS)
+                                protocol.redrawn_preset("Figure 4: label sparsity")))
 
 if __name__ == "__main__":
   lifecycle.main(DRIVER)

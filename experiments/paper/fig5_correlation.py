@@ -16,9 +16,7 @@ import numpy as np
 
 from experiments.framework.records import RunRecord
 from experiments.framework import lifecycle, monitor, plots, protocol, rowstore, rundir, schema, setup, tabulate
-from experiments.framework.claims import PFD, Preset, runs_per_fold
-from experiments.framework.declared import Declared, declare
-from experiments.framework.sweeps import shape, sweep
+from experiments.framework.schema import Preset
 from pfd_jax import data as D
 from pfd_jax.methods import distill
 from pfd_jax.ops import stats, theory
@@ -128,29 +126,10 @@ def plot(res: RunRecord, path: str) -> None:
   plots.finish_plot(fig, ax, res, path, "corr(z, y) on training documents")
 
 
-CLAIMS = declare(
-    Declared("fig5:gain-non-monotone-in-corr", "The PFD student's gain over no-distillation is non-monotone in "
-             "corr(z, y): it first rises, then falls (an interior maximum: the per-run quadratic's slope > 0 at the "
-             "least correlated z, < 0 at the most) (paper, Figure 5)", "shape", source=PFD),
-    Declared("fig5:pfd-vs-no_distill-every-tau_priv", "PFD student beats no-distillation at every tau_priv (ours)"))
-
-
-def claims(res: RunRecord) -> list:
-  """The claims of a run of this driver, with their verdicts (:mod:`experiments.framework.claims`)."""
-  tp = res["tau_privs"]
-  f = runs_per_fold(len(res["no_distill"]), res)
-  base = np.asarray(res["no_distill"])[:, 0]
-  gains = [(np.asarray(v["student"])[:, 0] - base) / base.mean() for v in tp.values()]
-  return [CLAIMS["fig5:gain-non-monotone-in-corr"].judged(shape, [v["corr"] for v in tp.values()], gains),
-          CLAIMS["fig5:pfd-vs-no_distill-every-tau_priv"].judged(sweep, {k: v["comparison"] for k, v in tp.items()},
-                                                                  f)]
-
-
 DRIVER = schema.Driver("fig5_correlation", run, to_markdown, plot, "fig5_correlation.png", options=Options,
                        rows_per_fold=lambda cfg: 1 + 2 * len(cfg.options.tau_privs or OFFSETS),
                        presets=(Preset("default", "synthetic", "", "Figure 5: correlation of z with y"),
-                                protocol.redrawn_preset("Figure 5: correlation of z with y")),
-                       claims=claims, declared=CLAIMS)
+                                protocol.redrawn_preset("Figure 5: correlation of z with y")))
 
 if __name__ == "__main__":
   lifecycle.main(DRIVER)

@@ -18,9 +18,6 @@ import numpy as np
 
 from experiments.framework.records import RunRecord
 from experiments.framework import ablation, lifecycle, plots, schema, tabulate
-from experiments.framework.claims import runs_per_fold
-from experiments.framework.declared import Declared, declare
-from experiments.framework.sweeps import sweep
 from pfd_jax.methods import distill
 from pfd_jax.methods import rows as rows_lib
 from pfd_jax.config import option
@@ -57,19 +54,6 @@ def run(cfg: schema.Config) -> RunRecord:
   return ablation.results(cfg, rows, t0)
 
 
-CLAIMS = declare(Declared("pfd_teacher_loss:pfd-vs-no_distill-every-term",
-                          "PFD beats no-distillation, whatever the teacher term"))
-
-
-def claims(res: RunRecord) -> list:
-  """The claims of a run of this driver, with their verdicts (:mod:`experiments.framework.claims`)."""
-  rows = res["rows"]
-  f = runs_per_fold(len(rows["no_distill"]), res)
-  recs = {k: tabulate.compare({k: np.asarray(rows[k]), "b": np.asarray(rows["no_distill"])}, "b")[k]
-          for k in res["config"]["options"]["teachings"] if k in rows}
-  return [CLAIMS["pfd_teacher_loss:pfd-vs-no_distill-every-term"].judged(sweep, recs, f)]
-
-
 def to_markdown(res: RunRecord) -> str:
   cfg = res["config"]
   tr = cfg["train"]
@@ -87,7 +71,7 @@ def to_markdown(res: RunRecord) -> str:
 
 
 DRIVER = ablation.driver("pfd_teacher_loss", run, to_markdown, title="Ablation: how the PFD teacher teaches",
-                         rows_per_fold=lambda cfg: 3 + len(cfg.options.teachings), claims=claims, declared=CLAIMS,
+                         rows_per_fold=lambda cfg: 3 + len(cfg.options.teachings),
                          plot=lambda res, path: plots.bar_plot(res, path, {k: label(k) for k in res["rows"]}),
                          options=Options)
 

@@ -30,7 +30,7 @@ import numpy as np
 
 from experiments.framework.records import RunRecord
 from experiments.framework import lifecycle, monitor, outputs, plots, rowstore, rundir, schema, setup, tabulate
-from experiments.framework.claims import Preset
+from experiments.framework.schema import Preset
 from pfd_jax import training as T
 from pfd_jax.config import JsonObject, option
 from pfd_jax.methods import distill

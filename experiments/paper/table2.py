@@ -16,13 +16,11 @@ from typing import Any, Dict, Mapping, Tuple
 import numpy as np
 from absl import logging
 
-from experiments.framework import (deciding, deploy, drawn, drawstore, lifecycle, monitor, pagefiles, plots, position,
-                                   practice, protocol, rowstore, rundir, schema, setup, tabulate, walltime)
-from experiments.framework.pairs import (aggregate, column_comparisons, comparisons, declared_claims, primary,
-                                         query_lists, reference)
+from experiments.framework import (deploy, drawn, drawstore, lifecycle, monitor, plots, position, practice, protocol,
+                                   records, rowstore, rundir, schema, sequential_runs, setup, tabulate, walltime)
+from experiments.framework.pairs import aggregate, column_comparisons, comparisons, reference
 from experiments.framework.records import FoldRecord, LossRecord, RowRecord, RunRecord
-from experiments.framework.claims import Preset, beats
-from experiments.framework.declared import Declared, declare, row_declared
+from experiments.framework.schema import Preset
 from pfd_jax import distributed
 from pfd_jax.config import ConfigError, option
 from pfd_jax.methods import distill, search
@@ -142,7 +140,7 @@ def run(cfg: schema.Config) -> RunRecord:
     raise ConfigError("search_folds", "cross-fitting needs at least 2 folds (0: the validation lists alone), got 1")
   out = RunRecord(config=cfg, env=rundir.environment(), losses={})
   if cfg.options.pilot:  # before any training: a missing pilot fails the run at once
-    out["pilot"] = protocol.plan(pagefiles.read_results(cfg.options.pilot, "pilot"), mde=cfg.options.target_mde)
+    out["pilot"] = protocol.plan(records.read_results(cfg.options.pilot, "pilot"), mde=cfg.options.target_mde)
   t_all = time.time()
   setup.check_files(cfg.data)
   methods = cfg.options.methods_for(distributed.comm().count)
@@ -317,27 +315,6 @@ def plot_curves(res: RunRecord, path: str) -> list:
   return paths
 
 
-def claims(res: RunRecord) -> list:
-  """The claims of a run of this driver, with their verdicts (:mod:`experiments.framework.claims`): every row's
-  claims (:func:`experiments.framework.pairs.declared_claims`) whose rows the run has, by run and per test query."""
-  declared, out = declared_claims(res), []
-  for loss, d in res["losses"].items():
-    record = LossRecord.from_json(d)
-    rows, folds = aggregate(record), len(record.folds)
-    queries = query_lists(record)
-    out += [row_declared(loss, name, c).judged(beats, rows, name, c.versus, folds, queries=queries,
-                                               estimate=primary(record, name, c.versus))
-            for name, row_claims in declared.items() for c in row_claims]
-  return out
-
-
-def declarations() -> Dict[str, Declared]:
-  """Table 2's claims under each loss, as the registered rows declare them (:class:`pfd_jax.methods.rows.RowClaim`;
-  a run of a user's rows reads those it recorded, :func:`experiments.framework.pairs.declared_claims`)."""
-  return declare(*(row_declared(loss, name, c) for loss in losses_lib.REGISTRY.names()
-                   for name, row in rows_lib.REGISTRY.items() for c in row.row_claims))
-
-
 # The runs of RESULTS.md this driver makes (python -m experiments.paper.table2 --preset=<name>).
 PRESETS = (
     # The main job is the regression check (5 seeds on one draw: its claims stay on the page); the README's summary
@@ -380,7 +357,7 @@ PRESETS = (
            f'--methods={",".join(distill.METHODS)}', 'Table 2 / Table 4 at MSLR-WEB30K size (synthetic, 5 seeds)',
            accelerator="its expected time on your machine: python -m experiments.paper.table2 --preset=web30k --plan (a "
            "timed probe); not yet measured on an accelerator"),
-    *protocol.PAPER_PRESETS, *protocol.ANALOGUE_PRESETS, *deciding.PRESETS)
+    *protocol.PAPER_PRESETS, *protocol.ANALOGUE_PRESETS, *sequential_runs.PRESETS)
 
 
 DRIVER = schema.Driver("table2", run, to_markdown, plot_curves, "fig2.png", options=Options,
@@ -388,7 +365,7 @@ DRIVER = schema.Driver("table2", run, to_markdown, plot_curves, "fig2.png", opti
                        needs_privileged=lambda cfg: any(
                            rows_lib.uses_privileged(r.name) for m in cfg.options.methods_for(cfg.output.num_processes)
                            for r in rows_lib.REGISTRY.values() if r.choice == m),
-                       rows=num_rows, presets=PRESETS, claims=claims, declared=declarations)
+                       rows=num_rows, presets=PRESETS)
 
 if __name__ == "__main__":
   lifecycle.main(DRIVER)

@@ -21,9 +21,7 @@ import numpy as np
 
 from experiments.framework.records import RunRecord
 from experiments.framework import lifecycle, monitor, plots, protocol, rowstore, rundir, schema, setup, tabulate
-from experiments.framework.claims import PFD, Preset, beats
-from experiments.framework.declared import Declared, declare
-from experiments.framework.sweeps import sweep
+from experiments.framework.schema import Preset
 from pfd_jax.methods import distill
 from pfd_jax.training import device
 from pfd_jax.methods import rows as rows_lib
@@ -179,36 +177,13 @@ def plot(res: RunRecord, path: str) -> None:
 # The ids of the paper's Table 3 claims (table3_sparsity states them at each purchase rate, as diagnostics).
 MULTI_VS_BASELINE, SINGLE_VS_BASELINE = "table3:multi-vs-baseline", "table3:single-vs-baseline"
 MULTI_VS_PRETRAINING = "table3:multi-vs-pretraining"
-CLAIMS = declare(
-    Declared(MULTI_VS_BASELINE, "Multi-teacher PFD beats the baseline (paper, Table 3)", source=PFD),
-    Declared(SINGLE_VS_BASELINE, "Each single-feature PFD student beats the baseline (paper, Table 3)", source=PFD),
-    Declared(MULTI_VS_PRETRAINING, "Multi-teacher PFD beats pre-training + fine-tuning (paper, Table 3)", source=PFD),
-    Declared("table3:multi-vs-placebo", "Multi-teacher PFD beats its placebo: the gain is the privileged information "
-             "(control)"),
-    Declared("table3:single-vs-placebo", "Each single-feature PFD student beats its placebo (control)"),
-    Declared("table3:multi-vs-lambdamart", "Multi-teacher PFD beats LambdaMART, the incumbent"))
-
-
-def claims(res: RunRecord) -> list:
-  """The claims of a run of this driver, with their verdicts (:mod:`experiments.framework.claims`)."""
-  rows = res["rows"]
-  single = ("position", "click", "add")
-  vs = lambda a, b: tabulate.compare({a: np.asarray(rows[a]), b: np.asarray(rows[b])}, b)[a]
-  return [CLAIMS[MULTI_VS_BASELINE].judged(beats, rows, "multi", "no_distill"),
-          CLAIMS[SINGLE_VS_BASELINE].judged(sweep, {k: vs(k, "no_distill") for k in single if k in rows}),
-          CLAIMS[MULTI_VS_PRETRAINING].judged(
-              sweep, {k: vs("multi", k) for k in ("pre_click_ft", "pre_add_ft") if k in rows}),
-          CLAIMS["table3:multi-vs-placebo"].judged(beats, rows, "multi", "multi_placebo"),
-          CLAIMS["table3:single-vs-placebo"].judged(
-              sweep, {k: vs(k, f"{k}_placebo") for k in single if f"{k}_placebo" in rows}),
-          CLAIMS["table3:multi-vs-lambdamart"].judged(beats, rows, "multi", "lambdamart")]
 
 
 # The runs of RESULTS.md this driver makes (python -m experiments.paper.table3_logs --preset=<name>).
 PRESETS = (
     Preset('default', 'logs', '',
            'Table 3 analogue: simulated e-commerce logs'),
-    # The paper's Table 3 claims' confirmatory run (experiments/framework/family.py): each draw its own simulation,
+    # The paper's Table 3 claims' confirmatory run (experiments/page/family.py): each draw its own simulation,
     # validation and test sets as large as the other re-drawn runs' (protocol.DRAW_QUERIES), validation selection.
     protocol.redrawn_preset('Table 3 analogue', 'logs-redrawn', '--sessions=800,6306,6306',
                             'simulations with validation and test sets of 6,306 sessions'),
@@ -218,7 +193,7 @@ PRESETS = (
 DRIVER = schema.Driver("table3_logs", run, to_markdown, plot, "table3_logs.png", options=Options,
                        groups=("train", "run", "output"), folder=lambda cfg: "logs",
                        rows=lambda cfg: len(ROWS) - 1 - (0 if cfg.options.lightgbm else GBDT_ROWS) -
-                       (0 if cfg.options.placebo else PLACEBO_ROWS), presets=PRESETS, claims=claims, declared=CLAIMS)
+                       (0 if cfg.options.placebo else PLACEBO_ROWS), presets=PRESETS)
 
 if __name__ == "__main__":
   lifecycle.main(DRIVER)

@@ -20,10 +20,9 @@ from typing import Tuple
 import numpy as np
 
 from experiments.paper import table3_logs
-from experiments.framework import lifecycle, paper, plots, rundir, schema, setup, tabulate
-from experiments.framework.claims import Preset, beats
+from experiments.framework import lifecycle, plots, rundir, schema, setup, tabulate, reported
+from experiments.framework.schema import Preset
 from experiments.framework.records import RunRecord
-from experiments.framework.sweeps import sweep
 from pfd_jax.config import option
 
 OFFSETS = (2.0, 4.0, 5.0, 6.0)
@@ -68,14 +67,14 @@ def run(cfg: schema.Config) -> RunRecord:
 def teacher_distance(relative: dict) -> float:
   """The largest deviation of the three single-feature teachers' NDCG@8 (relative to no-distillation) from Table
   3's, in points of the baseline: how near this rate's teachers are to the paper's (no student read)."""
-  return float(max(abs(relative[k] - paper.TABLE3[k]) for k in TEACHERS) * 100)
+  return float(max(abs(relative[k] - reported.TABLE3[k]) for k in TEACHERS) * 100)
 
 
 def to_markdown(res: RunRecord) -> str:
   cfg, levels = res["config"], res["levels"]
   nearest = min(levels, key=lambda o: levels[o]["teacher_distance"])
   header = (["purchase offset", "sessions with a purchase", "no-distillation NDCG@8"] +
-            [f"{k} teacher (Table 3: {paper.TABLE3[f'{k}_teacher']:.3f})" for k in SINGLE] +
+            [f"{k} teacher (Table 3: {reported.TABLE3[f'{k}_teacher']:.3f})" for k in SINGLE] +
             ["teachers' distance to Table 3 (points)"] +
             [f"{dict(table3_logs.ROWS)[k]} vs no-distillation" for k in STUDENTS] +
             ["Multi-teacher vs pre-training on click + fine-tuning", "Multi-teacher vs pre-training on add + fine-tuning"])
@@ -110,29 +109,11 @@ def plot(res: RunRecord, path: str) -> None:
   plots.finish_plot(fig, ax, res, path, "% training sessions with a purchase", "test NDCG@8 / no-distillation")
 
 
-# The paper's Table 3 claims as table3_logs declares them.
-CLAIMS = {k: table3_logs.CLAIMS[k] for k in (table3_logs.MULTI_VS_BASELINE, table3_logs.SINGLE_VS_BASELINE,
-                                             table3_logs.MULTI_VS_PRETRAINING)}
-
-
-def claims(res: RunRecord) -> list:
-  """The paper's Table 3 claims at each purchase rate (diagnostics: the family decides them on table3_logs)."""
-  out = []
-  for offset, r in res["levels"].items():
-    at = f" (at {r['positive_train_sessions_pct']:.1f}% of sessions with a purchase, offset {offset})"
-    said = lambda key: CLAIMS[key]._replace(text=CLAIMS[key].text + at)
-    out += [said(table3_logs.MULTI_VS_BASELINE).judged(beats, r["rows"], "multi", "no_distill"),
-            said(table3_logs.SINGLE_VS_BASELINE).judged(sweep, {k: r["comparisons"][k] for k in SINGLE}),
-            said(table3_logs.MULTI_VS_PRETRAINING).judged(sweep, r["vs_pretraining"])]
-  return out
-
-
 DRIVER = schema.Driver("table3_sparsity", run, to_markdown, plot, "table3_sparsity.png", options=Options,
                        groups=("train", "run", "output"), folder=lambda cfg: "logs",
                        rows=lambda cfg: len(cfg.options.purchase_offsets) * table3_logs.DRIVER.rows(cfg),
                        presets=(Preset("default", "logs", "--select_on=vali",
-                                       "Table 3's claims against the purchase rate (diagnostic)"),),
-                       claims=claims, declared=CLAIMS)
+                                       "Table 3's claims against the purchase rate (diagnostic)"),))
 
 if __name__ == "__main__":
   lifecycle.main(DRIVER)

@@ -12,8 +12,6 @@ import time
 
 from experiments.framework.records import RunRecord
 from experiments.framework import ablation, lifecycle, schema, tabulate
-from experiments.framework.claims import PFD, beats, runs_per_fold
-from experiments.framework.declared import Declared, declare
 from pfd_jax.methods import distill
 
 ROWS = {"no_distill": "No-distillation", "pfd_positive": "PFD, data loss on positive query groups",
@@ -36,20 +34,6 @@ def run(cfg: schema.Config) -> RunRecord:
                           all_vs_positive=lambda r: tabulate.compare(r, "pfd_positive")["pfd_all"])
 
 
-CLAIMS = declare(
-    Declared("table5:positive-vs-all-groups", "Data loss on positive groups beats all groups (paper, Table 5)",
-             source=PFD),
-    Declared("table5:positive-vs-no_distill", "PFD (positive groups) beats no-distillation"))
-
-
-def claims(res: RunRecord) -> list:
-  """The claims of a run of this driver, with their verdicts (:mod:`experiments.framework.claims`)."""
-  rows = res["rows"]
-  f = runs_per_fold(len(rows["no_distill"]), res)
-  return [CLAIMS["table5:positive-vs-all-groups"].judged(beats, rows, "pfd_positive", "pfd_all", f),
-          CLAIMS["table5:positive-vs-no_distill"].judged(beats, rows, "pfd_positive", "no_distill", f)]
-
-
 def to_markdown(res: RunRecord) -> str:
   cfg = res["config"]
   return (f"# Table 5: data loss on positive vs all query groups ({tabulate.title(cfg)})\n\nMean ± std "
@@ -59,7 +43,7 @@ def to_markdown(res: RunRecord) -> str:
 
 
 DRIVER = ablation.driver("table5_positive_groups", run, to_markdown, title="Table 5: positive vs all query groups",
-                         rows_per_fold=5, claims=claims, declared=CLAIMS, bars=ROWS, png="table5.png", redrawn=True)
+                         rows_per_fold=5, bars=ROWS, png="table5.png", redrawn=True)
 
 if __name__ == "__main__":
   lifecycle.main(DRIVER)

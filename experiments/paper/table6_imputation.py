@@ -12,8 +12,6 @@ import jax.numpy as jnp
 
 from experiments.framework.records import RunRecord
 from experiments.framework import ablation, lifecycle, schema, tabulate
-from experiments.framework.claims import PFD, beats, runs_per_fold
-from experiments.framework.declared import Declared, declare
 from pfd_jax import training as T
 
 ROWS = {"zero": "Zero imputation", "mean": "Mean imputation", "teacher": "PFD teacher with true z*",
@@ -34,15 +32,6 @@ def run(cfg: schema.Config) -> RunRecord:
 
 
 IMPUTED = ("mean", "zero")
-CLAIMS = declare(*(Declared(f"table6:no_distill-vs-{how}-imputed", f"No-distillation beats the PFD teacher served "
-                            f"with {how}-imputed z (paper, Table 6)", source=PFD) for how in IMPUTED))
-
-
-def claims(res: RunRecord) -> list:
-  """The claims of a run of this driver, with their verdicts (:mod:`experiments.framework.claims`)."""
-  rows = res["rows"]
-  f = runs_per_fold(len(rows["no_distill"]), res)
-  return [CLAIMS[f"table6:no_distill-vs-{how}-imputed"].judged(beats, rows, "no_distill", how, f) for how in IMPUTED]
 
 
 def to_markdown(res: RunRecord) -> str:
@@ -54,7 +43,7 @@ def to_markdown(res: RunRecord) -> str:
 
 
 DRIVER = ablation.driver("table6_imputation", run, to_markdown, title="Table 6: the teacher served with imputed z",
-                         rows_per_fold=3, claims=claims, declared=CLAIMS, bars=ROWS, png="table6.png", redrawn=True)
+                         rows_per_fold=3, bars=ROWS, png="table6.png", redrawn=True)
 
 if __name__ == "__main__":
   lifecycle.main(DRIVER)

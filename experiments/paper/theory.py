@@ -13,8 +13,7 @@ import numpy as np
 
 from experiments.framework.records import RunRecord
 from experiments.framework import lifecycle, plots, rundir, schema, tabulate
-from experiments.framework.claims import PFD, Preset, check
-from experiments.framework.declared import Declared, declare
+from experiments.framework.schema import Preset
 from pfd_jax.config import option
 
 
@@ -151,43 +150,6 @@ def run_config(cfg: schema.Config) -> RunRecord:
   return RunRecord(**run(o.trials, o.design_seed, o.w_seed, o.reduce_noise, o.x64), config=cfg)
 
 
-CLAIMS = declare(
-    Declared("theory:theorem1", "Theorem 1 (exact) matches Monte-Carlo in every grid cell (within 3 SE + 0.5%)",
-             "check", source=PFD),
-    Declared("theory:theorem2", "Theorem 2 matches Monte-Carlo within 2% once n >= 100 (its dropped O(1/(nm)) term)",
-             "check", source=PFD),
-    Declared("theory:fig6-interior-minimum", "Figure 6: PFD's error is smallest strictly inside 0 < d_z < 10", "check",
-             source=PFD),
-    Declared("theory:example1", "Example 1: PFD beats regression for every d_z >= 1", "check", source=PFD),
-    Declared("theory:placebo", "Placebo (noise for z) is worse than regression for every d_z >= 1 (linear theory, "
-             "control)", "check"))
-
-
-def claims(res: RunRecord) -> list:
-  """The claims of a run of this driver, with their verdicts (:mod:`experiments.framework.claims`)."""
-  grid, fig6 = res["grid"], res["fig6"]
-  exact = [abs(g["regression_mc"] - g["regression_cf"]) <= 3 * g["regression_se"] + 0.005 * g["regression_cf"]
-           for g in grid]
-  large = [g for g in grid if g["n"] >= 100]
-  gaps = [g["pfd_mc"] / g["pfd_cf"] - 1 for g in large]
-  dz = [r["d_z"] for r in fig6]
-  best = dz[int(np.argmin([r["pfd_mc"] for r in fig6]))]
-  out = [CLAIMS["theory:theorem1"].judged(check, all(exact), f"{sum(exact)}/{len(exact)} cells"),
-         CLAIMS["theory:theorem2"].judged(
-             check, all(abs(x) < 0.02 for x in gaps),
-             ", ".join(f"n={g['n']}, d_z={g['d_z']}: {100 * x:+.1f}%" for g, x in zip(large, gaps))),
-         CLAIMS["theory:fig6-interior-minimum"].judged(check, 0 < best < max(dz), f"minimum at d_z = {best}"),
-         CLAIMS["theory:example1"].judged(
-             check, all(r["pfd_mc"] + 3 * r["pfd_se"] < r["regression_mc"] for r in fig6 if r["d_z"] > 0),
-             "Monte-Carlo, 3 SE")]
-  if "placebo_mc" in fig6[0]:
-    worse = [r for r in fig6 if r["d_z"] > 0 and r["placebo_mc"] - 3 * r["placebo_se"] > r["regression_mc"]]
-    out.append(CLAIMS["theory:placebo"].judged(
-        check, len(worse) == sum(r["d_z"] > 0 for r in fig6),
-        f"{len(worse)}/{sum(r['d_z'] > 0 for r in fig6)} values of d_z, Monte-Carlo, 3 SE"))
-  return out
-
-
 # The runs of RESULTS.md this driver makes (python -m experiments.paper.theory --preset=<name>).
 PRESETS = (
     Preset('default', 'fig6', '',
@@ -196,7 +158,7 @@ PRESETS = (
 
 
 DRIVER = schema.Driver("theory", run_config, to_markdown, plot, "fig6.png", options=Options, groups=("output",),
-                       folder=lambda cfg: "fig6", presets=PRESETS, claims=claims, declared=CLAIMS)
+                       folder=lambda cfg: "fig6", presets=PRESETS)
 
 if __name__ == "__main__":
   lifecycle.main(DRIVER)

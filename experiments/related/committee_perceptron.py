@@ -30,8 +30,7 @@ import numpy as np
 
 from experiments.framework.records import RunRecord
 from experiments.framework import lifecycle, plots, rundir, schema, setup, tabulate
-from experiments.framework.claims import MARGIN, Preset, claim, estimate_of
-from experiments.framework.declared import Declared, declare
+from experiments.framework.schema import Preset
 from pfd_jax import data as D
 from pfd_jax.ops import metrics
 from pfd_jax.methods import perceptron as P
@@ -243,23 +242,12 @@ def plot(res: RunRecord, path: str) -> None:
 
 
 COMMITTEES = {"avg": "committee (avg), K chosen", "vote": "committee (vote), K chosen"}  # how: its row
-CLAIMS = declare(*(Declared(f"committee_perceptron:{how}-within-ranksvm", f"The {k} is within ±{100 * MARGIN:.0f}% of "
-                            "RankSVM, NDCG@10 paired by fold (Committee Perceptron)", "equivalence", MARGIN,
-                            "Committee Perceptron") for how, k in COMMITTEES.items()))
-
-
-def claims(res: RunRecord) -> list:
-  """The claims of a run of this driver, with their verdicts (:mod:`experiments.framework.claims`)."""
-  cmp = res["comparisons"]
-  return [CLAIMS[f"committee_perceptron:{how}-within-ranksvm"].judged(
-      claim, estimate_of(dict(cmp[k], unit="folds")), run=cmp[k]) for how, k in COMMITTEES.items() if k in cmp]
 
 
 DRIVER = schema.Driver("committee_perceptron", run, to_markdown, plot, "committee.png", options=Options,
                        groups=("data", "output"), needs_privileged=False,
                        defaults=(("dataset", "ohsumed"), ("min_docs", 1)),
-                       presets=(Preset("default", "ohsumed", "", "Committee Perceptron family vs RankSVM (OHSUMED)"),),
-                       claims=claims, declared=CLAIMS)  # min_docs 1: LETOR evaluation keeps every query
+                       presets=(Preset("default", "ohsumed", "", "Committee Perceptron family vs RankSVM (OHSUMED)"),))  # min_docs 1: LETOR evaluation keeps every query
 
 if __name__ == "__main__":
   lifecycle.main(DRIVER)

@@ -32,9 +32,7 @@ import numpy as np
 
 from experiments.framework.records import RunRecord
 from experiments.framework import lifecycle, monitor, plots, rowstore, rundir, schema, setup, tabulate
-from experiments.framework.claims import Preset
-from experiments.framework.declared import Declared, declare
-from experiments.framework.sweeps import sweep
+from experiments.framework.schema import Preset
 from pfd_jax.data.logs import SimulatorOptions
 from pfd_jax import data as D
 from pfd_jax.config import ConfigError, option
@@ -208,37 +206,6 @@ def plot(res: RunRecord, path: str) -> None:
   plots.finish_plot(fig, ax, res, path, "position bias eta", "truth NDCG@8")
 
 
-# Which method wins where, on the truth: (what is claimed, the row, the row it is compared with).
-COMPARED = (
-    ("PFD(position) beats no-distillation on the truth", "pfd_position", "no_distill"),
-    ("PFD(position) beats IPS with known propensities on the truth", "pfd_position", "ips_known"),
-    ("PFD(position) beats IPS with regression-EM propensities on the truth", "pfd_position", "ips_em"),
-    ("PFD(position) beats position-aware learning on the truth", "pfd_position", "position_feature"),
-    ("PFD(position) beats the two-tower model on the truth", "pfd_position", "two_tower"),
-    ("PFD(position) beats its placebo on the truth (control)", "pfd_position", "placebo"),
-    ("PFD(position + click) beats PFD(position) on the truth", "pfd_position_click", "pfd_position"),
-    ("PFD(position) taught at position 1 beats no-distillation on the truth", "pfd_position_top", "no_distill"),
-    ("PFD(position) taught at position 1 beats PFD(position) on the truth", "pfd_position_top", "pfd_position"),
-    ("PFD(position) taught at position 1 beats IPS with known propensities on the truth", "pfd_position_top",
-     "ips_known"),
-    ("Position-aware learning (served at position 1) beats no-distillation on the truth", "position_feature",
-     "no_distill"),
-    ("IPS with known propensities beats no-distillation on the truth", "ips_known", "no_distill"),
-    ("IPS with regression-EM propensities beats no-distillation on the truth", "ips_em", "no_distill"),
-    ("The two-tower model beats no-distillation on the truth", "two_tower", "no_distill"),
-    ("PFD(position) beats LambdaMART on the truth", "pfd_position", "lambdamart"),
-    ("LightGBM's position-bias model beats plain LambdaMART on the truth", "lambdamart_position", "lambdamart"))
-CLAIMS = declare(*(Declared(f"debias:{a}-vs-{b}", text) for text, a, b in COMPARED))
-
-
-def claims(res: RunRecord) -> list:
-  """Which method wins where, on the truth, one claim over the eta sweep each."""
-  def over_etas(a, b):
-    return {f"eta={e}": tabulate.compare({a: np.asarray(r["truth"][a]), b: np.asarray(r["truth"][b])}, b)[a]
-            for e, r in res["etas"].items() if a in r["truth"] and b in r["truth"]}
-  return [CLAIMS[f"debias:{a}-vs-{b}"].judged(sweep, over_etas(a, b)) for _, a, b in COMPARED]
-
-
 PRESETS = (Preset("default", "logs", "", "Position debiasing: PFD against unbiased learning-to-rank, on the truth "
                   "(a logging ranker that boosts promoted items)"),
            Preset("no_promotion", "logs_no_promotion", "--promotion=0", "Position debiasing without promotion: a "
@@ -250,7 +217,7 @@ DRIVER = schema.Driver("debias", run, to_markdown, plot, "debias.png", options=O
                        defaults=(("select_on", "vali"),), losses=debias.IPS_LOSSES,
                        rows=lambda cfg: len(cfg.options.etas) * (
                            1 + len(rows_of(cfg.options, dict.fromkeys(PROPENSITIES)))),
-                       presets=PRESETS, claims=claims, declared=CLAIMS)
+                       presets=PRESETS)
 
 if __name__ == "__main__":
   lifecycle.main(DRIVER)

@@ -26,9 +26,7 @@ import numpy as np
 from experiments.framework.records import RunRecord
 from experiments.framework import (deploy, lifecycle, monitor, plots, protocol, rowstore, rundir, schema, setup,
                                    tabulate)
-from experiments.framework.claims import Preset, runs_per_fold
-from experiments.framework.declared import Declared, declare
-from experiments.framework.sweeps import sweep
+from experiments.framework.schema import Preset
 from pfd_jax.methods import distill
 from pfd_jax.ops import models
 from pfd_jax.ops import topk as rank_distill
@@ -134,25 +132,11 @@ def plot(res: RunRecord, path: str) -> None:
   plots.finish_plot(fig, ax, res, path, "", "test metric")
 
 
-CLAIMS = declare(Declared("rank_distill:distilled-vs-student-alone", "Ranking distillation beats the student trained "
-                          "alone, NDCG@10 (Ranking Distillation)", source="Ranking Distillation"))
-
-
-def claims(res: RunRecord) -> list:
-  """The claims of a run of this driver, with their verdicts (:mod:`experiments.framework.claims`)."""
-  rows = {k: np.asarray(v["NDCG@10"])[:, None] for k, v in res["rows"].items()}
-  f = runs_per_fold(len(rows["student"]), res)
-  schemes = [k for k in rows if k not in ("teacher", "student")]
-  return [CLAIMS["rank_distill:distilled-vs-student-alone"].judged(
-      sweep, {k: tabulate.compare({k: rows[k], "student": rows["student"]}, "student")[k] for k in schemes}, f)]
-
-
 DRIVER = schema.Driver("rank_distill", run, to_markdown, plot, "rank_distill.png", options=Options,
                        needs_privileged=False,
                        rows_per_fold=lambda cfg: 2 + len(cfg.options.schemes),
                        presets=(Preset("default", "synthetic", "", "Ranking Distillation"),
-                                protocol.redrawn_preset("Ranking Distillation")),
-                       claims=claims, declared=CLAIMS)
+                                protocol.redrawn_preset("Ranking Distillation")))
 
 if __name__ == "__main__":
   lifecycle.main(DRIVER)

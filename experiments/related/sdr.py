@@ -29,8 +29,7 @@ import numpy as np
 
 from experiments.framework.records import RunRecord
 from experiments.framework import lifecycle, monitor, plots, protocol, rowstore, rundir, schema, setup, tabulate
-from experiments.framework.claims import Preset, beats, runs_per_fold
-from experiments.framework.declared import Declared, declare
+from experiments.framework.schema import Preset
 from pfd_jax import data as D
 from pfd_jax.methods import distill
 from pfd_jax.config import option
@@ -162,30 +161,11 @@ def plot(res: RunRecord, path: str) -> None:
   plots.finish_plot(fig, ax, res, path, "temperature T", "test NDCG@5")
 
 
-CLAIMS = declare(
-    Declared("sdr:listwise-self-vs-teacher", "The listwise self-distilled student beats its teacher (SDR)",
-             source="SDR"),
-    Declared("sdr:pointwise-to-listwise-vs-teacher", "The pointwise-teacher, listwise-student pair beats its teacher "
-             "(SDR)", source="SDR"))
-
-
-def claims(res: RunRecord) -> list:
-  """The claims of a run of this driver, with their verdicts (:mod:`experiments.framework.claims`)."""
-  rows = res["rows"]
-  f = runs_per_fold(len(next(iter(rows.values()))), res)
-  col = SHOW.index(5)
-  return [CLAIMS["sdr:listwise-self-vs-teacher"].judged(beats, rows, "listwise -> listwise", "listwise teacher", f,
-                                                        col),
-          CLAIMS["sdr:pointwise-to-listwise-vs-teacher"].judged(beats, rows, "pointwise -> listwise",
-                                                                "pointwise teacher", f, col)]
-
-
 DRIVER = schema.Driver("sdr", run, to_markdown, plot, "sdr.png", options=Options, needs_privileged=False,
                        defaults=(("loss", "softmax"),), losses=("softmax",),
                        rows_per_fold=lambda cfg: 7 + len(cfg.options.temperatures),
                        presets=(Preset("default", "synthetic", "", "Self-Distilled neural Rankers (SDR)"),
-                                protocol.redrawn_preset("Self-Distilled neural Rankers (SDR)")),
-                       claims=claims, declared=CLAIMS)
+                                protocol.redrawn_preset("Self-Distilled neural Rankers (SDR)")))
 
 if __name__ == "__main__":
   lifecycle.main(DRIVER)

@@ -3,7 +3,7 @@
   python -m experiments.report --plan        # every run the page lacks, in the page's order, with its expected time
   python -m experiments.report --plan_run    # runs them, in that order, one after another; again to go on
 
-A run is lacking when it is missing, stale (:mod:`experiments.framework.staleness`), carried from an older page, or
+A run is lacking when it is missing, stale (:mod:`experiments.page.staleness`), carried from an older page, or
 made with other settings than its preset has now (the preset changed since). The accelerator's runs are listed
 apart (:mod:`experiments.accelerator`). Each driver resumes the rows it saved, so a run that stops loses at most
 the row it was training; ``--plan_run`` stops at the first command that fails.
@@ -27,9 +27,10 @@ import numpy as np
 from absl import flags as absl_flags
 
 import experiments
-from experiments.framework import cli, claims, deciding, family, lifecycle, pagefiles, protocol, schema
+from experiments.framework import cli, lifecycle, protocol, schema
+from experiments.page import claims, deciding, family, pagefiles
 from experiments.framework.outputs import as_json
-from experiments.framework.staleness import staleness
+from experiments.page.staleness import staleness
 from pfd_jax import config as C
 
 _WALL = re.compile(r"(?:(\d+) min )?(\d+) s$")

@@ -29,7 +29,7 @@ measured ratios; each ratio is estimated from R runs and carries chi^2_R / R noi
 tolerance errs on the lenient side). A real change of the code or protocol moves the means by its effect plus that
 noise and fails once its effect on some cell exceeds the tolerance. The same spread of paired differences marks a
 claim's verdict **fragile** when a bound of its interval lies within it (95%) of the threshold the verdict reads
-(:func:`experiments.framework.claims.fragility`): such a verdict may differ on another CPU, and the check says so
+(:func:`experiments.page.claims.fragility`): such a verdict may differ on another CPU, and the check says so
 rather than flipping it silently. The ratios were measured on the main job (table2's MLP rows); the other drivers'
 cells use them as they stand.
 """

@@ -1,7 +1,7 @@
 """The page's confirmatory family: every claim of the papers that RESULTS.md tests, listed once, here, by its id, with
 the run that decides it, its population and unit, and the paper's sentence it tests, before those runs are made. A
 claim's form, margin and source are declared once, beside the driver or row that makes it
-(:mod:`experiments.framework.declared`), and read from there.
+(:mod:`experiments.page.declared`), and read from there.
 
 * **The Holm family is this list**, fixed by the declaration, never by what the page holds at build time. A member
   whose deciding run is absent, stale, carried from an older page or not run yet (an accelerator's) is **not
@@ -11,7 +11,7 @@ claim's form, margin and source are declared once, beside the driver or row that
 * **A claim is counted once.** The same claim in another run (the main job, the pilot, the fixed-data decisive run,
   Appendix A.7's grid beside Figure 3's, the practitioner runs) is a diagnostic of it: its raw verdict is shown,
   labelled so, and counted in no tally.
-* **Both directions are adjusted** (:func:`experiments.framework.claims.adjust`): a member holds after Holm when its
+* **Both directions are adjusted** (:func:`experiments.page.claims.adjust`): a member holds after Holm when its
   test for the claim passes at the adjusted level, does not reproduce when its test against it does.
 * Ours (controls, the incumbent, debiasing, the practitioner runs: claims without a source) are exploratory.
 * The related papers' claims (SDR, Ranking Distillation, the Committee Perceptron) are members too: the page says
@@ -26,18 +26,18 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import importlib
 import json
 from typing import Mapping, NamedTuple, Optional, Sequence
 
 import numpy as np
 
 import experiments
-from experiments.framework import claims as claims_lib
-from experiments.framework import declared as declared_lib
-from experiments.framework import deciding, drawstore, paper
-from experiments.framework.claims import Claim
-from experiments.framework.declared import Declared
+from experiments.framework import drawstore, reported
+from experiments.page import claims as claims_lib
+from experiments.page import declared as declared_lib
+from experiments.page import deciding, judged
+from experiments.page.claims import Claim
+from experiments.page.declared import Declared
 from pfd_jax.data import analogues
 
 DECISIVE = "table2/synthetic-decisive_redrawn"
@@ -45,8 +45,8 @@ DECISIVE = "table2/synthetic-decisive_redrawn"
 
 class Member(NamedTuple):
   """A member of the family: the claim `claim` (its id) of the run that decides it, named `text` on the page. Its
-  form, margin and source are the claim's declaration (:class:`experiments.framework.declared.Declared`), read from
-  the run's driver (schema.Driver.declared; Table 2's rows declare theirs, pfd_jax.methods.rows.RowClaim);
+  form, margin and source are the claim's declaration (:class:`experiments.page.declared.Declared`), read from
+  the run's driver's claims (experiments.page.judged; Table 2's rows declare theirs, pfd_jax.methods.rows.RowClaim);
   `declared` gives it instead (a withdrawn member as it was, a test's)."""
   group: str
   run: str           # the run that decides it: driver/label (report --list)
@@ -59,7 +59,7 @@ class Member(NamedTuple):
   reported: tuple = ()          # the effects the paper reports for it: ((where, % change), ...) (paper.py)
   declared: Optional[Declared] = None
   sequential: tuple = ()        # a group-sequential member: (its draw store, loss, row, compared row), decided by
-                                # its committed draws under experiments.framework.deciding.DESIGN
+                                # its committed draws under experiments.page.deciding.DESIGN
 
   @property
   def declaration(self) -> Declared:
@@ -90,7 +90,7 @@ def declared_by(run: str, claim: str) -> Declared:
 
 @functools.lru_cache(maxsize=None)
 def _declarations(driver: str) -> Mapping[str, Declared]:
-  return importlib.import_module(experiments.module(driver)).DRIVER.declarations()
+  return judged.of(driver).declared()
 
 
 # The paper's sentences each member tests (the main paper unless the source says otherwise).
@@ -141,12 +141,12 @@ _ANALOGUES = tuple((name, a.paper) for name, a in analogues.ANALOGUES.items())
 FAMILY: tuple = (
     *(Member("Table 2", DECISIVE, declared_lib.row_claim(loss, "pfd", versus), f"[{loss}] {text}",
              quote=_BEST + (_TIE if versus == "gend" else ""), amended=amended.format(commit=_AMENDING),
-             reported=paper.table4_change(loss, "pfd", versus))
+             reported=reported.table4_change(loss, "pfd", versus))
       for loss in ("rankbce", "ranknet") for text, versus, amended in _TABLE2),
     *(Member(f"Table 2 on the {paper_name} analogue", deciding.run_key(name, loss),
              declared_lib.row_claim(loss, "pfd", versus), f"[{loss}] {text}",
              quote=_BEST + (_TIE if (paper_name, loss, versus) == ("Yahoo", "ranknet", "gend") else ""),
-             reported=tuple(r for r in paper.table4_change(loss, "pfd", versus) if r[0] == paper_name),
+             reported=tuple(r for r in reported.table4_change(loss, "pfd", versus) if r[0] == paper_name),
              sequential=(deciding.store(name, loss), loss, "pfd", versus))
       for name, paper_name in _ANALOGUES for loss in analogues.LOSSES for text, versus, _ in _TABLE2),
     Member("The alpha study (Figure 3, Appendix A.7)", "fig3_alpha/synthetic-redrawn",
@@ -169,7 +169,7 @@ FAMILY: tuple = (
     Member("Tables 3, 5 and 6", "table3_logs/logs-redrawn", "table3:multi-vs-baseline",
            "Multi-teacher PFD beats the baseline",
            quote=_TABLE3 + ' (its multi-teacher row: 1.112 of the baseline\'s NDCG@8)',
-           reported=(("Amazon", round(100 * (paper.TABLE3["multi"] - 1), 1)),)),
+           reported=(("Amazon", round(100 * (reported.TABLE3["multi"] - 1), 1)),)),
     Member("Tables 3, 5 and 6", "table3_logs/logs-redrawn", "table3:single-vs-baseline",
            "Each single-feature PFD student beats the baseline",
            quote=_TABLE3 + " (its position, click and add-to-cart students: 1.078, 1.082, 1.073)"),
@@ -178,13 +178,13 @@ FAMILY: tuple = (
     Member("Tables 3, 5 and 6", "table5_positive_groups/synthetic-redrawn", "table5:positive-vs-all-groups",
            "Data loss on positive groups beats all groups",
            quote='Appendix A.5: "using only positive query groups for data loss always leads to better distillation '
-           'performance."', reported=paper.mean_change(paper.TABLE5)),
+           'performance."', reported=reported.mean_change(reported.TABLE5)),
     Member("Tables 3, 5 and 6", "table6_imputation/synthetic-redrawn", "table6:no_distill-vs-mean-imputed",
            "No-distillation beats the PFD teacher served with mean-imputed z", quote=_IMPUTED,
-           reported=paper.mean_change({d: (t["baseline"], t["mean"]) for d, t in paper.TABLE6.items()})),
+           reported=reported.mean_change({d: (t["baseline"], t["mean"]) for d, t in reported.TABLE6.items()})),
     Member("Tables 3, 5 and 6", "table6_imputation/synthetic-redrawn", "table6:no_distill-vs-zero-imputed",
            "No-distillation beats the PFD teacher served with zero-imputed z", quote=_IMPUTED,
-           reported=paper.mean_change({d: (t["baseline"], t["zero"]) for d, t in paper.TABLE6.items()})),
+           reported=reported.mean_change({d: (t["baseline"], t["zero"]) for d, t in reported.TABLE6.items()})),
     *(Member("The linear theory (Theorems 1 and 2, Figure 6)", "theory/fig6", key, text, population="computed",
              unit="checks", quote=quote) for key, text, quote in _THEORY),
     Member("Related systems", "sdr/synthetic-redrawn", "sdr:listwise-self-vs-teacher",
@@ -252,7 +252,7 @@ def family_hash(members: Sequence[Member] = FAMILY) -> str:
 def declaration(run: str, members: Sequence[Member] = FAMILY) -> dict:
   """What a run records in its provenance ('family'), before it trains anything: the family's hash and, by claim id,
   the hash of each member that `run` (driver/label) decides, so that a later change of that member shows
-  (:mod:`experiments.framework.frozen`)."""
+  (:mod:`experiments.page.frozen`)."""
   return dict(hash=family_hash(members), members={m.claim: member_hash(m) for m in members if m.run == run})
 
 
@@ -348,7 +348,7 @@ def conclusion(decided: Sequence[Decided]) -> list:
                (f" ({'; '.join(others)})" if others else "") + mde + ".")
   beside = [t for t in (beside_reported(d) for d in decided) if t]
   if beside:
-    out.append("**Beside the effects the paper reports** (its NDCG@8 changes, experiments/framework/paper.py; they "
+    out.append("**Beside the effects the paper reports** (its NDCG@8 changes, experiments/framework/reported.py; they "
                "were measured on the paper's datasets and these intervals on the populations below, so an interval "
                "that rules one out says the effect differs here, not that the paper erred). " + ". ".join(beside) + ".")
   used = dict.fromkeys(population_of(d.member.run) for d in decided)

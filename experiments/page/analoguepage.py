@@ -1,6 +1,6 @@
 """The page's section on the paper analogues (pfd_jax.data.analogues): each analogue's Table 1 shape beside the
 paper's, and its teachers as calibrated (pfd_jax/data/analogues.json, written by experiments.calibrate) beside the
-paper's Table 4. Read from those two files and experiments/framework/paper.py; no run of its own (a calibration's
+paper's Table 4. Read from those two files and experiments/framework/reported.py; no run of its own (a calibration's
 candidates are its evidence, each kept where its record names)."""
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import glob
 import json
 import os
 
-from experiments.framework import paper, tabulate
+from experiments.framework import tabulate, reported
 from pfd_jax.data import analogues
 
 LOSSES = analogues.LOSSES
@@ -25,7 +25,7 @@ def _teachers(name: str, populations: dict) -> list:
   a, rows = analogues.ANALOGUES[name], []
   for key, entries in sorted(populations.items(), key=lambda kv: -float(kv[0])) or [("", {})]:
     for loss in LOSSES:
-      level, pfd, gend = paper.teachers(loss, a.paper)
+      level, pfd, gend = reported.teachers(loss, a.paper)
       m = entries[loss]["measured"][loss] if loss in entries else None
       if m is None:
         ours = ["not calibrated"] * 3

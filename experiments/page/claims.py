@@ -1,5 +1,5 @@
 """Claims and their verdicts: each claim tested in the form its source states it, declared by the driver next to its
-rows before any run (:mod:`experiments.framework.declared`; ``claims(results) -> [Claim]``);
+rows before any run (:mod:`experiments.page.declared`; ``claims(results) -> [Claim]``);
 :mod:`experiments.report` renders them and controls the page's error rate.
 
 **Forms** (the relative change = the mean paired difference / the reference mean; one-sided tests at ALPHA = 2.5%,
@@ -16,7 +16,7 @@ so a claim holds exactly when its 95% interval lies inside the region it claims)
   does not reproduce when one does not; its p is the largest);
 * **check**: a computed property (the linear theory's), holds or not.
 
-The claims over a sweep (every point, trend, shape) are built in :mod:`experiments.framework.sweeps`.
+The claims over a sweep (every point, trend, shape) are built in :mod:`experiments.page.sweeps`.
 
 **Verdicts, symmetric**: **holds** when the interval lies inside the claimed region, **does not reproduce** when it
 lies outside it, **undecided at n <unit>** otherwise, with the units (crossed: test queries at the run's seeds) for
@@ -41,7 +41,8 @@ from typing import Any, Mapping, NamedTuple, Optional
 
 import numpy as np
 
-from experiments.framework import published, tabulate
+from experiments.framework import tabulate
+from experiments.page import published
 from pfd_jax.ops import choice, stats
 from pfd_jax.ops import sequential as seq_lib
 
@@ -92,18 +93,6 @@ class Claim(NamedTuple):
   def form_text(self) -> str:
     return self.form + (f" ±{100 * self.margin:g}%" if self.form == "equivalence" else
                         f", margin {100 * self.margin:g}%" if self.margin else "")
-
-
-class Preset(NamedTuple):
-  """A reproduced run of a driver: ``python -m experiments.<driver> --preset=<name>`` runs it with `flags`; its
-  results land in <results>/<driver>/<label>/latest (the dataset's name, or the folder's)."""
-  name: str
-  label: str
-  flags: str          # the flags it stands for ('' = the driver's defaults)
-  title: str          # its section's title on RESULTS.md
-  before: str = ""    # a command to run first (e.g. one that writes the data folder)
-  accelerator: str = ""  # where it needs an accelerator: its projected cost; absent from the page until run
-  needs: str = "an accelerator"  # with `accelerator`: what the page says the run waits for
 
 
 def runs_per_fold(n_runs: int, res: Mapping[str, Any]) -> int:
@@ -341,7 +330,7 @@ class Adjusted(NamedTuple):
 
 
 def adjust(family: list, sequential: Optional[Mapping[int, tuple]] = None) -> list:
-  """[Adjusted] of a declared family of claims (:mod:`experiments.framework.family`; None: a
+  """[Adjusted] of a declared family of claims (:mod:`experiments.page.family`; None: a
   member without a current run, 'not decided', counted at p = 1 so that it never drops out): Holm's step-down
   adjustment **in both directions**. Each claim's test reads the smaller of its two one-sided p-values (p: for the
   claim; p_against: against it), so the family is Holm's over two-sided tests at 2 x ALPHA with the verdict taking
@@ -351,7 +340,7 @@ def adjust(family: list, sequential: Optional[Mapping[int, tuple]] = None) -> li
   2 x ALPHA (ALPHA where no true change sits exactly on a claim's threshold). A claim without a test (a check; a
   vacuous one) keeps its raw verdict (adjusted p nan) and is no member of the adjustment.
 
-  sequential: {index: (test, at its cap)} of the group-sequential members (experiments.framework.deciding; test:
+  sequential: {index: (test, at its cap)} of the group-sequential members (experiments.page.deciding; test:
   level -> +1 holds, -1 does not reproduce, 0 neither). With them the family is decided by the graphical procedure
   with Holm's graph (pfd_jax.ops.sequential.graph_test; without a sequential member decided it decides exactly
   Holm's set): a member decided passes its level on. A sequential member's adjusted p is nan (its test reads

@@ -1,13 +1,13 @@
-"""A claim as declared, once, before any run: by the driver that states it (its ``CLAIMS``, passed to
-:class:`experiments.framework.schema.Driver` as ``declared``) or, for Table 2, by the row it is about
+"""A claim as declared, once, before any run: for the driver whose runs state it, by the driver's name
+(:mod:`experiments.page.judged`) or, for Table 2, by the row it is about
 (:class:`pfd_jax.methods.rows.RowClaim`). A run judges each claim through its declaration (:meth:`Declared.judged`),
 so its form, margin and source are the declared ones; the page's family lists claims by id and reads the rest from
-here (:mod:`experiments.framework.family`). Its verdict is :mod:`experiments.framework.claims`' work."""
+here (:mod:`experiments.page.family`). Its verdict is :mod:`experiments.page.claims`' work."""
 from __future__ import annotations
 
 from typing import Any, Callable, Dict, NamedTuple, Optional
 
-from experiments.framework.claims import Claim
+from experiments.page.claims import Claim
 
 TESTED = ("superiority", "non-inferiority", "equivalence")  # the forms a builder is told (the others it computes)
 

@@ -2,11 +2,11 @@
 keeps every run current, and a change of any bit marks the runs it touches stale.
 
 Every driver has tiny end-to-end runs in the test suite (``tests/conftest.py: written``). Their results'
-fingerprints (:func:`experiments.framework.published.fingerprint`) are the driver's *canaries*, committed in
+fingerprints (:func:`experiments.page.published.fingerprint`) are the driver's *canaries*, committed in
 ``experiments/canaries.json`` with the machine configuration (``numerics``) that computed them; on that
 configuration the suite fails when a canary's bits change, so the file changes exactly when a change moves bits
 (re-record it over every tier of the suite: ``PFD_CANARIES=cache/canaries python -m pytest -m ""``, then
-``python -m experiments.framework.staleness --collect=cache/canaries``; most canaries are in the slow tier, which
+``python -m experiments.page.staleness --collect=cache/canaries``; most canaries are in the slow tier, which
 the default test command leaves out, and collecting refuses to drop a driver that the recording run did not reach).
 A driver that had no canaries gets them from a recording of its own tests alone: ``--collect=FOLDER --add=DRIVER``
 (on the configuration of the file's other canaries).
@@ -195,7 +195,7 @@ if __name__ == "__main__":
       print(f"verified since {args['commit'][:10]}: {', '.join(verify(args['verify'], args['commit']))}")
       sys.exit(0)
     if "collect" not in args:
-      sys.exit("usage: python -m experiments.framework.staleness --collect=<folder the canary tests wrote> "
+      sys.exit("usage: python -m experiments.page.staleness --collect=<folder the canary tests wrote> "
                "[--drop=DRIVER,... | --add=DRIVER,...]  |  --verify=<folder written on COMMIT's code> --commit=COMMIT")
     c, notes = collect(args["collect"], drop=names("drop"), add=names("add"))
   except CanaryError as e:

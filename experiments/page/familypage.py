@@ -1,4 +1,4 @@
-"""How RESULTS.md shows the declared family (:mod:`experiments.framework.family`): the conclusion and 'The paper's
+"""How RESULTS.md shows the declared family (:mod:`experiments.page.family`): the conclusion and 'The paper's
 claims' table at the top of the page, and each claim's 'After Holm' cell in its run's section (a member's adjusted
 verdict, a diagnostic of a member, or ours: exploratory)."""
 from __future__ import annotations
@@ -7,9 +7,10 @@ from typing import Mapping
 
 import numpy as np
 
-from experiments.framework import claims as claims_lib
-from experiments.framework import family, frozen, tabulate
-from experiments.framework.claims import MARGIN, Claim
+from experiments.page import claims as claims_lib
+from experiments.framework import tabulate
+from experiments.page import family, frozen
+from experiments.page.claims import MARGIN, Claim
 
 
 def adjusted_cell(d: family.Decided) -> str:
@@ -70,7 +71,7 @@ def declared_sentence(states: list) -> str:
   for f in states:
     counts[f.status] = counts.get(f.status, 0) + 1
   amended = sorted({f.detail for f in states if f.status == "amended after its run"})
-  return ("**When each claim was declared** (experiments/framework/frozen.py): " +
+  return ("**When each claim was declared** (experiments/page/frozen.py): " +
           ", ".join(f"{n} {s.replace('its run', 'their runs' if n > 1 else 'its run')}" for s, n in counts.items()) +
           (f" ({'; '.join(amended)})" if amended else "") + ". Frozen: its run recorded the member's hash; declared "
           "before its run: family.py at the run's commit declared it so (the run predates recorded hashes); "
@@ -78,9 +79,9 @@ def declared_sentence(states: list) -> str:
 
 
 def paper_claims(decided: list, runs: Mapping[str, dict], conclusion: list, anchors: Mapping[str, str]) -> str:
-  """'The paper's claims': the conclusion, then one row per declared member (experiments/framework/family.py) with
+  """'The paper's claims': the conclusion, then one row per declared member (experiments/page/family.py) with
   the run that decides it, its population, selection, raw and adjusted verdicts, power and MDE, and when it was
-  declared (experiments/framework/frozen.py)."""
+  declared (experiments/page/frozen.py)."""
   table, states = [], declared(decided, runs)
   for d, state in zip(decided, states):
     m, c, anchor = d.member, d.claim, anchors.get(d.member.run)
@@ -96,8 +97,8 @@ def paper_claims(decided: list, runs: Mapping[str, dict], conclusion: list, anch
   conclusion = [*conclusion, declared_sentence(states)]
   return ("## Conclusion\n\n" + "\n".join(f"- {c}" for c in conclusion) + "\n\n## The paper's claims\n\n"
           f"Every claim of the papers on this page, declared once with its form, margin, unit, population and the run "
-          "that decides it (experiments/framework/family.py; Declared: whether before that run was made, and any "
-          "amendment since, experiments/framework/frozen.py): the page's family, "
+          "that decides it (experiments/page/family.py; Declared: whether before that run was made, and any "
+          "amendment since, experiments/page/frozen.py): the page's family, "
           f"whatever runs the page holds. Each is tested in the form its paper states it (one-sided tests at "
           f"{100 * claims_lib.ALPHA:g}%: a claim holds when its 95% interval lies inside the region it claims, does "
           "not reproduce when the interval lies outside it) and adjusted with the others by Holm's step-down method "

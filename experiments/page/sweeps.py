@@ -1,5 +1,5 @@
 """Claims over a sweep (one run's points: alpha, tau_target, corr(z, y), ...), built from the point claims of
-:mod:`experiments.framework.claims`: **every** point (the intersection-union test), a **trend** of a gain over the
+:mod:`experiments.page.claims`: **every** point (the intersection-union test), a **trend** of a gain over the
 sweep (the per-run least-squares slope's sign) and a **shape** (an inverted U: the per-run quadratic's end slopes,
 Lind and Mehlum 2010).
 
@@ -15,7 +15,7 @@ from typing import Mapping, Optional
 import numpy as np
 
 from experiments.framework import tabulate
-from experiments.framework.claims import (AGAINST, HOLDS, MARGIN, QUERIES, UNDECIDED, VACUOUS, Claim, against, claim,
+from experiments.page.claims import (AGAINST, HOLDS, MARGIN, QUERIES, UNDECIDED, VACUOUS, Claim, against, claim,
                                           detectable, estimate_of, judge, stands)
 from pfd_jax.ops import stats
 

@@ -16,12 +16,12 @@ import re
 import shutil
 from typing import Dict, Optional
 
-from experiments.framework import pagelayout, published
-from pfd_jax.config import ConfigError, JsonObject
-from experiments.framework.staleness import staleness
+from experiments.framework.records import ARCHIVED, read_results  # noqa: F401 (the page reads runs as drivers do)
+from experiments.page import pagelayout, published
+from pfd_jax.config import JsonObject
+from experiments.page.staleness import staleness
 
 ARCHIVE = "published"  # beside the page
-ARCHIVED = "results.json.gz"
 FINGERPRINT = "fingerprint.txt"  # the run's fingerprint (published.fingerprint) before its copy left out HISTORIES
 HISTORIES = ("curves", "loss")
 ORIGIN = "origin.txt"  # the results folder the run was made in, as the page names it
@@ -54,17 +54,6 @@ def load_run(results: str, e, archive: Optional[str] = None) -> Optional[JsonObj
     with open(os.path.join(folder, FINGERPRINT)) as f:
       run["fingerprint"] = f.read().strip()
   return run
-
-
-def read_results(path: str, flag: str) -> JsonObject:
-  """A run's results: a results.json or results.json.gz file, or a folder holding one (a run folder, or the page's
-  copy of a run in published/); a ConfigError naming `flag` and the path when there is none."""
-  for p in ([os.path.join(path, "results.json"), os.path.join(path, ARCHIVED)] if os.path.isdir(path) else [path]):
-    if os.path.isfile(p):
-      with (gzip.open(p, "rt") if p.endswith(".gz") else open(p)) as f:
-        return json.load(f)
-  raise ConfigError(flag, f"{path}: no results.json or {ARCHIVED} there (a run folder, the page's copy of one in "
-                    "published/, or the file)")
 
 
 def archive_run(run: JsonObject, folder: str) -> None:
@@ -121,7 +110,7 @@ def _portable_json(path: str, base: str) -> str:
 
 
 # A carried section is the earlier page's text but for the tables' shared legend, which the page now shows once
-# at its top (experiments.framework.pagelayout.shorten replaces each copy by a pointer to it).
+# at its top (experiments.page.pagelayout.shorten replaces each copy by a pointer to it).
 _VERBATIM = "that page's, verbatim,"
 _VERBATIM_NOW = "that page's, verbatim but for the tables' shared legend (at the top),"
 
@@ -139,7 +128,7 @@ def carried(page: str, entries: list, root: str, ref_numerics: Optional[JsonObje
     row = next((line for line in text.splitlines() if f"](#{e.anchor}) |" in line), None)
     if start < 0 or row is None:
       continue
-    # it ends at the next section's anchor or the next question's heading (experiments.framework.pagelayout)
+    # it ends at the next section's anchor or the next question's heading (experiments.page.pagelayout)
     stops = [i for i in (text.find('<a id="', start + 1), text.find("\n# ", start)) if i > 0]
     section = text[start:min(stops, default=len(text))].rstrip() + "\n"
     if "**Missing**: no run in" in section:
