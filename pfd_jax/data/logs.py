@@ -35,7 +35,7 @@ defaults (seed 0): 33% of training sessions have a purchase; 1.6% of shown items
 **What the paper gives of its Table 3 setting, and what it does not.** Section 4.3 gives the cascade's columns
 (position, click, add-to-cart as privileged features of a purchase target), that teachers train on the sessions
 with a purchase and students distil on all of them ("As in public datasets"), and each teacher's NDCG@8 relative
-to no-distillation (``experiments/framework/paper.py``: ``TABLE3``); it gives neither the purchase rate nor the session
+to no-distillation (``experiments/framework/reported.py``: ``TABLE3``); it gives neither the purchase rate nor the session
 length. The default purchase rate (a third of sessions) is therefore this simulator's choice, far denser than
 the paper's public sets (2.5-9% positive groups, Table 1): ``experiments/paper/table3_sparsity.py`` sweeps
 ``purchase_offset`` down to the public sets' rates and shows, at each measured rate, the teachers beside Table

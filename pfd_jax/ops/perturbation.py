@@ -1,6 +1,6 @@
 """How far another machine's numerics move a table's cells: the ratios of that perturbation to the seed variance,
 estimated from runs made under two numerics, and the scale mixture of normals they define (the tolerance of
-``experiments.report --check`` on another configuration: experiments/framework/published.py, experiments/crossmachine.py)."""
+``experiments.report --check`` on another configuration: experiments/page/published.py, experiments/crossmachine.py)."""
 from __future__ import annotations
 
 import numpy as np

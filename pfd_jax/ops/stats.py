@@ -221,7 +221,7 @@ def mean_squares(d: np.ndarray) -> tuple:
 @dataclasses.dataclass(frozen=True)
 class Estimate:
   """A mean paired difference with its standard error and degrees of freedom (t reference): what every claim
-  form reads (:mod:`experiments.framework.claims`)."""
+  form reads (:mod:`experiments.page.claims`)."""
   diff: float       # the estimate (row - reference)
   reference: float  # the reference row's mean (relative changes divide by it)
   se: float
