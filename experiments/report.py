@@ -137,19 +137,23 @@ def update_readme(path: str, block: str) -> None:
 
 
 def _without_files(e: Entry, carried: dict, results: str) -> tuple:
-  """(summary row, section, RESULTS.json record or None) of a run the page has no files of: one for an accelerator
-  not run yet, one carried from the page being replaced, or a missing one. The row's claims cell says why it
-  decides nothing (the family's members it would decide are not decided; its claims are in no tally)."""
+  """(summary row, section, RESULTS.json record or None) of a run the page has no files of: one carried from the
+  page being replaced, a missing one, or one not run yet (no section: `report --plan` lists it). The row's claims
+  cell says why it decides nothing (the family's members it would decide are not decided; its claims are in no
+  tally)."""
   if e.anchor in carried:
     row, section, record = carried[e.anchor]
     return [row[0], "carried from an older page"] + row[2:], section, record
   if e.accelerator:
-    return ([f"[{e.title}](#{e.anchor})", f"not run: needs {e.needs}", f"not run: needs {e.needs}", "-", "-", "-"],
-            f'<a id="{e.anchor}"></a>\n\n## {e.title}\n\n**Not run yet**: it needs {e.needs} '
-            f"({e.accelerator}). Run `{e.command}` there; this section then shows it.\n", None)
+    return [e.title, f"not run: needs {e.needs}", f"not run: needs {e.needs}", "-", "-", "-"], "", None
   return ([f"[{e.title}](#{e.anchor})", "no run", "**missing**", "-", "-", "-"],
           f'<a id="{e.anchor}"></a>\n\n## {e.title}\n\n**Missing**: no run in '
           f"`{os.path.join(results, e.driver, e.label, 'latest')}`; run `{e.command}`.\n", None)
+
+
+def _not_run(n: int) -> str:
+  return (f"\n{n} declared run{' has' if n == 1 else 's have'} not run yet: `python -m experiments.report --plan` lists "
+          "each with its command and cost; the claims above that they would decide say so.\n" if n else "")
 
 
 def _counts(words: list) -> str:
@@ -317,13 +321,16 @@ def build(results: str, out: str, root: str = ROOT, expected: list = EXPECTED, r
   sections = [s if isinstance(s, str) else "".join(
       _section(s[0], s[1], s[2], s[3], s[4], ref.title if ref else "", [of[id(c)][0] for c in s[2]]) +
       _figures(s[0], os.path.join(archive, s[0].anchor), out_dir)) for s in sections]
-  rows, parts = pagelayout.arrange([pagelayout.question(e.driver, e.label) for e in expected], summary, sections)
+  # a section per run the page has; a declared run not made yet is a line of `report --plan`, not a section
+  shown = [i for i, (e, run) in enumerate(runs) if run is not None or e.anchor in carried or not e.accelerator]
+  rows, parts = pagelayout.arrange([pagelayout.question(runs[i][0].driver, runs[i][0].label) for i in shown],
+                                   [summary[i] for i in shown], [sections[i] for i in shown])
   page = [_preamble(results, head, ref, ref_env), pagelayout.LEGEND,
           familypage.paper_claims(decided, {e.key: run for e, run in runs if run is not None}, conclusion,
-                                  {e.key: e.anchor for e in expected}),
+                                  {runs[i][0].key: runs[i][0].anchor for i in shown}),
           "\n## The runs\n\n",
           tabulate.markdown_table(["Question", "Run", "Claims", "Code", "Configuration", "Commit", "Wall time"], rows),
-          walltime.total(runs), "\n"] + parts + [analoguepage.section()]  # the last question's: the data
+          walltime.total(runs), _not_run(len(runs) - len(shown)), "\n"] + parts + [analoguepage.section()]
   if readme:
     update_readme(readme, readme_summary(head, decided))
   with open(out, "w") as f:
