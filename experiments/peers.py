@@ -28,9 +28,9 @@ import types
 import numpy as np
 
 from pfd_jax import files
-from pfd_jax import data as D
+from pfd_jax import data as data_lib
 from pfd_jax.data.config import DataConfig
-from pfd_jax import training as T
+from pfd_jax import training as training_lib
 from pfd_jax.ops import metrics
 
 PEERS_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "third_party", "peers")
@@ -61,10 +61,10 @@ def write_letor(folder: str, scale: float, seed: int = 0) -> dict:
   if os.path.exists(done):
     with open(done) as f:
       return json.load(f)
-  kw = D.web30k_scale()
+  kw = data_lib.web30k_scale()
   kw["num_queries"] = tuple(max(1, int(q * scale)) for q in kw["num_queries"])
-  ds = D.prepare(DataConfig(labels="file", positive_grade=POSITIVE_GRADE, label_seed=seed),
-                 D.synthetic.generate(**kw))
+  ds = data_lib.prepare(DataConfig(labels="file", positive_grade=POSITIVE_GRADE, label_seed=seed),
+                        data_lib.synthetic.generate(**kw))
   os.makedirs(folder, exist_ok=True)
   out = {}
   for split in ("train", "vali", "test"):
@@ -78,8 +78,8 @@ def write_letor(folder: str, scale: float, seed: int = 0) -> dict:
 
 def read_letor(folder: str):
   """Our reading of the folder (file labels, no further transform): {split: Groups}."""
-  return D.prepare(DataConfig(dataset="letor", labels="file", log1p=False, min_docs=1, num_privileged=0),
-                   D.load_raw("letor", folder))
+  return data_lib.prepare(DataConfig(dataset="letor", labels="file", log1p=False, min_docs=1, num_privileged=0),
+                          data_lib.load_raw("letor", folder))
 
 
 def test_ndcg8(score_fn, test) -> float:
@@ -87,7 +87,7 @@ def test_ndcg8(score_fn, test) -> float:
   the same for every framework)."""
   import jax.numpy as jnp
   total, lists = 0.0, 0
-  for b in D.bucketize(test, 8):
+  for b in data_lib.bucketize(test, 8):
     s = np.asarray(score_fn(b.x), np.float32)
     nd = metrics.ndcg_at_k(jnp.asarray(s), jnp.asarray(b.y), jnp.asarray(b.mask), 8)
     has = np.asarray(b.y * b.mask).sum(-1) > 0
@@ -237,10 +237,11 @@ def ours(train, loss: str, epochs: int, test, seed: int = 0) -> dict:
   """pfd_jax on the same file (one seed, the epoch program; each epoch also evaluates the test split, which
   the peers' timings do not include). ndcg8_curve: test NDCG@8 after every epoch."""
   import jax
-  cfg = T.TrainConfig(loss=loss, epochs=epochs, data_groups="all")
-  stamps = T.EpochTimes()
-  res = T.train(jax.random.split(jax.random.PRNGKey(seed), 1), cfg, T.device_buckets(D.bucketize(train, 8)),
-                "x", {"test": T.eval_set(test, 8)}, hooks=T.Hooks(writers=(stamps,)))
+  cfg = training_lib.TrainConfig(loss=loss, epochs=epochs, data_groups="all")
+  stamps = training_lib.EpochTimes()
+  res = training_lib.train(jax.random.split(jax.random.PRNGKey(seed), 1), cfg,
+                           training_lib.device_buckets(data_lib.bucketize(train, 8)),
+                "x", {"test": training_lib.eval_set(test, 8)}, hooks=training_lib.Hooks(writers=(stamps,)))
   # curves[test][seed 0, last epoch, NDCG@8]: the last epoch's model, as the peers' (not the best epoch's).
   return dict(_summary([0.0] + stamps, train.num_docs, float(res.curves["test"][0, -1, 0]), f"jax {jax.__version__}"),
               ndcg8_curve=np.asarray(res.curves["test"])[0, :, 0].tolist())

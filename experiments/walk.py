@@ -24,7 +24,7 @@ from typing import Callable, Dict, List, NamedTuple, Tuple
 from absl import app
 
 from experiments.paper import table2
-from experiments.framework import cli, schema, setup
+from experiments.framework import cli, fold_data, schema
 from pfd_jax.data.config import DataConfig
 from pfd_jax.data.datasets import Dataset
 from pfd_jax.data.groups import Groups
@@ -118,7 +118,7 @@ def walk(modules: List[str]) -> Walk:
 
 def main(_):
   cfg = cli.config_from_flags(table2.DRIVER)
-  fold = setup.folds_of(cfg.data)[0]
+  fold = fold_data.folds_of(cfg.data)[0]
   seen = calls(lambda: table2.run_fold(cfg, cfg.losses[0], fold, cfg.options.methods_for(1), {}, first=True),
                loop.train, KINDS)
   walks = {k: walk(v) for k, v in seen.items()}

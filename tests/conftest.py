@@ -205,9 +205,9 @@ def practitioner(logs_folder, tmp_path_factory) -> Practitioner:
 @pytest.fixture(scope="session")
 def tiny_device():
   """TINY's synthetic data on the device, scored on test and vali."""
-  from experiments.framework import setup
+  from experiments.framework import fold_data
   from pfd_jax.training import device
-  return device.to_device(setup.load_dataset(TINY.data), max_buckets=2, eval_splits=("test", "vali"))
+  return device.to_device(fold_data.load_dataset(TINY.data), max_buckets=2, eval_splits=("test", "vali"))
 
 
 def slow_after_first(cases: list, mark=pytest.mark.slow) -> list:

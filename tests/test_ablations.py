@@ -10,10 +10,10 @@ from experiments.page import judged
 from experiments.paper import (alpha_robustness, data_summary, fig3_alpha, fig4_sparsity,  # noqa: F401
                                fig5_correlation, table3_logs, table3_sparsity, table5_positive_groups,
                                table6_imputation)
-from experiments.framework import outputs, setup
+from experiments.framework import fold_data, outputs
 from experiments.page import claims
 from experiments.framework.records import RunRecord
-from pfd_jax import data as D
+from pfd_jax import data as data_lib
 from pfd_jax.data import logs
 
 from conftest import SMALL_GBDT, TINY, tiny, written
@@ -86,8 +86,8 @@ def test_fig5_correlation(tmp_path):
 
 
 def test_synthetic_privileged_feature_is_y_at_tau_target():
-  ds = setup.load_dataset(TINY.data)
-  s = D.with_synthetic_privileged(ds, ds.config["tau"])
+  ds = fold_data.load_dataset(TINY.data)
+  s = data_lib.with_synthetic_privileged(ds, ds.config["tau"])
   np.testing.assert_array_equal(s["train"].z[:, 0], s["train"].y)
   assert s["train"].x.shape[1] == ds["train"].x.shape[1] + ds["train"].z.shape[1]
 

@@ -12,7 +12,7 @@ import pytest
 
 from conftest import tiny
 from experiments import calibrate
-from experiments.framework import outputs, setup
+from experiments.framework import fold_data, outputs
 from pfd_jax.config import ConfigError
 from pfd_jax.data import analogues as A
 from pfd_jax.data.config import DataConfig
@@ -46,7 +46,7 @@ def test_the_papers_split_makes_the_privileged_side_privileged():
   its privileged columns are those that observe the privileged factor (at the module's defaults: a calibrated
   population's leak may bring a few regular columns into the top k, as the paper's choice does on its files)."""
   settings = "weight=0.5,leak=0,noise=0.7"
-  ds = setup.load_dataset(DataConfig(dataset="web30k_like", analogue=settings), 1)
+  ds = fold_data.load_dataset(DataConfig(dataset="web30k_like", analogue=settings), 1)
   a = A.resolved("web30k_like", A.parse_settings(settings))
   assert ds["train"].x.shape[1] == a.num_regular and ds["train"].z.shape[1] == a.num_privileged
   assert [ds[s].num_queries for s in ("train", "vali", "test")] == list(a.num_queries())
@@ -94,7 +94,7 @@ def test_bad_analogue_settings_name_the_flag():
   with pytest.raises(ConfigError, match="applies to a paper analogue"):
     DataConfig(dataset="synthetic", analogue="weight=0.3")
   with pytest.raises(ValueError, match="--synthetic_queries"):
-    setup.load_dataset(DataConfig(dataset="web30k_like", synthetic_queries=(10, 10, 10)), 1)
+    fold_data.load_dataset(DataConfig(dataset="web30k_like", synthetic_queries=(10, 10, 10)), 1)
 
 
 def test_teachers_only_plans_the_baseline_and_the_teachers():
@@ -369,7 +369,7 @@ def test_scored_lists_each_hold_a_positive_under_the_labels_preprocessing_gives(
   settings = "weight=0.9,leak=0.6,noise=0.2"
   base = DataConfig(dataset="yahoo_like", synthetic_scale=0.02, draws=1, cache_dir="", analogue=settings)
   scored = dataclasses.replace(base, analogue=settings + ",scored=1")
-  a, b = setup.load_dataset(scored, 1), setup.load_dataset(base, 1)
+  a, b = fold_data.load_dataset(scored, 1), fold_data.load_dataset(base, 1)
   want = dict(zip(("vali", "test"), A.scored_lists(A.resolved("yahoo_like", A.parse_settings(settings), 0.02),
                                                    0.02)))
   assert want["vali"] == A.VALI_LISTS

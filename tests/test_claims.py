@@ -8,7 +8,7 @@ import jax
 import numpy as np
 import pytest
 
-from experiments.framework import setup, tabulate
+from experiments.framework import fold_data, tabulate
 from experiments.page import claims, declared, family, pageplan, sweeps
 from pfd_jax.data.config import DataConfig
 from pfd_jax.ops import stats
@@ -22,16 +22,16 @@ SMALL = dict(synthetic_queries=(60, 30, 40))
 
 def test_each_draw_sees_its_own_data_and_fixed_data_stays_fixed():
   drawn = DataConfig(draws=2, **SMALL)
-  assert setup.folds_of(drawn) == [1, 2]
-  a, b = (setup.load_dataset(drawn, k) for k in (1, 2))
+  assert fold_data.folds_of(drawn) == [1, 2]
+  a, b = (fold_data.load_dataset(drawn, k) for k in (1, 2))
   assert a.config["data_fingerprint"] != b.config["data_fingerprint"]
   assert a.config["draw"] == 1 and b.config["draw"] == 2 and a.config["seed"] != b.config["seed"]
   assert a["train"].x.shape != b["train"].x.shape or not np.array_equal(a["train"].x, b["train"].x)
-  again = setup.load_dataset(drawn, 1)  # a draw is a function of (label_seed, k): the same bits again
+  again = fold_data.load_dataset(drawn, 1)  # a draw is a function of (label_seed, k): the same bits again
   assert again.config["data_fingerprint"] == a.config["data_fingerprint"]
   np.testing.assert_array_equal(again["train"].y, a["train"].y)
   fixed = DataConfig(**SMALL)  # the fixed population: one draw, whatever the fold or run
-  f1, f2 = setup.load_dataset(fixed, 1), setup.load_dataset(fixed, 1)
+  f1, f2 = fold_data.load_dataset(fixed, 1), fold_data.load_dataset(fixed, 1)
   assert f1.config["data_fingerprint"] == f2.config["data_fingerprint"] and "draw" not in f1.config
   assert f1.config["data_fingerprint"] not in (a.config["data_fingerprint"], b.config["data_fingerprint"])
   with pytest.raises(ConfigError, match="draws"):

@@ -10,7 +10,7 @@ from absl import app, flags
 from conftest import heavy_after_first, slow_after_first
 import experiments
 from experiments.framework import cli, outputs, schema
-from pfd_jax import config as C
+from pfd_jax import config as config_lib
 from pfd_jax.data.config import DataConfig
 from pfd_jax.training import TrainConfig
 
@@ -101,9 +101,9 @@ def test_config_round_trips_through_json():
 
 
 def test_library_configs_check_themselves():
-  with pytest.raises(C.ConfigError, match="alpha"):
+  with pytest.raises(config_lib.ConfigError, match="alpha"):
     TrainConfig(alpha=1.5)
-  with pytest.raises(C.ConfigError, match="dataset"):
+  with pytest.raises(config_lib.ConfigError, match="dataset"):
     DataConfig(dataset="nope")
   assert TrainConfig(loss="ranknet").effective_batch_size == 300
 
@@ -197,16 +197,16 @@ def test_own_data_gets_validation_selection_the_modern_ranker_and_ensembles_not_
 
 
 def test_a_letor_folder_with_folds_is_cross_validated(tmp_path):
-  from pfd_jax import data as D
+  from pfd_jax import data as data_lib
   for k in (1, 2, 3):
     (tmp_path / f"Fold{k}").mkdir()
     for split in ("train", "test"):
       (tmp_path / f"Fold{k}" / f"{split}.txt").write_text(f"1 qid:{k} 1:0.5\n0 qid:{k} 1:0.1\n")
-  assert D.available_folds("letor", str(tmp_path)) == [1, 2, 3]
-  assert D.split_files("letor", str(tmp_path), 3)["test"] == str(tmp_path / "Fold3" / "test.txt")
-  assert D.load_raw("letor", str(tmp_path), fold=2)["train"].qid.tolist() == [2]
-  with pytest.raises(D.DataError, match="folds 1..3, got fold=4"):
-    D.split_files("letor", str(tmp_path), 4)
+  assert data_lib.available_folds("letor", str(tmp_path)) == [1, 2, 3]
+  assert data_lib.split_files("letor", str(tmp_path), 3)["test"] == str(tmp_path / "Fold3" / "test.txt")
+  assert data_lib.load_raw("letor", str(tmp_path), fold=2)["train"].qid.tolist() == [2]
+  with pytest.raises(data_lib.DataError, match="folds 1..3, got fold=4"):
+    data_lib.split_files("letor", str(tmp_path), 4)
 
 
 def test_every_preset_parses_and_writes_where_the_page_reads():
@@ -229,7 +229,7 @@ def test_the_paper_presets_are_the_papers_protocol(tmp_path):
   on test, 5 runs (Web30k: its 5 folds, one run each), the paper's preprocessing and labels; a --data_dir given
   after the preset reads the files there, and the run folder says it is the paper's protocol."""
   from experiments.framework import lifecycle, rundir
-  from pfd_jax import data as D
+  from pfd_jax import data as data_lib
   driver = _driver("table2")
   for name, folds, seeds, k in (("web30k", 5, 1, 40), ("yahoo", 1, 5, 200), ("istella", 1, 5, 50)):
     argv = lifecycle.expand_preset(driver, ["prog", f"--preset=paper_{name}", f"--data_dir={tmp_path}"])[1:]
@@ -237,8 +237,8 @@ def test_the_paper_presets_are_the_papers_protocol(tmp_path):
     d, t = cfg.data, cfg.train
     assert (d.dataset, d.data_dir, d.t, d.min_docs, d.log1p, d.labels) == (name, str(tmp_path), 4.0, 10, True,
                                                                             "gumbel")
-    assert d.num_privileged is None and D.default_num_privileged(name, 0) == k  # the dataset's: the paper's k
-    assert d.tau is None and D.default_tau(4) == 4.8  # 0-4 grades: the paper's tau
+    assert d.num_privileged is None and data_lib.default_num_privileged(name, 0) == k  # the dataset's: the paper's k
+    assert d.tau is None and data_lib.default_tau(4) == 4.8  # 0-4 grades: the paper's tau
     assert cfg.options.methods == ("no_distill", "self_distill", "gend", "pfd")
     assert cfg.losses == ("rankbce", "ranknet")
     assert (t.alpha, t.epochs, t.select_on, t.empty_rule) == (0.5, 100, "test", "exclude")
@@ -249,29 +249,29 @@ def test_the_paper_presets_are_the_papers_protocol(tmp_path):
 def test_istella_unpacked_with_both_folders_is_refused_and_each_folder_is_read_alone(tmp_path):
   """Istella's archive ships full/ (train, test) and sample/ (train, vali, test): one run's splits never come from
   both (they were: vali from sample/, train and test from full/)."""
-  from pfd_jax import data as D
+  from pfd_jax import data as data_lib
   line = "1 qid:{q} 1:0.5 2:1e30\n0 qid:{q} 1:0.1 2:0.2\n"
   for folder, splits in (("full", ("train", "test")), ("sample", ("train", "vali", "test"))):
     (tmp_path / folder).mkdir()
     for split in splits:
       (tmp_path / folder / f"{split}.txt").write_text(line.format(q=len(split)))
-  with pytest.raises(D.DataError, match="full and .*sample both hold split files.*--data_dir"):
-    D.split_files("istella", str(tmp_path))
-  assert D.split_files("istella", str(tmp_path / "full")) == {s: str(tmp_path / "full" / f"{s}.txt")
-                                                              for s in ("train", "test")}
-  assert set(D.split_files("istella", str(tmp_path / "sample"))) == {"train", "vali", "test"}
+  with pytest.raises(data_lib.DataError, match="full and .*sample both hold split files.*--data_dir"):
+    data_lib.split_files("istella", str(tmp_path))
+  assert data_lib.split_files("istella", str(tmp_path / "full")) == {s: str(tmp_path / "full" / f"{s}.txt")
+                                                                     for s in ("train", "test")}
+  assert set(data_lib.split_files("istella", str(tmp_path / "sample"))) == {"train", "vali", "test"}
   (tmp_path / "sample" / "vali.txt").rename(tmp_path / "vali.txt")  # a split beside a folder that holds others
   import shutil
   shutil.rmtree(tmp_path / "full")
-  assert set(D.split_files("istella", str(tmp_path))) == {"train", "test"}  # sample/'s own, not the root's vali
+  assert set(data_lib.split_files("istella", str(tmp_path))) == {"train", "test"}  # sample/'s own, not the root's vali
 
 
 def test_a_generated_data_preset_never_runs_silently_on_files(tmp_path):
   """--preset=web30k (synthetic data at Web30k's size) with --dataset=web30k --data_dir=...: the size flags are
   refused, naming them, rather than ignored while the run's provenance records them."""
-  with pytest.raises(C.ConfigError, match="synthetic_web30k: .*dataset=web30k reads files"):
+  with pytest.raises(config_lib.ConfigError, match="synthetic_web30k: .*dataset=web30k reads files"):
     DataConfig(dataset="web30k", data_dir=str(tmp_path), synthetic_web30k=True)
-  with pytest.raises(C.ConfigError, match="synthetic_queries, synthetic_mean_docs set"):
+  with pytest.raises(config_lib.ConfigError, match="synthetic_queries, synthetic_mean_docs set"):
     DataConfig(dataset="ohsumed", synthetic_queries=(5, 5, 5), synthetic_mean_docs=10.0)
   DataConfig(dataset="synthetic", synthetic_web30k=True)  # generated data: as before
   DataConfig(dataset="web30k_like", synthetic_scale=20.0)
@@ -288,16 +288,16 @@ def test_a_generated_data_preset_never_runs_silently_on_files(tmp_path):
 def test_yahoo_keeps_its_declared_width_when_an_id_is_absent_from_every_file(tmp_path):
   """Yahoo Set 1 declares 700 features, and ids that never occur: a file set whose highest id is 699 still reads
   as 700 columns (the absent ones 0, as an absent SVMlight feature is); an id past the width is refused."""
-  from pfd_jax import data as D
+  from pfd_jax import data as data_lib
   for split, ids in (("train", (1, 5, 699)), ("valid", (2, 650)), ("test", (3,))):
     feats = " ".join(f"{i}:0.5" for i in ids)
     (tmp_path / f"set1.{split}.txt").write_text(f"1 qid:1 {feats}\n0 qid:1 {feats}\n")
-  raw = D.load_raw("yahoo", str(tmp_path))
+  raw = data_lib.load_raw("yahoo", str(tmp_path))
   assert {s: g.x.shape[1] for s, g in raw.items()} == {"train": 700, "vali": 700, "test": 700}
   assert raw["train"].x[:, 698].tolist() == [0.5, 0.5] and not raw["train"].x[:, 699].any()
   (tmp_path / "set1.test.txt").write_text("1 qid:1 701:0.5\n0 qid:1 1:0.5\n")
-  with pytest.raises(D.DataError, match="set1.test.txt: feature id 701 past dataset yahoo's 700 features"):
-    D.load_raw("yahoo", str(tmp_path))
+  with pytest.raises(data_lib.DataError, match="set1.test.txt: feature id 701 past dataset yahoo's 700 features"):
+    data_lib.load_raw("yahoo", str(tmp_path))
 
 
 def test_the_data_summary_counts_the_columns_no_file_holds(tmp_path):
@@ -305,15 +305,15 @@ def test_the_data_summary_counts_the_columns_no_file_holds(tmp_path):
   document of every split (ids 1, 2, 3, 5, 650 and 699 of Yahoo's 700 occur: 694 do not), split into the regular and
   privileged columns the run uses."""
   import numpy as np
-  from pfd_jax import data as D
+  from pfd_jax import data as data_lib
   from pfd_jax.data.config import DataConfig
   rng = np.random.default_rng(0)
   for split, ids in (("train", (1, 5, 699)), ("valid", (2, 650)), ("test", (3,))):
     lines = [f"{g} qid:{q} " + " ".join(f"{i}:{v:.3f}" for i, v in zip(ids, rng.random(len(ids)) + 0.1))
              for q in range(1, 4) for g in rng.integers(0, 5, 12)]
     (tmp_path / f"set1.{split}.txt").write_text("\n".join(lines) + "\n")
-  ds = D.prepare(DataConfig(dataset="yahoo", data_dir=str(tmp_path)), D.load_raw("yahoo", str(tmp_path)))
-  s = D.summary(ds, max_buckets=1)
+  ds = data_lib.prepare(DataConfig(dataset="yahoo", data_dir=str(tmp_path)), data_lib.load_raw("yahoo", str(tmp_path)))
+  s = data_lib.summary(ds, max_buckets=1)
   present = {1, 2, 3, 5, 650, 699}
   privileged = set(ds.config["privileged_ids"])
   assert s["regular_features"] + s["privileged_features"] == 700

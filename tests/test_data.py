@@ -7,7 +7,7 @@ import pytest
 from scipy import stats
 
 from conftest import shared
-from pfd_jax import data as D, files
+from pfd_jax import data as data_lib, files
 from pfd_jax.data.config import DataConfig
 from pfd_jax.data import letor, parse_cache, preprocess as pp
 
@@ -22,7 +22,7 @@ def _write(tmp_path, text, name="f.txt"):
 
 def test_load_letor_dense_sparse_and_comments(tmp_path):
   p = _write(tmp_path, "2 qid:7 1:0.5 3:2 # doc a\n0 qid:7 2:1\n# a comment line\n\n1 qid:3 1:-1.5\n")
-  g = D.load_letor(p)
+  g = data_lib.load_letor(p)
   np.testing.assert_array_equal(g.x, [[0.5, 0, 2], [0, 1, 0], [-1.5, 0, 0]])
   np.testing.assert_array_equal(g.rel, [2, 0, 1])
   np.testing.assert_array_equal(g.qid, [7, 3])
@@ -35,11 +35,11 @@ def test_load_letor_gz_and_cache(tmp_path):
   with gzip.open(p, "wt") as f:
     f.write("1 qid:1 1:1 2:2\n0 qid:1 1:3 2:4\n")
   cache = str(tmp_path / "cache")
-  a = D.load_letor(p, cache_dir=cache)
+  a = data_lib.load_letor(p, cache_dir=cache)
   names = sorted(os.listdir(cache))  # the file's list of chunks, and its one chunk
   assert len(names) == 2 and names[0] == "chunks" and names[1].startswith("f_txt_gz-")
   assert len(os.listdir(os.path.join(cache, "chunks"))) == 1
-  b = D.load_letor(p, cache_dir=cache)  # from the .npz
+  b = data_lib.load_letor(p, cache_dir=cache)  # from the .npz
   for k in ("x", "rel", "qid", "offsets"):
     np.testing.assert_array_equal(getattr(a, k), getattr(b, k))
 
@@ -63,16 +63,16 @@ def test_load_letor_gz_and_cache(tmp_path):
 def test_bad_lines_name_file_and_line(tmp_path, text, line, what):
   p = _write(tmp_path, text)
   with pytest.raises(ValueError, match=rf"{p}:{line}: .*{what}"):
-    D.load_letor(p)
+    data_lib.load_letor(p)
 
 
 def test_non_utf8_byte_names_line(tmp_path):
   p = tmp_path / "f.txt"
   p.write_bytes(b"1 qid:1 1:0.5\n0 qid:1 1:0.\xe95\n")
-  with pytest.raises(D.DataError, match=rf"{p}:2: not UTF-8 text \(byte 0xe9 at column 13\)"):
-    D.load_letor(str(p))
-  with pytest.raises(D.DataError, match=rf"{p}:2: not UTF-8"):
-    D.load_serving(str(p))
+  with pytest.raises(data_lib.DataError, match=rf"{p}:2: not UTF-8 text \(byte 0xe9 at column 13\)"):
+    data_lib.load_letor(str(p))
+  with pytest.raises(data_lib.DataError, match=rf"{p}:2: not UTF-8"):
+    data_lib.load_serving(str(p))
 
 
 def test_crlf_file_reads_as_lf(tmp_path):
@@ -80,7 +80,7 @@ def test_crlf_file_reads_as_lf(tmp_path):
   a, b = tmp_path / "lf.txt", tmp_path / "crlf.txt"
   a.write_text(text)
   b.write_bytes(text.replace("\n", "\r\n").encode())
-  for load in (D.load_letor, D.load_serving):
+  for load in (data_lib.load_letor, data_lib.load_serving):
     ga, gb = load(str(a)), load(str(b))
     for k in ("x", "rel", "qid", "offsets"):
       np.testing.assert_array_equal(getattr(ga, k), getattr(gb, k))
@@ -93,48 +93,48 @@ def test_cache_is_keyed_by_content_and_survives_damage(tmp_path):
   p.write_text("1 qid:1 1:0.5\n0 qid:1 1:0.2\n")
   st = os.stat(p)
   cache = str(tmp_path / "cache")
-  assert D.load_letor(str(p), cache_dir=cache).rel.tolist() == [1, 0]
+  assert data_lib.load_letor(str(p), cache_dir=cache).rel.tolist() == [1, 0]
   p.write_text("0 qid:1 1:0.5\n1 qid:1 1:0.2\n")  # same size
   os.utime(p, ns=(st.st_atime_ns, st.st_mtime_ns))  # same mtime
   assert os.stat(p).st_size == st.st_size and os.stat(p).st_mtime_ns == st.st_mtime_ns
-  assert D.load_letor(str(p), cache_dir=cache).rel.tolist() == [0, 1]
+  assert data_lib.load_letor(str(p), cache_dir=cache).rel.tolist() == [0, 1]
   for folder, _, names in os.walk(cache):
     for f in names:
       with open(os.path.join(folder, f), "r+b") as fh:
         fh.truncate(40)
-  assert D.load_letor(str(p), cache_dir=cache).rel.tolist() == [0, 1]
-  assert D.load_letor(str(p), cache_dir=cache).rel.tolist() == [0, 1]  # the rewritten cache reads back
+  assert data_lib.load_letor(str(p), cache_dir=cache).rel.tolist() == [0, 1]
+  assert data_lib.load_letor(str(p), cache_dir=cache).rel.tolist() == [0, 1]  # the rewritten cache reads back
   assert not [f for _, _, names in os.walk(cache) for f in names if f.endswith(".tmp")]
   (tmp_path / "afile").write_text("")
   with pytest.raises(NotADirectoryError, match="cache folder"):
-    D.load_letor(str(p), cache_dir=str(tmp_path / "afile"))
+    data_lib.load_letor(str(p), cache_dir=str(tmp_path / "afile"))
 
 
 def test_empty_and_missing_files(tmp_path):
   p = _write(tmp_path, "# only a comment\n")
   with pytest.raises(ValueError, match="empty file"):
-    D.load_letor(p)
+    data_lib.load_letor(p)
   with pytest.raises(FileNotFoundError):
-    D.load_letor(str(tmp_path / "nope.txt"))
+    data_lib.load_letor(str(tmp_path / "nope.txt"))
   with pytest.raises(ValueError, match="unknown dataset"):
-    D.load_raw("web40k")
+    data_lib.load_raw("web40k")
   with pytest.raises(FileNotFoundError, match="not a folder"):
-    D.load_raw("letor", data_dir=str(tmp_path / "missing"))
+    data_lib.load_raw("letor", data_dir=str(tmp_path / "missing"))
   with pytest.raises(FileNotFoundError, match="no train/vali/test"):
-    D.load_raw("letor", data_dir=str(tmp_path))
+    data_lib.load_raw("letor", data_dir=str(tmp_path))
 
 
 def test_feature_width_differs_between_splits_is_zero_filled(tmp_path):
   _write(tmp_path, "1 qid:1 1:1 5:2\n", "train.txt")
   _write(tmp_path, "1 qid:2 1:1\n", "test.txt")
-  raw = D.load_raw("letor", data_dir=str(tmp_path))
+  raw = data_lib.load_raw("letor", data_dir=str(tmp_path))
   assert raw["train"].x.shape == (1, 5) and raw["test"].x.shape == (1, 5)
   np.testing.assert_array_equal(raw["test"].x, [[1, 0, 0, 0, 0]])
 
 
 def test_trec_against_hand_parse():
   path = os.path.join(shared("trec_news_2018_fastrank"), "train.txt.gz")
-  g = D.load_letor(path)
+  g = data_lib.load_letor(path)
   rel, x = [], np.zeros_like(g.x)
   with gzip.open(path, "rt") as f:
     for i, line in enumerate(f):
@@ -160,16 +160,16 @@ _OHSUMED = {1: {"train": (63, 9219), "vali": (21, 3538), "test": (22, 3383)},
 
 def test_ohsumed_five_folds_match_readme(tmp_path):
   root = shared("ohsumed_letor3")
-  assert D.num_folds("ohsumed") == 5
+  assert data_lib.num_folds("ohsumed") == 5
   for fold, expect in _OHSUMED.items():
-    raw = D.load_raw("ohsumed", data_dir=root, fold=fold, cache_dir=str(tmp_path))
+    raw = data_lib.load_raw("ohsumed", data_dir=root, fold=fold, cache_dir=str(tmp_path))
     got = {s: (g.num_queries, g.num_docs) for s, g in raw.items()}
     assert got == expect, fold
     assert all(g.x.shape[1] == 45 for g in raw.values())
 
 
 def test_sparse_lightgbm_example_loads():
-  raw = D.load_raw("letor", data_dir=shared("lightgbm_lambdarank_example"))
+  raw = data_lib.load_raw("letor", data_dir=shared("lightgbm_lambdarank_example"))
   assert raw["train"].num_queries == 201 and raw["test"].num_queries == 50
   assert raw["train"].x.shape[1] == raw["test"].x.shape[1] <= 300
 
@@ -198,10 +198,10 @@ def test_privileged_feature_reuses_draws():
 
 
 def test_same_seed_same_bits_and_different_seed_differs():
-  raw = D.load_raw("synthetic", synthetic_kwargs=dict(num_queries=(40, 10, 20), seed=3))
-  raw2 = D.load_raw("synthetic", synthetic_kwargs=dict(num_queries=(40, 10, 20), seed=3))
-  a, b = D.prepare(DataConfig(label_seed=5), raw), D.prepare(DataConfig(label_seed=5), raw2)
-  c = D.prepare(DataConfig(label_seed=6), raw)
+  raw = data_lib.load_raw("synthetic", synthetic_kwargs=dict(num_queries=(40, 10, 20), seed=3))
+  raw2 = data_lib.load_raw("synthetic", synthetic_kwargs=dict(num_queries=(40, 10, 20), seed=3))
+  a, b = data_lib.prepare(DataConfig(label_seed=5), raw), data_lib.prepare(DataConfig(label_seed=5), raw2)
+  c = data_lib.prepare(DataConfig(label_seed=6), raw)
   for s in a.splits:
     for k in ("x", "z", "rel", "y", "g0", "g1"):
       assert getattr(a[s], k).tobytes() == getattr(b[s], k).tobytes()
@@ -215,7 +215,7 @@ def test_privileged_split_takes_most_correlated_columns():
   noise = rng.normal(size=(n, 6))
   strength = np.array([0.0, 2.0, 0.1, 1.0, 0.5, -3.0])  # column 5 strongest (negative), then 1, 3
   x = (noise + strength * y[:, None]).astype(np.float32)
-  g = D.Groups(x=x, rel=y, y=y, qid=np.arange(1), offsets=np.array([0, n]))
+  g = data_lib.Groups(x=x, rel=y, y=y, qid=np.arange(1), offsets=np.array([0, n]))
   cols = pp.privileged_columns(g, 3)
   np.testing.assert_array_equal(cols, [5, 1, 3])
   expect = np.abs([np.corrcoef(x[:, j], y)[0, 1] for j in range(6)])
@@ -227,8 +227,8 @@ def test_privileged_split_takes_most_correlated_columns():
 
 def test_filter_log1p_and_query_norm():
   x = np.array([[0.0], [3.0], [-2.0], [5.0], [5.0]], np.float32)
-  g = D.Groups(x=x, rel=np.array([0, 1, 0, 0, 0], np.float32), qid=np.array([1, 2]),
-               offsets=np.array([0, 3, 5]))
+  g = data_lib.Groups(x=x, rel=np.array([0, 1, 0, 0, 0], np.float32), qid=np.array([1, 2]),
+                      offsets=np.array([0, 3, 5]))
   f = pp.filter_groups(g, min_docs=2)
   np.testing.assert_array_equal(f.qid, [1])  # group 2 has no positive relevance
   assert pp.filter_groups(g, min_docs=3, require_positive=False).num_queries == 1
@@ -237,8 +237,8 @@ def test_filter_log1p_and_query_norm():
 
 
 def test_default_tau_gives_positives_on_three_grade_data():
-  raw = D.load_raw("ohsumed", data_dir=shared("ohsumed_letor3"))
-  ds = D.prepare(DataConfig(dataset="ohsumed"), raw)
+  raw = data_lib.load_raw("ohsumed", data_dir=shared("ohsumed_letor3"))
+  ds = data_lib.prepare(DataConfig(dataset="ohsumed"), raw)
   assert ds.config["tau"] == pytest.approx(2.8)
   assert 0.2 < pp.positive_groups(ds["train"]).mean() < 0.8
 
@@ -258,22 +258,22 @@ def test_bucket_cuts_are_optimal_against_brute_force():
   for k in (1, 2, 3):
     best = min(slots(np.array(sorted(c) + [lengths[-1]]))
                for c in itertools.combinations(lengths[:-1], k - 1))
-    cuts = D.bucket_cuts(sizes, k)
+    cuts = data_lib.bucket_cuts(sizes, k)
     assert len(cuts) <= k and cuts[-1] == sizes.max()
     assert slots(cuts) == best
 
 
 def test_padding_never_enters_statistics():
-  raw = D.load_raw("synthetic", synthetic_kwargs=dict(num_queries=(60, 20, 40), seed=1))
-  ds = D.prepare(DataConfig(tau=4.0), raw)
-  one, many = D.summary(ds, max_buckets=1), D.summary(ds, max_buckets=6)
+  raw = data_lib.load_raw("synthetic", synthetic_kwargs=dict(num_queries=(60, 20, 40), seed=1))
+  ds = data_lib.prepare(DataConfig(tau=4.0), raw)
+  one, many = data_lib.summary(ds, max_buckets=1), data_lib.summary(ds, max_buckets=6)
   for s in ds.splits:
     for k in ("docs", "docs_per_query", "positive_groups_pct", "positive_docs_pct"):
       assert one["splits"][s][k] == many["splits"][s][k]
     assert many["splits"][s]["padding_ratio"] <= one["splits"][s]["padding_ratio"]
   # round trip: the real slots of the buckets are exactly the flat documents
   g = ds["train"]
-  buckets = D.bucketize(g, 4)
+  buckets = data_lib.bucketize(g, 4)
   rows = []
   for b in buckets:
     assert not b.x[~b.mask].any() and not b.y[~b.mask].any()
@@ -288,16 +288,16 @@ def test_padding_ratio_on_mslr_like_lengths():
   sizes = np.clip(np.round(rng.lognormal(np.log(124) - 0.18, 0.6, 18000)), 10, 1300).astype(int)
   assert sizes.max() > 1000
   offsets = np.concatenate([[0], np.cumsum(sizes)])
-  g = D.Groups(x=np.zeros((offsets[-1], 1), np.float32), rel=np.zeros(offsets[-1], np.float32),
-               qid=np.arange(sizes.size), offsets=offsets)
-  assert D.padding_ratio(D.bucketize(g, 8)) < 1.5
-  assert D.padding_ratio(D.bucketize(g, 1)) > 5  # one bucket would waste most slots
+  g = data_lib.Groups(x=np.zeros((offsets[-1], 1), np.float32), rel=np.zeros(offsets[-1], np.float32),
+                      qid=np.arange(sizes.size), offsets=offsets)
+  assert data_lib.padding_ratio(data_lib.bucketize(g, 8)) < 1.5
+  assert data_lib.padding_ratio(data_lib.bucketize(g, 1)) > 5  # one bucket would waste most slots
 
 
 def test_summary_columns_for_staged_sets():
   for name in ("ohsumed", "mq2008", "web10k"):
-    shared(D.spec(name).subdir)
-    s = D.summary(D.prepare(DataConfig(dataset=name), D.load_raw(name)))
+    shared(data_lib.spec(name).subdir)
+    s = data_lib.summary(data_lib.prepare(DataConfig(dataset=name), data_lib.load_raw(name)))
     assert s["regular_features"] + s["privileged_features"] in (45, 46, 136)
     for row in s["splits"].values():
       assert row["query_groups"] > 0 and 0 <= row["positive_groups_pct"] <= 100
@@ -344,7 +344,8 @@ def test_chunked_synthetic_is_deterministic_shared_and_streams():
     assert not np.array_equal(a[s].x[:50], other[s].x[:50])
     np.testing.assert_array_equal(np.concatenate([p[s].x for p in shares]), a[s].x)
     np.testing.assert_array_equal(np.concatenate([p[s].qid for p in shares]), a[s].qid)
-  raw = D.load_raw("synthetic", synthetic_kwargs=DataConfig(synthetic_queries=(90, 20, 50), synthetic_mean_docs=12.0,
+  raw = data_lib.load_raw("synthetic",
+                          synthetic_kwargs=DataConfig(synthetic_queries=(90, 20, 50), synthetic_mean_docs=12.0,
                                                             synthetic_chunk=16).synthetic_kwargs())
   assert raw["train"].num_queries == 90 and raw["test"].qid[0] == 2 * 10 ** 6
 
@@ -387,8 +388,8 @@ def test_a_documents_label_is_the_same_in_every_fold_that_holds_it(tmp_path):
   data = write_layout("web30k", tmp_path / "web30k")
   seen, rel, y = {}, [], []
   for fold in range(1, 6):
-    raw = D.load_raw("web30k", data, fold=fold)
-    ds = D.prepare(DataConfig(dataset="web30k", label_seed=3, tau=4.8), raw)
+    raw = data_lib.load_raw("web30k", data, fold=fold)
+    ds = data_lib.prepare(DataConfig(dataset="web30k", label_seed=3, tau=4.8), raw)
     assert ds.config["labels_keyed_by"] == "document"
     for split, g in ds.splits.items():
       keys = zip(g.qid[g.group_index].tolist(), g.position.tolist())
@@ -400,7 +401,8 @@ def test_a_documents_label_is_the_same_in_every_fold_that_holds_it(tmp_path):
   assert len(seen) == 200 * 12  # every document of S1-S5 (each group has a 4 and 12 documents: the filter keeps all)
   p = 1 / (1 + np.exp(-4.0 * (np.asarray(rel) - 4.8)))
   assert abs(np.sum(y) - p.sum()) < 5 * np.sqrt(np.sum(p * (1 - p)))
-  synthetic = D.prepare(DataConfig(), D.load_raw("synthetic", synthetic_kwargs=dict(num_queries=(40, 10, 20), seed=3)))
+  synthetic = data_lib.prepare(DataConfig(),
+                               data_lib.load_raw("synthetic", synthetic_kwargs=dict(num_queries=(40, 10, 20), seed=3)))
   assert "labels_keyed_by" not in synthetic.config
 
 
@@ -414,11 +416,11 @@ def test_the_cache_stores_each_block_of_web30ks_rotated_folds_once(tmp_path, mon
   for fold in range(1, 6):
     for split in ("train", "vali", "test"):
       path = os.path.join(data, f"Fold{fold}", f"{split}.txt")
-      whole, cached = letor._parse(path), D.load_letor(path, cache_dir=cache)
+      whole, cached = letor._parse(path), data_lib.load_letor(path, cache_dir=cache)
       for k in ("x", "rel", "qid", "offsets"):
         assert getattr(whole, k).dtype == getattr(cached, k).dtype
         np.testing.assert_array_equal(getattr(whole, k), getattr(cached, k))
-      again = D.load_letor(path, cache_dir=cache)  # from the cache
+      again = data_lib.load_letor(path, cache_dir=cache)  # from the cache
       np.testing.assert_array_equal(again.x, whole.x)
       used += len(json.load(open(parse_cache.manifest_file(path, cache, files.sha256(path)))))
   stored = len(os.listdir(os.path.join(cache, "chunks")))
@@ -434,7 +436,8 @@ def test_padded_slots_and_resident_bytes_are_what_bucketing_holds():
   from pfd_jax.data.padding import bucketize, padded_slots
   from pfd_jax.training import device
   from pfd_jax.training.evaluation import eval_buckets
-  ds = D.prepare(DataConfig(), D.load_raw("synthetic", synthetic_kwargs=dict(num_queries=(60, 20, 30), seed=2)))
+  ds = data_lib.prepare(DataConfig(),
+                        data_lib.load_raw("synthetic", synthetic_kwargs=dict(num_queries=(60, 20, 30), seed=2)))
   tr = ds["train"]
   for k in (1, 2, 4):
     assert padded_slots(tr.sizes, k) == sum(b.mask.size for b in bucketize(tr, k))
@@ -445,13 +448,13 @@ def test_padded_slots_and_resident_bytes_are_what_bucketing_holds():
 
 
 def test_a_fold_whose_buckets_exceed_stream_above_of_the_memory_streams():
-  from experiments.framework import setup
+  from experiments.framework import fold_data
   gib = 2 ** 30
-  assert setup.streams("streamed", 0.25, lambda: 1, lambda: 100 * gib) == (True, "")
-  assert setup.streams("resident", 0.0, lambda: 10 * gib, lambda: gib) == (False, "")  # 0: never
-  streamed, why = setup.streams("resident", 0.25, lambda: 3 * gib, lambda: 8 * gib)
+  assert fold_data.streams("streamed", 0.25, lambda: 1, lambda: 100 * gib) == (True, "")
+  assert fold_data.streams("resident", 0.0, lambda: 10 * gib, lambda: gib) == (False, "")  # 0: never
+  streamed, why = fold_data.streams("resident", 0.25, lambda: 3 * gib, lambda: 8 * gib)
   assert streamed and "3.00 GiB, more than --stream_above=0.25 of the 8.0 GiB available" in why
-  streamed, why = setup.streams("resident", 0.25, lambda: 2 * gib, lambda: 8 * gib)
+  streamed, why = fold_data.streams("resident", 0.25, lambda: 2 * gib, lambda: 8 * gib)
   assert not streamed and "no more than" in why
 
 
@@ -475,10 +478,11 @@ def test_a_dense_formats_line_cut_short_is_refused_by_its_line(tmp_path):
   """Web30k and Istella write every feature on every line: a line cut after a whole token (features 50-136 gone)
   is refused naming file and line, instead of reading them as zeros; a sparse folder's short line is fine."""
   root = _dense_folder(tmp_path / "web30k", cut=(1, "test"))
-  with pytest.raises(D.DataError, match=r"Fold1/test.txt:20: 49 features, where every line of this format writes "
+  with pytest.raises(data_lib.DataError,
+                     match=r"Fold1/test.txt:20: 49 features, where every line of this format writes "
                                         r"all 136 \(a line cut short\?\)"):
-    D.load_raw("web30k", str(root))
-  assert D.load_raw("letor", str(root))["test"].x.shape == (20, 136)  # a sparse format: an absent feature is 0
+    data_lib.load_raw("web30k", str(root))
+  assert data_lib.load_raw("letor", str(root))["test"].x.shape == (20, 136)  # a sparse format: an absent feature is 0
 
 
 def test_a_preset_refuses_what_it_cannot_run_before_training(tmp_path, monkeypatch):
@@ -486,7 +490,7 @@ def test_a_preset_refuses_what_it_cannot_run_before_training(tmp_path, monkeypat
   a bad line in a later fold's file stops the run before the first row trains."""
   import shlex
   from absl import flags
-  from experiments.framework import cli, setup
+  from experiments.framework import cli, fold_data
   from experiments.paper import table2
   from pfd_jax.config import ConfigError
   root = _dense_folder(tmp_path / "MSLR-WEB30K")
@@ -506,7 +510,7 @@ def test_a_preset_refuses_what_it_cannot_run_before_training(tmp_path, monkeypat
                                      positive_grade=1, min_docs=1), options=table2.Options(methods=("pfd",)))
   trained = []
   monkeypatch.setattr(table2, "run_fold", lambda *a, **k: trained.append(a))
-  with pytest.raises(D.DataError, match="Fold3/train.txt:12: "):
+  with pytest.raises(data_lib.DataError, match="Fold3/train.txt:12: "):
     table2.run(cfg)
   assert not trained
 

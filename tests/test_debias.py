@@ -8,8 +8,8 @@ import pytest
 from conftest import SMALL_GBDT, TINY
 from experiments import export_logs
 from experiments.paper import table2
-from experiments.framework import deploy, outputs, position, setup
-from pfd_jax import data as D
+from experiments.framework import deploy, fold_data, outputs, position
+from pfd_jax import data as data_lib
 from pfd_jax.config import ConfigError
 from pfd_jax.data import logs
 from pfd_jax.data.config import DataConfig
@@ -227,10 +227,10 @@ def test_table2_position_rows_on_a_letor_folder(logs_folder, tmp_path):
   md = table2.to_markdown(outputs.as_json(res))
   assert "| Position as a feature, served at position 1 |" in md and "Debiasing rows (--position=21" in md
   assert not {"position_feature", "two_tower"} & set(deploy.candidates(fold.rows))  # no saved model serves them
-  ds = setup.load_dataset(data)
+  ds = fold_data.load_dataset(data)
   for options, error, match in (
       (table2.Options(position=5), ConfigError, "position: feature 5 is not among"),
-      (table2.Options(position=22), D.DataError, "feature 22 .* holds 0, which is neither"),
+      (table2.Options(position=22), data_lib.DataError, "feature 22 .* holds 0, which is neither"),
       (table2.Options(position=21, randomized=3), ConfigError, "randomized: feature 3 is not among")):
     with pytest.raises(error, match=match):
       position.position_setup(cfg.replace(options=options), ds, cfg.train_config())

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from experiments import launch
-from pfd_jax import data as D
+from pfd_jax import data as data_lib
 from pfd_jax.data import letor
 from pfd_jax.data import preprocess as pp
 
@@ -44,7 +44,7 @@ def test_shards_partition_a_file(tmp_path, count):
 
 
 def test_gumbel_draws_at_offsets_equal_the_whole_split():
-  g = D.synthetic.generate(num_queries=(30, 5, 5), mean_docs=12.0)["train"]
+  g = data_lib.synthetic.generate(num_queries=(30, 5, 5), mean_docs=12.0)["train"]
   seed = [3, 99]
   whole = pp.with_labels(g, np.random.default_rng(seed), t=4.0, tau=3.0)
   cut = [0, 7, 19, 30]

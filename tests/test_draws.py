@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from experiments.page import judged
-from pfd_jax import data as D
-from pfd_jax import training as T
+from pfd_jax import data as data_lib
+from pfd_jax import training as training_lib
 from pfd_jax.data.config import DataConfig
 from pfd_jax.training import draws
 
@@ -27,7 +27,7 @@ def _data(d: int):
   kw = dict(num_queries=(40, 24, 24), mean_docs=14.0, max_docs=60, num_features=16, num_strong=4, seed=10 + d)
   if d == 2:
     kw.update(max_docs=14)
-  return D.prepare(DataConfig(tau=3.0, num_privileged=4), D.synthetic.generate(**kw))
+  return data_lib.prepare(DataConfig(tau=3.0, num_privileged=4), data_lib.synthetic.generate(**kw))
 
 
 def _run(cfg, which, cuts, capacity, eval_layout, teacher=None):
@@ -37,7 +37,7 @@ def _run(cfg, which, cuts, capacity, eval_layout, teacher=None):
   evs = {split: draws.eval_set([s[split] for s in sets], **eval_layout[split]) for split in ("vali", "test")}
   keys = np.concatenate([jax.random.split(jax.random.PRNGKey(100 + d), SEEDS) for d in which])
   t = None if teacher is None else [np.concatenate([teacher(d, b) for d in which]) for b in range(len(cuts))]
-  return T.train(keys, cfg, tr, "x", evs, teacher=t), tr
+  return training_lib.train(keys, cfg, tr, "x", evs, teacher=t), tr
 
 
 def _layout(which):
@@ -63,7 +63,7 @@ def test_vmapped_draws_equal_draws_trained_one_at_a_time_on_their_layout(batch, 
   which = (0, 1, 2)
   cuts, capacity, counts, ev = _layout(which)
   assert (counts == 0).any(), "a draw without a group in some bucket (the no-op steps) is part of the test"
-  cfg = T.TrainConfig(epochs=2, batch_size=batch, hidden=16, layers=3, select_on="vali", lr=3e-3)
+  cfg = training_lib.TrainConfig(epochs=2, batch_size=batch, hidden=16, layers=3, select_on="vali", lr=3e-3)
   together, _ = _run(cfg, which, cuts, capacity, ev)
   assert together.params["params"]["Dense_0"]["kernel"].shape[0] == len(which) * SEEDS
   for i, d in enumerate(which):
@@ -85,21 +85,21 @@ def test_each_model_is_scored_on_its_own_draws_lists():
   order), and the empty-list rule's denominator per draw; the same of the per-list NDCG."""
   which = (0, 1, 2)
   sets = [_data(d) for d in which]
-  cfg = T.TrainConfig(epochs=1, hidden=8, layers=2)
-  init = T.step.compiled(T.step.step_key(cfg), False, 1).init
+  cfg = training_lib.TrainConfig(epochs=1, hidden=8, layers=2)
+  init = training_lib.step.compiled(training_lib.step.step_key(cfg), False, 1).init
   params, _ = init(jax.random.split(jax.random.PRNGKey(0), len(which) * SEEDS), int(sets[0]["test"].x.shape[1]))
   for rule in ("exclude", "zero"):
-    c = T.TrainConfig(epochs=1, hidden=8, layers=2, empty_rule=rule)
-    got = T.evaluate(c, params, draws.eval_set([s["test"] for s in sets], 3), "x")
+    c = training_lib.TrainConfig(epochs=1, hidden=8, layers=2, empty_rule=rule)
+    got = training_lib.evaluate(c, params, draws.eval_set([s["test"] for s in sets], 3), "x")
     for i, s in enumerate(sets):
       mine = jax.tree_util.tree_map(lambda a: a[i * SEEDS:(i + 1) * SEEDS], params)
-      want = T.evaluate(c, mine, T.eval_set(s["test"]), "x")
+      want = training_lib.evaluate(c, mine, training_lib.eval_set(s["test"]), "x")
       assert_close_at_scale(got[i * SEEDS:(i + 1) * SEEDS], want)
   # per list: each draw's lists with a positive, in the layout's order (another than its own buckets': compared sorted)
   lists = draws.per_list_ndcg(cfg, params, draws.eval_set([s["test"] for s in sets], 3), "x")
   for i, s in enumerate(sets):
     mine = jax.tree_util.tree_map(lambda a: a[i * SEEDS:(i + 1) * SEEDS], params)
-    want, has = T.per_list_ndcg(cfg, mine, T.eval_set(s["test"]), "x")
+    want, has = training_lib.per_list_ndcg(cfg, mine, training_lib.eval_set(s["test"]), "x")
     vals, valid = lists[i]
     assert valid.all() and vals.shape == (SEEDS, has.sum()) and has.sum() > 0
     assert_close_at_scale(np.sort(vals, -1), np.sort(want[:, has], -1))
@@ -111,7 +111,7 @@ def test_a_teacher_teaches_the_students_of_its_own_draw():
   trained one draw at a time with their draw's teacher logits."""
   which = (0, 1)
   cuts, capacity, _, ev = _layout(which)
-  cfg = T.TrainConfig(epochs=2, batch_size=64, hidden=16, layers=3, select_on="vali", alpha=0.5)
+  cfg = training_lib.TrainConfig(epochs=2, batch_size=64, hidden=16, layers=3, select_on="vali", alpha=0.5)
   teachers, tr = _run(cfg, which, cuts, capacity, ev)
   logits = draws.predict(cfg, teachers.params, tr, "x")  # [D * S, C, L] per bucket
   per_draw = lambda d, b: np.asarray(logits[b])[which.index(d) * SEEDS:(which.index(d) + 1) * SEEDS]
@@ -162,14 +162,14 @@ def test_table2_trains_the_draws_of_a_chunk_side_by_side_and_records_each_as_its
 
 def test_a_chunks_draws_loaded_side_by_side_have_the_bits_each_has_loaded_alone():
   """drawn.load generates a chunk's draws on a thread pool (an accelerator's chunk holds 174): each draw, in chunk
-  order, is bit for bit the draw setup.load_dataset gives alone, and no two draws are the same."""
+  order, is bit for bit the draw fold_data.load_dataset gives alone, and no two draws are the same."""
   from experiments.paper import table2
-  from experiments.framework import drawn, setup
+  from experiments.framework import drawn, fold_data
   from conftest import tiny
   cfg = tiny(table2.Options(draws_per_program=3), data=dict(draws=3))
   together = drawn.load(cfg, [3, 1, 2])
   for k, ds in zip([3, 1, 2], together):
-    alone = setup.load_dataset(cfg.data, k)
+    alone = fold_data.load_dataset(cfg.data, k)
     assert ds.config == alone.config
     for split in ("train", "vali", "test"):
       np.testing.assert_array_equal(ds[split].x, alone[split].x)

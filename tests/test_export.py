@@ -9,15 +9,15 @@ import pytest
 
 import pfd_jax
 from experiments import predict
-from experiments.framework import monitor, outputs, schema, setup
+from experiments.framework import fold_data, monitor, outputs, schema
 from experiments import export as export_driver
-from pfd_jax import data as D
+from pfd_jax import data as data_lib
 from pfd_jax.training import device
 from pfd_jax.methods import distill
 from conftest import logs_data
 from pfd_jax.serving import export
 from pfd_jax import serving
-from pfd_jax import training as T
+from pfd_jax import training as training_lib
 
 pytestmark = pytest.mark.numeric
 
@@ -26,14 +26,14 @@ def _trained_student(folder, out, pfd=True, **arch):
   """A PFD student (3 seeds) of the simulated log folder (pfd=False: a model of the same view trained without a
   teacher, one row to train instead of three), saved under `out` and loaded back; the serving file; the saved
   model's folder."""
-  ds = setup.load_dataset(logs_data(folder, query_norm=True))
+  ds = fold_data.load_dataset(logs_data(folder, query_norm=True))
   dd = device.to_device(ds, 2, ("test",))
-  cfg = T.TrainConfig(epochs=2, batch_size=16, hidden=16, layers=3, **arch)
+  cfg = training_lib.TrainConfig(epochs=2, batch_size=16, hidden=16, layers=3, **arch)
   keys = jax.random.split(jax.random.PRNGKey(0), 3)
   trained = distill.run_methods(keys, cfg, dd, ["pfd"])["pfd"] if pfd else distill.train_on_data(keys, cfg, dd, "x")
   ranker = pfd_jax.make_ranker(trained, cfg, "x", ds.config)
   ranker.save(str(out / "model"))
-  return (pfd_jax.load_model(str(out / "model")), D.load_serving(os.path.join(folder, "serve.txt"), 23),
+  return (pfd_jax.load_model(str(out / "model")), data_lib.load_serving(os.path.join(folder, "serve.txt"), 23),
           str(out / "model"))
 
 
@@ -56,7 +56,7 @@ def modern_student(logs_folder, tmp_path_factory, request):
 def _query(raw, n):
   """One query of n documents drawn from the serving file's documents."""
   rows = np.random.default_rng(n).choice(raw.num_docs, size=n, replace=n > raw.num_docs)
-  return D.Groups(x=raw.x[rows], rel=None, qid=np.array([1]), offsets=np.array([0, n]))
+  return data_lib.Groups(x=raw.x[rows], rel=None, qid=np.array([1]), offsets=np.array([0, n]))
 
 
 def _runner(path, fmt):
@@ -101,7 +101,7 @@ def test_a_normalised_ensemble_exports_as_it_scores(modern_student, tmp_path, fm
 @pytest.mark.heavy
 def test_ensemble_is_the_mean_of_the_seeds(student, tmp_path):
   ranker, raw, _ = student
-  one = D.Groups(x=raw.x[:12], rel=None, qid=np.array([1]), offsets=np.array([0, 12]))
+  one = data_lib.Groups(x=raw.x[:12], rel=None, qid=np.array([1]), offsets=np.array([0, 12]))
   cols = export.raw_columns(one, ranker.input_ids)
   mean = np.mean([ranker.score_groups(one, seed=s) for s in range(ranker.num_seeds)], axis=0)
   np.testing.assert_allclose(np.asarray(export.serving_function(ranker, ensemble=True)(cols)), mean, atol=1e-5)

@@ -19,8 +19,8 @@ from hypothesis import strategies as st
 from conftest import CACHE, TINY
 from experiments import predict
 from experiments.framework import guards
-from experiments.framework import monitor, outputs, schema, setup
-from pfd_jax import data as D
+from experiments.framework import fold_data, monitor, outputs, schema
+from pfd_jax import data as data_lib
 from pfd_jax.methods import distill
 from pfd_jax import files
 from pfd_jax import serving
@@ -262,7 +262,7 @@ def test_eta_is_measured_from_trained_rows(monkeypatch):
 
 @pytest.fixture(scope="module")
 def model_dir(tmp_path_factory):
-  ds, dd, tc, keys = setup.fold_setup(TINY)
+  ds, dd, tc, keys = fold_data.fold_setup(TINY)
   r = distill.train_on_data(keys, tc, dd, "x")
   path = str(tmp_path_factory.mktemp("model") / "student")
   make_ranker(r, tc, "x", ds.config, row="no_distill").save(path)
@@ -443,7 +443,7 @@ def test_predict_refuses_a_bad_serving_file_naming_the_line(practitioner, tmp_pa
   edit, want = SERVING[case]
   data = tmp_path / "serve.txt"
   data.write_text(_lines(os.path.join(folder, "serve.txt"), edit))
-  with pytest.raises(D.DataError, match=want):
+  with pytest.raises(data_lib.DataError, match=want):
     _predict_here(student, data, tmp_path / "scores.tsv")
   assert os.listdir(tmp_path) == ["serve.txt"]  # nothing written, no temporary left
 
@@ -462,7 +462,8 @@ def test_predict_reads_crlf_files_as_lf(practitioner, tmp_path):
 def test_predict_refuses_a_teacher_without_its_privileged_features(practitioner, tmp_path, capsys):
   folder, _, teacher = practitioner
   out = tmp_path / "scores.tsv"
-  with pytest.raises(D.DataError, match=r"serve.txt: the model reads feature ids 21,22,23 that appear on no line of "
+  with pytest.raises(data_lib.DataError,
+                     match=r"serve.txt: the model reads feature ids 21,22,23 that appear on no line of "
                      r"this file; 21,22,23 are privileged: this model is a teacher, which needs them, so score with a "
                      r"student model, or pass --impute=zero"):
     _predict_here(teacher, f"{folder}/serve.txt", out)
@@ -510,8 +511,8 @@ def test_fuzz_serving_reader(practitioner, tmp_path_factory, data):
   path = str(tmp_path_factory.mktemp("serve") / "serve.txt")
   open(path, "wb").write(bytes(blob))
   try:
-    groups, present = D.read_serving(path, 23)
-  except D.DataError as e:
+    groups, present = data_lib.read_serving(path, 23)
+  except data_lib.DataError as e:
     assert str(e).startswith(path)
     return
   assert groups.x.shape == (groups.num_docs, 23) and np.isfinite(groups.x).all()

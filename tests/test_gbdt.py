@@ -8,13 +8,13 @@ import pfd_jax
 from conftest import SMALL_GBDT as SMALL, TINY, logs_data, written
 from experiments import predict
 from experiments.paper import table2
-from experiments.framework import cli, outputs, rowstore, schema, setup
-from pfd_jax import data as D
+from experiments.framework import cli, fold_data, outputs, rowstore, schema
+from pfd_jax import data as data_lib
 from pfd_jax.methods import distill
 from pfd_jax.methods import gbdt
 from pfd_jax.methods import rows as rows_lib
 from pfd_jax import serving
-from pfd_jax import training as T
+from pfd_jax import training as training_lib
 from pfd_jax.training import teaching
 from pfd_jax.config import ConfigError
 
@@ -29,8 +29,8 @@ def _groups(rng, sizes, positive=True, dim=5):
   if positive:
     for q in range(len(sizes)):
       y[offsets[q] + rng.integers(sizes[q])] = 1.0
-  return D.Groups(x=x, rel=y.copy(), qid=np.arange(len(sizes)), offsets=offsets, y=y,
-                  z=rng.normal(size=(offsets[-1], 2)).astype(np.float32))
+  return data_lib.Groups(x=x, rel=y.copy(), qid=np.arange(len(sizes)), offsets=offsets, y=y,
+                         z=rng.normal(size=(offsets[-1], 2)).astype(np.float32))
 
 
 @pytest.mark.heavy
@@ -49,15 +49,16 @@ def test_our_ndcg_of_a_lambdamart_model_equals_lightgbms_own():
   s = model.predict(g.x).astype(np.float32)[None]
   # no tie inside a list (tied documents may be ordered differently by the two sorts)
   assert all(np.unique(s[0, a:b]).size == b - a for a, b in zip(g.offsets[:-1], g.offsets[1:]))
-  ours = gbdt.mean_ndcg(T.TrainConfig(ks=(3, 8)), s, g, max_buckets=8)[0]
+  ours = gbdt.mean_ndcg(training_lib.TrainConfig(ks=(3, 8)), s, g, max_buckets=8)[0]
   np.testing.assert_allclose(ours, [evals["v"]["ndcg@3"][-1], evals["v"]["ndcg@8"][-1]], rtol=0, atol=2e-6)
   # one more list, without a positive: LightGBM's mean moves toward 1, ours does not move
   h = _groups(rng, [6], positive=False)
-  h = D.Groups(x=h.x, rel=h.rel * 0, y=h.y * 0, qid=np.array([99]), offsets=h.offsets, z=h.z)
-  both = D.Groups(x=np.concatenate([g.x, h.x]), rel=np.concatenate([g.rel, h.rel]), y=np.concatenate([g.y, h.y]),
-                  qid=np.arange(41), offsets=np.concatenate([g.offsets, g.offsets[-1] + h.offsets[1:]]))
+  h = data_lib.Groups(x=h.x, rel=h.rel * 0, y=h.y * 0, qid=np.array([99]), offsets=h.offsets, z=h.z)
+  both = data_lib.Groups(x=np.concatenate([g.x, h.x]), rel=np.concatenate([g.rel, h.rel]), y=np.concatenate([g.y, h.y]),
+                         qid=np.arange(41), offsets=np.concatenate([g.offsets, g.offsets[-1] + h.offsets[1:]]))
   s2 = model.predict(both.x).astype(np.float32)[None]
-  np.testing.assert_allclose(gbdt.mean_ndcg(T.TrainConfig(ks=(3, 8)), s2, both, max_buckets=8)[0], ours, atol=1e-7)
+  np.testing.assert_allclose(gbdt.mean_ndcg(training_lib.TrainConfig(ks=(3, 8)), s2, both, max_buckets=8)[0], ours,
+                             atol=1e-7)
   theirs = model.eval(lgb.Dataset(both.x, label=both.y, group=both.sizes, reference=ds), "b")
   lg8 = [v for _, name, v, _ in theirs if name == "ndcg@8"][0]
   assert lg8 == pytest.approx((ours[1] * 40 + 1.0) / 41, abs=2e-6)
@@ -66,7 +67,7 @@ def test_our_ndcg_of_a_lambdamart_model_equals_lightgbms_own():
 @pytest.fixture(scope="module")
 def synthetic():
   cfg = TINY
-  ds, dd, tc, keys = setup.fold_setup(cfg, "rankbce", 1)
+  ds, dd, tc, keys = fold_data.fold_setup(cfg, "rankbce", 1)
   return cfg, ds, dd, tc, keys
 
 
@@ -79,14 +80,14 @@ def test_per_document_scores_evaluate_as_the_mlp_rows(synthetic):
   test = ds["test"]
   sc = gbdt.doc_scores(tc, r.params, test, "xz", max_buckets=cfg.data.max_buckets)
   np.testing.assert_allclose(gbdt.mean_ndcg(tc, sc, test, max_buckets=cfg.data.max_buckets),
-                             T.evaluate(tc, r.params, dd.eval_sets["test"], "xz"), atol=1e-6)
+                             training_lib.evaluate(tc, r.params, dd.eval_sets["test"], "xz"), atol=1e-6)
   lists, valid = gbdt.list_ndcg(tc, sc, test, max_buckets=cfg.data.max_buckets)
-  ref, ref_valid = T.per_list_ndcg(tc, r.params, dd.eval_sets["test"], "xz")
+  ref, ref_valid = training_lib.per_list_ndcg(tc, r.params, dd.eval_sets["test"], "xz")
   np.testing.assert_allclose(lists[:, 0], ref, atol=1e-6)
   np.testing.assert_array_equal(valid, ref_valid)
   tr = ds["train"]
   per_doc = gbdt.doc_scores(tc, r.params, tr, "xz", max_buckets=cfg.data.max_buckets)
-  buckets = D.bucketize(tr, cfg.data.max_buckets)
+  buckets = data_lib.bucketize(tr, cfg.data.max_buckets)
   ours = gbdt.to_buckets(per_doc, buckets, tr.offsets)
   for a, b, pb in zip(ours, distill.teacher_targets(tc, [(r, "xz")], dd), buckets):
     np.testing.assert_allclose(np.asarray(a)[:, pb.mask], np.asarray(b)[:, pb.mask], atol=1e-6)
@@ -119,7 +120,7 @@ def test_real_out_of_fold_teacher_differs_from_in_sample(synthetic):
   seen = []
   writer = type("W", (), {"write_epoch": lambda self, s: seen.append(s.first_model)})()
   oof = gbdt.teacher_scores_oof(SMALL, tc, ds, "xz", 1, max_buckets=cfg.data.max_buckets,
-                                hooks=T.Hooks(writers=(writer,)))[0]
+                                hooks=training_lib.Hooks(writers=(writer,)))[0]
   assert seen and seen == sorted(seen) and set(seen) <= set(range(SMALL.oof_folds))  # fit after fit
   tr = ds["train"]
   which = gbdt.fold_of_groups(tr.num_queries, SMALL.oof_folds, 0)
@@ -180,8 +181,8 @@ def test_driver_rows_saved_gbdt_models_reload_bit_for_bit_and_predict(folder, tm
   models = tmp_path / "letor" / "models"
   assert sorted(os.listdir(models / "lambdamart")) == ["lightgbm_seed0.txt", "lightgbm_seed1.txt", "model.json"]
 
-  ds = setup.load_dataset(data)
-  raw = D.load_serving(os.path.join(folder, "serve.txt"), 23)
+  ds = fold_data.load_dataset(data)
+  raw = data_lib.load_serving(os.path.join(folder, "serve.txt"), 23)
   for row in ("lambdamart", "lambdamart_from_pfd"):
     ranker = pfd_jax.load_model(str(models / row))
     assert isinstance(ranker, serving.GBDTRanker) and ranker.recipe["model"]["kind"] == "lightgbm"
@@ -189,7 +190,8 @@ def test_driver_rows_saved_gbdt_models_reload_bit_for_bit_and_predict(folder, tm
     # the reloaded model scores the serving file as LightGBM scores the training run's test inputs
     direct = lgb.Booster(model_file=str(models / row / "lightgbm_seed1.txt")).predict(ds["test"].x)
     np.testing.assert_array_equal(ranker.score_groups(raw, seed=1), direct.astype(np.float32))
-    np.testing.assert_allclose(gbdt.mean_ndcg(T.TrainConfig(), ranker.score_groups(raw, seed=1)[None], ds["test"],
+    np.testing.assert_allclose(gbdt.mean_ndcg(training_lib.TrainConfig(), ranker.score_groups(raw, seed=1)[None],
+                                              ds["test"],
                                               max_buckets=2),
                                np.asarray(rows[row].best["test"])[1:2], atol=1e-6)
   teacher = pfd_jax.load_model(str(models / "lambdamart_teacher"))
@@ -204,7 +206,7 @@ def test_driver_rows_saved_gbdt_models_reload_bit_for_bit_and_predict(folder, tm
   assert summary["ndcg"][0][8] == pytest.approx(np.asarray(rows["lambdamart"].best["test"])[best, 0], abs=1e-6)
   never = predict.Options(model=str(models / "lambdamart_teacher"), data=f"{folder}/serve.txt",
                           out=str(tmp_path / "never.tsv"))
-  with pytest.raises(D.DataError, match="feature ids 21,22,23 that appear on no line.*privileged"):
+  with pytest.raises(data_lib.DataError, match="feature ids 21,22,23 that appear on no line.*privileged"):
     predict.run(schema.Config(options=never))
   assert not (tmp_path / "never.tsv").exists()
 
@@ -229,7 +231,7 @@ def test_saved_gbdt_row_resumes_with_the_same_bits(synthetic, tmp_path):
   stops = []
   writer = type("W", (), {"write_epoch": lambda self, s: seen.append(s)})()
   again = gbdt.train(SMALL, tc, ds, "x", 2, eval_splits=("test",), max_buckets=cfg.data.max_buckets,
-                     hooks=T.Hooks(writers=(writer,), safe_point=lambda: stops.append(1)))
+                     hooks=training_lib.Hooks(writers=(writer,), safe_point=lambda: stops.append(1)))
   assert again.models == r.models  # same seed, same model (deterministic=True); reporting changes nothing
   # every REPORT_EVERY rounds of each seed: the selection NDCG, as an MLP row's epochs (progress line, TensorBoard)
   rounds = [(s.first_model, s.epoch) for s in seen]

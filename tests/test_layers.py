@@ -1,35 +1,35 @@
-"""The shape of the code (experiments/layers.py): one-way layers, short files and functions, and a serving path
+"""The shape of the code (experiments/lint.py): one-way layers, short files and functions, and a serving path
 that loads no training code."""
 import subprocess
 import sys
 import textwrap
 
-from experiments import layers
+from experiments import lint
 
 
 def test_limits_are_kept():
-  assert layers.problems() == []
+  assert lint.problems() == []
 
 
 def test_no_driver_imports_another_driver(tmp_path):
   """The check finds a driver importing another (a planted pair), and the repository has none but the allowed one."""
-  graph = layers.import_graph("experiments")[0]  # once: the set below walked it again for every driver
-  assert layers.driver_imports() == [] and ("experiments.paper.alpha_robustness", "experiments.paper.fig3_alpha") in {
-      (a, b) for a in layers.drivers() for b in graph.get(a, ())}
+  graph = lint.import_graph("experiments")[0]  # once: the set below walked it again for every driver
+  assert lint.driver_imports() == [] and ("experiments.paper.alpha_robustness", "experiments.paper.fig3_alpha") in {
+      (a, b) for a in lint.drivers() for b in graph.get(a, ())}
   pkg = tmp_path / "experiments"
   pkg.mkdir()
   (pkg / "__init__.py").write_text("")
   (pkg / "one.py").write_text("DRIVER = 1\n")
   (pkg / "two.py").write_text("from experiments import one\nDRIVER = 2\n")
   (pkg / "helper.py").write_text("from experiments import one\n")  # not a driver: may import one
-  assert layers.driver_imports(str(tmp_path)) == [("experiments.two", "experiments.one")]
+  assert lint.driver_imports(str(tmp_path)) == [("experiments.two", "experiments.one")]
 
 
 def test_the_page_lists_exactly_the_drivers_of_paper_and_related():
   """`ls experiments/paper experiments/related` is the page's drivers: each folder's DRIVERS (the page's order) names
   every module of it that defines a driver and no other, and experiments.module finds each one."""
   import experiments
-  found = layers.drivers()
+  found = lint.drivers()
   for package in (experiments.paper, experiments.related):
     assert sorted(package.DRIVERS) == sorted(n.rsplit(".", 1)[1] for n in found
                                              if n.rsplit(".", 1)[0] == package.__name__), package.__name__
@@ -47,9 +47,9 @@ def test_the_graph_measures_what_python_runs(tmp_path):
   (pkg / "c.py").write_text("import os\n")
   (pkg / "d.py").write_text("def f():\n  from pkg import e\n")
   (pkg / "e.py").write_text("from pkg.d import f\nfrom typing import TYPE_CHECKING\nif TYPE_CHECKING:\n  import pkg.a\n")
-  graph, local = layers.import_graph("pkg", str(tmp_path))
-  assert layers.longest_chain(graph) == ["pkg.a", "pkg.b", "pkg.c"]
-  assert layers.circles(graph) == [["pkg.d", "pkg.e"]]
+  graph, local = lint.import_graph("pkg", str(tmp_path))
+  assert lint.longest_chain(graph) == ["pkg.a", "pkg.b", "pkg.c"]
+  assert lint.circles(graph) == [["pkg.d", "pkg.e"]]
   assert ("pkg.d", 2, "pkg.e") in local and "pkg.a" not in graph["pkg.e"]  # annotations only: no edge
 
 
@@ -62,7 +62,7 @@ def test_bare_dict_annotations_are_found_and_typed_ones_are_not(tmp_path):
       "def f(a: dict, b: Dict[str, int], c: Optional[dict] = None, *d: Dict, **e) -> Mapping[str, dict]:\n"
       "  x: dict = {}\n  y: Dict[str, float] = {}\n  return {}\n"
       "class C:\n  z: Dict\n  w: Mapping[str, int]\n")
-  found = layers.untyped_dicts(("pkg",), str(tmp_path))
+  found = lint.untyped_dicts(("pkg",), str(tmp_path))
   # a, c, *d and the return's inner dict; x; z (b, y, w and e, unannotated, are not)
   assert found == ["pkg/m.py:2"] * 4 + ["pkg/m.py:3", "pkg/m.py:7"]
 
@@ -70,19 +70,19 @@ def test_bare_dict_annotations_are_found_and_typed_ones_are_not(tmp_path):
 def test_no_driver_nor_its_harness_imports_the_page(tmp_path):
   """The page (experiments.page) is read by its own commands only: the check finds a planted harness module that
   imports it, and importing every driver in a fresh interpreter loads none of its modules."""
-  assert layers.page_imports() == []
+  assert lint.page_imports() == []
   pkg = tmp_path / "experiments"
   (pkg / "page").mkdir(parents=True)
   for f in ("__init__.py", "page/__init__.py", "page/claims.py"):
     (pkg / f).write_text("")
   (pkg / "harness.py").write_text("from experiments.page import claims\n")
   (pkg / "report.py").write_text("from experiments.page import claims\n")  # the page's own command
-  assert layers.page_imports(str(tmp_path)) == [("experiments.harness", "experiments.page"),
-                                                ("experiments.harness", "experiments.page.claims")]
+  assert lint.page_imports(str(tmp_path)) == [("experiments.harness", "experiments.page"),
+                                              ("experiments.harness", "experiments.page.claims")]
   code = textwrap.dedent("""
       import importlib, sys
-      from experiments import layers
-      for name in sorted(layers.drivers()):
+      from experiments import lint
+      for name in sorted(lint.drivers()):
         importlib.import_module(name)
       print("PAGE", sorted(m for m in sys.modules if m.startswith("experiments.page")))
   """)
@@ -130,7 +130,7 @@ def test_a_walk_counts_its_rooms_stays_returns_and_crossings():
   assert (w.rooms, w.returns) == (3, 3)
   assert dict(w.crossings) == {("experiments", "pfd_jax"): 2, ("pfd_jax", "experiments"): 1}
   assert [walk.layer(m) for m in ("pfd_jax.data.groups", "pfd_jax.config", "experiments.paper.table2",
-                                  "experiments.framework.setup")] == [
+                                  "experiments.framework.fold_data")] == [
       "pfd_jax.data", "pfd_jax", "experiments.paper", "experiments.framework"]
 
 
@@ -138,16 +138,16 @@ def test_a_walk_records_the_calls_handed_its_kinds_until_its_end():
   """calls() records a project function's call when an argument is of the kind's types, and stops at the end's
   first call (what follows is never recorded)."""
   from experiments import walk
-  from experiments.framework import setup
+  from experiments.framework import fold_data
   from pfd_jax.data.config import DataConfig
 
   two, three = DataConfig(draws=2), DataConfig(draws=3)
 
   def run():
-    setup.folds_of(two)  # handed a DataConfig: recorded
-    layers.file_lines(root="/nonexistent")  # no configuration among its arguments: not recorded
+    fold_data.folds_of(two)  # handed a DataConfig: recorded
+    lint.file_lines(root="/nonexistent")  # no configuration among its arguments: not recorded
     walk.layer("pfd_jax.data.groups")  # the end
-    setup.folds_of(three)  # after the end: never called
+    fold_data.folds_of(three)  # after the end: never called
 
   seen = walk.calls(run, walk.layer, {"configuration": (DataConfig,)})
-  assert seen == {"configuration": ["experiments.framework.setup"]}
+  assert seen == {"configuration": ["experiments.framework.fold_data"]}

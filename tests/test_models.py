@@ -11,7 +11,7 @@ from pfd_jax.methods import distill
 from pfd_jax.ops import models
 from pfd_jax.ops import precision as precision_lib
 from pfd_jax.ops.models import Arch
-from pfd_jax import training as T
+from pfd_jax import training as training_lib
 from pfd_jax.config import ConfigError
 
 from conftest import TINY, assert_close_at_scale, operand_roundoff
@@ -148,7 +148,7 @@ def test_batch_norm_statistics_are_those_of_the_real_documents():
 @pytest.fixture(scope="module")
 def batch_norm_run(tiny_device):
   """(config, result) of 3 seeds of a batch-normalised MLP with dropout and noise, trained for 3 epochs."""
-  cfg = T.TrainConfig(epochs=3, batch_size=16, hidden=16, layers=3, norm="batch", dropout=0.1, noise=0.1)
+  cfg = training_lib.TrainConfig(epochs=3, batch_size=16, hidden=16, layers=3, norm="batch", dropout=0.1, noise=0.1)
   return cfg, distill.train_on_data(jax.random.split(jax.random.PRNGKey(0), 3), cfg, tiny_device, "x")
 
 
@@ -160,7 +160,7 @@ def test_batch_norm_runs_through_the_seed_vmapped_step(batch_norm_run, tiny_devi
   stats = res.params["batch_stats"]["MaskedBatchNorm_1"]  # a hidden layer's: depends on each seed's weights
   assert stats["mean"].shape[0] == 3 and not np.allclose(stats["mean"][0], stats["mean"][1])
   assert not np.allclose(stats["var"], 1.0)
-  again = T.evaluate(cfg, res.params, tiny_device.eval_sets["test"], "x")
+  again = training_lib.evaluate(cfg, res.params, tiny_device.eval_sets["test"], "x")
   np.testing.assert_allclose(again, res.best["test"], rtol=1e-5)
   assert res.loss[:, -1, 0].mean() < res.loss[:, 0, 0].mean()
 
@@ -184,7 +184,7 @@ def test_a_seed_ensemble_scores_the_mean_logit_of_its_seeds(batch_norm_run, tiny
   assert ens.shape[1] == valid.size and valid.sum() == len(want)
   np.testing.assert_allclose(np.sort(ens[0][valid]), np.sort(want), rtol=1e-5)
   one = jax.tree_util.tree_map(lambda a: a[:1], res.params)
-  single, _ = T.per_list_ndcg(cfg, one, tiny_device.eval_sets["test"], "x")
+  single, _ = training_lib.per_list_ndcg(cfg, one, tiny_device.eval_sets["test"], "x")
   alone, _ = distill.ensemble_lists(cfg, dataclasses.replace(res, params=one), ds["test"], "x", max_buckets=2)
   np.testing.assert_allclose(alone[0], single[0], rtol=1e-6)
 

@@ -15,14 +15,14 @@ pytestmark = pytest.mark.numeric
 SCRIPT = r"""
 import dataclasses, json, sys
 import jax, numpy as np
-from experiments.framework import setup
+from experiments.framework import fold_data
 from pfd_jax.training import device
 from pfd_jax.methods import distill
-from pfd_jax import training as T
+from pfd_jax import training as training_lib
 
 assert len(jax.devices()) == 4, jax.devices()
 from pfd_jax.data.config import DataConfig
-ds = setup.load_dataset(DataConfig(synthetic_queries=(80, 20, 60), synthetic_mean_docs=16.0, tau=4.0, cache_dir=""))
+ds = fold_data.load_dataset(DataConfig(synthetic_queries=(80, 20, 60), synthetic_mean_docs=16.0, tau=4.0, cache_dir=""))
 dd = device.to_device(ds, max_buckets=2, eval_splits=("test",), data_groups="all")
 disk = device.to_device(ds, max_buckets=2, eval_splits=("test",), data_groups="all", shard_dir=sys.argv[1])
 keys = jax.random.split(jax.random.PRNGKey(0), 2)
@@ -31,7 +31,7 @@ for name, mesh in [("one", ()), ("data4", (("data", 4),)), ("seeds2_data2", (("s
                    ("data4_streamed", (("data", 4),))]:
   if name.endswith("streamed"):
     dd = disk
-  cfg = T.TrainConfig(hidden=16, layers=3, epochs=3, batch_size=30, mesh=mesh)
+  cfg = training_lib.TrainConfig(hidden=16, layers=3, epochs=3, batch_size=30, mesh=mesh)
   teacher = distill.train_on_data(keys, cfg, dd, "xz")
   student = distill.train_student(keys, cfg, dd, distill.teacher_targets(cfg, [(teacher, "xz")], dd))
   leaves = [np.asarray(a).ravel() for a in jax.tree_util.tree_leaves(student.params)]

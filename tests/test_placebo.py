@@ -10,24 +10,24 @@ import numpy as np
 import pytest
 
 from conftest import TINY
-from experiments.framework import setup
-from pfd_jax import data as D
+from experiments.framework import fold_data
+from pfd_jax import data as data_lib
 from pfd_jax.training import device
 from pfd_jax.methods import distill
 from pfd_jax.ops import stats
-from pfd_jax import training as T
+from pfd_jax import training as training_lib
 
 
 @pytest.fixture(scope="module")
 def tiny_ds():
-  return setup.load_dataset(TINY.data)
+  return fold_data.load_dataset(TINY.data)
 
 
 def _sorted_rows(a):
   return a[np.lexsort(a.T[::-1])]
 
 
-def _within_query_corr(g: D.Groups, col: int) -> float:
+def _within_query_corr(g: data_lib.Groups, col: int) -> float:
   """corr(z - query mean of z, y - query mean of y) over the documents: the link a ranking loss can use."""
   gi = g.group_index
   def centred(v):
@@ -35,10 +35,10 @@ def _within_query_corr(g: D.Groups, col: int) -> float:
   return float(np.corrcoef(centred(g.z[:, col].astype(np.float64)), centred(g.y.astype(np.float64)))[0, 1])
 
 
-@pytest.mark.parametrize("within", D.PLACEBO_MODES)
+@pytest.mark.parametrize("within", data_lib.PLACEBO_MODES)
 def test_permutation_keeps_the_values_and_the_other_fields(tiny_ds, within):
   g = tiny_ds["train"]
-  p = D.permute_privileged(g, np.random.default_rng(0), within)
+  p = data_lib.permute_privileged(g, np.random.default_rng(0), within)
   for name in ("x", "y", "rel", "qid", "offsets"):
     np.testing.assert_array_equal(getattr(p, name), getattr(g, name))
   assert not np.array_equal(p.z, g.z)
@@ -52,7 +52,7 @@ def test_permutation_keeps_the_values_and_the_other_fields(tiny_ds, within):
     assert not np.allclose(np.add.reduceat(p.z[:, 0], g.offsets[:-1]), np.add.reduceat(g.z[:, 0], g.offsets[:-1]))
 
 
-@pytest.mark.parametrize("within", D.PLACEBO_MODES)
+@pytest.mark.parametrize("within", data_lib.PLACEBO_MODES)
 def test_permuted_privileged_feature_is_uncorrelated_with_the_label(tiny_ds, within):
   """The most label-correlated privileged column: strongly linked to y before; after permutation, the
   correlation (within queries for 'query', over the split for 'split') averages to zero over seeds."""
@@ -61,7 +61,7 @@ def test_permuted_privileged_feature_is_uncorrelated_with_the_label(tiny_ds, wit
       lambda h, c: float(np.corrcoef(h.z[:, c], h.y)[0, 1]))
   col = int(np.argmax([abs(corr(g, c)) for c in range(g.z.shape[1])]))
   before = corr(g, col)
-  after = np.array([corr(D.permute_privileged(g, np.random.default_rng(s), within), col) for s in range(200)])
+  after = np.array([corr(data_lib.permute_privileged(g, np.random.default_rng(s), within), col) for s in range(200)])
   se = after.std(ddof=1) / np.sqrt(after.size)
   assert abs(before) > 0.1
   assert abs(after.mean()) < 3 * se, (before, after.mean(), se)
@@ -69,37 +69,37 @@ def test_permuted_privileged_feature_is_uncorrelated_with_the_label(tiny_ds, wit
 
 
 def test_placebo_dataset_is_seeded_and_recorded(tiny_ds):
-  a = D.with_placebo_privileged(tiny_ds, "query", seed=3)
-  b = D.with_placebo_privileged(tiny_ds, "query", seed=3)
-  c = D.with_placebo_privileged(tiny_ds, "query", seed=4)
+  a = data_lib.with_placebo_privileged(tiny_ds, "query", seed=3)
+  b = data_lib.with_placebo_privileged(tiny_ds, "query", seed=3)
+  c = data_lib.with_placebo_privileged(tiny_ds, "query", seed=4)
   for s in tiny_ds.splits:
     np.testing.assert_array_equal(a[s].z, b[s].z)
     assert not np.array_equal(a[s].z, c[s].z)
   assert a.config["placebo"] == "query" and a.config["placebo_seed"] == 3
   with pytest.raises(ValueError, match="within"):
-    D.permute_privileged(tiny_ds["train"], np.random.default_rng(0), "document")
+    data_lib.permute_privileged(tiny_ds["train"], np.random.default_rng(0), "document")
   with pytest.raises(ValueError, match="placebo rows need their data"):
-    distill.run_methods(None, T.TrainConfig(), None, ("placebo",))
+    distill.run_methods(None, training_lib.TrainConfig(), None, ("placebo",))
 
 
 @pytest.fixture(scope="module")
 def sparse_ds():
   """Half the training groups without a positive (tau 3.0, 300 queries): the unlabelled groups the student
   learns from through the teacher (Theorem 2's all-data term), where privileged information can pay."""
-  return setup.load_dataset(dataclasses.replace(TINY.data, tau=3.0, synthetic_queries=(300, 20, 150)))
+  return fold_data.load_dataset(dataclasses.replace(TINY.data, tau=3.0, synthetic_queries=(300, 20, 150)))
 
 
-def _pfd_vs_placebo(ds: D.Dataset, seeds: int = 6):
+def _pfd_vs_placebo(ds: data_lib.Dataset, seeds: int = 6):
   """PFD student vs placebo student, test NDCG@8 paired by seed (the same keys), on `ds`."""
-  tc = T.TrainConfig(epochs=15, hidden=32, layers=3, batch_size=16)
+  tc = training_lib.TrainConfig(epochs=15, hidden=32, layers=3, batch_size=16)
   dd = device.to_device(ds, 2, ("test",))
-  placebo = device.to_device(D.with_placebo_privileged(ds, "query", 0), 2, ("test",))
+  placebo = device.to_device(data_lib.with_placebo_privileged(ds, "query", 0), 2, ("test",))
   keys = jax.random.split(jax.random.PRNGKey(0), seeds)
   rows = distill.run_methods(keys, tc, dd, ("pfd", "placebo"), placebo=lambda: placebo)
   return stats.paired(rows["pfd"].best["test"][:, 0], rows["placebo"].best["test"][:, 0])
 
 
-def _with_z(ds: D.Dataset, make) -> D.Dataset:
+def _with_z(ds: data_lib.Dataset, make) -> data_lib.Dataset:
   return dataclasses.replace(ds, splits={s: dataclasses.replace(g, z=make(g, i)) for i, (s, g) in
                                          enumerate(ds.splits.items())})
 

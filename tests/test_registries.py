@@ -151,14 +151,14 @@ def test_a_loss_that_draws_randomness_gets_a_key():
 
 def test_the_dataset_registry_serves_the_layouts():
   """Every built-in name is a spec; the in-memory one reads no folder; an unknown name names the known ones."""
-  from pfd_jax import data as D
+  from pfd_jax import data as data_lib
   from pfd_jax.data.config import DataConfig
   assert {"synthetic", "ohsumed", "mq2008", "web10k", "web30k", "yahoo", "istella", "letor"} <= set(specs.REGISTRY)
-  assert D.num_folds("ohsumed") == 5 and D.spec("synthetic").in_memory and D.spec("letor").own_data
+  assert data_lib.num_folds("ohsumed") == 5 and data_lib.spec("synthetic").in_memory and data_lib.spec("letor").own_data
   with pytest.raises(ConfigError, match="data_dir: dataset=synthetic is generated in memory"):
     DataConfig(dataset="synthetic", data_dir="x")
-  with pytest.raises(D.DataError, match="unknown dataset 'nope'; known: synthetic"):
-    D.split_files("nope", None)
+  with pytest.raises(data_lib.DataError, match="unknown dataset 'nope'; known: synthetic"):
+    data_lib.split_files("nope", None)
 
 
 def test_a_row_registered_later_changes_no_default_run():

@@ -603,7 +603,7 @@ def test_a_resumed_runs_wall_time_counts_what_its_loaded_rows_took():
   the processes that trained them: the runs table says both, and the page's total counts both."""
   from experiments.framework import walltime
   res = dict(wall_seconds=141.0, resumed=dict(rows=20, seconds=9000.0))
-  assert walltime.said(res) == "2 min 21 s + 150 min 0 s in 20 rows loaded from earlier processes"
-  assert walltime.said(dict(wall_seconds=141.0)) == "2 min 21 s" and walltime.seconds(res) == 9141.0
+  assert walltime.wall_time(res) == "2 min 21 s + 150 min 0 s in 20 rows loaded from earlier processes"
+  assert walltime.wall_time(dict(wall_seconds=141.0)) == "2 min 21 s" and walltime.seconds(res) == 9141.0
   assert walltime.loaded(res) == " + 150 min 0 s in 20 rows loaded from earlier processes" and walltime.loaded({}) == ""
   assert "2 h 35 min of wall time" in walltime.total([(None, dict(res=res)), (None, dict(res=dict(seconds=159.0)))])

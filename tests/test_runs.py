@@ -15,8 +15,8 @@ from sklearn.datasets import dump_svmlight_file
 from experiments import export_logs
 
 from experiments.paper import table2
-from experiments.framework import cli, lifecycle, rowstore, rundir, setup, tabulate
-from pfd_jax import data as D
+from experiments.framework import cli, fold_data, lifecycle, rowstore, rundir, tabulate
+from pfd_jax import data as data_lib
 from pfd_jax.data.config import DataConfig
 from pfd_jax.data import logs
 
@@ -110,8 +110,8 @@ def test_a_folder_named_like_another_gets_a_label_of_its_own_and_a_fixed_file_ke
 @pytest.mark.heavy
 def test_saved_rows_round_trip(tmp_path):
   cfg = TINY.replace(output=dict(run_dir=str(tmp_path)))
-  ds, dd, tc, keys = setup.fold_setup(cfg)
-  rows = rowstore.Rows(cfg, ds)
+  ds, dd, tc, keys = fold_data.fold_setup(cfg)
+  rows = rowstore.RowStore(cfg, ds)
   calls = []
   first = rows("no_distill", "x", tc, lambda: calls.append(1) or __import__("pfd_jax").train_on_data(keys, tc, dd, "x"))
   again = rows("no_distill", "x", tc, lambda: calls.append(2))
@@ -120,7 +120,7 @@ def test_saved_rows_round_trip(tmp_path):
     np.testing.assert_array_equal(a, b)
   np.testing.assert_array_equal(first.curves["test"], again.curves["test"])
   np.testing.assert_array_equal(first.best_epoch, again.best_epoch)
-  restart = rowstore.Rows(TINY.replace(output=dict(run_dir=str(tmp_path)), run=dict(restart=True)), ds)
+  restart = rowstore.RowStore(TINY.replace(output=dict(run_dir=str(tmp_path)), run=dict(restart=True)), ds)
   restart("no_distill", "x", tc, lambda: calls.append(3) or first)
   assert calls == [1, 3]
 
@@ -131,7 +131,7 @@ def test_what_a_row_found_is_saved_and_loaded_like_its_models(tmp_path):
   import jax.numpy as jnp
   from pfd_jax.methods import rows as rows_lib, search
   cfg = TINY.replace(output=dict(run_dir=str(tmp_path)))
-  ds, dd, tc, keys = setup.fold_setup(cfg)
+  ds, dd, tc, keys = fold_data.fold_setup(cfg)
   entry = rows_lib.REGISTRY["pfd_searched"]
   pick = search.Candidate((1,), 0.5, 2.0)
   made = []
@@ -139,15 +139,15 @@ def test_what_a_row_found_is_saved_and_loaded_like_its_models(tmp_path):
     made.append(1)
     return search.Search(lists={pick: np.arange(3.0)}, choice=dict(chosen=pick), strength=np.ones(2), teachers={},
                          chosen=jnp.arange(4.0), baseline=None, valid=np.arange(3), seconds=1.5)
-  first = rowstore.Rows(cfg, ds).found()(entry, tc, make)
-  again = rowstore.Rows(cfg, ds).found()(entry, tc, make)  # a resumed run: loaded
+  first = rowstore.RowStore(cfg, ds).found()(entry, tc, make)
+  again = rowstore.RowStore(cfg, ds).found()(entry, tc, make)  # a resumed run: loaded
   assert made == [1] and os.path.exists(tmp_path / "runs" / tc.loss / "fold1" / "pfd_searched.found.pickle")
   assert again.candidate == pick and again.seconds == 1.5
   np.testing.assert_array_equal(again.chosen, first.chosen)
   np.testing.assert_array_equal(again.lists[pick], first.lists[pick])
-  rowstore.Rows(cfg, ds).found()(entry, dataclasses.replace(tc, alpha=0.3), make)  # another configuration
+  rowstore.RowStore(cfg, ds).found()(entry, dataclasses.replace(tc, alpha=0.3), make)  # another configuration
   restart = TINY.replace(output=dict(run_dir=str(tmp_path)), run=dict(restart=True))
-  rowstore.Rows(restart, ds).found()(entry, tc, make)
+  rowstore.RowStore(restart, ds).found()(entry, tc, make)
   assert made == [1, 1, 1]
 
 
@@ -159,8 +159,8 @@ def jax_leaves(tree):
 def test_a_split_without_positives_is_an_error_before_training():
   cfg = TINY.replace(data=DataConfig(dataset="synthetic", synthetic_queries=(40, 10, 30), synthetic_mean_docs=12.0,
                                      tau=9.0, min_docs=5, cache_dir=""))
-  with pytest.raises(D.DataError, match=r"no test list has a positive label \(labels=gumbel, t=4.0, tau=9.0"):
-    setup.fold_setup(cfg)
+  with pytest.raises(data_lib.DataError, match=r"no test list has a positive label \(labels=gumbel, t=4.0, tau=9.0"):
+    fold_data.fold_setup(cfg)
 
 
 def test_no_table_prints_nan_or_inf():
@@ -172,8 +172,8 @@ def test_no_table_prints_nan_or_inf():
 def test_nan_label_names_file_and_line(tmp_path):
   p = tmp_path / "f.txt"
   p.write_text("1 qid:1 1:0.5\nnan qid:1 1:0.2\n")
-  with pytest.raises(D.DataError, match=rf"{p}:2: non-finite label 'nan'"):
-    D.load_letor(str(p))
+  with pytest.raises(data_lib.DataError, match=rf"{p}:2: non-finite label 'nan'"):
+    data_lib.load_letor(str(p))
 
 
 @pytest.mark.parametrize("argv,code,want", heavy_after_first([
@@ -228,7 +228,7 @@ def test_well_formed_files_round_trip_against_scikit_learn(tmp_path, f):
   x, labels, qid = f
   path = str(tmp_path / "rt.txt")
   dump_svmlight_file(x, labels, path, query_id=qid, zero_based=False)
-  g = D.load_letor(path)
+  g = data_lib.load_letor(path)
   np.testing.assert_array_equal(g.x, x)
   np.testing.assert_array_equal(g.rel, labels)
   np.testing.assert_array_equal(np.repeat(g.qid, g.sizes), qid)
@@ -257,7 +257,7 @@ def test_any_single_corrupted_line_names_its_file_and_line(tmp_path, f, corrupt,
   lines[i] = corrupt(lines[i])
   open(path, "w").write("".join(lines))
   with pytest.raises(ValueError, match=rf"{path}:{i + 1}: "):
-    D.load_letor(path)
+    data_lib.load_letor(path)
 
 
 @pytest.mark.slow

@@ -9,7 +9,7 @@ import pytest
 from scipy import stats as sps
 
 from conftest import TINY
-from experiments.framework import setup
+from experiments.framework import fold_data
 from pfd_jax.data.datasets import Dataset
 from pfd_jax.data.preprocess import positive_groups
 from pfd_jax.training import device
@@ -22,7 +22,7 @@ from pfd_jax.training.evaluation import per_list_ndcg
 def _dataset(queries=None, noise=0.5):
   """TINY's synthetic data (or `queries` train/vali/test queries) with two privileged columns: a copy of the
   binary label y and a noisy copy of the graded relevance, rel + N(0, noise^2)."""
-  ds = setup.load_dataset(dataclasses.replace(TINY.data, synthetic_queries=queries or TINY.data.synthetic_queries))
+  ds = fold_data.load_dataset(dataclasses.replace(TINY.data, synthetic_queries=queries or TINY.data.synthetic_queries))
   rng = np.random.default_rng(0)
   cols = lambda g: np.stack([g.y, g.rel + noise * rng.normal(size=g.rel.shape)], 1).astype(np.float32)
   return Dataset(name=ds.name, splits={s: dataclasses.replace(g, z=cols(g)) for s, g in ds.splits.items()},

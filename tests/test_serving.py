@@ -15,13 +15,13 @@ import pfd_jax
 from conftest import logs_data, slow_after_first
 from experiments import predict
 from experiments.paper import table2
-from experiments.framework import outputs, schema, setup, tabulate
+from experiments.framework import fold_data, outputs, schema, tabulate
 from pfd_jax.config import ConfigError
 from pfd_jax.data.config import DataConfig, parse_ids
-from pfd_jax import data as D
+from pfd_jax import data as data_lib
 from pfd_jax.training import device
 from pfd_jax.methods import distill
-from pfd_jax import training as T
+from pfd_jax import training as training_lib
 from pfd_jax.ops import scoring
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -34,34 +34,34 @@ def folder(logs_folder):
 
 
 def test_file_labels_are_kept_bit_for_bit_with_every_group(folder):
-  raw = D.load_raw("letor", folder)
-  ds = setup.load_dataset(logs_data(folder))
+  raw = data_lib.load_raw("letor", folder)
+  ds = fold_data.load_dataset(logs_data(folder))
   for split, g in raw.items():
     np.testing.assert_array_equal(ds[split].y, g.rel)  # 0/1 purchases as they are
     assert ds[split].num_queries == g.num_queries  # groups without a purchase stay
-  assert not D.positive_groups(ds["train"]).all()
+  assert not data_lib.positive_groups(ds["train"]).all()
   assert ds.config["labels"] == "file" and ds.config["t"] is None
 
 
 def test_graded_file_labels_need_positive_grade(folder):
-  raw = {"train": D.Groups(x=np.ones((4, 2), np.float32), rel=np.array([0, 1, 2, 3], np.float32),
-                           qid=np.array([1]), offsets=np.array([0, 4]))}
+  raw = {"train": data_lib.Groups(x=np.ones((4, 2), np.float32), rel=np.array([0, 1, 2, 3], np.float32),
+                                  qid=np.array([1]), offsets=np.array([0, 4]))}
   with pytest.raises(ValueError, match="--positive_grade"):
-    D.prepare(DataConfig(dataset="letor", labels="file", min_docs=1, privileged="2"), raw)
-  ds = D.prepare(DataConfig(dataset="letor", labels="file", positive_grade=2, min_docs=1, privileged="2"), raw)
+    data_lib.prepare(DataConfig(dataset="letor", labels="file", min_docs=1, privileged="2"), raw)
+  ds = data_lib.prepare(DataConfig(dataset="letor", labels="file", positive_grade=2, min_docs=1, privileged="2"), raw)
   np.testing.assert_array_equal(ds["train"].y, [0, 0, 1, 1])
 
 
 def test_privileged_ids_move_exactly_those_columns(folder):
-  raw = D.load_raw("letor", folder)
+  raw = data_lib.load_raw("letor", folder)
   ids = [22, 3]
-  ds = setup.load_dataset(logs_data(folder, privileged="22,3"))
-  x = D.log1p_transform(raw["train"].x)
+  ds = fold_data.load_dataset(logs_data(folder, privileged="22,3"))
+  x = data_lib.log1p_transform(raw["train"].x)
   np.testing.assert_array_equal(ds["train"].z, x[:, [21, 2]])
   regular = [i for i in range(1, 24) if i not in ids]
   np.testing.assert_array_equal(ds["train"].x, x[:, np.array(regular) - 1])
   assert ds.config["privileged_ids"] == ids and ds.config["regular_ids"] == regular
-  auto = setup.load_dataset(logs_data(folder, privileged="auto", num_privileged=3))
+  auto = fold_data.load_dataset(logs_data(folder, privileged="auto", num_privileged=3))
   assert auto.config["privileged_choice"] == "auto" and len(auto.config["privileged_ids"]) == 3
   assert sorted(auto.config["privileged_ids"] + auto.config["regular_ids"]) == list(range(1, 24))
 
@@ -77,14 +77,14 @@ def test_bad_privileged_value_names_the_setting(text, what):
 
 def test_out_of_range_privileged_id_names_the_flag(folder):
   with pytest.raises(ConfigError, match=r"privileged: feature ids \[99\] are out of range.*1\.\.23"):
-    setup.load_dataset(logs_data(folder, privileged="99"))
+    fold_data.load_dataset(logs_data(folder, privileged="99"))
 
 
 @pytest.mark.heavy
 def test_save_load_score_equals_in_memory_bit_for_bit(folder, tmp_path):
-  ds = setup.load_dataset(logs_data(folder))
+  ds = fold_data.load_dataset(logs_data(folder))
   dd = device.to_device(ds, 2, ("test",))
-  cfg = T.TrainConfig(epochs=2, batch_size=16, hidden=16, layers=3)
+  cfg = training_lib.TrainConfig(epochs=2, batch_size=16, hidden=16, layers=3)
   keys = jax.random.split(jax.random.PRNGKey(0), 3)
   rows = distill.run_methods(keys, cfg, dd, ["pfd"])
   for row, view in (("pfd", "x"), ("pfd_teacher", "xz")):
@@ -93,17 +93,17 @@ def test_save_load_score_equals_in_memory_bit_for_bit(folder, tmp_path):
     back = pfd_jax.load_model(str(tmp_path / row))
     assert back.recipe == json.loads(json.dumps(ranker.recipe))
     assert back.best_seed == int(np.argmax(rows[row].best["test"][:, 0]))
-    mem = T.predict(cfg, rows[row].params, dd.eval_sets["test"].buckets, view)
+    mem = training_lib.predict(cfg, rows[row].params, dd.eval_sets["test"].buckets, view)
     for b, m in zip(dd.eval_sets["test"].buckets, mem):
       for s in range(3):
         np.testing.assert_array_equal(np.asarray(back.score(scoring.features(b, view), seed=s)), np.asarray(m[s]))
   # raw file -> recipe -> flat scores: the same inputs as training's, so the same scores
   student = pfd_jax.load_model(str(tmp_path / "pfd"))
   test = ds["test"]
-  raw = D.load_serving(os.path.join(folder, "serve.txt"), student.num_features)
+  raw = data_lib.load_serving(os.path.join(folder, "serve.txt"), student.num_features)
   np.testing.assert_array_equal(student.inputs(raw), test.x)
   flat = student.score_groups(raw)
-  mem = T.predict(cfg, rows["pfd"].params, [dict(x=jnp.asarray(test.x))], "x")[0]
+  mem = training_lib.predict(cfg, rows["pfd"].params, [dict(x=jnp.asarray(test.x))], "x")[0]
   np.testing.assert_allclose(flat, np.asarray(mem[student.best_seed]), rtol=1e-6, atol=1e-6)
 
 
@@ -183,9 +183,9 @@ def test_the_deploy_figure_is_the_shipped_models_and_dropped_lists_are_counted(p
   shipped = float(re.search(r"test (\d\.\d+)\.$", text).group(1))
   res = _predict(Path(practitioner.models) / "pfd", f"{practitioner.folder}/test.txt", tmp_path / "s.tsv")
   assert res["ndcg"][0][8] == pytest.approx(shipped, abs=5e-4) and f"seed {res['seed']}," in text
-  raw = D.load_raw("letor", practitioner.folder)
+  raw = data_lib.load_raw("letor", practitioner.folder)
   k = int(np.median(raw["train"].sizes))
-  data = setup.load_dataset(logs_data(practitioner.folder, min_docs=k)).config
+  data = fold_data.load_dataset(logs_data(practitioner.folder, min_docs=k)).config
   assert "dropped_lists" not in record.first_fold.data  # min_docs=5 dropped none
   for split, g in raw.items():
     assert data["dropped_lists"][split] == [int(np.sum(g.sizes < k)), g.num_queries]
@@ -219,11 +219,11 @@ def test_a_gap_in_the_feature_ids_is_no_model_input_and_serving_names_each_colum
   one of the model's columns by its id, warns of privileged ids left in, and --impute names every id it fills."""
   folder = _gapped_folder(tmp_path / "log")
   data = logs_data(str(folder), privileged="101,102,103", min_docs=1)
-  ds = setup.load_dataset(data)
+  ds = fold_data.load_dataset(data)
   assert ds.config["regular_ids"] == [1, 2, 3, 4, 5] and ds.config["privileged_ids"] == [101, 102, 103]
   assert ds["train"].x.shape[1] == 5 and ds["train"].z.shape[1] == 3
   with pytest.raises(ValueError, match=r"privileged: feature ids \[100\] hold no value on any line"):
-    setup.load_dataset(logs_data(str(folder), privileged="101,102,100", min_docs=1))
+    fold_data.load_dataset(logs_data(str(folder), privileged="101,102,100", min_docs=1))
   from conftest import TINY
   cfg = TINY.replace(data=data, run=dict(save_models=True), output=dict(out_dir=str(tmp_path / "out")),
                      options=table2.Options(methods=("pfd",)))
@@ -296,9 +296,9 @@ def test_serving_file_with_labels_on_some_lines_only(tmp_path):
   p = tmp_path / "s.txt"
   p.write_text("qid:1 1:0.5\n1 qid:1 1:0.2\n")
   with pytest.raises(ValueError, match=rf"{p}:2: this file's first line has no label"):
-    D.load_serving(str(p))
+    data_lib.load_serving(str(p))
   p.write_text("qid:1 1:0.5 2:1\nqid:1 1:0.2\nqid:2 2:3\n")
-  g = D.load_serving(str(p), num_features=4)
+  g = data_lib.load_serving(str(p), num_features=4)
   assert g.rel is None and g.x.shape == (3, 4) and list(g.offsets) == [0, 2, 3]
 
 
@@ -325,5 +325,5 @@ def test_public_api_is_reexported():
 def test_serving_file_with_a_split_query_names_the_line(tmp_path):
   p = tmp_path / "s.txt"
   p.write_text("qid:1 1:0.5\nqid:2 1:0.2\nqid:1 1:0.3\n")
-  with pytest.raises(D.DataError, match=rf"{p}:3: qid 1 reappears"):
-    D.load_serving(str(p))
+  with pytest.raises(data_lib.DataError, match=rf"{p}:3: qid 1 reappears"):
+    data_lib.load_serving(str(p))

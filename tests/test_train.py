@@ -10,7 +10,7 @@ from experiments.framework import schema
 from pfd_jax import config as config_lib
 from pfd_jax.methods import distill
 from pfd_jax.methods import rows as rows_lib
-from pfd_jax import training as T
+from pfd_jax import training as training_lib
 
 from conftest import SMALL_GBDT, assert_same_program_bits, tiny, written
 
@@ -18,17 +18,17 @@ pytestmark = pytest.mark.numeric
 
 
 def test_training_learns_and_keeps_best_epoch(tiny_device):
-  cfg = T.TrainConfig(epochs=8, batch_size=16, lr=3e-3)
+  cfg = training_lib.TrainConfig(epochs=8, batch_size=16, lr=3e-3)
   res = distill.train_on_data(jax.random.split(jax.random.PRNGKey(1), 2), cfg, tiny_device, "xz")
   assert res.loss[:, -1, 0].mean() < res.loss[:, 0, 0].mean()
   # the kept parameters score exactly the best epoch's test NDCG
-  again = T.evaluate(cfg, res.params, tiny_device.eval_sets["test"], "xz")
+  again = training_lib.evaluate(cfg, res.params, tiny_device.eval_sets["test"], "xz")
   np.testing.assert_allclose(again, res.best["test"], rtol=1e-5)
   np.testing.assert_array_equal(res.best["test"][:, 0], res.curves["test"][:, :, 0].max(1))
 
 
 def test_validation_selection_picks_the_best_vali_epoch(tiny_device):
-  cfg = T.TrainConfig(epochs=4, batch_size=16, select_on="vali")
+  cfg = training_lib.TrainConfig(epochs=4, batch_size=16, select_on="vali")
   res = distill.train_on_data(jax.random.split(jax.random.PRNGKey(3), 2), cfg, tiny_device, "x")
   np.testing.assert_array_equal(res.best_epoch, res.curves["vali"][:, :, 0].argmax(1))
   np.testing.assert_array_equal(res.best["test"], res.curves["test"][[0, 1], res.best_epoch])
@@ -38,7 +38,7 @@ def test_scoring_only_the_selection_split_per_epoch_keeps_every_best_epoch_bit(t
   """curves='select': only validation is scored per epoch; test is scored once, on each model's kept parameters,
   by the same compiled scorer: the best epochs, parameters and best-epoch metrics of every split are the per-epoch
   run's bits."""
-  cfg = T.TrainConfig(epochs=5, batch_size=16, select_on="vali")
+  cfg = training_lib.TrainConfig(epochs=5, batch_size=16, select_on="vali")
   keys = jax.random.split(jax.random.PRNGKey(3), 2)
   full = distill.train_on_data(keys, cfg, tiny_device, "x")
   cheap = distill.train_on_data(keys, dataclasses.replace(cfg, curves="select"), tiny_device, "x")
@@ -52,7 +52,7 @@ def test_scoring_only_the_selection_split_per_epoch_keeps_every_best_epoch_bit(t
 
 
 def test_student_with_alpha_one_ignores_teacher(tiny_device):
-  cfg = T.TrainConfig(epochs=2, batch_size=16, alpha=1.0)
+  cfg = training_lib.TrainConfig(epochs=2, batch_size=16, alpha=1.0)
   keys = jax.random.split(jax.random.PRNGKey(2), 2)
   t = [jax.numpy.zeros((2,) + b["y"].shape) for b in tiny_device.train_all]
   t2 = [x + 5.0 for x in t]
@@ -121,30 +121,32 @@ def test_chunked_epochs_and_streamed_data_give_the_resident_bits(tiny_device, tm
   """One program, three ways to feed it: a whole epoch per call, a chunk of 2 steps per call, and the same
   buckets streamed from on-disk shards, a window per step. Same plan, same arithmetic, same bits, for a
   data-only run (here) and a student with a teacher (the next test)."""
-  cfg = T.TrainConfig(loss=loss, epochs=3, batch_size=16, hidden=16, layers=3)
+  cfg = training_lib.TrainConfig(loss=loss, epochs=3, batch_size=16, hidden=16, layers=3)
   keys = jax.random.split(jax.random.PRNGKey(4), 3)
   disk = _shards(tiny_device, tmp_path)
-  runs = {c: T.train(keys, cfg, tiny_device.train_pos, "xz", tiny_device.eval_sets, chunk_steps=c) for c in (0, 2)}
-  runs["disk"] = T.train(keys, cfg, disk["train_pos"], "xz", tiny_device.eval_sets)
+  runs = {c: training_lib.train(keys, cfg, tiny_device.train_pos, "xz", tiny_device.eval_sets,
+                                chunk_steps=c) for c in (0, 2)}
+  runs["disk"] = training_lib.train(keys, cfg, disk["train_pos"], "xz", tiny_device.eval_sets)
   _same_bits(runs[0], runs[2])
   _same_bits(runs[0], runs["disk"])
   # a view reading only the privileged columns reads only z from disk (GenD's teacher)
-  _same_bits(T.train(keys, cfg, tiny_device.train_pos, "z", tiny_device.eval_sets),
-             T.train(keys, cfg, disk["train_pos"], "z", tiny_device.eval_sets))
+  _same_bits(training_lib.train(keys, cfg, tiny_device.train_pos, "z", tiny_device.eval_sets),
+             training_lib.train(keys, cfg, disk["train_pos"], "z", tiny_device.eval_sets))
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("loss", ["rankbce", "ranknet"])
 def test_a_student_chunked_and_streamed_gets_the_resident_bits(tiny_device, tmp_path, loss):
   """The same three ways to feed a student, its teacher's targets windowed with its buckets."""
-  cfg = T.TrainConfig(loss=loss, epochs=3, batch_size=16, hidden=16, layers=3)
+  cfg = training_lib.TrainConfig(loss=loss, epochs=3, batch_size=16, hidden=16, layers=3)
   keys = jax.random.split(jax.random.PRNGKey(4), 3)
   disk = _shards(tiny_device, tmp_path)
-  teacher = T.train(keys, cfg, tiny_device.train_pos, "xz", tiny_device.eval_sets)
+  teacher = training_lib.train(keys, cfg, tiny_device.train_pos, "xz", tiny_device.eval_sets)
   targets = distill.teacher_targets(cfg, [(teacher, "xz")], tiny_device)
-  students = {c: T.train(keys, cfg, tiny_device.train_all, "x", tiny_device.eval_sets, teacher=targets, chunk_steps=c)
+  students = {c: training_lib.train(keys, cfg, tiny_device.train_all, "x", tiny_device.eval_sets, teacher=targets,
+                                    chunk_steps=c)
               for c in (0, 2)}
-  students["disk"] = T.train(keys, cfg, disk["train_all"], "x", tiny_device.eval_sets, teacher=targets)
+  students["disk"] = training_lib.train(keys, cfg, disk["train_all"], "x", tiny_device.eval_sets, teacher=targets)
   _same_bits(students[0], students[2])
   _same_bits(students[0], students["disk"])
 
@@ -158,7 +160,7 @@ def _padded(b):
 def test_epoch_plan_visits_every_group_once_per_seed():
   keys = jax.random.split(jax.random.PRNGKey(7), 2)
   sizes, batch = (5, 12, 3), 4
-  ids, idx, valid = jax.device_get(T.program.plan(keys, 3, sizes, batch))
+  ids, idx, valid = jax.device_get(training_lib.program.plan(keys, 3, sizes, batch))
   assert ids.shape == (2 + 3 + 1,) and sorted(ids.tolist()) == [0, 0, 1, 1, 1, 2]
   for b, q in enumerate(sizes):
     w = min(batch, q)
@@ -166,7 +168,7 @@ def test_epoch_plan_visits_every_group_once_per_seed():
       seen = idx[ids == b][:, s, :w][valid[ids == b][:, :w] > 0]
       assert sorted(seen.tolist()) == list(range(q))
   assert not np.array_equal(idx[:, 0], idx[:, 1])  # each seed its own permutation
-  alone = jax.device_get(T.program.plan(keys[1:], 3, sizes, batch))
+  alone = jax.device_get(training_lib.program.plan(keys[1:], 3, sizes, batch))
   np.testing.assert_array_equal(alone[1][:, 0], idx[:, 1])  # ... not depending on the other seeds
 
 
@@ -174,7 +176,7 @@ def test_epoch_plan_visits_every_group_once_per_seed():
 def test_variants_and_seeds_vmapped_equal_separate_runs(tiny_device):
   """Seeds and a sweep of the teacher term (Figure 3's alpha, SDR's softmax-transform temperature) vmapped in one
   program: a (variant, seed) other than the first equals its run alone, one seed of one variant."""
-  cfg = T.TrainConfig(loss="softmax", epochs=2, batch_size=16, hidden=16, layers=3, alpha=0.5)
+  cfg = training_lib.TrainConfig(loss="softmax", epochs=2, batch_size=16, hidden=16, layers=3, alpha=0.5)
   keys = jax.random.split(jax.random.PRNGKey(3), 2)
   teacher = distill.train_on_data(keys, cfg, tiny_device, "xz")
   targets = distill.teacher_targets(cfg, [(teacher, "xz")], tiny_device)
@@ -197,7 +199,7 @@ def test_variants_and_seeds_vmapped_equal_separate_runs(tiny_device):
 def test_seeds_looped_equal_seeds_vmapped(tiny_device):
   """seed_batching='loop' (gradients model after model) trains the same models as the vmapped default, up to
   float summation order."""
-  cfg = T.TrainConfig(loss="ranknet", epochs=2, batch_size=16, hidden=16, layers=3)
+  cfg = training_lib.TrainConfig(loss="ranknet", epochs=2, batch_size=16, hidden=16, layers=3)
   keys = jax.random.split(jax.random.PRNGKey(6), 3)
   a = distill.train_on_data(keys, cfg, tiny_device, "xz")
   b = distill.train_on_data(keys, dataclasses.replace(cfg, seed_batching="loop"), tiny_device, "xz")
@@ -209,28 +211,28 @@ def test_early_stopping_ends_when_no_model_improves_and_keeps_the_full_runs_bits
   """patience = p: training ends after the first epoch at which every model's best validation epoch is p or more
   epochs back; up to there the curves, losses and best epochs are the full run's bits, after it NaN, and the kept
   models are the best of the epochs run (scoring exactly their best validation NDCG)."""
-  cfg = T.TrainConfig(epochs=30, batch_size=16, hidden=16, layers=3, lr=3e-2, select_on="vali")
+  cfg = training_lib.TrainConfig(epochs=30, batch_size=16, hidden=16, layers=3, lr=3e-2, select_on="vali")
   keys = jax.random.split(jax.random.PRNGKey(7), 2)
-  full = T.train(keys, cfg, tiny_device.train_pos, "x", tiny_device.eval_sets)
+  full = training_lib.train(keys, cfg, tiny_device.train_pos, "x", tiny_device.eval_sets)
   vali = full.curves["vali"][:, :, 0]
   running = np.maximum.accumulate(vali, axis=1)  # each model's best so far, its epoch: the first to reach it
   best_so_far = np.array([[int(np.argmax(v[:e + 1])) for e in range(cfg.epochs)] for v in vali])
   patience = 3
   stop = next(e for e in range(cfg.epochs) if np.all(e - best_so_far[:, e] >= patience))
   assert stop < cfg.epochs - 2  # the case tests an early end
-  early = T.train(keys, cfg, tiny_device.train_pos, "x", tiny_device.eval_sets, patience=patience)
+  early = training_lib.train(keys, cfg, tiny_device.train_pos, "x", tiny_device.eval_sets, patience=patience)
   ran = slice(0, stop + 1)
   assert_same_program_bits(early.curves["vali"][:, ran], full.curves["vali"][:, ran])
   assert_same_program_bits(early.loss[:, ran], full.loss[:, ran])
   assert np.all(np.isnan(early.curves["vali"][:, stop + 1:])) and np.all(np.isnan(early.loss[:, stop + 1:]))
   np.testing.assert_array_equal(early.best_epoch, best_so_far[:, stop])
   np.testing.assert_array_equal(early.best["vali"][:, 0], running[:, stop])
-  np.testing.assert_allclose(T.evaluate(cfg, early.params, tiny_device.eval_sets["vali"], "x")[:, 0],
+  np.testing.assert_allclose(training_lib.evaluate(cfg, early.params, tiny_device.eval_sets["vali"], "x")[:, 0],
                              running[:, stop], rtol=1e-5)
   # --patience (TrainConfig.patience) is the same rule for every row; at its default 0 a configuration records no
   # field, so the saved rows' fingerprints are those of before it existed
-  by_config = T.train(keys, dataclasses.replace(cfg, patience=patience), tiny_device.train_pos, "x",
-                      tiny_device.eval_sets)
+  by_config = training_lib.train(keys, dataclasses.replace(cfg, patience=patience), tiny_device.train_pos, "x",
+                                 tiny_device.eval_sets)
   np.testing.assert_array_equal(by_config.best_epoch, early.best_epoch)
   assert "patience" not in config_lib.to_dict(cfg) and config_lib.to_dict(dataclasses.replace(cfg, patience=3))[
       "patience"] == 3
@@ -239,8 +241,8 @@ def test_early_stopping_ends_when_no_model_improves_and_keeps_the_full_runs_bits
 def test_an_evaluation_set_without_lists_scores_nan_as_the_empty_rule_says():
   """metrics.list_mean's rule: no list to average is NaN, here for a split with no list at all (a set too small to
   have one), not a ZeroDivisionError; [seeds, cut-offs] as any evaluation."""
-  cfg = T.TrainConfig(hidden=8, layers=2)
+  cfg = training_lib.TrainConfig(hidden=8, layers=2)
   params = jax.vmap(lambda k: cfg.arch.module().init(k, jax.numpy.zeros((1, 4))))(
       jax.random.split(jax.random.PRNGKey(0), 3))
-  out = T.evaluate(cfg, params, T.EvalSet([], 0), "x")
+  out = training_lib.evaluate(cfg, params, training_lib.EvalSet([], 0), "x")
   assert out.shape == (3, len(cfg.ks)) and np.all(np.isnan(out))

@@ -47,9 +47,9 @@ from experiments.framework import lifecycle, protocol, rundir, schema, tabulate
 from experiments import peers
 from experiments.bench import draws as bench_draws, memory as bench_memory, modern as bench_modern
 from experiments.bench import roofline as bench_roofline
-from pfd_jax import data as D
+from pfd_jax import data as data_lib
 from pfd_jax.data.config import DataConfig
-from pfd_jax import training as T
+from pfd_jax import training as training_lib
 from pfd_jax.config import option
 
 
@@ -99,9 +99,9 @@ class Options:
 
 def epoch_seconds(cfg, buckets, eval_set, seeds, chunk_steps=0):
   """(seconds of the second of two epochs (the first compiles), the trained params)."""
-  times = T.EpochTimes()
-  res = T.train(jax.random.split(jax.random.PRNGKey(0), seeds), cfg, buckets, "x", {"test": eval_set},
-                hooks=T.Hooks(writers=(times,)), chunk_steps=chunk_steps)
+  times = training_lib.EpochTimes()
+  res = training_lib.train(jax.random.split(jax.random.PRNGKey(0), seeds), cfg, buckets, "x", {"test": eval_set},
+                           hooks=training_lib.Hooks(writers=(times,)), chunk_steps=chunk_steps)
   return times[1] - times[0], res.params
 
 
@@ -113,8 +113,8 @@ def host_overhead(repeats: int) -> dict:
   bucket = dict(x=jnp.asarray(rng.normal(size=(q, l, dim)).astype(np.float32)),
                 y=jnp.asarray((rng.random((q, l)) < 0.3).astype(np.float32)), mask=jnp.ones((q, l), bool),
                 pos=jnp.ones(q))
-  es = T.EvalSet([bucket], q)
-  cfg = T.TrainConfig(epochs=2, batch_size=1, hidden=8, layers=2)
+  es = training_lib.EvalSet([bucket], q)
+  cfg = training_lib.TrainConfig(epochs=2, batch_size=1, hidden=8, layers=2)
   out = {}
   for _ in range(repeats):
     for name, chunk in (("steps", 1), ("epoch", 0)):
@@ -136,7 +136,7 @@ def matmul_rate(rows: int, dim: int, hidden: int, layers: int, repeats: int = 5)
   return 3 * bench_modern.mlp_matmul_flops(dim, hidden, layers) * rows / best
 
 
-def torch_reference(host_buckets, cfg: T.TrainConfig, n_batches: int, seed: int = 0):
+def torch_reference(host_buckets, cfg: training_lib.TrainConfig, n_batches: int, seed: int = 0):
   """docs/s of the identical model, summed RankBCE, Adam(coupled L2) and batch plan in PyTorch eager."""
   try:
     import torch
@@ -150,9 +150,9 @@ def torch_reference(host_buckets, cfg: T.TrainConfig, n_batches: int, seed: int 
     layers += [torch.nn.Linear(cfg.hidden, cfg.hidden), torch.nn.ReLU()]
   model = torch.nn.Sequential(*layers, torch.nn.Linear(cfg.hidden, 1))
   opt = torch.optim.Adam(model.parameters(), lr=cfg.effective_lr, weight_decay=cfg.weight_decay)
-  ids, idx, valid = jax.device_get(T.program.plan(jax.random.split(jax.random.PRNGKey(seed), 1), 0,
-                                                       tuple(b.x.shape[0] for b in host_buckets),
-                                                       cfg.effective_batch_size))
+  ids, idx, valid = jax.device_get(training_lib.program.plan(jax.random.split(jax.random.PRNGKey(seed), 1), 0,
+                                                             tuple(b.x.shape[0] for b in host_buckets),
+                                                             cfg.effective_batch_size))
   warm = 3
   plan = [(b, idx[j, :, :min(cfg.effective_batch_size, host_buckets[b].x.shape[0])],
            valid[j, :min(cfg.effective_batch_size, host_buckets[b].x.shape[0])])
@@ -177,14 +177,14 @@ def torch_reference(host_buckets, cfg: T.TrainConfig, n_batches: int, seed: int 
 def throughput(o: Options) -> tuple:
   """Training docs/s of every loss and seed count on the Web30k-sized synthetic set, the roofline of the step,
   the evaluation's time, the host overhead of a program call and the peers: (results, markdown)."""
-  kw = D.web30k_scale()
+  kw = data_lib.web30k_scale()
   kw["num_queries"] = tuple(max(1, int(q * o.scale)) for q in kw["num_queries"])
   t0 = time.time()
-  ds = D.prepare(DataConfig(tau=4.8), D.synthetic.generate(**kw))  # the paper's tau on 0-4 grades
-  host = D.bucketize(ds["train"], o.max_buckets)
-  train_b = T.device_buckets(host)
+  ds = data_lib.prepare(DataConfig(tau=4.8), data_lib.synthetic.generate(**kw))  # the paper's tau on 0-4 grades
+  host = data_lib.bucketize(ds["train"], o.max_buckets)
+  train_b = training_lib.device_buckets(host)
   test = ds["test"].take(np.arange(min(200, ds["test"].num_queries)))
-  eval_set = T.eval_set(test, 2)
+  eval_set = training_lib.eval_set(test, 2)
   docs = ds["train"].num_docs
   padded = sum(int(np.prod(b.mask.shape)) for b in host)
   dim = int(ds["train"].x.shape[1])
@@ -195,7 +195,7 @@ def throughput(o: Options) -> tuple:
   timings, params = {}, {}
   for _ in range(o.repeats):  # interleaved, so that a slow spell of a shared machine hits every case
     for loss in o.losses:
-      cfg = T.TrainConfig(loss=loss, epochs=2, data_groups="all")
+      cfg = training_lib.TrainConfig(loss=loss, epochs=2, data_groups="all")
       for s in o.seed_counts:
         sec, params[loss, s] = epoch_seconds(cfg, train_b, eval_set, s, o.chunk_steps)
         timings.setdefault((loss, s), []).append(sec)
@@ -203,14 +203,14 @@ def throughput(o: Options) -> tuple:
   for loss in o.losses:
     rows += _cases(res, o, loss, timings, host)
     if loss == "rankbce":
-      sec = _roofline(res, o, host, params[loss, o.seed_counts[-1]], T.eval_set(ds["test"], o.max_buckets))
+      sec = _roofline(res, o, host, params[loss, o.seed_counts[-1]], training_lib.eval_set(ds["test"], o.max_buckets))
       res["evaluation"] = dict(seconds=sec, lists=ds["test"].num_queries, docs=ds["test"].num_docs)
   return res, _throughput_markdown(res, o, rows)
 
 
 def _cases(res: dict, o: Options, loss: str, timings: dict, host: list) -> list:
   """One loss's cases into res['cases'] (and the torch reference's); their table rows."""
-  cfg = T.TrainConfig(loss=loss, epochs=2, data_groups="all")
+  cfg = training_lib.TrainConfig(loss=loss, epochs=2, data_groups="all")
   docs, padded, dim = res["train_docs"], res["padded_docs"], res["features"]
   base = float(np.median(timings[loss, o.seed_counts[0]]))  # the first seed count is the reference
   rows = []
@@ -234,7 +234,7 @@ def _cases(res: dict, o: Options, loss: str, timings: dict, host: list) -> list:
   return rows
 
 
-def roofline_peak(host: list, dim: int, cfg: T.TrainConfig) -> tuple:
+def roofline_peak(host: list, dim: int, cfg: training_lib.TrainConfig) -> tuple:
   """(rows of a mean batch, the measured FLOP/s of cfg's matmul chain on that many rows)."""
   rows = int(np.mean([min(cfg.effective_batch_size, b.x.shape[0]) * b.x.shape[1] for b in host]))
   return rows, matmul_rate(rows, dim, cfg.hidden, cfg.layers)
@@ -243,7 +243,7 @@ def roofline_peak(host: list, dim: int, cfg: T.TrainConfig) -> tuple:
 def _roofline(res: dict, o: Options, host: list, params, full_test) -> float:
   """RankBCE's step against the measured matmul rate (into res); returns the whole test split's evaluation
   time in seconds."""
-  cfg = T.TrainConfig(loss="rankbce", epochs=2, data_groups="all")
+  cfg = training_lib.TrainConfig(loss="rankbce", epochs=2, data_groups="all")
   rows_per_batch, peak = roofline_peak(host, res["features"], cfg)
   first = o.seed_counts[0]
   one = res["cases"][f"rankbce/seeds={first}"]
@@ -251,8 +251,8 @@ def _roofline(res: dict, o: Options, host: list, params, full_test) -> float:
                          useful_fraction=one["useful_flops_per_s"] / peak,
                          executed_fraction=one["executed_flops_per_s"] / peak)
   one_seed = jax.tree_util.tree_map(lambda a: a[:1], params)
-  T.evaluate(cfg, one_seed, full_test, "x")  # compile
-  return bench_modern.timed(lambda: T.evaluate(cfg, one_seed, full_test, "x"))
+  training_lib.evaluate(cfg, one_seed, full_test, "x")  # compile
+  return bench_modern.timed(lambda: training_lib.evaluate(cfg, one_seed, full_test, "x"))
 
 
 def _throughput_markdown(res: dict, o: Options, rows: list) -> str:
@@ -346,15 +346,16 @@ def headline(o: Options) -> tuple:
     rows.append([name, f"{docs * first / sec:,.0f}", f"{many / sec:.2f}"])
   md += (f"\nOne seed ({first}) against {last} vmapped seeds, the same epoch (median of {o.repeats}):\n\n" +
          tabulate.markdown_table(["model", f"documents/s, {first} seed", f"{last} seeds / {first} seed, time"], rows))
-  host = D.bucketize(ds["train"], o.max_buckets)
-  cfg, dim = T.TrainConfig(loss="rankbce", epochs=2, data_groups="all"), int(ds["train"].x.shape[1])
+  host = data_lib.bucketize(ds["train"], o.max_buckets)
+  cfg, dim = training_lib.TrainConfig(loss="rankbce", epochs=2, data_groups="all"), int(ds["train"].x.shape[1])
   rows_per_batch, peak = roofline_peak(host, dim, cfg)
   useful = 3 * bench_modern.mlp_matmul_flops(dim, cfg.hidden, cfg.layers) * res["one_seed"]["paper MLP"]["docs_per_s"]
   res["roofline"] = dict(matmul_flops_per_s=peak, rows=rows_per_batch, useful_flops_per_s=useful,
                          useful_fraction=useful / peak)
   md += (f"\nThe one-seed epoch above (evaluation included) against the matmul chain at one shape, the mean batch's "
          f"{rows_per_batch:,} rows ({peak / 1e9:.1f} GFLOP/s): {useful / 1e9:.1f} GFLOP/s, {100 * useful / peak:.0f}%.\n\n")
-  decisive = D.prepare(DataConfig(), D.synthetic.generate(num_queries=(int(protocol.DRAW_QUERIES.split(",")[0]), 4, 4)))
+  decisive = data_lib.prepare(DataConfig(),
+                              data_lib.synthetic.generate(num_queries=(int(protocol.DRAW_QUERIES.split(",")[0]), 4, 4)))
   for name, groups in (("this set", ds["train"]), ("the decisive protocol's draw", decisive["train"])):
     r = res.setdefault("rooflines", {})[name] = bench_roofline.roofline(groups, cfg, o.max_buckets)
     md += bench_roofline.markdown(name, r) + "\n"

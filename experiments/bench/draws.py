@@ -17,33 +17,34 @@ import numpy as np
 
 from experiments.bench import modern as bench_modern
 from experiments.framework import protocol, rundir, tabulate
-from pfd_jax import data as D
-from pfd_jax import training as T
+from pfd_jax import data as data_lib
+from pfd_jax import training as training_lib
 from pfd_jax.data.config import DataConfig
 from pfd_jax.training import draws as draws_lib
 
 
 def _dataset(k: int, scale: float):
   queries = tuple(max(2, int(int(q) * scale)) for q in protocol.DRAW_QUERIES.split(","))
-  return D.prepare(DataConfig(), D.synthetic.generate(num_queries=queries, seed=1000 + k))
+  return data_lib.prepare(DataConfig(), data_lib.synthetic.generate(num_queries=queries, seed=1000 + k))
 
 
 def _timed_train(keys, cfg, buckets, evs) -> float:
-  return bench_modern.timed(lambda: jax.block_until_ready(T.train(keys, cfg, buckets, "x", evs).params))
+  return bench_modern.timed(lambda: jax.block_until_ready(training_lib.train(keys, cfg, buckets, "x", evs).params))
 
 
 def draws(o) -> tuple:
   """(results, markdown) of o.draws_count draws of o.draws_epochs epochs at o.draws_scale of the decisive shapes."""
   n, sets = o.draws_count, [_dataset(k, o.draws_scale) for k in range(o.draws_count)]
-  cfg = T.TrainConfig(loss="rankbce", epochs=o.draws_epochs, select_on="vali", curves="select")
+  cfg = training_lib.TrainConfig(loss="rankbce", epochs=o.draws_epochs, select_on="vali", curves="select")
   keys = [jax.random.split(jax.random.PRNGKey(k), 1) for k in range(n)]
   train = [s["train"] for s in sets]
   layout = draws_lib.layout(train, o.max_buckets)
   ev_layout = {p: draws_lib.layout([s[p] for s in sets], o.max_buckets, draws_lib.positive([s[p] for s in sets]))
                for p in ("vali", "test")}
   jax.clear_caches()
-  own = sum(_timed_train(keys[k], cfg, T.device_buckets(D.bucketize(s["train"], o.max_buckets)),
-                         {p: T.eval_set(s[p], o.max_buckets) for p in ("vali", "test")}) for k, s in enumerate(sets))
+  own = sum(_timed_train(keys[k], cfg, training_lib.device_buckets(data_lib.bucketize(s["train"], o.max_buckets)),
+                         {p: training_lib.eval_set(s[p], o.max_buckets) for p in ("vali", "test")})
+            for k, s in enumerate(sets))
   jax.clear_caches()
   shared = sum(_timed_train(keys[k], cfg, draws_lib.draws([s["train"]], **layout),
                             {p: draws_lib.eval_set([s[p]], **ev_layout[p]) for p in ("vali", "test")})

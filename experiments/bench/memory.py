@@ -16,9 +16,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from experiments.framework import rundir, tabulate
-from pfd_jax import data as D
+from pfd_jax import data as data_lib
 from pfd_jax.data import preprocess as pp, shards, synthetic
-from pfd_jax import training as T
+from pfd_jax import training as training_lib
 
 
 def memory(o) -> tuple:
@@ -28,12 +28,12 @@ def memory(o) -> tuple:
   bucket = dict(x=jnp.asarray(rng.normal(size=(q, l, dim)).astype(np.float32)),
                 y=jnp.asarray((rng.random((q, l)) < 0.05).astype(np.float32)), mask=jnp.ones((q, l), bool),
                 pos=jnp.ones(q))
-  es = T.EvalSet([bucket], q)
-  cfg = T.TrainConfig(loss="ranknet", epochs=2, batch_size=q)
+  es = training_lib.EvalSet([bucket], q)
+  cfg = training_lib.TrainConfig(loss="ranknet", epochs=2, batch_size=q)
   t0 = time.time()
-  times = T.EpochTimes()
-  T.train(jax.random.split(jax.random.PRNGKey(0), 1), cfg, [bucket], "x", {"test": es},
-          hooks=T.Hooks(writers=(times,)))
+  times = training_lib.EpochTimes()
+  training_lib.train(jax.random.split(jax.random.PRNGKey(0), 1), cfg, [bucket], "x", {"test": es},
+                     hooks=training_lib.Hooks(writers=(times,)))
   rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2 ** 20  # KiB -> GiB on Linux
   res = {"env": rundir.environment(), "lists": q, "docs_per_list": l, "features": dim,
          "peak_rss_gib": rss, "step_seconds": times[1] - times[0], "total_seconds": time.time() - t0}
@@ -51,7 +51,7 @@ def write_synthetic_shards(folder: str, scale: float, max_buckets: int, seed: in
   if shards.is_done(folder, "train_all", meta):
     return meta
   sizes = synthetic.chunk_sizes(n, seed=seed)
-  cuts = D.bucket_cuts(sizes, max_buckets)
+  cuts = data_lib.bucket_cuts(sizes, max_buckets)
   counts = np.bincount(np.searchsorted(cuts, sizes), minlength=len(cuts))
   writer, priv = None, None
   for c, g in enumerate(synthetic.generate_chunks(n, seed=seed)):
@@ -71,13 +71,15 @@ def stream_child(folder: str, source: str, epochs: int = 2) -> dict:
   last epoch and this process's peak resident memory."""
   buckets = shards.open_set(folder, "train_all")
   sample = [b.read(np.arange(min(256, b.num_groups))) for b in buckets]
-  es = T.EvalSet([{k: jnp.asarray(v) for k, v in b.items()} for b in sample], sum(b["x"].shape[0] for b in sample))
+  es = training_lib.EvalSet([{k: jnp.asarray(v) for k, v in b.items()} for b in sample],
+                            sum(b["x"].shape[0] for b in sample))
   if source == "resident":
     buckets = [{k: jnp.asarray(v) for k, v in b.read(np.arange(b.num_groups)).items()} for b in buckets]
   docs = sum(int(np.asarray(b.whole(["mask"])["mask"] if source == "streamed" else b["mask"]).sum()) for b in buckets)
-  times = T.EpochTimes()
-  T.train(jax.random.split(jax.random.PRNGKey(0), 1), T.TrainConfig(epochs=epochs, data_groups="all"), buckets, "x",
-          {"test": es}, hooks=T.Hooks(writers=(times,)))
+  times = training_lib.EpochTimes()
+  training_lib.train(jax.random.split(jax.random.PRNGKey(0), 1),
+                     training_lib.TrainConfig(epochs=epochs, data_groups="all"), buckets, "x",
+          {"test": es}, hooks=training_lib.Hooks(writers=(times,)))
   return dict(docs=docs, seconds=times[-1] - times[-2], docs_per_s=docs / (times[-1] - times[-2]),
               peak_rss_gib=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2 ** 20)
 

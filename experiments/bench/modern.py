@@ -14,9 +14,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from experiments.framework import deploy, rundir, tabulate
-from pfd_jax import data as D
+from pfd_jax import data as data_lib
 from pfd_jax import serving
-from pfd_jax import training as T
+from pfd_jax import training as training_lib
 from pfd_jax.data.config import DataConfig
 from pfd_jax.ops.models import Arch
 from pfd_jax.serving import export
@@ -127,24 +127,24 @@ def export_latency(o, sizes=None, calls=None) -> tuple:
 def epoch_times(archs: dict, ds, seeds: int, repeats: int, max_buckets: int) -> dict:
   """{name: [seconds of the second of two epochs (the first compiles)] x repeats} of every architecture, RankBCE
   on all groups with `seeds` vmapped seeds, the repeats interleaved across the architectures."""
-  buckets = T.device_buckets(D.bucketize(ds["train"], max_buckets))
-  eval_set = T.eval_set(ds["test"].take(np.arange(min(200, ds["test"].num_queries))), 2)
+  buckets = training_lib.device_buckets(data_lib.bucketize(ds["train"], max_buckets))
+  eval_set = training_lib.eval_set(ds["test"].take(np.arange(min(200, ds["test"].num_queries))), 2)
   timings = {}
   for _ in range(repeats):
     for name, arch in archs.items():
-      cfg = T.TrainConfig(epochs=2, data_groups="all", **arch._asdict())
-      times = T.EpochTimes()
-      T.train(jax.random.split(jax.random.PRNGKey(0), seeds), cfg, buckets, "x", {"test": eval_set},
-              hooks=T.Hooks(writers=(times,)))
+      cfg = training_lib.TrainConfig(epochs=2, data_groups="all", **arch._asdict())
+      times = training_lib.EpochTimes()
+      training_lib.train(jax.random.split(jax.random.PRNGKey(0), seeds), cfg, buckets, "x", {"test": eval_set},
+                         hooks=training_lib.Hooks(writers=(times,)))
       timings.setdefault(name, []).append(times[1] - times[0])
   return timings
 
 
 def synthetic(scale: float):
   """The Web30k-sized synthetic set at `scale` of its query counts (the paper's tau on 0-4 grades)."""
-  kw = D.web30k_scale()
+  kw = data_lib.web30k_scale()
   kw["num_queries"] = tuple(max(1, int(q * scale)) for q in kw["num_queries"])
-  return D.prepare(DataConfig(tau=4.8), D.synthetic.generate(**kw))
+  return data_lib.prepare(DataConfig(tau=4.8), data_lib.synthetic.generate(**kw))
 
 
 def ladder(o, ds=None) -> tuple:

@@ -17,8 +17,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from experiments.bench import modern as bench_modern
-from pfd_jax import data as D
-from pfd_jax import training as T
+from pfd_jax import data as data_lib
+from pfd_jax import training as training_lib
 from pfd_jax.training import feed as feed_lib
 
 
@@ -38,9 +38,9 @@ def _chain(shapes: list, rows: list, ids: np.ndarray):
   return jax.jit(run), ws, xs
 
 
-def roofline(groups, cfg: T.TrainConfig, max_buckets: int, repeats: int = 20) -> dict:
+def roofline(groups, cfg: training_lib.TrainConfig, max_buckets: int, repeats: int = 20) -> dict:
   """The roofline of `cfg`'s step (the paper's MLP) on the training groups `groups`, bucketed as training does."""
-  host = D.bucketize(groups, max_buckets)
+  host = data_lib.bucketize(groups, max_buckets)
   dim = int(groups.x.shape[1])
   batch = cfg.effective_batch_size
   rows = [min(batch, b.x.shape[0]) * b.x.shape[1] for b in host]
@@ -48,7 +48,7 @@ def roofline(groups, cfg: T.TrainConfig, max_buckets: int, repeats: int = 20) ->
   padded = sum(r * n for r, n in zip(rows, steps))
   flops = 3 * bench_modern.mlp_matmul_flops(dim, cfg.hidden, cfg.layers)
   keys = jax.random.split(jax.random.PRNGKey(0), 1)
-  feed = feed_lib.make_feed(cfg, T.device_buckets(host), "x", None, keys)
+  feed = feed_lib.make_feed(cfg, training_lib.device_buckets(host), "x", None, keys)
   state = [feed.init(keys, jnp.ones(1))]
 
   def epoch():

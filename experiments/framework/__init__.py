@@ -3,7 +3,7 @@
 * :mod:`~experiments.framework.schema`: the typed configuration (:class:`Config`) and the :class:`Driver` record;
 * :mod:`~experiments.framework.cli`: absl flags made from the configuration's fields;
 * :mod:`~experiments.framework.lifecycle`: ``main``: flags -> run folder -> run -> results, exit codes as a table;
-* :mod:`~experiments.framework.setup`: a fold's data (folds on disk, the dataset of a recipe, device data);
+* :mod:`~experiments.framework.fold_data`: a fold's data (folds on disk, the dataset of a recipe, device data);
 * :mod:`~experiments.framework.ablation`: the baseline and PFD teacher the ablation drivers build on;
 * :mod:`~experiments.framework.rowstore`: the resume store of trained rows;
 * :mod:`~experiments.framework.records`: the typed records of a Table 2 run (a row's, a fold's, a loss's results);

@@ -9,9 +9,9 @@ from typing import Dict, NamedTuple, Optional
 import jax
 import numpy as np
 
-from pfd_jax import data as D
+from pfd_jax import data as data_lib
 from pfd_jax import distributed
-from pfd_jax import training as T
+from pfd_jax import training as training_lib
 from pfd_jax.methods import distill
 from pfd_jax.methods import gbdt
 from pfd_jax.methods import rows as rows_lib
@@ -20,21 +20,21 @@ from experiments.framework.records import RunRecord
 from experiments.framework import plots, protocol, rundir, schema, tabulate
 from experiments.framework.schema import Preset
 from experiments.framework.monitor import progress
-from experiments.framework.rowstore import Rows
+from experiments.framework.rowstore import RowStore
 from experiments.framework.schema import Config
-from experiments.framework.setup import fold_setup, folds_of
+from experiments.framework.fold_data import fold_setup, folds_of
 
 
 class PFDFold(NamedTuple):
   """One fold of an ablation: its data, config, keys, progress logger, baseline and PFD teacher runs."""
-  ds: D.Dataset
+  ds: data_lib.Dataset
   dd: object
   tc: TrainConfig
   keys: jax.Array
   log: object
-  baseline: T.TrainResult
-  teacher: T.TrainResult
-  rows: Rows
+  baseline: training_lib.TrainResult
+  teacher: training_lib.TrainResult
+  rows: RowStore
 
   def add_references(self, rows: Dict[str, list]) -> None:
     """Appends this fold's no-distillation NDCG and, where it can run, LambdaMART's to their lists in `rows`."""
@@ -62,7 +62,7 @@ def pfd_folds(cfg: Config):
   for fold in folds_of(cfg.data):
     ds, dd, tc, keys = fold_setup(cfg, None, fold)
     log = progress(f"[fold{fold}]")
-    rows = Rows(cfg, ds, fold)
+    rows = RowStore(cfg, ds, fold)
     done = distill.run_rows(distill.Context(keys, tc, dd, ds, fit=rows.fit(), hooks=log),
                             rows_lib.plan(("pfd",), students=False))  # the baseline and the PFD teacher
     yield PFDFold(ds, dd, tc, keys, log, done["no_distill"].result, done["pfd_teacher"].result, rows)

@@ -10,8 +10,8 @@ from typing import Optional
 
 from absl import app, flags
 
-from pfd_jax import config as C
-from pfd_jax import data as D
+from pfd_jax import config as config_lib
+from pfd_jax import data as data_lib
 from pfd_jax.training.config import MODERN, MODERN_LOSS
 from experiments.framework.schema import Config, Driver, GROUPS, RESULTS
 
@@ -69,7 +69,7 @@ def define_flags(driver: Driver, flag_values=FLAGS, key_module: Optional[str] = 
     if lo is not None or hi is not None:
       help_ += f" Range {'(' if f.metadata.get('lo_open') else '['}{lo if lo is not None else '-inf'}, " \
                f"{hi if hi is not None else 'inf'}{']' if hi is not None else ')'}."
-    choices = C.choices_of(f.metadata)
+    choices = config_lib.choices_of(f.metadata)
     if name == "loss":
       choices = driver.loss_names()
     if t is bool:
@@ -107,7 +107,8 @@ def _value(name, f, t, text):
       try:
         out.append(elem(tok.strip()))
       except ValueError:
-        raise C.ConfigError(name, f"{tok.strip()!r} is not {'an integer' if elem is int else 'a number'}") from None
+        raise config_lib.ConfigError(name,
+                                     f"{tok.strip()!r} is not {'an integer' if elem is int else 'a number'}") from None
     return tuple(out)
   return text
 
@@ -122,14 +123,14 @@ def _build(cls, flag_values, prefix: str = ""):
       continue
     try:
       kw[f.name] = _value(name, f, t, flag_values[name].value)
-    except C.ConfigError as e:
-      raise C.ConfigError(name, str(e).split(": ", 1)[1]) from None
+    except config_lib.ConfigError as e:
+      raise config_lib.ConfigError(name, str(e).split(": ", 1)[1]) from None
   try:
     obj = cls(**kw)
-    C.check(obj)  # options classes need not call it themselves
+    config_lib.check(obj)  # options classes need not call it themselves
     return obj
-  except C.ConfigError as e:
-    raise C.ConfigError(prefix + e.field, str(e).split(": ", 1)[1]) from None
+  except config_lib.ConfigError as e:
+    raise config_lib.ConfigError(prefix + e.field, str(e).split(": ", 1)[1]) from None
 
 
 def own_data_defaults(cfg: Config, given: set, losses: tuple = ()) -> Config:
@@ -141,14 +142,14 @@ def own_data_defaults(cfg: Config, given: set, losses: tuple = ()) -> Config:
   selection, its MLP, no ensembles. `given`:
   the flags set on the command line (or by a preset), which always win; losses: the driver's (the loss is set
   only where it is one of them)."""
-  if not D.spec(cfg.data.dataset).own_data or cfg.data.label_mode != "file":
+  if not data_lib.spec(cfg.data.dataset).own_data or cfg.data.label_mode != "file":
     return cfg
   train = {k: v for k, v in MODERN.items() if k not in given}
   try:
-    fold = (list(cfg.data.folds) or D.available_folds(cfg.data.dataset, cfg.data.data_dir))[0]
-    if "select_on" not in given and "vali" in D.split_files(cfg.data.dataset, cfg.data.data_dir, fold):
+    fold = (list(cfg.data.folds) or data_lib.available_folds(cfg.data.dataset, cfg.data.data_dir))[0]
+    if "select_on" not in given and "vali" in data_lib.split_files(cfg.data.dataset, cfg.data.data_dir, fold):
       train["select_on"] = "vali"
-  except (OSError, D.DataError):
+  except (OSError, data_lib.DataError):
     pass  # loading the data names the problem
   run = {} if "ensembles" in given else dict(ensembles=True)
   if "loss" not in given and MODERN_LOSS in losses:
@@ -171,12 +172,13 @@ def config_from_flags(driver: Driver, flag_values=FLAGS) -> Config:
       for loss in cfg.losses:
         cfg.train_config(loss)  # --loss_params names hyper-parameters of the loss (each loss of --loss=both)
     needs = driver.needs_privileged(cfg) if callable(driver.needs_privileged) else driver.needs_privileged
-    if "data" in driver.groups and D.spec(cfg.data.dataset).own_data and needs and not cfg.data.privileged:
-      raise C.ConfigError("privileged", f"dataset={cfg.data.dataset} reads your own folder, so say which features are "
+    if "data" in driver.groups and data_lib.spec(cfg.data.dataset).own_data and needs and not cfg.data.privileged:
+      raise config_lib.ConfigError("privileged",
+                                   f"dataset={cfg.data.dataset} reads your own folder, so say which features are "
                           "privileged (known at training time only): --privileged=ID,ID,... with 1-based feature "
                           "ids as in the files, or --privileged=auto for the paper's protocol (the "
                           "--num_privileged features most correlated with the labels)")
-  except C.ConfigError as e:
+  except config_lib.ConfigError as e:
     value = flag_values[e.field].value if e.field in flag_values else None
     shown = f"={value!r}" if value not in (None, "") else ""
     raise app.UsageError(f"--{e.field}{shown}: {str(e).split(': ', 1)[1]}") from None

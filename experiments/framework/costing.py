@@ -33,7 +33,7 @@ from typing import NamedTuple, Optional
 
 from absl import logging
 
-from experiments.framework import protocol, setup
+from experiments.framework import fold_data, protocol
 from experiments.framework.monitor import PROGRESS, RowTimes
 from experiments.framework.schema import Config, Driver
 from pfd_jax.methods import rows as rows_lib
@@ -88,7 +88,7 @@ def probe_folds(driver: Driver, cfg: Config) -> tuple:
   --draws_per_program); (None, 1) for a driver without folds."""
   if "data" not in driver.groups:
     return None, 1.0
-  folds = setup.folds_of(cfg.data)
+  folds = fold_data.folds_of(cfg.data)
   k = max(int(getattr(cfg.options, "draws_per_program", 0) or 0), 1)
   return tuple(folds[:k]), math.ceil(len(folds) / k)
 

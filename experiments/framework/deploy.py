@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from experiments.framework import tabulate
-from pfd_jax import training as T
+from pfd_jax import training as training_lib
 from pfd_jax.methods import distill, gbdt
 from pfd_jax.methods import rows as rows_lib
 from pfd_jax.ops import choice, metrics, stats
@@ -138,15 +138,15 @@ def choose(fold_results: list, ensembles: bool) -> Choice:
   return out
 
 
-def row_lists(tc: T.TrainConfig, row: distill.Trained, groups, es, max_buckets: int) -> tuple:
+def row_lists(tc: training_lib.TrainConfig, row: distill.Trained, groups, es, max_buckets: int) -> tuple:
   """(NDCG@ks[0] of every list [S, Q], has-a-positive [Q]) of a row's S models on one split (groups: its lists,
   es: the same on the device), lists in bucket order."""
   if isinstance(row.result, gbdt.Result):
     return gbdt.per_list_ndcg(tc, row.result, groups, max_buckets=max_buckets)
-  return T.per_list_ndcg(row.config, row.result.params, es, row.view)
+  return training_lib.per_list_ndcg(row.config, row.result.params, es, row.view)
 
 
-def ensembles(tc: T.TrainConfig, rows: Dict[str, distill.Trained], ds, dd) -> Dict[str, Dict[str, Any]]:
+def ensembles(tc: training_lib.TrainConfig, rows: Dict[str, distill.Trained], ds, dd) -> Dict[str, Dict[str, Any]]:
   """{row: NDCG@ks over the test lists and per test list NDCG@ks[0]} of every row's seed ensemble (a row that reads
   the permuted z, in no file: none), and on validation the same per list of the ensemble and of the single models
   (their seeds' mean), which the deploy choice pairs (deploy.choose); rows: {name: distill.Trained}."""

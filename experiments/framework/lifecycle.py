@@ -14,8 +14,8 @@ from absl import app, flags, logging
 
 import experiments
 from experiments.framework import guards
-from pfd_jax import config as C
-from pfd_jax import data as D
+from pfd_jax import config as config_lib
+from pfd_jax import data as data_lib
 from pfd_jax import distributed, registry
 from pfd_jax.ops import precision
 from pfd_jax.data.config import DataConfig
@@ -24,7 +24,7 @@ from experiments.framework.monitor import PROGRESS, TENSORBOARD
 from experiments.framework.outputs import as_json, write_outputs
 from experiments.framework.records import RunRecord
 from experiments.framework.rundir import Provenance, point_latest, prepare_run
-from experiments.framework import costing, setup
+from experiments.framework import costing, fold_data
 from experiments.framework.schema import Config, Driver, MULTI_PROCESS
 
 
@@ -77,13 +77,13 @@ def expand_preset(driver: Driver, argv: list) -> list:
     if i and a.startswith("--preset="):
       try:
         out += shlex.split(driver.preset(a.split("=", 1)[1]).flags)
-      except C.ConfigError as e:
+      except config_lib.ConfigError as e:
         raise flags.Error(str(e)) from None
     out.append(a)
   return out
 
 
-def _config_line(e: C.ConfigError, cfg: Config) -> str:
+def _config_line(e: config_lib.ConfigError, cfg: Config) -> str:
   value = FLAGS[e.field].value if e.field in FLAGS else None
   return f"--{e.field}{f'={value!r}' if value not in (None, '') else ''}: {str(e).split(': ', 1)[1]}"
 
@@ -95,8 +95,8 @@ def _interrupted_line(e: BaseException, cfg: Config) -> str:
 # How a run ends early: (exceptions, exit code (or a function of the exception), its one line on stderr).
 # The first row that matches decides; anything else keeps its traceback.
 EXITS = (
-    (C.ConfigError, 2, _config_line),  # a setting that only the data could show wrong
-    ((D.DataError, guards.RunLock.Busy), 1, lambda e, cfg: str(e)),
+    (config_lib.ConfigError, 2, _config_line),  # a setting that only the data could show wrong
+    ((data_lib.DataError, guards.RunLock.Busy), 1, lambda e, cfg: str(e)),
     (OSError, 1, lambda e, cfg: guards.os_error_line(e)),  # a missing file, an unwritable folder, a full disk
     (guards.Interrupted, lambda e: e.code, _interrupted_line),
     (KeyboardInterrupt, 130, _interrupted_line),
@@ -124,7 +124,7 @@ def _run(driver: Driver, cfg: Config) -> None:
       return
     use_compile_cache(cfg.output.compile_cache)
     if cfg.output.plan:  # the data checked and the estimate alone: no run folder, nothing trained beyond the probe
-      if "data" in driver.groups and (folds := setup.check_files(cfg.data, first=True)):
+      if "data" in driver.groups and (folds := fold_data.check_files(cfg.data, first=True)):
         print(f"data checked: every file of {folds} fold(s) read and prepared", flush=True)
       if not costing.skipped(driver, cfg):
         print(f"probing: the run at {costing.PROBE_EPOCHS} epochs on its first fold, then extrapolated ...", flush=True)
@@ -193,7 +193,7 @@ def _total_rows(driver: Driver, cfg: Config) -> Optional[int]:
   if driver.rows:
     return driver.rows(cfg)
   per_fold = driver.rows_per_fold(cfg) if callable(driver.rows_per_fold) else driver.rows_per_fold
-  return None if per_fold is None else per_fold * len(setup.folds_of(cfg.data))
+  return None if per_fold is None else per_fold * len(fold_data.folds_of(cfg.data))
 
 
 def _finish(cfg: Config, driver: Driver, lead: bool, prov: Provenance, res: RunRecord) -> None:
@@ -226,10 +226,11 @@ def start_processes(cfg: Config, driver: Driver) -> bool:
   if not o.coordinator and o.num_processes == 1:
     return True
   if driver.name not in MULTI_PROCESS:
-    raise C.ConfigError("num_processes", f"{experiments.module(driver.name)} runs in one process only; multi-process "
+    raise config_lib.ConfigError("num_processes",
+                                 f"{experiments.module(driver.name)} runs in one process only; multi-process "
                         f"runs: {', '.join(MULTI_PROCESS)}")
   if o.coordinator != "auto" and not o.process_id < o.num_processes:
-    raise C.ConfigError("process_id", f"{o.process_id} is not below --num_processes={o.num_processes}")
+    raise config_lib.ConfigError("process_id", f"{o.process_id} is not below --num_processes={o.num_processes}")
   index, count = distributed.initialize(o.coordinator, o.num_processes, o.process_id,
                                        heartbeat_timeout=o.heartbeat_timeout, shutdown_timeout=o.shutdown_timeout)
   logging.info("process %d of %d (%d local devices, %d in all)", index, count, jax.local_device_count(),

@@ -10,7 +10,7 @@ import numpy as np
 from absl import logging
 
 from experiments.framework import guards
-from pfd_jax import config as C
+from pfd_jax import config as config_lib
 from pfd_jax import distributed
 from pfd_jax.training.loop import EpochScalars, Hooks
 
@@ -60,8 +60,8 @@ class TensorBoard:
     try:
       from tensorboardX import SummaryWriter  # deferred on purpose: the drivers' optional extra
     except ImportError:
-      raise C.ConfigError("tensorboard", "needs tensorboardX: pip install -e \".[experiments]\" (or "
-                          "--notensorboard)") from None
+      raise config_lib.ConfigError("tensorboard", "needs tensorboardX: pip install -e \".[experiments]\" (or "
+                                   "--notensorboard)") from None
     self.writer = SummaryWriter(folder, flush_secs=3600)
     self.writer.add_text("config", "```\n" + json.dumps(config, indent=1) + "\n```", 0)
     self.writer.flush()

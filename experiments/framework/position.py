@@ -11,8 +11,8 @@ import numpy as np
 from absl import logging
 
 from experiments.framework import schema, tabulate
-from pfd_jax import data as D
-from pfd_jax import training as T
+from pfd_jax import data as data_lib
+from pfd_jax import training as training_lib
 from pfd_jax.config import ConfigError
 from pfd_jax.data import preprocess
 from pfd_jax.methods import debias
@@ -23,12 +23,12 @@ class PositionSetup(NamedTuple):
   column: int          # the position's privileged column
   positions: np.ndarray  # i64[N] the training split's display positions
   propensities: dict   # {name: table} of the IPS rows
-  ips_config: T.TrainConfig  # the IPS rows' (RankBCE when the run's loss is not affine in its labels)
+  ips_config: training_lib.TrainConfig  # the IPS rows' (RankBCE when the run's loss is not affine in its labels)
   top: float           # the position column's value at position 1, after the recipe's transforms
   notes: dict          # what results.json records of them
 
 
-def position_setup(cfg: schema.Config, ds, tc: T.TrainConfig) -> PositionSetup:
+def position_setup(cfg: schema.Config, ds, tc: training_lib.TrainConfig) -> PositionSetup:
   """The --position / --randomized columns of one fold and the IPS propensities estimated from the training
   labels (the clicks of the file): from the lists --randomized marks (left out, with a note, when they have no
   label at the top position), and by regression-EM. ConfigError / DataError naming the flag for a bad id."""
@@ -50,7 +50,7 @@ def position_setup(cfg: schema.Config, ds, tc: T.TrainConfig) -> PositionSetup:
   try:
     pos = debias.position_ids(tr.z[:, pc], f"feature {o.position} (--position) of the training split", log1p=log1p)
   except ValueError as e:
-    raise D.DataError(str(e)) from None
+    raise data_lib.DataError(str(e)) from None
   props, notes = {}, {"position_column": pc, "max_position": int(pos.max())}
   if o.randomized:
     rc = column("randomized", o.randomized)

@@ -16,22 +16,22 @@ from absl import logging
 
 from experiments.framework import guards
 from pfd_jax import config as config_lib
-from pfd_jax import data as D
+from pfd_jax import data as data_lib
 from pfd_jax import distributed, registry
 from pfd_jax.methods import gbdt
 from pfd_jax.methods import rows as rows_lib
 from pfd_jax.ops import losses as losses_lib
 from pfd_jax.methods.ranker import make_ranker
-from pfd_jax import training as T
+from pfd_jax import training as training_lib
 from pfd_jax.training import TrainConfig
 from pfd_jax.training import teaching as teaching_lib
 from experiments.framework.monitor import PROGRESS
 from experiments.framework.outputs import write_atomic
 from experiments.framework.schema import Config, RESULTS
-from experiments.framework.setup import folds_of
+from experiments.framework.fold_data import folds_of
 
 
-class Rows:
+class RowStore:
   """The trained rows of one (loss, fold) of a run: each is trained once, saved atomically as soon as it
   ends (``<run folder>/runs/<loss>/fold<k>/<row>.msgpack``: parameters of every seed, curves, losses, best
   epochs), and loaded instead of trained when a saved one exists (an interrupted run resumes; --restart
@@ -41,7 +41,7 @@ class Rows:
   ``models/[<loss>/][fold<k>/]<row>/`` (the loss level when the run trains both losses, the fold level for
   multi-fold runs). Outside a driver's main (no run folder) rows are trained and never saved."""
 
-  def __init__(self, cfg: Config, ds: D.Dataset, fold: int = 1, loss: Optional[str] = None,
+  def __init__(self, cfg: Config, ds: data_lib.Dataset, fold: int = 1, loss: Optional[str] = None,
                folder: Optional[str] = None):
     """folder: the store's folder under runs/<loss>/ (default fold<k>; a chunk of draws trained side by side:
     draws<first>-<last>)."""
@@ -52,12 +52,12 @@ class Rows:
     parts = [root, "models"]
     if len(cfg.losses) > 1:
       parts.append(self.loss)
-    if ds.name in D.specs.REGISTRY and len(folds_of(cfg.data)) > 1:
+    if ds.name in data_lib.specs.REGISTRY and len(folds_of(cfg.data)) > 1:
       parts.append(f"fold{fold}")
     self.models = os.path.join(*parts)
 
-  def __call__(self, row: str, view: str, tc: TrainConfig, train: Callable[[], T.TrainResult],
-               servable: bool = True) -> T.TrainResult:
+  def __call__(self, row: str, view: str, tc: TrainConfig, train: Callable[[], training_lib.TrainResult],
+               servable: bool = True) -> training_lib.TrainResult:
     """The result of `train()` for `row` (input `view`, config `tc`): loaded if saved, else trained and saved.
     servable=False: never written as a model (its inputs exist in no file, e.g. Figure 5's synthetic z)."""
     return self.many([(row, view, tc)], lambda: [train()], servable)[0]
@@ -70,7 +70,7 @@ class Rows:
                                                 servable and row.servable)[0]
 
   def many(self, rows: list, train: Callable[[], list], servable: bool = True) -> list:
-    """Rows trained together by one call (e.g. an alpha sweep in one program): [(row, view, tc[, entry])] ->
+    """RowStore trained together by one call (e.g. an alpha sweep in one program): [(row, view, tc[, entry])] ->
     their results, all loaded when all are saved with the fingerprint they would have now, else all trained by
     `train()` and each saved (entry: the row's registered :class:`pfd_jax.methods.rows.Row`, whose code the
     fingerprint covers)."""
@@ -187,5 +187,6 @@ def _result(d: dict):
   if d.get("kind") == "gbdt":
     return gbdt.Result(models=list(d["models"]), best=dict(d["best"]), best_epoch=d["best_epoch"],
                        seconds=float(d["seconds"]), params=json.loads(d["params"]), view=d["view"])
-  return T.TrainResult(params=jax.tree_util.tree_map(jnp.asarray, d["params"]), curves=dict(d["curves"]),
-                       loss=d["loss"], best_epoch=d["best_epoch"], best=dict(d["best"]), seconds=float(d["seconds"]))
+  return training_lib.TrainResult(params=jax.tree_util.tree_map(jnp.asarray, d["params"]), curves=dict(d["curves"]),
+                                  loss=d["loss"], best_epoch=d["best_epoch"], best=dict(d["best"]),
+                                  seconds=float(d["seconds"]))

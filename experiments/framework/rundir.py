@@ -16,7 +16,7 @@ import numpy as np
 
 import pfd_jax
 from experiments.framework import guards, machine
-from pfd_jax import data as D
+from pfd_jax import data as data_lib
 from pfd_jax import files
 from pfd_jax.data import analogues
 from pfd_jax.data.config import DataConfig
@@ -25,7 +25,7 @@ from pfd_jax.ops import losses as losses_lib
 from pfd_jax.training import teaching as teaching_lib
 from experiments.framework.outputs import as_json, write_json
 from experiments.framework.schema import Config, Driver, OutputConfig
-from experiments.framework.setup import folds_of
+from experiments.framework.fold_data import folds_of
 
 
 def prepare_run(cfg: Config, driver: Driver, write: bool = True) -> tuple:
@@ -63,7 +63,7 @@ def _folder_id(d: DataConfig) -> str:
   """The resolved data folder and its split files (relative to it), one a line: what a label's runs read."""
   root = os.path.realpath(d.data_dir)
   split = sorted(os.path.relpath(os.path.realpath(p), root) for fold in folds_of(d)
-                 for p in D.split_files(d.dataset, d.data_dir, fold).values())
+                 for p in data_lib.split_files(d.dataset, d.data_dir, fold).values())
   return "\n".join([root] + split) + "\n"
 
 
@@ -209,7 +209,7 @@ def registered(cfg: Config, driver: Driver) -> Registered:
   if "run" in driver.groups and cfg.run.teaching:
     out["teaching"] = {cfg.run.teaching: teaching_lib.REGISTRY.record(cfg.run.teaching)}
   if "data" in driver.groups:
-    out["dataset"] = {cfg.data.dataset: D.specs.REGISTRY.record(cfg.data.dataset)}
+    out["dataset"] = {cfg.data.dataset: data_lib.specs.REGISTRY.record(cfg.data.dataset)}
   # the modules outside this project that registered any of them: what --registry_modules names to a later process
   out["modules"] = sorted({m for kind in out.values() for e in kind.values()
                            if (m := e["module"]).split(".")[0] not in ("__main__", "pfd_jax", "experiments")})
@@ -217,9 +217,9 @@ def registered(cfg: Config, driver: Driver) -> Registered:
 
 
 def data_provenance(d: DataConfig) -> Dict[str, Any]:
-  if D.spec(d.dataset).in_memory:
+  if data_lib.spec(d.dataset).in_memory:
     kw = d.synthetic_kwargs()
-    gen = D.spec(d.dataset).generate
+    gen = data_lib.spec(d.dataset).generate
     if d.dataset in analogues.ANALOGUES:  # its shape and the teachers' settings in force (analogues.json's)
       try:
         a = dataclasses.asdict(analogues.resolved(d.dataset, kw.get("settings"), kw.get("scale", 1.0)))
@@ -231,10 +231,10 @@ def data_provenance(d: DataConfig) -> Dict[str, Any]:
                 if d.dataset == "synthetic" else f"{gen.__module__}.{gen.__qualname__}", arguments=kw)
   found = {}
   for fold in folds_of(d):
-    for split, path in D.split_files(d.dataset, d.data_dir, fold).items():
+    for split, path in data_lib.split_files(d.dataset, d.data_dir, fold).items():
       found[f"fold{fold}/{split}"] = dict(path=os.path.abspath(path), bytes=os.path.getsize(path),
                                           sha256=files.sha256(path))
-  return dict(folder=os.path.abspath(D.resolve_data_dir(d.dataset, d.data_dir)), files=found)
+  return dict(folder=os.path.abspath(data_lib.resolve_data_dir(d.dataset, d.data_dir)), files=found)
 
 
 SOURCES = ("pfd_jax", "experiments")  # the folders whose .py files are a run's code (source_sha256)

@@ -8,8 +8,8 @@ from typing import Any, Callable, NamedTuple, Optional
 
 
 import experiments
-from pfd_jax import config as C
-from pfd_jax import data as D
+from pfd_jax import config as config_lib
+from pfd_jax import data as data_lib
 from pfd_jax.config import option
 from pfd_jax.ops import losses as losses_lib
 from pfd_jax.data.config import DataConfig
@@ -40,7 +40,7 @@ class RunConfig:
   placebo_within: str = option("query", "The placebo rows' permutation of the privileged features (the PFD teacher's "
                         "inputs with z's rows permuted, the link to the label broken): query = within each "
                         "query (keeps every query's values; the link a ranking loss uses is the one broken), "
-                        "split = across the whole split.", choices=D.PLACEBO_MODES)
+                        "split = across the whole split.", choices=data_lib.PLACEBO_MODES)
   save_models: bool = option(False, "Save every trained row's model (all seeds + feature recipe) under "
                              "<run folder>/models/[<loss>/][fold<k>/]<row>/ (pfd_jax.load_model, "
                              "python -m experiments.predict).")
@@ -50,7 +50,7 @@ class RunConfig:
                          "train everything again (default: resume, loading them).")
 
   def __post_init__(self):
-    C.check(self)
+    config_lib.check(self)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -95,10 +95,12 @@ class Config:
   options: Any = None
 
   def __post_init__(self):
-    population = D.analogues.parse_settings(self.data.analogue).get("calibrated_for") if self.data.analogue else None
+    population = (data_lib.analogues.parse_settings(self.data.analogue).get("calibrated_for") if self.data.analogue
+                  else None)
     if population and self.losses != (population,):
       # the teachers of one loss's Table 4 row met on the other loss's runs: not the calibrated world
-      raise C.ConfigError("analogue", f"calibrated_for={population} is the population calibrated for {population}'s "
+      raise config_lib.ConfigError("analogue",
+                                   f"calibrated_for={population} is the population calibrated for {population}'s "
                           f"teachers; this run trains {', '.join(self.losses)}: run --loss={population}")
 
   @property
@@ -121,7 +123,7 @@ class Config:
 
 def config_from_json(d: dict, options: Optional[type] = None) -> Config:
   """The :class:`Config` a results.json recorded (options: the driver's options class)."""
-  return C.from_dict(Config, d, **({"options": options} if options else {}))
+  return config_lib.from_dict(Config, d, **({"options": options} if options else {}))
 
 
 # Drivers that run as several processes (the others use host-side steps that read a whole split).
@@ -183,6 +185,7 @@ class Driver:
     """The preset `name`; a ConfigError naming the known ones otherwise."""
     found = {p.name: p for p in self.presets}
     if name not in found:
-      raise C.ConfigError("preset", f"{name!r} is not a preset of {experiments.module(self.name)}; its presets: "
+      raise config_lib.ConfigError("preset",
+                                   f"{name!r} is not a preset of {experiments.module(self.name)}; its presets: "
                           f"{', '.join(found) or 'none'}")
     return found[name]

@@ -19,7 +19,7 @@ def loaded(res: JsonObject) -> str:
   return f" + {duration(r['seconds'])} in {r['rows']} rows loaded from earlier processes" if r else ""
 
 
-def said(res: JsonObject) -> str:
+def wall_time(res: JsonObject) -> str:
   """The command's wall time, and a resumed run's :func:`loaded` rows."""
   s = res.get("wall_seconds", res.get("seconds"))
   return "?" if s is None else duration(s) + loaded(res)

@@ -31,7 +31,7 @@ from experiments.framework import cli, lifecycle, protocol, schema
 from experiments.page import claims, deciding, family, pagefiles
 from experiments.framework.outputs import as_json
 from experiments.page.staleness import staleness
-from pfd_jax import config as C
+from pfd_jax import config as config_lib
 
 _WALL = re.compile(r"(?:(\d+) min )?(\d+) s$")
 
@@ -66,7 +66,7 @@ def changed(driver: schema.Driver, preset: str, res: dict) -> str:
   cfg = cli.config_from_flags(driver, fv)
   now, was = as_json(cfg), res.get("config", {})
   groups = [g for g in ("data", "run") if g in driver.groups] + ["options"]
-  same = {g: C.same_numbers(getattr(cfg, g, None)) for g in groups}  # how it ran, never what it found
+  same = {g: config_lib.same_numbers(getattr(cfg, g, None)) for g in groups}  # how it ran, never what it found
   diff = [f"{g}.{k}" for g in groups for k in set(now.get(g) or {}) | set(was.get(g) or {})
           if (now.get(g) or {}).get(k) != (was.get(g) or {}).get(k) and k not in same[g]]
   return ", ".join(sorted(diff))

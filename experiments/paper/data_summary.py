@@ -6,17 +6,17 @@ r"""Table 1 of the paper for any loadable dataset: features, query groups, docs/
 import time
 
 from experiments.framework.records import RunRecord
-from experiments.framework import lifecycle, rundir, schema, setup, tabulate
+from experiments.framework import fold_data, lifecycle, rundir, schema, tabulate
 from experiments.framework.schema import Preset
-from pfd_jax import data as D
+from pfd_jax import data as data_lib
 
 
 def run(cfg: schema.Config) -> RunRecord:
   out = {}
-  for fold in setup.folds_of(cfg.data):
+  for fold in fold_data.folds_of(cfg.data):
     t0 = time.time()
-    ds = setup.load_dataset(cfg.data, fold)
-    s = D.summary(ds, cfg.data.max_buckets)
+    ds = fold_data.load_dataset(cfg.data, fold)
+    s = data_lib.summary(ds, cfg.data.max_buckets)
     s["load_seconds"] = time.time() - t0
     out[f"fold{fold}"] = s
   return RunRecord(config=cfg, env=rundir.environment(), folds=out)  # env: the page's configuration column

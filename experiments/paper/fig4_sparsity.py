@@ -14,7 +14,7 @@ from typing import Tuple
 import numpy as np
 
 from experiments.framework.records import RunRecord
-from experiments.framework import lifecycle, monitor, plots, protocol, rowstore, rundir, schema, setup, tabulate
+from experiments.framework import fold_data, lifecycle, monitor, plots, protocol, rowstore, rundir, schema, tabulate
 from experiments.framework.schema import Preset
 from pfd_jax.methods import distill
 from pfd_jax.methods import rows as rows_lib
@@ -44,14 +44,14 @@ def run(cfg: schema.Config) -> RunRecord:
   out = RunRecord(config=cfg, env=rundir.environment(), taus={})
   for tau in cfg.options.taus:
     rows, pos = {}, []
-    for fold in setup.folds_of(cfg.data):
-      ds, dd, tc, keys = setup.fold_setup(cfg.replace(data=dict(tau=tau)), None, fold)
+    for fold in fold_data.folds_of(cfg.data):
+      ds, dd, tc, keys = fold_data.fold_setup(cfg.replace(data=dict(tau=tau)), None, fold)
       pos.append(100.0 * dd.num_positive_groups / dd.num_train_groups)
-      store = rowstore.Rows(cfg, ds, fold)
+      store = rowstore.RowStore(cfg, ds, fold)
       r = distill.run_methods(keys, tc, dd, cfg.options.methods,
                               hooks=monitor.progress(f"[tau={tau} fold{fold}]"),
                               fit=store.fit(f"tau{tau}_"),
-                              placebo=setup.placebo_data(cfg, ds, tc, fold))
+                              placebo=fold_data.placebo_data(cfg, ds, tc, fold))
       for name, res in r.items():
         rows.setdefault(name, []).append(res.best["test"])
     rows = {k: np.concatenate(v) for k, v in rows.items()}

@@ -15,9 +15,9 @@ from typing import Tuple
 import numpy as np
 
 from experiments.framework.records import RunRecord
-from experiments.framework import lifecycle, monitor, plots, protocol, rowstore, rundir, schema, setup, tabulate
+from experiments.framework import fold_data, lifecycle, monitor, plots, protocol, rowstore, rundir, schema, tabulate
 from experiments.framework.schema import Preset
-from pfd_jax import data as D
+from pfd_jax import data as data_lib
 from pfd_jax.methods import distill
 from pfd_jax.ops import stats, theory
 from pfd_jax.config import option
@@ -36,15 +36,15 @@ def run(cfg: schema.Config) -> RunRecord:
   t0 = time.time()
   out = RunRecord(config=cfg, env=rundir.environment(), tau_privs={})
   base, per = [], {}
-  for fold in setup.folds_of(cfg.data):
-    ds0 = setup.load_dataset(cfg.data, fold)
+  for fold in fold_data.folds_of(cfg.data):
+    ds0 = fold_data.load_dataset(cfg.data, fold)
     tau = ds0.config["tau"]
     taus = cfg.options.tau_privs or [round(tau - o, 4) for o in OFFSETS]
     for i, tp in enumerate(taus):
-      ds = D.with_synthetic_privileged(ds0, tp)
-      _, dd, tc, keys = setup.fold_setup(cfg, None, fold, ds)
+      ds = data_lib.with_synthetic_privileged(ds0, tp)
+      _, dd, tc, keys = fold_data.fold_setup(cfg, None, fold, ds)
       log = monitor.progress(f"[tau_priv={tp} fold{fold}]")
-      rows = rowstore.Rows(cfg, ds, fold)
+      rows = rowstore.RowStore(cfg, ds, fold)
       if i == 0:  # no privileged input: the same for every tau_priv
         base.append(rows("no_distill", "x", tc, lambda: distill.train_on_data(keys, tc, dd, "x",
                                                                                log("no_distill"))).best["test"])
@@ -57,7 +57,7 @@ def run(cfg: schema.Config) -> RunRecord:
       r = per.setdefault(tp, dict(corr=[], teacher=[], student=[], predicted=[]))
       r["corr"].append(float(np.corrcoef(tr.z[:, 0], tr.y)[0, 1]))
       # Theorem 2 at plug-in estimates: labelled, the groups the teacher trains on
-      labelled = np.repeat(D.positive_groups(tr), tr.sizes)
+      labelled = np.repeat(data_lib.positive_groups(tr), tr.sizes)
       r["predicted"].append(theory.predicted_gain(tr.x, tr.z, tr.y, labelled, (0,)).gain)
       r["teacher"].append(teacher.best["test"])
       r["student"].append(student.best["test"])

@@ -29,9 +29,9 @@ from typing import Any, Dict, Tuple
 import numpy as np
 
 from experiments.framework.records import RunRecord
-from experiments.framework import lifecycle, monitor, outputs, plots, rowstore, rundir, schema, setup, tabulate
+from experiments.framework import fold_data, lifecycle, monitor, outputs, plots, rowstore, rundir, schema, tabulate
 from experiments.framework.schema import Preset
-from pfd_jax import training as T
+from pfd_jax import training as training_lib
 from pfd_jax.config import JsonObject, option
 from pfd_jax.methods import distill
 from pfd_jax.methods import rows as rows_lib
@@ -71,7 +71,7 @@ def run(cfg: schema.Config) -> RunRecord:
   for scale in cfg.options.scales:
     pcfg = cfg.replace(data=dict(synthetic_queries=(train_queries(scale), DEFAULT_QUERIES[1],
                                                     cfg.options.test_queries)))
-    ds = setup.load_dataset(pcfg.data)
+    ds = fold_data.load_dataset(pcfg.data)
     out["points"][str(scale)] = {loss: point(pcfg, ds, loss, scale) for loss in cfg.losses}
   out["seconds"] = time.time() - t0  # the analysis is derived from the points where it is shown (to_markdown)
   return out
@@ -81,19 +81,19 @@ def point(cfg: schema.Config, ds, loss: str, scale: float) -> JsonObject:
   """One (scale, loss): the Table 2 MLP rows with the pilot seeds, their per-query lists and times (under
   'seconds': the fingerprint leaves times out)."""
   wall, cpu = time.time(), time.process_time()
-  ds, dd, tc, keys = setup.fold_setup(cfg, loss, 1, ds=ds)
-  store = rowstore.Rows(cfg, ds, 1, loss)
+  ds, dd, tc, keys = fold_data.fold_setup(cfg, loss, 1, ds=ds)
+  store = rowstore.RowStore(cfg, ds, 1, loss)
   rows = distill.run_methods(keys, tc, dd, distill.METHODS, hooks=monitor.progress(f"[{loss} x{scale:g}]"),
                              fit=store.fit(f"x{scale:g}_", servable=False),
-                             placebo=setup.placebo_data(cfg, ds, tc))
+                             placebo=fold_data.placebo_data(cfg, ds, tc))
   wall, cpu = time.time() - wall, time.process_time() - cpu
   test = dd.eval_sets["test"]
   lists = {}
   for name in (PFD,) + COMPARED:
-    v, valid = T.per_list_ndcg(tc, rows[name].params, test, "x")
+    v, valid = training_lib.per_list_ndcg(tc, rows[name].params, test, "x")
     lists[name] = v[:, valid]
   t = time.perf_counter()
-  T.per_list_ndcg(tc, rows[rows_lib.baseline()].params, test, "x")  # compiled by now: one evaluation pass
+  training_lib.per_list_ndcg(tc, rows[rows_lib.baseline()].params, test, "x")  # compiled by now: one evaluation pass
   timing = dict(rows={k: r.seconds for k, r in rows.items()}, wall=wall, cpu=cpu, eval_pass=time.perf_counter() - t)
   return dict(train_groups=dd.num_train_groups, positive_train_groups=dd.num_positive_groups,
               test_queries=int(test.num_lists), test_positive=int(valid.sum()), seeds=int(keys.shape[0]),

@@ -16,8 +16,8 @@ from typing import Any, Dict, Mapping, Tuple
 import numpy as np
 from absl import logging
 
-from experiments.framework import (deploy, drawn, drawstore, lifecycle, monitor, plots, position, practice, protocol,
-                                   records, rowstore, rundir, schema, sequential_runs, setup, tabulate, walltime)
+from experiments.framework import (deploy, drawn, drawstore, fold_data, lifecycle, monitor, plots, position, practice,
+                                   protocol, records, rowstore, rundir, schema, sequential_runs, tabulate, walltime)
 from experiments.framework.pairs import aggregate, column_comparisons, comparisons, reference
 from experiments.framework.records import FoldRecord, LossRecord, RowRecord, RunRecord
 from experiments.framework.schema import Preset
@@ -127,7 +127,7 @@ def num_rows(cfg: schema.Config) -> int:
   o = cfg.options
   offered = o.offered() + (("randomized",) if o.randomized else ())
   plan = rows_lib.plan(o.methods_for(cfg.output.num_processes), offered, not o.teachers_only, o.baseline)
-  per_fold, folds = len(plan) + (o.searching().programs - 1 if o.search else 0), len(setup.folds_of(cfg.data))
+  per_fold, folds = len(plan) + (o.searching().programs - 1 if o.search else 0), len(fold_data.folds_of(cfg.data))
   return len(cfg.losses) * (-(-folds // o.draws_per_program) if o.draws_per_program else folds) * per_fold
 
 
@@ -142,7 +142,7 @@ def run(cfg: schema.Config) -> RunRecord:
   if cfg.options.pilot:  # before any training: a missing pilot fails the run at once
     out["pilot"] = protocol.plan(records.read_results(cfg.options.pilot, "pilot"), mde=cfg.options.target_mde)
   t_all = time.time()
-  setup.check_files(cfg.data)
+  fold_data.check_files(cfg.data)
   methods = cfg.options.methods_for(distributed.comm().count)
   if set(methods) != set(DEFAULT_METHODS) and not cfg.options.methods:
     logging.info("the LightGBM rows need the whole training split in one process: this %d-process run trains "
@@ -156,7 +156,7 @@ def run(cfg: schema.Config) -> RunRecord:
       names = [r.name for r in rows_lib.plan(methods, cfg.options.offered(), not cfg.options.teachers_only,
                                              cfg.options.baseline)]
       folds, kept = {}, drawstore.kept(cfg, loss, names)
-      for fold in setup.folds_of(cfg.data):
+      for fold in fold_data.folds_of(cfg.data):
         if fold in kept:
           folds[f"fold{fold}"] = drawstore.from_record(kept[fold])
           continue
@@ -176,17 +176,18 @@ def run_fold(cfg: schema.Config, loss: str, fold: int, methods: tuple, shared: D
   its registry entry's function (pfd_jax.methods.distill.run_rows). shared: the fold's LightGBM results that
   no loss changes; first: the run's first fold (it measures the serving latency)."""
   t0 = time.time()
-  ds, dd, tc, keys = setup.fold_setup(cfg, loss, fold)
+  ds, dd, tc, keys = fold_data.fold_setup(cfg, loss, fold)
   pos = position.position_setup(cfg, ds, tc) if cfg.options.position else None
   o = cfg.options
   where = None if pos is None else distill.Position(pos.column, pos.positions, pos.propensities, pos.ips_config,
                                                     pos.top, o.ips_clip)
-  store = rowstore.Rows(cfg, ds, fold, loss)
+  store = rowstore.RowStore(cfg, ds, fold, loss)
   log = monitor.progress(f"[{loss} fold{fold}]")
-  placebo = setup.placebo_data(cfg, ds, tc, fold)
+  placebo = fold_data.placebo_data(cfg, ds, tc, fold)
   found = practice.announce_search(store.found(), o.searching(), int(ds.config["num_privileged"]), tc.alpha)
   ctx = distill.Context(keys, tc, dd, ds, fit=store.fit(), found=found, hooks=log, placebo=placebo,
-                        lightgbm=o.gbdt, device_data=lambda d: setup.device_data(cfg, d, tc, fold), seed=cfg.run.seed,
+                        lightgbm=o.gbdt, device_data=lambda d: fold_data.device_data(cfg, d, tc, fold),
+                        seed=cfg.run.seed,
                         cache=shared, position=where, search=o.searching())
   plan = rows_lib.plan(methods, o.offered(pos), students=not o.teachers_only, baseline=o.baseline)
   rows = distill.run_rows(ctx, plan)

@@ -20,12 +20,12 @@ import dataclasses
 import numpy as np
 
 from experiments.framework.records import RunRecord
-from experiments.framework import lifecycle, monitor, plots, protocol, rowstore, rundir, schema, setup, tabulate
+from experiments.framework import fold_data, lifecycle, monitor, plots, protocol, rowstore, rundir, schema, tabulate
 from experiments.framework.schema import Preset
 from pfd_jax.methods import distill
 from pfd_jax.training import device
 from pfd_jax.methods import rows as rows_lib
-from pfd_jax import training as T
+from pfd_jax import training as training_lib
 from pfd_jax.config import option
 from pfd_jax.data import logs
 from pfd_jax.data.config import draw_seed
@@ -78,7 +78,7 @@ def run(cfg: schema.Config) -> RunRecord:
   draws."""
   t0 = time.time()
   cfg = cfg.replace(data=dict(draws=cfg.options.draws)) if cfg.options.draws else cfg  # setup's keys per draw
-  draws = [simulated_rows(cfg, fold) for fold in setup.folds_of(cfg.data)]
+  draws = [simulated_rows(cfg, fold) for fold in fold_data.folds_of(cfg.data)]
   best = {k: np.concatenate([d[0][k].best["test"] for d in draws]) for k in draws[0][0]}
   lightgbm = {k for k in best if k in rows_lib.REGISTRY and rows_lib.REGISTRY[k].recipe.one_process}
   return RunRecord(config=cfg, env=rundir.environment(), simulator=draws[0][1].config,
@@ -94,9 +94,9 @@ def simulated_rows(cfg: schema.Config, fold: int, prefix: str = "") -> tuple:
   correlation with the purchase) of one simulation; its rows saved as <prefix><row> in the run folder."""
   seed = draw_seed(cfg.options.sim_seed, fold) if cfg.data.draws else cfg.options.sim_seed
   ds = logs.simulate(sessions=cfg.options.sessions, seed=seed, purchase_offset=cfg.options.purchase_offset)
-  _, dd, tc, keys = setup.fold_setup(cfg, None, fold, ds)
+  _, dd, tc, keys = fold_data.fold_setup(cfg, None, fold, ds)
   log = monitor.progress(f"[logs{f' draw {fold}' if cfg.data.draws else ''}{f' {prefix}' if prefix else ''}]")
-  store = rowstore.Rows(cfg, ds, fold)
+  store = rowstore.RowStore(cfg, ds, fold)
 
   def fit(row, view, train, servable=True):
     res[row] = store(prefix + row, view, tc, train, servable)
@@ -107,13 +107,13 @@ def simulated_rows(cfg: schema.Config, fold: int, prefix: str = "") -> tuple:
   res["self_teacher"] = res["no_distill"]
   for col, name in ((1, "click"), (2, "add")):
     pre_dd = device.to_device(logs.relabel(ds, col), cfg.data.max_buckets, ())
-    pre = fit(f"pre_{name}", "x", lambda: T.train(keys, tc, pre_dd.train_pos, "x", dd.eval_sets,
-                                                  hooks=log(f"pre_{name}")))
-    fit(f"pre_{name}_ft", "x", lambda: T.train(keys, tc, dd.train_pos, "x", dd.eval_sets,
-                                               hooks=log(f"pre_{name}_ft"), init_params=pre.params))
+    pre = fit(f"pre_{name}", "x", lambda: training_lib.train(keys, tc, pre_dd.train_pos, "x", dd.eval_sets,
+                                                             hooks=log(f"pre_{name}")))
+    fit(f"pre_{name}_ft", "x", lambda: training_lib.train(keys, tc, dd.train_pos, "x", dd.eval_sets,
+                                                          hooks=log(f"pre_{name}_ft"), init_params=pre.params))
   fit("self", "x", lambda: distill.train_student(keys, tc, dd, distill.teacher_targets(tc, [(res["no_distill"], "x")],
                                                                                        dd), log("self")))
-  placebo = setup.placebo_data(cfg, ds, tc)
+  placebo = fold_data.placebo_data(cfg, ds, tc)
   for tag, data in [("", lambda: dd)] + ([("_placebo", placebo)] if cfg.options.placebo else []):
     teachers = []
     for col, name in enumerate(PRIVILEGED):

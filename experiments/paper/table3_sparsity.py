@@ -20,7 +20,7 @@ from typing import Tuple
 import numpy as np
 
 from experiments.paper import table3_logs
-from experiments.framework import lifecycle, plots, rundir, schema, setup, tabulate, reported
+from experiments.framework import fold_data, lifecycle, plots, reported, rundir, schema, tabulate
 from experiments.framework.schema import Preset
 from experiments.framework.records import RunRecord
 from pfd_jax.config import option
@@ -49,7 +49,7 @@ def run(cfg: schema.Config) -> RunRecord:
   out = RunRecord(config=cfg, env=rundir.environment(), levels={})
   for offset in cfg.options.purchase_offsets:
     at = cfg.replace(options=dict(purchase_offset=offset))
-    draws = [table3_logs.simulated_rows(at, fold, prefix=f"offset{offset:g}_") for fold in setup.folds_of(cfg.data)]
+    draws = [table3_logs.simulated_rows(at, fold, prefix=f"offset{offset:g}_") for fold in fold_data.folds_of(cfg.data)]
     rows = {k: np.concatenate([d[0][k].best["test"] for d in draws]) for k in draws[0][0]}
     base = rows["no_distill"][:, 0].mean()
     relative = {k: tabulate.ratio(v[:, 0].mean(), base) for k, v in rows.items()}

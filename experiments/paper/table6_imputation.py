@@ -12,7 +12,7 @@ import jax.numpy as jnp
 
 from experiments.framework.records import RunRecord
 from experiments.framework import ablation, lifecycle, schema, tabulate
-from pfd_jax import training as T
+from pfd_jax import training as training_lib
 
 ROWS = {"zero": "Zero imputation", "mean": "Mean imputation", "teacher": "PFD teacher with true z*",
         "no_distill": "Baseline: trained with no privileged features",
@@ -26,8 +26,8 @@ def run(cfg: schema.Config) -> RunRecord:
     f.add_references(rows)
     rows["teacher"].append(f.teacher.best["test"])
     test = f.dd.eval_sets["test"]
-    rows["zero"].append(T.evaluate(f.tc, f.teacher.params, test, "xz", jnp.zeros(())))
-    rows["mean"].append(T.evaluate(f.tc, f.teacher.params, test, "xz", jnp.asarray(f.ds["train"].z.mean(0))))
+    rows["zero"].append(training_lib.evaluate(f.tc, f.teacher.params, test, "xz", jnp.zeros(())))
+    rows["mean"].append(training_lib.evaluate(f.tc, f.teacher.params, test, "xz", jnp.asarray(f.ds["train"].z.mean(0))))
   return ablation.results(cfg, rows, t0)
 
 

@@ -29,9 +29,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from experiments.framework.records import RunRecord
-from experiments.framework import lifecycle, plots, rundir, schema, setup, tabulate
+from experiments.framework import fold_data, lifecycle, plots, rundir, schema, tabulate
 from experiments.framework.schema import Preset
-from pfd_jax import data as D
+from pfd_jax import data as data_lib
 from pfd_jax.ops import metrics
 from pfd_jax.methods import perceptron as P
 from pfd_jax.config import option
@@ -52,7 +52,7 @@ NAMES = metrics.metric_names(KS)  # NDCG@1..10, P@1..10, MAP
 MAP = NAMES.index("MAP")
 
 
-def splits_of(ds: D.Dataset):
+def splits_of(ds: data_lib.Dataset):
   """(train, selection, test) split names: vali selects unless it is the training data (staged MQ2008)."""
   train = "train" if "train" in ds.splits else "vali"
   select = "vali" if "vali" in ds.splits and train != "vali" else "test"
@@ -134,8 +134,8 @@ def run(cfg: schema.Config) -> RunRecord:
   caps = sorted(set(sizes) | {1, vote_cap})
   per_fold = {}
   data = dataclasses.replace(cfg.data, num_privileged=0, privileged="", query_norm=True, log1p=False)
-  for fold in setup.folds_of(cfg.data):
-    ds = D.with_graded_labels(setup.load_dataset(data, fold))
+  for fold in fold_data.folds_of(cfg.data):
+    ds = data_lib.with_graded_labels(fold_data.load_dataset(data, fold))
     tr_name, sel_name, te_name = splits_of(ds)
     tr = ds[tr_name]
     pairs, eta = P.query_pairs(tr.rel, tr.offsets)

@@ -31,10 +31,10 @@ from typing import Any, Dict, Mapping, Tuple
 import numpy as np
 
 from experiments.framework.records import RunRecord
-from experiments.framework import lifecycle, monitor, plots, rowstore, rundir, schema, setup, tabulate
+from experiments.framework import fold_data, lifecycle, monitor, plots, rowstore, rundir, schema, tabulate
 from experiments.framework.schema import Preset
 from pfd_jax.data.logs import SimulatorOptions
-from pfd_jax import data as D
+from pfd_jax import data as data_lib
 from pfd_jax.config import ConfigError, option
 from pfd_jax.data import logs
 from pfd_jax.methods import debias, distill
@@ -103,12 +103,12 @@ def rows_of(o: Options, props: Mapping[str, np.ndarray]) -> tuple:
                and (o.placebo or not r.recipe.placebo) and (o.lightgbm or not r.recipe.one_process))
 
 
-def simulate(o: Options, eta: float) -> D.Dataset:
+def simulate(o: Options, eta: float) -> data_lib.Dataset:
   return logs.simulate(sessions=o.sessions, seed=o.sim_seed, eta=eta, logging_noise=o.logging_noise,
                        random_share=o.random_share, promotion=o.promotion, truth=True)
 
 
-def propensities(o: Options, ds: D.Dataset, eta: float) -> tuple:
+def propensities(o: Options, ds: data_lib.Dataset, eta: float) -> tuple:
   """({known, randomized, em}: propensity tables over positions 0..max (entry 0 unused) from the training split's
   clicks, notes): the randomised estimate is left out, with a note, when those sessions have no top click."""
   tr = ds["train"]
@@ -126,17 +126,18 @@ def propensities(o: Options, ds: D.Dataset, eta: float) -> tuple:
 def run_eta(cfg: schema.Config, eta: float, log) -> Dict[str, Any]:
   o = cfg.options
   ds = simulate(o, eta)
-  _, dd, tc, keys = setup.fold_setup(cfg, None, 1, ds)
+  _, dd, tc, keys = fold_data.fold_setup(cfg, None, 1, ds)
   if tc.loss not in debias.IPS_LOSSES:
     raise ConfigError("loss", f"{tc.loss!r}: the IPS rows need a loss affine in its labels, one of "
                       f"{debias.IPS_LOSSES}")
-  store = rowstore.Rows(cfg, ds)
+  store = rowstore.RowStore(cfg, ds)
   tag = f"eta{eta:g}"
   props, notes = propensities(o, ds, eta)
   res = {"no_distill": store(f"{tag}_no_distill", "x", tc, lambda: distill.train_on_data(
       keys, tc, dd, "x", log(f"{tag} no_distill")))}
   ctx = distill.Context(keys, tc, dd, ds, fit=store.fit(f"{tag}_"), hooks=lambda row: log(f"{tag} {row}"),
-                        placebo=setup.placebo_data(cfg, ds, tc), device_data=lambda d: setup.device_data(cfg, d, tc),
+                        placebo=fold_data.placebo_data(cfg, ds, tc),
+                        device_data=lambda d: fold_data.device_data(cfg, d, tc),
                         lightgbm=o.gbdt, seed=cfg.run.seed, position=distill.Position(
                             0, logs.positions(ds["train"].z), props, tc, TOP, o.ips_clip))
   res.update({k: t.result for k, t in distill.run_rows(ctx, rows_of(o, props)).items()})

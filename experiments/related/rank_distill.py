@@ -24,13 +24,13 @@ import jax.numpy as jnp
 import numpy as np
 
 from experiments.framework.records import RunRecord
-from experiments.framework import (deploy, lifecycle, monitor, plots, protocol, rowstore, rundir, schema, setup,
+from experiments.framework import (deploy, fold_data, lifecycle, monitor, plots, protocol, rowstore, rundir, schema,
                                    tabulate)
 from experiments.framework.schema import Preset
 from pfd_jax.methods import distill
 from pfd_jax.ops import models
 from pfd_jax.ops import topk as rank_distill
-from pfd_jax import training as T
+from pfd_jax import training as training_lib
 from pfd_jax.config import option
 
 
@@ -49,12 +49,12 @@ SCHEME_NAMES = {"uniform": "w = 1/K", "inverse": "w = 1/r", "position": "w = w^a
                 "discrepancy": "w = w^b (Eq. 9)", "hybrid": "hybrid w^a w^b (3.2.3)"}
 
 
-def scoring_ms_per_1000(tc: T.TrainConfig, params, es: T.EvalSet, repeats: int = 50) -> float:
+def scoring_ms_per_1000(tc: training_lib.TrainConfig, params, es: training_lib.EvalSet, repeats: int = 50) -> float:
   """Fastest of `repeats` wall times of one model scoring every test document in one jitted call, in ms per
   1,000 documents (the model's cost, not the per-bucket dispatch; the minimum filters out other load)."""
   one = jax.tree_util.tree_map(lambda a: a[:1], params)
   docs = jnp.concatenate([b["x"][b["mask"]] for b in es.buckets])[None]  # [1, N, d]
-  run = lambda: jax.block_until_ready(T.predict(tc, one, [dict(x=docs)], "x"))
+  run = lambda: jax.block_until_ready(training_lib.predict(tc, one, [dict(x=docs)], "x"))
   return 1e6 * deploy.wall_times(run, repeats).min() / docs.shape[1]
 
 
@@ -62,12 +62,12 @@ def run(cfg: schema.Config) -> RunRecord:
   t0 = time.time()
   rows, info = {}, {}
   o = cfg.options
-  for fold in setup.folds_of(cfg.data):
-    ds = setup.load_dataset(dataclasses.replace(cfg.data, num_privileged=0, privileged=""), fold)
-    _, dd, tc_t, keys = setup.fold_setup(cfg, None, fold, ds=ds, ks=KS, hidden=o.teacher_hidden)
+  for fold in fold_data.folds_of(cfg.data):
+    ds = fold_data.load_dataset(dataclasses.replace(cfg.data, num_privileged=0, privileged=""), fold)
+    _, dd, tc_t, keys = fold_data.fold_setup(cfg, None, fold, ds=ds, ks=KS, hidden=o.teacher_hidden)
     tc_s = dataclasses.replace(tc_t, hidden=o.student_hidden, teacher_loss="topk", alpha=1.0 - o.rd_a)
     log = monitor.progress(f"[rd fold{fold}]")
-    store = rowstore.Rows(cfg, ds, fold)
+    store = rowstore.RowStore(cfg, ds, fold)
     runs = {name: (store(name, "x", tc, lambda: distill.train_on_data(keys, tc, dd, "x", log(name))), tc)
             for name, tc in (("teacher", tc_t), ("student", tc_s))}
     targets = distill.teacher_targets(tc_s, [(runs["teacher"][0], "x", tc_t)], dd)
@@ -77,7 +77,7 @@ def run(cfg: schema.Config) -> RunRecord:
                             lambda: distill.train_student(keys, tc, dd, targets, log(f"rd {scheme}"))), tc)
     test = dd.eval_sets["test"]
     for name, (res, tc) in runs.items():
-      rows.setdefault(name, []).append(T.full_metrics(tc, res.params, test, "x", METRIC_KS))
+      rows.setdefault(name, []).append(training_lib.full_metrics(tc, res.params, test, "x", METRIC_KS))
       if name not in info:
         info[name] = dict(params=models.num_params(jax.tree_util.tree_map(lambda a: a[0], res.params)),
                           ms_per_1000_docs=scoring_ms_per_1000(tc, res.params, test), hidden=tc.hidden)

@@ -28,9 +28,9 @@ from typing import Dict, Tuple
 import numpy as np
 
 from experiments.framework.records import RunRecord
-from experiments.framework import lifecycle, monitor, plots, protocol, rowstore, rundir, schema, setup, tabulate
+from experiments.framework import fold_data, lifecycle, monitor, plots, protocol, rowstore, rundir, schema, tabulate
 from experiments.framework.schema import Preset
-from pfd_jax import data as D
+from pfd_jax import data as data_lib
 from pfd_jax.methods import distill
 from pfd_jax.config import option
 
@@ -64,13 +64,13 @@ def run(cfg: schema.Config) -> RunRecord:
   def add(name, tc, train):
     return record(name, store(row_name(name), "x", tc, train))
 
-  for fold in setup.folds_of(cfg.data):
-    ds = D.with_graded_labels(setup.load_dataset(dataclasses.replace(cfg.data, num_privileged=0, privileged=""),
-                                                  fold))
+  for fold in fold_data.folds_of(cfg.data):
+    plain = dataclasses.replace(cfg.data, num_privileged=0, privileged="")
+    ds = data_lib.with_graded_labels(fold_data.load_dataset(plain, fold))
     log = monitor.progress(f"[sdr fold{fold}]")
-    store = rowstore.Rows(cfg, ds, fold, "softmax")
-    _, dd, base, keys = setup.fold_setup(cfg, "softmax", fold, ds=ds, data_groups="all", ks=KS,
-                                          teacher_transform="affine", alpha=1.0 - a)
+    store = rowstore.RowStore(cfg, ds, fold, "softmax")
+    _, dd, base, keys = fold_data.fold_setup(cfg, "softmax", fold, ds=ds, data_groups="all", ks=KS,
+                                             teacher_transform="affine", alpha=1.0 - a)
     tcs, logits = {}, {}
     for kind, loss in TEACHER_LOSS.items():
       tc = dataclasses.replace(base, loss=loss)

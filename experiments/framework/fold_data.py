@@ -11,8 +11,8 @@ import jax
 import numpy as np
 from absl import logging
 
-from pfd_jax import config as C
-from pfd_jax import data as D
+from pfd_jax import config as config_lib
+from pfd_jax import data as data_lib
 from pfd_jax import distributed
 from pfd_jax.data.config import DataConfig
 from pfd_jax.training import TrainConfig, device
@@ -21,11 +21,12 @@ from experiments.framework.schema import Config
 
 def folds_of(d: DataConfig) -> list:
   """The folds a run visits: --folds, else every fold on disk (with --draws: the draws 1..N)."""
-  have = list(range(1, d.draws + 1)) if d.draws else D.available_folds(d.dataset, d.data_dir)
+  have = list(range(1, d.draws + 1)) if d.draws else data_lib.available_folds(d.dataset, d.data_dir)
   folds = list(d.folds) or have
   bad = [f for f in folds if f not in have]
   if bad:
-    raise C.ConfigError("folds", f"{','.join(map(str, d.folds))}: dataset {d.dataset!r} has folds {have} on disk")
+    raise config_lib.ConfigError("folds",
+                                 f"{','.join(map(str, d.folds))}: dataset {d.dataset!r} has folds {have} on disk")
   return folds
 
 
@@ -33,26 +34,26 @@ def check_files(d: DataConfig, first: bool = False) -> int:
   """Every fold of a run on files read and prepared before its first row trains, so that a bad line in a later
   fold's file stops the run before the earlier folds train (with --cache_dir, what was parsed is kept for the run);
   first: the first fold too (--plan, which trains none). The folds checked."""
-  folds = [] if D.spec(d.dataset).in_memory else folds_of(d)
+  folds = [] if data_lib.spec(d.dataset).in_memory else folds_of(d)
   for fold in folds[0 if first else 1:]:  # a run reads the first as it trains
     load_dataset(d, fold)
   return len(folds)
 
 
-def load_dataset(d: DataConfig, fold: int = 1) -> D.Dataset:
+def load_dataset(d: DataConfig, fold: int = 1) -> data_lib.Dataset:
   """Loads and preprocesses one fold (with --draws: one draw) as the data recipe `d` says."""
   name, d = d.dataset, d.draw(fold)
   comm = distributed.comm()  # several processes: each loads and keeps only its share of the groups
-  raw = D.load_raw(name, d.data_dir, fold=fold, cache_dir=d.cache_dir or None,
-                   synthetic_kwargs=d.synthetic_kwargs() if D.spec(name).in_memory else None, comm=comm)
+  raw = data_lib.load_raw(name, d.data_dir, fold=fold, cache_dir=d.cache_dir or None,
+                          synthetic_kwargs=d.synthetic_kwargs() if data_lib.spec(name).in_memory else None, comm=comm)
   privileged = d.privileged_ids
   if privileged:
     width = int(comm.max(max(g.x.shape[1] for g in raw.values())))
     bad = [i for i in privileged if i > width]
     if bad:
-      raise C.ConfigError("privileged", f"feature ids {bad} are out of range; dataset {name!r} has features "
-                          f"1..{width}")
-  ds = D.prepare(d, raw, comm=comm)
+      raise config_lib.ConfigError("privileged", f"feature ids {bad} are out of range; dataset {name!r} has features "
+                                   f"1..{width}")
+  ds = data_lib.prepare(d, raw, comm=comm)
   if d.draws:
     ds.config.update(draw=fold)
   if comm.count > 1:  # what this process holds, of the whole
@@ -63,7 +64,7 @@ def load_dataset(d: DataConfig, fold: int = 1) -> D.Dataset:
   return ds
 
 
-def fold_setup(cfg: Config, loss: Optional[str] = None, fold: int = 1, ds: Optional[D.Dataset] = None,
+def fold_setup(cfg: Config, loss: Optional[str] = None, fold: int = 1, ds: Optional[data_lib.Dataset] = None,
                **overrides):
   """(dataset, device data, TrainConfig, seed keys) of one fold, checked for the splits training needs. With
   --draws, draw k's seeds and step order come from streams of their own (keys folded with k, order_stream k)."""
@@ -91,40 +92,40 @@ def draw_keys(cfg: Config, fold: int):
   return jax.random.split(jax.random.fold_in(root, fold) if cfg.data.draws else root, cfg.run.seeds)
 
 
-def check_splits(cfg: Config, ds: D.Dataset, tc: TrainConfig, fold: int) -> None:
+def check_splits(cfg: Config, ds: data_lib.Dataset, tc: TrainConfig, fold: int) -> None:
   """fold_setup's checks of a dataset held whole in this process (its splits, and a positive where training and
   evaluation need one), before anything is put on the device."""
   _need(cfg, ds, tc, fold)
-  _positives(cfg, ds, tc, fold, {s: bool(D.positive_groups(ds[s]).any()) for s in eval_splits(tc)},
-             int(D.positive_groups(ds["train"]).sum()))
+  _positives(cfg, ds, tc, fold, {s: bool(data_lib.positive_groups(ds[s]).any()) for s in eval_splits(tc)},
+             int(data_lib.positive_groups(ds["train"]).sum()))
 
 
-def _need(cfg: Config, ds: D.Dataset, tc: TrainConfig, fold: int) -> None:
+def _need(cfg: Config, ds: data_lib.Dataset, tc: TrainConfig, fold: int) -> None:
   need = {"train", "test", tc.select_on}
   if not need <= set(ds.splits):
-    raise D.DataError(f"dataset {cfg.data.dataset!r} fold {fold} needs the splits {sorted(need)}; it has "
-                      f"{list(ds.splits)}")
+    raise data_lib.DataError(f"dataset {cfg.data.dataset!r} fold {fold} needs the splits {sorted(need)}; it has "
+                             f"{list(ds.splits)}")
 
 
-def _positives(cfg: Config, ds: D.Dataset, tc: TrainConfig, fold: int, has: dict, positive_train: int) -> None:
+def _positives(cfg: Config, ds: data_lib.Dataset, tc: TrainConfig, fold: int, has: dict, positive_train: int) -> None:
   labels = ds.config.get("labels", "gumbel")
   how = (f"labels={labels}" + (f", t={ds.config.get('t')}, tau={ds.config.get('tau')}, label_seed="
                                f"{ds.config.get('seed')}" if labels == "gumbel" else
                                f", positive_grade={ds.config.get('positive_grade')}"))
   for split in eval_splits(tc):
     if not has[split]:
-      raise D.DataError(f"dataset {ds.name!r} fold {fold}: no {split} list has a positive label ({how}), so NDCG on "
-                        f"{split} is undefined; {'selection and ' if split == tc.select_on else ''}evaluation need "
-                        "one (lower --tau, or --positive_grade, or check the file)")
+      raise data_lib.DataError(f"dataset {ds.name!r} fold {fold}: no {split} list has a positive label ({how}), so "
+                               f"NDCG on {split} is undefined; {'selection and ' if split == tc.select_on else ''}"
+                               "evaluation need one (lower --tau, or --positive_grade, or check the file)")
   if positive_train == 0:
-    raise D.DataError(f"dataset {ds.name!r} fold {fold}: no training query group has a positive label ({how})")
+    raise data_lib.DataError(f"dataset {ds.name!r} fold {fold}: no training query group has a positive label ({how})")
 
 
 def eval_splits(tc: TrainConfig) -> tuple:
   return ("test", "vali") if tc.select_on == "vali" else ("test",)
 
 
-def device_data(cfg: Config, ds: D.Dataset, tc: TrainConfig, fold: int = 1) -> device.DeviceData:
+def device_data(cfg: Config, ds: data_lib.Dataset, tc: TrainConfig, fold: int = 1) -> device.DeviceData:
   """A fold's buckets on the device (or streamed from shards, as --data_source says); a dataset with a ``truth``
   split (the simulated logs' unbiased target, pfd_jax.data.logs) is evaluated on it too."""
   splits = eval_splits(tc) + (("truth",) if "truth" in ds.splits else ())
@@ -160,8 +161,9 @@ def available_memory() -> int:
     return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
 
 
-def placebo_data(cfg: Config, ds: D.Dataset, tc: TrainConfig, fold: int = 1) -> Callable[[], device.DeviceData]:
+def placebo_data(cfg: Config, ds: data_lib.Dataset, tc: TrainConfig, fold: int = 1) -> Callable[[], device.DeviceData]:
   """The placebo rows' device data, made on first use and kept: `ds` with its privileged rows permuted
   (--placebo_within; the permutation seeded by --seed, the same for every training seed of the run)."""
-  return functools.cache(lambda: device_data(cfg, D.with_placebo_privileged(ds, cfg.run.placebo_within, cfg.run.seed),
+  return functools.cache(lambda: device_data(cfg,
+                                             data_lib.with_placebo_privileged(ds, cfg.run.placebo_within, cfg.run.seed),
                                              tc, fold))

@@ -3,8 +3,8 @@ its longest chain, any circle, imports written inside functions), file lengths, 
 public functions with many positional parameters, annotations that use a bare ``dict`` (no key or value types), for
 `pfd_jax/` and `experiments/`, and whether a driver imports another driver.
 
-  python -m experiments.layers            # the report
-  python -m experiments.layers --check    # exit 1 when a limit below is broken (tests/test_layers.py runs it)
+  python -m experiments.lint            # the report
+  python -m experiments.lint --check    # exit 1 when a limit below is broken (tests/test_layers.py runs it)
 
 Depth counts modules on the longest chain of imports (a module that imports nothing of the project has depth
 1). An import of `a.b.c` is an edge to `a.b.c` and, because Python runs them first, to the packages `a.b` and
@@ -12,7 +12,7 @@ Depth counts modules on the longest chain of imports (a module that imports noth
 only: the docstring, blank lines and comment lines are left out. Public functions: module-level functions and
 methods of module-level classes whose names do not start with '_'.
 
-  python -m experiments.layers --root=<checkout>   # another checkout (e.g. an older commit's) with these rules
+  python -m experiments.lint --root=<checkout>   # another checkout (e.g. an older commit's) with these rules
 
 """
 from __future__ import annotations
