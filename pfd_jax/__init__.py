@@ -1,6 +1,6 @@
 """pfd_jax: privileged features distillation for learning-to-rank in JAX.
 
-The package is layered; each layer imports only the ones above it in this list (``python -m experiments.layers``
+The package is layered; each layer imports only the ones above it in this list (``python -m experiments.lint``
 prints the graph):
 
 * :mod:`pfd_jax.ops`: pure array maths: losses, metrics, the top-K loss, models, the views of a bucket and the

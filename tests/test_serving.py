@@ -288,6 +288,30 @@ def test_installed_commands_score_and_export_as_the_clones_drivers_do(practition
   assert sorted(os.listdir(tmp_path / "served")) == ["model.stablehlo", "serving.json"]
 
 
+@pytest.mark.heavy  # three processes, each importing JAX
+def test_installed_pfd_train_trains_a_folder_saves_its_students_and_pfd_predict_scores_them(logs_folder, tmp_path):
+  """The practitioner's path without a clone: pfd-train on the team's folder (its own labels, its privileged ids)
+  prints each row with its validation NDCG@8 and validation's pick, saves the servable rows only, and pfd-predict
+  scores the saved student; a privileged id that no training line holds is refused in one line, nothing written."""
+  run = lambda *a: subprocess.run([_installed(a[0]), *a[1:]], capture_output=True, text=True, timeout=600, cwd=tmp_path)
+  p = run("pfd-train", f"--data_dir={logs_folder}", "--privileged=21,22,23", f"--out={tmp_path / 'models'}",
+          "--methods=pfd", "--epochs=3", "--seeds=2")
+  assert p.returncode == 0, p.stderr[-2000:]
+  assert "best epoch of each row on vali" in p.stdout and "deploy: " in p.stdout
+  assert "pfd_teacher: test NDCG@8" in p.stdout and "(reads privileged features: not saved)" in p.stdout
+  assert sorted(os.listdir(tmp_path / "models")) == ["no_distill", "pfd"]
+  with open(tmp_path / "models" / "pfd" / "model.json") as f:
+    recipe = json.load(f)
+  assert recipe["privileged_ids"] == [21, 22, 23] and 21 not in recipe["input_ids"]
+  p = run("pfd-predict", f"--model={tmp_path / 'models' / 'pfd'}", f"--data={logs_folder}/serve.txt",
+          f"--out={tmp_path / 's.tsv'}")
+  assert p.returncode == 0 and "NDCG over" in p.stdout, p.stderr[-1500:]
+  p = run("pfd-train", f"--data_dir={logs_folder}", "--privileged=21,22,99", f"--out={tmp_path / 'other'}",
+          "--epochs=1", "--seeds=1")
+  assert p.returncode in (1, 2) and "99" in p.stderr and "Traceback" not in p.stderr, p.stderr[-1500:]
+  assert not (tmp_path / "other").exists()
+
+
 def _predict(model, data, out, **kw):
   return predict.run(schema.Config(options=predict.Options(model=str(model), data=str(data), out=str(out), **kw)))
 
