@@ -11,7 +11,7 @@ from experiments.related import debias as debias_driver
 @pytest.mark.slow
 def test_debias_driver_end_to_end(tmp_path):
   """Every row on the truth and the logged purchases (but the LightGBM rows, which the table2 --position test
-  covers, and the placebo rows, which train as PFD(position) does on setup.placebo_data, tested elsewhere); at eta = 0 every propensity is 1, so IPS with known
+  covers, and the placebo rows, which train as PFD(position) does on fold_data.placebo_data, tested elsewhere); at eta = 0 every propensity is 1, so IPS with known
   propensities is no-distillation bit for bit; the claims are over the eta sweep."""
   o = debias_driver.Options(etas=(0.0,), sessions=(40, 20, 30), random_share=0.5, lightgbm=False, placebo=False)
   cfg = TINY.replace(options=o, train=dict(select_on="vali"), output=dict(out_dir=str(tmp_path)))

@@ -168,7 +168,7 @@ def test_batch_norm_runs_through_the_seed_vmapped_step(batch_norm_run, tiny_devi
 @pytest.mark.heavy
 def test_a_seed_ensemble_scores_the_mean_logit_of_its_seeds(batch_norm_run, tiny_device):
   """distill.ensemble_lists = NDCG of the mean of the seeds' logits, list by list; one seed = its single model."""
-  from experiments.framework import setup as fsetup
+  from experiments.framework import fold_data as fsetup
   from pfd_jax.methods import gbdt
   from pfd_jax.ops import metrics
   cfg, res = batch_norm_run

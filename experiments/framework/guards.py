@@ -17,7 +17,7 @@
   PFD search: about 12,000 mappings a fold on OHSUMED) otherwise dies in LLVM ("Cannot allocate memory", then a
   segmentation fault) hours in, as a five-fold OHSUMED run did in its third fold. At every row's start, past
   half the limit, JAX's caches are cleared: programs are compiled again when next needed, same bits. (A re-drawn
-  run clears them at every draw anyway, in ``setup.fold_setup``: a draw's shapes are its own.)
+  run clears them at every draw anyway, in ``fold_data.fold_setup``: a draw's shapes are its own.)
 """
 from __future__ import annotations
 
