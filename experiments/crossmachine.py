@@ -23,10 +23,9 @@ from typing import Dict, Tuple
 import numpy as np
 from absl import app, flags
 
-from experiments.framework import guards, machine
-from experiments.framework import pairs
-from experiments.page import pagefiles, published
+from experiments.framework import guards, machine, pairs, records
 from experiments.framework.records import LossRecord
+from experiments.page import published
 from pfd_jax.config import JsonObject
 from pfd_jax.ops import perturbation
 
@@ -89,7 +88,7 @@ def main(argv):
   del argv
   if len(flags.FLAGS.runs) < 2:
     raise app.UsageError("--runs: give at least two runs of the main job under different numerics")
-  results = [pagefiles.read_results(p, "runs") for p in flags.FLAGS.runs]
+  results = [records.read_results(p, "runs") for p in flags.FLAGS.runs]
   bad = [p for p, res in zip(flags.FLAGS.runs, results) if "losses" not in res or "numerics" not in res.get("env", {})]
   if bad:
     raise app.UsageError(f"--runs: not a main job's results.json with its numerics (python -m experiments.paper.table2): "

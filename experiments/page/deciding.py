@@ -25,7 +25,7 @@ import numpy as np
 from scipy import stats as sps
 
 from experiments.framework import drawstore
-from experiments.framework.sequential_runs import COST, DESIGN, PRESETS, preset, run_key, store  # noqa: F401
+from experiments.framework.sequential_runs import COST, DESIGN, preset, run_key, store  # noqa: F401 (the page's names)
 from experiments.page.claims import AGAINST, HOLDS, UNDECIDED, Claim
 from pfd_jax.data import analogues
 from pfd_jax.ops import sequential

@@ -16,7 +16,7 @@ import re
 import shutil
 from typing import Dict, Optional
 
-from experiments.framework.records import ARCHIVED, read_results  # noqa: F401 (the page reads runs as drivers do)
+from experiments.framework.records import ARCHIVED
 from experiments.page import pagelayout, published
 from pfd_jax.config import JsonObject
 from experiments.page.staleness import staleness
