@@ -258,6 +258,32 @@ def test_eta_is_measured_from_trained_rows(monkeypatch):
   assert (p.trained_rows, p.trained_seconds, p.loaded_rows, p.loaded_seconds) == (1, 60.0, 1, 45.0)
 
 
+def test_a_search_advances_the_row_count_and_its_eta_by_program(monkeypatch):
+  """The PFD search trains, outside the row store, many programs, each counted in the run's total: the line
+  moves with each program, and the estimate is a program's mean time (it stayed at 'row 1/6' before)."""
+  clock = [0.0]
+  monkeypatch.setattr(monitor.time, "time", lambda: clock[0])
+  p = monitor.Progress()
+  monkeypatch.setattr(monitor, "PROGRESS", p)
+  make = monitor.progress("[test]")
+  p.start(6)  # one plain row, then a search of four programs, then one more row
+  p.begin_row()
+  make("no_distill")
+  clock[0] += 10
+  p.end_rows(1, trained=True)
+  clock[0] += 5  # between rows: the search's first program starts from here
+  with p.counting_programs():  # the search is not a row of the store: its programs are the rows
+    for k, name in enumerate(("no_distill_screened", "pfd_teacher_0", "pfd_0", "pfd_chosen")):
+      make(name)
+      assert p.of() == f"row {2 + k}/6"
+      clock[0] += 10
+  assert (p.trained_rows, p.trained_seconds) == (5, 50.0)
+  p.begin_row()
+  make("self_distill")  # outside a search a row's second program (an out-of-fold teacher) is the same row
+  make("self_distill_oof")
+  assert p.of() == "row 6/6" and p.eta(0.5) == "elapsed 0m55s, ETA 0m05s"
+
+
 # ------------------------------------------------------------------------------------------------ saved models
 
 @pytest.fixture(scope="module")

@@ -2,6 +2,7 @@
 every model, both metric writers of :func:`pfd_jax.training.loop.train`, and the signal guard's safe point."""
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from typing import Callable, NamedTuple, Optional
@@ -41,6 +42,7 @@ def progress(prefix: str) -> Callable[[str], Hooks]:
   and the signal guard's safe point after every epoch (each epoch's scalars carry the run's length)."""
 
   def make(row: str) -> Hooks:
+    PROGRESS.program_started()
     writers = [ProgressLine(prefix, row)]
     if TENSORBOARD.writer is not None:
       writers.append(BoardWriter("/".join(filter(None, [prefix.strip("[]").replace(" ", "/"), row.replace(" ", "_")]))))
@@ -110,6 +112,34 @@ class Progress:
     self.t_row, self.trained_rows, self.trained_seconds = self.t0, 0, 0.0
     self.loaded_rows, self.loaded_seconds = 0, 0.0
     self.timed: list = []  # [RowTimes] of the rows trained, in order
+    self.programs: Optional[int] = None  # while a search runs: the programs it has started
+
+  @contextlib.contextmanager
+  def counting_programs(self):
+    """While work outside the row store trains many programs that the run's total counts one by one (the PFD
+    search, one Trained of many models: ``SearchOptions.programs``), each program advances the row and counts as a
+    trained row for the estimate, so the line moves and its ETA is a program's mean time."""
+    self.programs = 0
+    try:
+      yield
+    finally:
+      self._program_ended()
+      self.programs = None
+
+  def program_started(self) -> None:
+    """A model's training starts (its hooks are made): inside :meth:`counting_programs`, the one before it ended."""
+    if self.programs is None:
+      return
+    self._program_ended()
+    self.programs += 1
+    self.row = min(self.row + 1, self.total or self.row + 1)
+
+  def _program_ended(self) -> None:
+    now = time.time()
+    if self.programs:
+      self.trained_rows += 1
+      self.trained_seconds += now - self.t_row
+    self.t_row = now
 
   def begin_row(self) -> None:
     self.row += 1

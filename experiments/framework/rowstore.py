@@ -128,7 +128,8 @@ class RowStore:
         logging.info("%s: what its training found loaded from %s", row.name, path)
         PROGRESS.loaded(float(saved["found"].seconds))
         return saved["found"]
-      found = make()
+      with PROGRESS.counting_programs():
+        found = make()
       if path and comm.index == 0:
         write_atomic(path, pickle.dumps(dict(found=found, fingerprint=now)))
       return found
