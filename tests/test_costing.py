@@ -41,6 +41,16 @@ def test_the_runs_seconds_in_closed_form():
   # a driver that times no row: its whole probe scaled by epochs
   assert costing.extrapolate((), 30.0, folds=2, epochs=30).seconds == pytest.approx(2 * 30.0 * 30 / PROBE_EPOCHS)
 
+  # a search's screened programs stop early: counted at patience + 1 epochs, the high at every epoch
+  screened = rows[:2] + (RowCost(1.0, 2.0, 0.5, 3, True, screened=True),)
+  e = costing.extrapolate(screened, sum(r.seconds for r in screened) + 7.0, folds=1, epochs=100, screened=11)
+  plain = 7.0 + (3 + 300 + 1) + (0.5 + 50 + 0.5)
+  assert (e.seconds, e.high) == (pytest.approx(plain + 1.0 + 22 + 0.5), pytest.approx(plain + 1.0 + 200 + 0.5))
+  cfg = schema.Config(data=DataConfig(dataset="synthetic"), train=TrainConfig(epochs=100))
+  assert costing.say(e, cfg, None, 0, "cpu").startswith(
+      "expected wall time here: about 6 min 26 s to 9 min 24 s: the search's 1 screened programs at their patience + 1 "
+      "epochs, or at every epoch")
+
 
 def test_what_is_said_before_a_run():
   rows = (RowCost(1.0, 2.0, 0.0, 3, True),)
@@ -139,6 +149,10 @@ def test_the_pfd_search_says_its_cost_before_it_starts(monkeypatch):
   assert line.startswith(f"{1 + 5 + 5} candidates on 4 parts")
   assert f"at most {o.programs} training programs: about {costing.hms(o.programs * 30.0)} on this machine" in line
   assert "unknown" in practice.search_cost(o, 3, 0.5, [])
+  # at the run's 100 epochs and 5 seeds: screened on 2 seeds, each after patience + 1 = 11 to 100 epochs
+  span = practice.search_cost(o, 3, 0.5, [20.0, 40.0], epochs=100, seeds=5)
+  high = o.programs * 30.0 * 2 / 5
+  assert f"about {costing.hms(high * 11 / 100)} to {costing.hms(high)} on this machine" in span
   said, events = [], []
   monkeypatch.setattr(PROGRESS, "timed", [RowTimes(0.0, [], [30.0]), RowTimes(5.0, [], [None])])  # one ended
   monkeypatch.setattr(practice.logging, "info", lambda fmt, *args: said.append(fmt % args))

@@ -344,15 +344,15 @@ def test_a_run_that_did_not_search_says_what_the_search_would_cost_and_could_sho
   fold = FoldRecord(rows={"no_distill": row(base, 10.0), "pfd_teacher": row(base, 20.0), "pfd": row(pfd, 30.0)},
                     data={"num_privileged": 3, "labels": "file"}, test_lists_valid=np.ones(40, bool))
   record, o = LossRecord(folds={"fold1": fold}), search.SearchOptions()
-  cfg = {"options": {}, "train": {"select_on": "vali", "alpha": 0.5}}
+  cfg = {"options": {}, "train": {"select_on": "vali", "alpha": 0.5, "epochs": 100}, "run": {"seeds": 5}}
   text = practice.search_offer(record, cfg, o)
   est = stats.crossed([pfd - base], base.mean())  # the reference: no distillation's mean
   assert "not run** (--search adds the row 'PFD, searched on validation': per fold " + practice.search_cost(
-      o, 3, 0.5, [10.0, 20.0, 30.0]) in text
+      o, 3, 0.5, [10.0, 20.0, 30.0], 100, 5) in text
   assert f"a smallest detectable gain of {100 * est.mde(0.8, 0.025) / est.reference:.1f}%" in text
   assert table2._options({"options": {"search_columns": 1, "search": True}}).searching() == o._replace(top=1)
   assert practice.search_offer(record, dict(cfg, options={"search": True}), o) == ""
-  assert practice.search_offer(record, dict(cfg, train={"select_on": "test", "alpha": 0.5}), o) == ""
+  assert practice.search_offer(record, dict(cfg, train={"select_on": "test", "alpha": 0.5, "epochs": 100}), o) == ""
   fold.data["labels"] = "gumbel"  # the paper's protocol: no practitioner's note
   assert practice.search_offer(record, cfg, o) == ""
 

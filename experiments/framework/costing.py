@@ -18,6 +18,11 @@ counts as measured. The run compiles again what JAX's persistent cache does not 
 a short run may end sooner than said. Rows already saved in the run folder are loaded, not trained: the time left
 counts the others at the mean row's cost.
 
+A search's programs (the PFD search: many screened models that stop once the selection lists stop improving for
+its patience p) are timed in the probe as rows are, but how long each trains in the run is not known before it
+runs (anywhere from p + 1 epochs to E): the estimate counts them at p + 1 and says the high at E beside it; the
+progress line's ETA, from the programs trained so far, says where in that span the run is going.
+
 On the paper's own files (:data:`experiments.framework.protocol.PAPER_RUNS`) the estimate also says what the paper's
 whole protocol (``--preset=paper_<dataset>``: its rows, both losses, 100 epochs, its folds or runs) takes at the
 probe's rates, and on a CPU the accelerator command that runs it on a GPU (a run of more than a day: said so).
@@ -50,6 +55,7 @@ class RowCost(NamedTuple):
   end: float
   epochs: int
   scaled: bool
+  screened: bool = False  # a search's program: in the run it stops early, somewhere in [patience + 1, E] epochs
 
   @property
   def seconds(self) -> float:
@@ -64,23 +70,25 @@ class RowCost(NamedTuple):
 
 
 class Estimate(NamedTuple):
-  """What the probe measured and what it gives: the run's seconds (the probe's own apart)."""
+  """What the probe measured and what it gives: the run's seconds (the probe's own apart); high: the same if no
+  screened program stops early (= seconds without a search)."""
   seconds: float
   probe_seconds: float
   rest: float  # the probe's time outside its rows (per probed fold group)
   rows: tuple  # RowCost
   folds: float  # the run's folds over the probe's
   epochs: int
+  high: float = 0.0
 
 
 def row_cost(t: RowTimes, now: float) -> RowCost:
   """The cost of one row of the probe from its times (`now`: its end, if the row did not say it ended)."""
   ends, end = [when for _, _, when in t.epochs], t.end[0] or now
   if len(ends) < 2:
-    return RowCost(end - t.begin, 0.0, 0.0, 0, False)
+    return RowCost(end - t.begin, 0.0, 0.0, 0, False, t.screened)
   epoch = (ends[-1] - ends[0]) / (len(ends) - 1)
   start = max(ends[0] - t.begin - epoch, 0.0)
-  return RowCost(start, epoch, end - ends[-1], len(ends), len(ends) <= PROBE_EPOCHS)
+  return RowCost(start, epoch, end - ends[-1], len(ends), len(ends) <= PROBE_EPOCHS, t.screened)
 
 
 def probe_folds(driver: Driver, cfg: Config) -> tuple:
@@ -104,15 +112,23 @@ def skipped(driver: Driver, cfg: Config) -> str:
   return ""
 
 
-def extrapolate(rows: tuple, probe_seconds: float, folds: float, epochs: int) -> Estimate:
+def extrapolate(rows: tuple, probe_seconds: float, folds: float, epochs: int,
+                screened: Optional[int] = None) -> Estimate:
   """The run's seconds from the probe's rows (module docstring's formula). A driver whose training times no row
-  (no progress hooks) has its probe's whole time scaled by epochs."""
+  (no progress hooks) has its probe's whole time scaled by epochs. screened: the fewest epochs a search's screened
+  program trains (its patience + 1); the estimate counts them at that, its high at every epoch."""
   if not rows:
-    return Estimate(folds * probe_seconds * epochs / PROBE_EPOCHS, probe_seconds, probe_seconds, (), folds, epochs)
+    whole = folds * probe_seconds * epochs / PROBE_EPOCHS
+    return Estimate(whole, probe_seconds, probe_seconds, (), folds, epochs, whole)
   rest = max(probe_seconds - sum(c.seconds for c in rows), 0.0)
-  first = rest + sum(c.at(epochs, compiled=True) for c in rows)
-  again = rest + sum(c.at(epochs) for c in rows)
-  return Estimate(min(folds, 1.0) * first + max(folds - 1.0, 0.0) * again, probe_seconds, rest, rows, folds, epochs)
+
+  def total(short: int) -> float:
+    at = lambda c, **kw: c.at(min(short, epochs) if c.screened else epochs, **kw)
+    first = rest + sum(at(c, compiled=True) for c in rows)
+    again = rest + sum(at(c) for c in rows)
+    return min(folds, 1.0) * first + max(folds - 1.0, 0.0) * again
+
+  return Estimate(total(screened or epochs), probe_seconds, rest, rows, folds, epochs, total(epochs))
 
 
 def probe(driver: Driver, cfg: Config) -> Estimate:
@@ -135,7 +151,8 @@ def probe(driver: Driver, cfg: Config) -> Estimate:
     finally:
       logging.set_verbosity(verbosity)
       vars(PROGRESS).update(saved)
-  return extrapolate(rows, seconds, ratio, cfg.train.epochs)
+  patience = int(getattr(cfg.options, "search_patience", 0) or 0) if getattr(cfg.options, "search", False) else 0
+  return extrapolate(rows, seconds, ratio, cfg.train.epochs, patience + 1 if patience else None)
 
 
 def paper_dataset(cfg: Config) -> str:
@@ -150,7 +167,7 @@ def paper_protocol(cfg: Config, e: Estimate) -> Optional[float]:
   about linear on a CPU), both losses at the probed losses' mean, its folds or runs; None unless the run is on the
   paper's files or on a generated fold of their size (:func:`paper_dataset`)."""
   name = paper_dataset(cfg)
-  timed = [c for c in e.rows if c.scaled]
+  timed = [c for c in e.rows if c.scaled and not c.screened]
   if name not in protocol.PAPER_RUNS or not timed:
     return None
   _, seeds, units, _ = protocol.PAPER_RUNS[name]
@@ -179,13 +196,17 @@ def saved_rows(run_dir: Optional[str]) -> int:
 def say(e: Estimate, cfg: Config, total_rows: Optional[int], saved: int, backend: str) -> str:
   """The lines a run prints before it trains: its expected wall time here, the probe it came from, what is left
   of a resumed run, and the paper's whole protocol on its files."""
-  lines = [f"expected wall time here: about {hms(e.seconds)} ({e.epochs} epochs, {e.folds:g} x the probe's folds; "
-           f"probe: {PROBE_EPOCHS} epochs of each of {len(e.rows)} timed rows in {hms(e.probe_seconds)}, "
+  screened = sum(c.screened for c in e.rows)
+  span = (f" to {hms(e.high)}: the search's {screened} screened programs at their patience + 1 epochs, or at "
+          "every epoch; the progress line's ETA says as it goes" if e.high > 1.05 * e.seconds else "")
+  lines = [f"expected wall time here: about {hms(e.seconds)}{span} ({e.epochs} epochs, {e.folds:g} x the probe's "
+           f"folds; probe: {PROBE_EPOCHS} epochs of each of {len(e.rows) - screened} timed rows"
+           f"{f' and {screened} search programs' if screened else ''} in {hms(e.probe_seconds)}, "
            f"experiments/framework/costing.py)"]
-  if e.rows:
-    n = len(e.rows)
-    lines.append(f"the probe's rows on average: start {sum(c.start for c in e.rows) / n:.1f} s, epoch "
-                 f"{sum(c.epoch for c in e.rows) / n:.2f} s, end {sum(c.end for c in e.rows) / n:.1f} s; the rest of "
+  if rows := [c for c in e.rows if not c.screened]:
+    n = len(rows)
+    lines.append(f"the probe's rows on average: start {sum(c.start for c in rows) / n:.1f} s, epoch "
+                 f"{sum(c.epoch for c in rows) / n:.2f} s, end {sum(c.end for c in rows) / n:.1f} s; the rest of "
                  f"the probe {e.rest:.1f} s")
   if saved and total_rows:
     left = e.seconds * max(total_rows - saved, 0) / total_rows

@@ -89,10 +89,12 @@ TENSORBOARD = TensorBoard()
 
 
 class RowTimes(NamedTuple):
-  """When a row (or rows trained together) began, each epoch's end [(epoch, of epochs, time)], and [its end]."""
+  """When a row (or rows trained together) began, each epoch's end [(epoch, of epochs, time)], and [its end];
+  screened: one program of a search (:meth:`Progress.counting_programs`), which stops early in a full run."""
   begin: float
   epochs: list
   end: list
+  screened: bool = False
 
 
 class Progress:
@@ -133,12 +135,14 @@ class Progress:
     self._program_ended()
     self.programs += 1
     self.row = min(self.row + 1, self.total or self.row + 1)
+    self.timed.append(RowTimes(self.t_row, [], [None], screened=True))
 
   def _program_ended(self) -> None:
     now = time.time()
     if self.programs:
       self.trained_rows += 1
       self.trained_seconds += now - self.t_row
+      self.timed[-1].end[0] = now
     self.t_row = now
 
   def begin_row(self) -> None:

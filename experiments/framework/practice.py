@@ -140,23 +140,45 @@ def _shipped(record: LossRecord, row: str) -> str:
           f"{select}): test {np.mean([v for _, v in picked]):.3f}.")
 
 
-def search_cost(o: search.SearchOptions, privileged: int, alpha: float, seconds: Sequence[float]) -> str:
+def programs(o: search.SearchOptions, privileged: int) -> int:
+  """The training programs of a search on `privileged` columns (``SearchOptions.programs`` for its subsets of
+  these columns, fewer than its top allows where the columns are few): on each part no distillation, a teacher and
+  a student per subset and the refined grids; the chosen candidate's teacher and student."""
+  n = len(search.subsets(range(privileged), o.top))
+  return (1 + o.folds) * (1 + 2 * n + (o.refine or 0)) + 2
+
+
+def search_cost(o: search.SearchOptions, privileged: int, alpha: float, seconds: Sequence[float], epochs: int = 0,
+                seeds: int = 0) -> str:
   """What the PFD search will cost: its candidates, its training programs and their time at `seconds` (what each
-  row trained so far took on this machine)."""
-  pace = (f"about {costing.hms(o.programs * float(np.mean(seconds)))} on this machine at the "
-          f"{np.mean(seconds):.0f} s a row of this run has taken here (screening on {o.seeds or 'every'} seed(s) "
-          "with early stopping shortens it)" if len(seconds) else "its time unknown: no row trained here yet")
+  row trained so far took on this machine, at the run's `epochs` and `seeds`): a screened program trains o.seeds of
+  the seeds and stops early, after patience + 1 to `epochs` epochs, so its time is given as that span (without the
+  run's epochs and seeds: each program at a row's time, the most)."""
+  if not len(seconds):
+    pace = "its time unknown: no row trained here yet"
+  else:
+    row = float(np.mean(seconds))
+    share = min(o.seeds or seeds, seeds) / seeds if seeds else 1.0
+    high = programs(o, privileged) * row * share
+    low = high * min(1.0, (o.patience + 1) / epochs) if epochs and o.patience else high
+    span = f"{costing.hms(low)} to {costing.hms(high)}" if low < high else costing.hms(high)
+    stops = f", each model stopping after {o.patience + 1} to {epochs} epochs" if low < high else ""
+    pace = (f"about {span} on this machine at the {row:.0f} s a row of this run has taken here (screening on "
+            f"{o.seeds or 'every'} seed(s){stops}; the progress line's ETA says as it goes)")
   return (f"{o.candidates(privileged, alpha)} candidates on {1 + o.folds} parts (validation and {o.folds} "
-          f"cross-fitted folds), at most {o.programs} training programs: {pace}")
+          f"cross-fitted folds), at most {programs(o, privileged)} training programs: {pace}")
 
 
-def announce_search(found: Callable, o: search.SearchOptions, privileged: int, alpha: float) -> Callable:
+def announce_search(found: Callable, o: search.SearchOptions, privileged: int, alpha: float, epochs: int = 0,
+                    seeds: int = 0) -> Callable:
   """A :class:`pfd_jax.methods.distill.Context` ``found`` that logs :func:`search_cost` and the flag that skips
   the search just before it runs (not when an interrupted run's search is loaded)."""
   def said(make: Callable) -> Callable:
     def run():
-      timed = [t.end[0] - t.begin for t in monitor.PROGRESS.timed if t.end and t.end[0] is not None]
-      logging.info("the PFD search: %s; --nosearch skips it", search_cost(o, privileged, alpha, timed))
+      timed = [t.end[0] - t.begin for t in monitor.PROGRESS.timed if t.end[0] is not None and not t.screened]
+      logging.info("the PFD search: %s; --nosearch skips it", search_cost(o, privileged, alpha, timed, epochs, seeds))
+      if monitor.PROGRESS.total:  # the run's count took the search's most programs; these columns make fewer
+        monitor.PROGRESS.total -= max(o.programs - programs(o, privileged), 0)
       return make()
     return run
   return lambda row, config, make: found(row, config, said(make))
@@ -178,7 +200,8 @@ def search_offer(record: LossRecord, cfg: Mapping, o: search.SearchOptions) -> s
          f"gain of {100 * est.mde(0.8, level) / est.reference:.1f}% (80% power, one-sided {100 * level:g}%, the "
          "search's first test)" if est is not None and est.reference else "")
   return (f"**PFD search not run** (--search adds the row 'PFD, searched on validation': per fold "
-          f"{search_cost(o, privileged, cfg['train']['alpha'], seconds)}){mde}.\n\n")
+          f"{search_cost(o, privileged, cfg['train']['alpha'], seconds, cfg['train']['epochs'], cfg['run']['seeds'])})"
+          f"{mde}.\n\n")
 
 
 def search_text(record: LossRecord) -> str:

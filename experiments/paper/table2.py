@@ -184,7 +184,8 @@ def run_fold(cfg: schema.Config, loss: str, fold: int, methods: tuple, shared: D
   store = rowstore.RowStore(cfg, ds, fold, loss)
   log = monitor.progress(f"[{loss} fold{fold}]")
   placebo = fold_data.placebo_data(cfg, ds, tc, fold)
-  found = practice.announce_search(store.found(), o.searching(), int(ds.config["num_privileged"]), tc.alpha)
+  found = practice.announce_search(store.found(), o.searching(), int(ds.config["num_privileged"]), tc.alpha,
+                                   tc.epochs, cfg.run.seeds)
   ctx = distill.Context(keys, tc, dd, ds, fit=store.fit(), found=found, hooks=log, placebo=placebo,
                         lightgbm=o.gbdt, device_data=lambda d: fold_data.device_data(cfg, d, tc, fold),
                         seed=cfg.run.seed,
