@@ -312,6 +312,32 @@ def test_installed_pfd_train_trains_a_folder_saves_its_students_and_pfd_predict_
   assert not (tmp_path / "other").exists()
 
 
+@pytest.mark.heavy  # the package built and installed apart, three processes importing JAX
+def test_the_practitioners_path_runs_from_the_package_installed_outside_a_clone(logs_folder, tmp_path):
+  """README's path without a clone: the package built as a wheel and installed (not editable) into a folder of its
+  own (its dependencies this environment's), the installed commands run from a folder that holds no source, each
+  importing the installed copy, not the clone's."""
+  site, root = tmp_path / "site", Path(__file__).resolve().parents[1]
+  pip = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation",
+                        f"--target={site}", str(root)], capture_output=True, text=True, timeout=600)
+  assert pip.returncode == 0, pip.stderr[-2000:]
+  work = tmp_path / "work"
+  work.mkdir()
+  env = dict(os.environ, PYTHONPATH=str(site))
+  run = lambda *a: subprocess.run(list(a), capture_output=True, text=True, timeout=600, cwd=work, env=env)
+  where = run(sys.executable, "-c", "import pfd_jax; print(pfd_jax.__file__)")
+  assert where.returncode == 0 and where.stdout.strip().startswith(str(site)), (where.stdout, where.stderr[-500:])
+  command = lambda name: str(site / "bin" / name)
+  p = run(command("pfd-train"), "--help")
+  assert p.returncode == 0 and "--data_dir" in p.stdout, p.stderr[-1000:]
+  p = run(command("pfd-train"), f"--data_dir={logs_folder}", "--privileged=21,22,23", "--out=models",
+          "--methods=pfd", "--epochs=2", "--seeds=1")
+  assert p.returncode == 0 and "deploy: " in p.stdout, p.stderr[-2000:]
+  p = run(command("pfd-predict"), "--model=models/pfd", f"--data={logs_folder}/serve.txt", "--out=scores.tsv")
+  assert p.returncode == 0 and "NDCG over" in p.stdout, p.stderr[-1500:]
+  p = run(command("pfd-export"), "--model=models/pfd", "--format=stablehlo", "--out=served")
+  assert p.returncode == 0 and sorted(os.listdir(work / "served")) == ["model.stablehlo", "serving.json"], p.stderr[-1500:]
+
 def _predict(model, data, out, **kw):
   return predict.run(schema.Config(options=predict.Options(model=str(model), data=str(data), out=str(out), **kw)))
 
