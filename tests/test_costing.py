@@ -142,23 +142,25 @@ def test_a_probed_run_has_the_numbers_of_an_unprobed_one_and_plan_only_estimates
 def test_the_pfd_search_says_its_cost_before_it_starts(monkeypatch):
   """One line before the search trains (not when an interrupted run's search is loaded): its candidates, its
   programs at the mean row's seconds so far, the flag that skips it."""
-  from experiments.framework import practice
   from pfd_jax.methods import search
   o = search.SearchOptions(top=4, seeds=2, refine=1, folds=3)
-  line = practice.search_cost(o, privileged=3, alpha=0.5, seconds=[20.0, 40.0])
+  line = costing.search_cost(o, privileged=3, alpha=0.5, seconds=[20.0, 40.0])
   assert line.startswith(f"{1 + 5 + 5} candidates on 4 parts")
-  assert f"at most {o.programs} training programs: about {costing.hms(o.programs * 30.0)} on this machine" in line
-  assert "unknown" in practice.search_cost(o, 3, 0.5, [])
+  # 3 columns: 5 subsets (all, each alone, all but the first); on 4 parts no distillation, a teacher and a student
+  # per subset and one refined grid; the chosen teacher and student (the 50 programs a run on the logs trained)
+  assert costing.programs(o, 3) == 4 * (1 + 2 * 5 + 1) + 2 == 50
+  assert f"at most 50 training programs: about {costing.hms(50 * 30.0)} on this machine" in line
+  assert "unknown" in costing.search_cost(o, 3, 0.5, [])
   # at the run's 100 epochs and 5 seeds: screened on 2 seeds, each after patience + 1 = 11 to 100 epochs
-  span = practice.search_cost(o, 3, 0.5, [20.0, 40.0], epochs=100, seeds=5)
-  high = o.programs * 30.0 * 2 / 5
+  span = costing.search_cost(o, 3, 0.5, [20.0, 40.0], epochs=100, seeds=5)
+  high = 50 * 30.0 * 2 / 5
   assert f"about {costing.hms(high * 11 / 100)} to {costing.hms(high)} on this machine" in span
   said, events = [], []
   monkeypatch.setattr(PROGRESS, "timed", [RowTimes(0.0, [], [30.0]), RowTimes(5.0, [], [None])])  # one ended
-  monkeypatch.setattr(practice.logging, "info", lambda fmt, *args: said.append(fmt % args))
-  want = f"the PFD search: {practice.search_cost(o, 3, 0.5, [30.0])}; --nosearch skips it"
-  trains = practice.announce_search(lambda row, config, make: make(), o, 3, 0.5)
+  monkeypatch.setattr(costing.logging, "info", lambda fmt, *args: said.append(fmt % args))
+  want = f"the PFD search: {costing.search_cost(o, 3, 0.5, [30.0])}; --nosearch skips it"
+  trains = costing.announce_search(lambda row, config, make: make(), o, 3, 0.5)
   assert trains("row", None, lambda: events.append(list(said)) or "found") == "found"
-  loads = practice.announce_search(lambda row, config, make: "saved", o, 3, 0.5)
+  loads = costing.announce_search(lambda row, config, make: "saved", o, 3, 0.5)
   assert loads("row", None, lambda: events.append("trained")) == "saved"
   assert said == [want] and events == [said]  # said, then trained; loaded: silent

@@ -9,7 +9,7 @@ import pytest
 from scipy import stats as sps
 
 from conftest import TINY
-from experiments.framework import fold_data
+from experiments.framework import costing, fold_data
 from pfd_jax.data.datasets import Dataset
 from pfd_jax.data.preprocess import positive_groups
 from pfd_jax.training import device
@@ -347,7 +347,7 @@ def test_a_run_that_did_not_search_says_what_the_search_would_cost_and_could_sho
   cfg = {"options": {}, "train": {"select_on": "vali", "alpha": 0.5, "epochs": 100}, "run": {"seeds": 5}}
   text = practice.search_offer(record, cfg, o)
   est = stats.crossed([pfd - base], base.mean())  # the reference: no distillation's mean
-  assert "not run** (--search adds the row 'PFD, searched on validation': per fold " + practice.search_cost(
+  assert "not run** (--search adds the row 'PFD, searched on validation': per fold " + costing.search_cost(
       o, 3, 0.5, [10.0, 20.0, 30.0], 100, 5) in text
   assert f"a smallest detectable gain of {100 * est.mde(0.8, 0.025) / est.reference:.1f}%" in text
   assert table2._options({"options": {"search_columns": 1, "search": True}}).searching() == o._replace(top=1)

@@ -34,14 +34,16 @@ import math
 import os
 import tempfile
 import time
-from typing import NamedTuple, Optional
+from typing import Callable, NamedTuple, Optional, Sequence
 
+import numpy as np
 from absl import logging
 
 from experiments.framework import fold_data, protocol
 from experiments.framework.monitor import PROGRESS, RowTimes
 from experiments.framework.schema import Config, Driver
 from pfd_jax.methods import rows as rows_lib
+from pfd_jax.methods import search
 
 PROBE_EPOCHS = 3  # two epochs after the first: the first holds the compiling, the others give e
 DAY = 24 * 3600
@@ -232,3 +234,47 @@ def announce(driver: Driver, cfg: Config, total_rows: Optional[int], backend: st
   if why:
     return f"expected wall time: not probed ({why})"
   return say(probe(driver, cfg), cfg, total_rows, saved_rows(cfg.output.run_dir), backend)
+
+
+def programs(o: search.SearchOptions, privileged: int) -> int:
+  """The training programs of a search on `privileged` columns (``SearchOptions.programs`` for its subsets of
+  these columns, fewer than its top allows where the columns are few): on each part no distillation, a teacher and
+  a student per subset and the refined grids; the chosen candidate's teacher and student."""
+  n = len(search.subsets(range(privileged), o.top))
+  return (1 + o.folds) * (1 + 2 * n + (o.refine or 0)) + 2
+
+
+def search_cost(o: search.SearchOptions, privileged: int, alpha: float, seconds: Sequence[float], epochs: int = 0,
+                seeds: int = 0) -> str:
+  """What the PFD search will cost: its candidates, its training programs and their time at `seconds` (what each
+  row trained so far took on this machine, at the run's `epochs` and `seeds`): a screened program trains o.seeds of
+  the seeds and stops early, after patience + 1 to `epochs` epochs, so its time is given as that span (without the
+  run's epochs and seeds: each program at a row's time, the most)."""
+  if not len(seconds):
+    pace = "its time unknown: no row trained here yet"
+  else:
+    row = float(np.mean(seconds))
+    share = min(o.seeds or seeds, seeds) / seeds if seeds else 1.0
+    high = programs(o, privileged) * row * share
+    low = high * min(1.0, (o.patience + 1) / epochs) if epochs and o.patience else high
+    span = f"{hms(low)} to {hms(high)}" if low < high else hms(high)
+    stops = f", each model stopping after {o.patience + 1} to {epochs} epochs" if low < high else ""
+    pace = (f"about {span} on this machine at the {row:.0f} s a row of this run has taken here (screening on "
+            f"{o.seeds or 'every'} seed(s){stops}; the progress line's ETA says as it goes)")
+  return (f"{o.candidates(privileged, alpha)} candidates on {1 + o.folds} parts (validation and {o.folds} "
+          f"cross-fitted folds), at most {programs(o, privileged)} training programs: {pace}")
+
+
+def announce_search(found: Callable, o: search.SearchOptions, privileged: int, alpha: float, epochs: int = 0,
+                    seeds: int = 0) -> Callable:
+  """A :class:`pfd_jax.methods.distill.Context` ``found`` that logs :func:`search_cost` and the flag that skips
+  the search just before it runs (not when an interrupted run's search is loaded)."""
+  def said(make: Callable) -> Callable:
+    def run():
+      timed = [t.end[0] - t.begin for t in PROGRESS.timed if t.end[0] is not None and not t.screened]
+      logging.info("the PFD search: %s; --nosearch skips it", search_cost(o, privileged, alpha, timed, epochs, seeds))
+      if PROGRESS.total:  # the run's count took the search's most programs; these columns make fewer
+        PROGRESS.total -= max(o.programs - programs(o, privileged), 0)
+      return make()
+    return run
+  return lambda row, config, make: found(row, config, said(make))

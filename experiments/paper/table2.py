@@ -16,8 +16,9 @@ from typing import Any, Dict, Mapping, Tuple
 import numpy as np
 from absl import logging
 
-from experiments.framework import (deploy, drawn, drawstore, fold_data, lifecycle, monitor, plots, position, practice,
-                                   protocol, records, rowstore, rundir, schema, sequential_runs, tabulate, walltime)
+from experiments.framework import (costing, deploy, drawn, drawstore, fold_data, lifecycle, monitor, plots, position,
+                                   practice, protocol, records, rowstore, rundir, schema, sequential_runs, tabulate,
+                                   walltime)
 from experiments.framework.pairs import aggregate, column_comparisons, comparisons, reference
 from experiments.framework.records import FoldRecord, LossRecord, RowRecord, RunRecord
 from experiments.framework.schema import Preset
@@ -184,7 +185,7 @@ def run_fold(cfg: schema.Config, loss: str, fold: int, methods: tuple, shared: D
   store = rowstore.RowStore(cfg, ds, fold, loss)
   log = monitor.progress(f"[{loss} fold{fold}]")
   placebo = fold_data.placebo_data(cfg, ds, tc, fold)
-  found = practice.announce_search(store.found(), o.searching(), int(ds.config["num_privileged"]), tc.alpha,
+  found = costing.announce_search(store.found(), o.searching(), int(ds.config["num_privileged"]), tc.alpha,
                                    tc.epochs, cfg.run.seeds)
   ctx = distill.Context(keys, tc, dd, ds, fit=store.fit(), found=found, hooks=log, placebo=placebo,
                         lightgbm=o.gbdt, device_data=lambda d: fold_data.device_data(cfg, d, tc, fold),
