@@ -66,6 +66,18 @@ def test_a_run_without_a_recorded_family_is_read_against_family_py_at_its_commit
   assert frozen.frozen(m, other).status != "unknown"
 
 
+
+def test_members_that_share_a_claim_id_and_text_are_read_against_their_own_run_at_a_commit():
+  """Each analogue's Table 2 run declares members of the same claim id and text; read at a commit, each is its own
+  run's member (keyed by run and claim), not the last of that text: at HEAD every member is declared before its run."""
+  head = frozen.git(ROOT, "rev-parse", "HEAD").stdout.strip()
+  if not head or frozen.git(ROOT, "diff", "--quiet", "HEAD", "--", *frozen.DECLARING).returncode != 0:
+    pytest.skip("no git history here, or the declarations are edited uncommitted")
+  shared = [m for m in family.FAMILY if m.claim == "table2:rankbce:pfd-vs-gend"]
+  assert len({m.run for m in shared}) >= 3  # the synthetic default's and the analogues' runs
+  at = {m: frozen.frozen(m, dict(code=dict(git_commit=head))).status for m in family.FAMILY}
+  assert set(at.values()) == {"declared before its run"}, {m.run: s for m, s in at.items() if "before" not in s}
+
 def test_every_published_deciding_run_is_frozen_or_its_change_marked():
   """The page's runs (published/, as the report archives them): no member changed after its run unmarked."""
   if not os.path.isdir(PUBLISHED):

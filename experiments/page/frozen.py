@@ -58,9 +58,9 @@ def _old_names():
 
 @functools.lru_cache(maxsize=None)
 def declared_at(commit: str, root: str = ROOT) -> Optional[dict]:
-  """{member text: member hash} of the family as family.py declared it at `commit`; None when family.py did not
-  exist there. The file is run as a module of its own, with today's imports (what it imports is the library's
-  claims module, which only names the forms)."""
+  """{(the member's run, its claim id or else its text): member hash} of the family as family.py declared it at
+  `commit`; None when family.py did not exist there. The file is run as a module of its own, with today's imports
+  (what it imports is the library's claims module, which only names the forms)."""
   for path in FAMILY_FILES:
     out = git(root, "show", f"{commit}:{path}")
     if out.returncode == 0:
@@ -70,7 +70,9 @@ def declared_at(commit: str, root: str = ROOT) -> Optional[dict]:
   module = types.ModuleType(f"family_at_{commit[:10]}")
   with _old_names():
     exec(compile(out.stdout, f"{commit[:10]}:{path}", "exec"), module.__dict__)  # noqa: S102 (our own history)
-  return {m.text: family.member_hash(m) for m in module.FAMILY}
+  # by the run that decides it and its claim id (its text where it has none): one claim id and text ("PFD student
+  # beats the GenD student") name a member of each analogue's run
+  return {(m.run, getattr(m, "claim", None) or m.text): family.member_hash(m) for m in module.FAMILY}
 
 
 def frozen(m: family.Member, prov: dict, root: str = ROOT) -> Frozen:
@@ -90,11 +92,12 @@ def frozen(m: family.Member, prov: dict, root: str = ROOT) -> Frozen:
       return (Frozen("amended after its run", m.amended, False) if m.amended else
               Frozen("declared after its run", f"family.py did not exist at the run's commit {commit[:10]}", False))
     where = f"as family.py declared it at the run's commit {commit[:10]}"
+    then = recorded.get((m.run, m.claim), recorded.get((m.run, m.text)))
   elif recorded is None:
     return Frozen("unknown", "the run recorded neither the family nor its commit", False)
-  else:
+  else:  # the members of this run alone, by claim id (or text, in the oldest records)
     where = f"its run recorded the family {prov['family'].get('hash')}"
-  then = recorded.get(m.claim, recorded.get(m.text))
+    then = recorded.get(m.claim, recorded.get(m.text))
   if then == mine:  # a run made after an amendment is frozen with it
     return Frozen("frozen" if "family" in prov else "declared before its run", f"{mine}, {where}", False)
   if m.amended:
