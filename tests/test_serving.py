@@ -2,6 +2,7 @@
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -317,9 +318,13 @@ def test_the_practitioners_path_runs_from_the_package_installed_outside_a_clone(
   """README's path without a clone: the package built as a wheel and installed (not editable) into a folder of its
   own (its dependencies this environment's), the installed commands run from a folder that holds no source, each
   importing the installed copy, not the clone's."""
-  site, root = tmp_path / "site", Path(__file__).resolve().parents[1]
+  site, root, source = tmp_path / "site", Path(__file__).resolve().parents[1], tmp_path / "source"
+  # what the wheel is built from, copied (a build in place would leave build/ in the checkout)
+  shutil.copytree(root / "pfd_jax", source / "pfd_jax", ignore=shutil.ignore_patterns("__pycache__"))
+  for name in ("pyproject.toml", "README.md", "LICENSE"):
+    shutil.copy(root / name, source / name)
   pip = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation",
-                        f"--target={site}", str(root)], capture_output=True, text=True, timeout=600)
+                        f"--target={site}", str(source)], capture_output=True, text=True, timeout=600)
   assert pip.returncode == 0, pip.stderr[-2000:]
   work = tmp_path / "work"
   work.mkdir()
