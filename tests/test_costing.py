@@ -5,6 +5,7 @@ import os
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 from absl import logging
 
@@ -152,9 +153,28 @@ def test_the_pfd_search_says_its_cost_before_it_starts(monkeypatch):
   assert f"at most 50 training programs: about {costing.hms(50 * 30.0)} on this machine" in line
   assert "unknown" in costing.search_cost(o, 3, 0.5, [])
   # at the run's 100 epochs and 5 seeds: screened on 2 seeds, each after patience + 1 = 11 to 100 epochs
+  # the chosen candidate's teacher and student as rows are (every seed and epoch)
   span = costing.search_cost(o, 3, 0.5, [20.0, 40.0], epochs=100, seeds=5)
-  high = 50 * 30.0 * 2 / 5
-  assert f"about {costing.hms(high * 11 / 100)} to {costing.hms(high)} on this machine" in span
+  screen, chosen = 48 * 30.0 * 2 / 5, 2 * 30.0
+  assert f"about {costing.hms(screen * 11 / 100 + chosen)} to {costing.hms(screen + chosen)} on this machine" in span
+  # this run's rows' curves: early stopping would have run 40 and 60 epochs on them, so a screened model about 50
+  point = costing.search_cost(o, 3, 0.5, [20.0, 40.0], epochs=100, seeds=5, stops=[40, 60])
+  assert point.endswith(f"about {costing.hms(screen * 50 / 100 + chosen)} on this machine: its screened models (on 2 "
+                        "seed(s)) at the 50 epochs early stopping at patience 10 would have run on this run's 2 rows "
+                        f"here (their validation curves), {costing.hms(screen * 11 / 100 + chosen)} if each stopped "
+                        f"at 11, {costing.hms(screen + chosen)} at 100, each at the 30 s a row of this run has taken; "
+                        "the progress line's ETA says as it goes")
+  # the curves: a row of 2 models over 12 epochs, the first's best at epoch 1 (0-based), the second's at 3; at
+  # patience 10 the first would run on, the second too, until epoch 3 + 10 = 13 > 12: every epoch; at patience 2 the
+  # pair stops after epoch 5 (6 epochs); a screened program's curve and a row cut short (an interrupted run) are
+  # not read
+  curve = [np.array([0.1, 0.1]), np.array([0.3, 0.2]), np.array([0.2, 0.25]), np.array([0.2, 0.4])] + [
+      np.array([0.0, 0.0])] * 8
+  ended = lambda select, **kw: RowTimes(0.0, [], [30.0], select=select, **kw)
+  timed = [ended(curve), ended(curve, screened=True), ended(curve[:5])]
+  assert costing.curve_stops(timed, o, 12) == [12]
+  assert costing.curve_stops(timed, o._replace(patience=2), 12) == [6]
+  assert costing.curve_stops(timed, o._replace(patience=2, seeds=1), 12) == [4]  # the first model alone: 1 + 2 + 1
   said, events = [], []
   monkeypatch.setattr(PROGRESS, "timed", [RowTimes(0.0, [], [30.0]), RowTimes(5.0, [], [None])])  # one ended
   monkeypatch.setattr(costing.logging, "info", lambda fmt, *args: said.append(fmt % args))

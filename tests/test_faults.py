@@ -25,6 +25,7 @@ from pfd_jax.methods import distill
 from pfd_jax import files
 from pfd_jax import serving
 from pfd_jax.methods.ranker import make_ranker
+from pfd_jax.training import EpochScalars
 from pfd_jax.config import ConfigError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -273,11 +274,16 @@ def test_a_search_advances_the_row_count_and_its_eta_by_program(monkeypatch):
   p.end_rows(1, trained=True)
   clock[0] += 5  # between rows: the search's first program starts from here
   with p.counting_programs():  # the search is not a row of the store: its programs are the rows
-    for k, name in enumerate(("no_distill_screened", "pfd_teacher_0", "pfd_0", "pfd_chosen")):
+    for k, name in enumerate(("no_distill_screened", "teacher_z0_cf1", "students_z0_screened", "students_z0_chosen")):
       make(name)
       assert p.of() == f"row {2 + k}/6"
+      monitor.ProgressLine("[test]", name).write_epoch(EpochScalars(0, 3, np.zeros(2), {"vali": np.full((2, 1), k)},
+                                                                    (8,), "vali", 1.0))
       clock[0] += 10
   assert (p.trained_rows, p.trained_seconds) == (5, 50.0)
+  # the screened programs stop early in a run; the chosen candidate's trains as its row; each keeps its curve
+  assert [t.screened for t in p.timed[1:]] == [True, True, True, False]
+  assert [float(t.select[0][0]) for t in p.timed[1:]] == [0.0, 1.0, 2.0, 3.0] and p.timed[0].select == []
   p.begin_row()
   make("self_distill")  # outside a search a row's second program (an out-of-fold teacher) is the same row
   make("self_distill_oof")

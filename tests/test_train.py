@@ -220,6 +220,7 @@ def test_early_stopping_ends_when_no_model_improves_and_keeps_the_full_runs_bits
   patience = 3
   stop = next(e for e in range(cfg.epochs) if np.all(e - best_so_far[:, e] >= patience))
   assert stop < cfg.epochs - 2  # the case tests an early end
+  assert training_lib.epochs_run(vali, patience) == stop + 1  # the rule read off a full run's curves (the cost line's)
   early = training_lib.train(keys, cfg, tiny_device.train_pos, "x", tiny_device.eval_sets, patience=patience)
   ran = slice(0, stop + 1)
   assert_same_program_bits(early.curves["vali"][:, ran], full.curves["vali"][:, ran])

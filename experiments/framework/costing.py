@@ -20,8 +20,11 @@ counts the others at the mean row's cost.
 
 A search's programs (the PFD search: many screened models that stop once the selection lists stop improving for
 its patience p) are timed in the probe as rows are, but how long each trains in the run is not known before it
-runs (anywhere from p + 1 epochs to E): the estimate counts them at p + 1 and says the high at E beside it; the
-progress line's ETA, from the programs trained so far, says where in that span the run is going.
+runs (anywhere from p + 1 epochs to E): the estimate counts them at p + 1 and says the high at E beside it (the
+chosen candidate's teacher and student train as rows do, at E). Just before the search starts, its own line reads
+the expected length off this run's rows: the epochs early stopping would have run on each row's validation curve
+(models of the same lists level off alike); the progress line's ETA, from the programs trained so far, says where
+in that span the run is going.
 
 On the paper's own files (:data:`experiments.framework.protocol.PAPER_RUNS`) the estimate also says what the paper's
 whole protocol (``--preset=paper_<dataset>``: its rows, both losses, 100 epochs, its folds or runs) takes at the
@@ -44,6 +47,7 @@ from experiments.framework.monitor import PROGRESS, RowTimes
 from experiments.framework.schema import Config, Driver
 from pfd_jax.methods import rows as rows_lib
 from pfd_jax.methods import search
+from pfd_jax.training.loop import epochs_run
 
 PROBE_EPOCHS = 3  # two epochs after the first: the first holds the compiling, the others give e
 DAY = 24 * 3600
@@ -245,24 +249,43 @@ def programs(o: search.SearchOptions, privileged: int) -> int:
 
 
 def search_cost(o: search.SearchOptions, privileged: int, alpha: float, seconds: Sequence[float], epochs: int = 0,
-                seeds: int = 0) -> str:
+                seeds: int = 0, stops: Sequence[int] = ()) -> str:
   """What the PFD search will cost: its candidates, its training programs and their time at `seconds` (what each
-  row trained so far took on this machine, at the run's `epochs` and `seeds`): a screened program trains o.seeds of
-  the seeds and stops early, after patience + 1 to `epochs` epochs, so its time is given as that span (without the
-  run's epochs and seeds: each program at a row's time, the most)."""
+  row trained so far took on this machine, at the run's `epochs` and `seeds`). A screened program trains o.seeds of
+  the seeds and stops early, after patience + 1 to `epochs` epochs; the chosen candidate's teacher and student train
+  as a row does. stops: the epochs early stopping would have run on each of this run's rows (its validation curves,
+  :func:`pfd_jax.training.epochs_run`): their mean is the expected length of a screened program (models of the same
+  lists, so the same plateau), said beside the span; without them the span alone."""
   if not len(seconds):
     pace = "its time unknown: no row trained here yet"
   else:
     row = float(np.mean(seconds))
     share = min(o.seeds or seeds, seeds) / seeds if seeds else 1.0
-    high = programs(o, privileged) * row * share
-    low = high * min(1.0, (o.patience + 1) / epochs) if epochs and o.patience else high
-    span = f"{hms(low)} to {hms(high)}" if low < high else hms(high)
-    stops = f", each model stopping after {o.patience + 1} to {epochs} epochs" if low < high else ""
-    pace = (f"about {span} on this machine at the {row:.0f} s a row of this run has taken here (screening on "
-            f"{o.seeds or 'every'} seed(s){stops}; the progress line's ETA says as it goes)")
+    screen, chosen = (programs(o, privileged) - 2) * row * share, 2 * row
+    at = lambda k: screen * min(1.0, k / epochs) + chosen if epochs and o.patience else screen + chosen
+    low, high = at(o.patience + 1), at(epochs)
+    if low < high and len(stops):
+      mean = float(np.mean(stops))
+      pace = (f"about {hms(at(mean))} on this machine: its screened models (on {o.seeds or 'every'} seed(s)) at the "
+              f"{mean:.0f} epochs early stopping at patience {o.patience} would have run on this run's {len(stops)} "
+              f"rows here (their validation curves), {hms(low)} if each stopped at {o.patience + 1}, {hms(high)} at "
+              f"{epochs}, each at the {row:.0f} s a row of this run has taken; the progress line's ETA says as it "
+              "goes")
+    else:
+      span = f"{hms(low)} to {hms(high)}" if low < high else hms(high)
+      stops_at = f", each model stopping after {o.patience + 1} to {epochs} epochs" if low < high else ""
+      pace = (f"about {span} on this machine at the {row:.0f} s a row of this run has taken here (screening on "
+              f"{o.seeds or 'every'} seed(s){stops_at}; the progress line's ETA says as it goes)")
   return (f"{o.candidates(privileged, alpha)} candidates on {1 + o.folds} parts (validation and {o.folds} "
           f"cross-fitted folds), at most {programs(o, privileged)} training programs: {pace}")
+
+
+def curve_stops(timed: Sequence[RowTimes], o: search.SearchOptions, epochs: int) -> list:
+  """The epochs a screened program's early stopping (o.patience, on o.seeds models) would have run on each row of
+  `timed` that trained every one of `epochs` epochs and recorded its selection curve: the search's expected
+  length (:func:`search_cost`)."""
+  full = [t for t in timed if not t.screened and t.end[0] is not None and t.select and len(t.select) == epochs]
+  return [epochs_run(np.stack(t.select)[:, :o.seeds or None].T, o.patience) for t in full] if o.patience else []
 
 
 def announce_search(found: Callable, o: search.SearchOptions, privileged: int, alpha: float, epochs: int = 0,
@@ -272,7 +295,9 @@ def announce_search(found: Callable, o: search.SearchOptions, privileged: int, a
   def said(make: Callable) -> Callable:
     def run():
       timed = [t.end[0] - t.begin for t in PROGRESS.timed if t.end[0] is not None and not t.screened]
-      logging.info("the PFD search: %s; --nosearch skips it", search_cost(o, privileged, alpha, timed, epochs, seeds))
+      stops = curve_stops(PROGRESS.timed, o, epochs)
+      logging.info("the PFD search: %s; --nosearch skips it",
+                   search_cost(o, privileged, alpha, timed, epochs, seeds, stops))
       if PROGRESS.total:  # the run's count took the search's most programs; these columns make fewer
         PROGRESS.total -= max(o.programs - programs(o, privileged), 0)
       return make()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import time
 from typing import Callable, NamedTuple, Optional
 
@@ -22,7 +23,7 @@ class ProgressLine(NamedTuple):
   row: str
 
   def write_epoch(self, s: EpochScalars) -> None:
-    PROGRESS.epoch_ended(s.epoch + 1, s.epochs)
+    PROGRESS.epoch_ended(s.epoch + 1, s.epochs, s.metrics[s.select_on][:, 0])
     loss = float(s.loss.mean())  # a LightGBM row reports no loss
     logging.info("%s %-13s %s %s %3d/%d  loss %10s  select NDCG %.4f  %s", self.prefix, self.row,
                  PROGRESS.of(), s.unit, s.epoch + 1, s.epochs, f"{loss:.3f}" if np.isfinite(loss) else "-",
@@ -37,12 +38,19 @@ class BoardWriter(NamedTuple):
     TENSORBOARD.epoch(self.tag, s.epoch, s.loss, s.metrics, s.ks, s.first_model)
 
 
+def stops_early(name: str) -> bool:
+  """Whether the model of hooks `name` is one the PFD search screens, which stops early: its name ends in a part's
+  tag (:class:`pfd_jax.methods.search.Screening`'s "_screened" or "_cf<i>"), not in the chosen candidate's "_chosen"
+  (trained as its row is) or a row's name."""
+  return re.search(r"_(screened|cf\d+)$", name) is not None
+
+
 def progress(prefix: str) -> Callable[[str], Hooks]:
   """The hooks of every row of a fold: its progress line, its TensorBoard scalars when the run writes them,
   and the signal guard's safe point after every epoch (each epoch's scalars carry the run's length)."""
 
   def make(row: str) -> Hooks:
-    PROGRESS.program_started()
+    PROGRESS.program_started(screened=stops_early(row))
     writers = [ProgressLine(prefix, row)]
     if TENSORBOARD.writer is not None:
       writers.append(BoardWriter("/".join(filter(None, [prefix.strip("[]").replace(" ", "/"), row.replace(" ", "_")]))))
@@ -90,11 +98,13 @@ TENSORBOARD = TensorBoard()
 
 class RowTimes(NamedTuple):
   """When a row (or rows trained together) began, each epoch's end [(epoch, of epochs, time)], and [its end];
-  screened: one program of a search (:meth:`Progress.counting_programs`), which stops early in a full run."""
+  screened: one program of a search (:meth:`Progress.counting_programs`) that stops early in a full run; select:
+  each epoch's selection NDCG of its models [[M]] (how early stopping would end models like it)."""
   begin: float
   epochs: list
   end: list
   screened: bool = False
+  select: Optional[list] = None
 
 
 class Progress:
@@ -128,14 +138,15 @@ class Progress:
       self._program_ended()
       self.programs = None
 
-  def program_started(self) -> None:
-    """A model's training starts (its hooks are made): inside :meth:`counting_programs`, the one before it ended."""
+  def program_started(self, screened: bool = True) -> None:
+    """A model's training starts (its hooks are made): inside :meth:`counting_programs`, the one before it ended;
+    screened: it stops early (not the search's chosen candidate, trained as its row)."""
     if self.programs is None:
       return
     self._program_ended()
     self.programs += 1
     self.row = min(self.row + 1, self.total or self.row + 1)
-    self.timed.append(RowTimes(self.t_row, [], [None], screened=True))
+    self.timed.append(RowTimes(self.t_row, [], [None], screened=screened, select=[]))
 
   def _program_ended(self) -> None:
     now = time.time()
@@ -148,12 +159,15 @@ class Progress:
   def begin_row(self) -> None:
     self.row += 1
     self.t_row = time.time()
-    self.timed.append(RowTimes(self.t_row, [], [None]))
+    self.timed.append(RowTimes(self.t_row, [], [None], select=[]))
 
-  def epoch_ended(self, epoch: int, epochs: int) -> None:
-    """Epoch `epoch` of `epochs` of the current row has ended (its training and its evaluation)."""
+  def epoch_ended(self, epoch: int, epochs: int, select=None) -> None:
+    """Epoch `epoch` of `epochs` of the current row has ended (its training and its evaluation; select: its models'
+    selection NDCG)."""
     if self.timed:
       self.timed[-1].epochs.append((epoch, epochs, time.time()))
+      if select is not None and self.timed[-1].select is not None:
+        self.timed[-1].select.append(np.asarray(select))
 
   def end_rows(self, count: int, trained: bool, loaded_seconds: float = 0.0) -> None:
     """The current `count` rows (trained together, or loaded: their saved training took `loaded_seconds`) have

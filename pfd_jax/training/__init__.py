@@ -18,7 +18,7 @@ __getattr__, __dir__ = _lazy(__name__, {
     "pfd_jax.training.step": "SWEEPABLE",
     "pfd_jax.training.teaching": "Teaching teacher_inputs",
     "pfd_jax.training.evaluation": "EvalSet device_buckets eval_buckets eval_set evaluate full_metrics keep_best per_list_ndcg predict scorer",
-    "pfd_jax.training.loop": "EpochTimes TrainResult train",
+    "pfd_jax.training.loop": "EpochTimes TrainResult epochs_run train",
     "pfd_jax.training.structures": "EpochScalars Hooks MetricWriter",
     "pfd_jax.ops.scoring": "VIEWS features",
 })

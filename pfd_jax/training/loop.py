@@ -132,7 +132,7 @@ def train(key, cfg: TrainConfig, train_buckets: list, view: str, eval_sets: Mapp
       w.write_epoch(scalars)
     if hooks.safe_point is not None:
       hooks.safe_point()
-    if patience and np.all(epoch - best_epoch >= patience):
+    if stopped(epoch, best_epoch, patience):
       break
   best = {name: c[np.arange(models), best_epoch] for name, c in curves.items()}
   best.update({name: np.asarray(fn(best_params)) for name, fn in later.items()})  # curves='select': bit for bit
@@ -140,6 +140,25 @@ def train(key, cfg: TrainConfig, train_buckets: list, view: str, eval_sets: Mapp
   res = TrainResult(params=best_params, curves=curves, loss=loss_hist, best_epoch=best_epoch, best=best,
                     seconds=time.time() - t0)
   return res if variants is None else [res.part(i, seeds) for i in range(len(variants))]
+
+
+def stopped(epoch: int, best_epoch: np.ndarray, patience: int) -> bool:
+  """Early stopping's rule (LightGBM's, for models trained side by side): after 0-based `epoch`, no model's best
+  epoch is fewer than `patience` epochs back (patience 0: never)."""
+  return bool(patience) and bool(np.all(epoch - best_epoch >= patience))
+
+
+def epochs_run(select: np.ndarray, patience: int) -> int:
+  """How many epochs :func:`train` runs with `patience` on models whose selection NDCG per epoch would be `select`
+  [models, epochs] (a full run's curve: the epochs of an early-stopped run are its bits up to there)."""
+  select = np.asarray(select)
+  best_val, best_epoch = np.full(select.shape[0], -np.inf, select.dtype), np.zeros(select.shape[0], np.int64)
+  for epoch in range(select.shape[1]):
+    improved = select[:, epoch] > best_val
+    best_val, best_epoch = np.where(improved, select[:, epoch], best_val), np.where(improved, epoch, best_epoch)
+    if stopped(epoch, best_epoch, patience):
+      return epoch + 1
+  return select.shape[1]
 
 
 def _models(cfg: TrainConfig, keys, buckets, teacher, variants, init_params) -> tuple:
