@@ -348,7 +348,14 @@ def test_a_run_that_did_not_search_says_what_the_search_would_cost_and_could_sho
   text = practice.search_offer(record, cfg, o)
   est = stats.crossed([pfd - base], base.mean())  # the reference: no distillation's mean
   assert "not run** (--search adds the row 'PFD, searched on validation': per fold " + costing.search_cost(
-      o, 3, 0.5, [10.0, 20.0, 30.0], 100, 5) in text
+      o, 3, 0.5, [10.0, 20.0, 30.0], epochs=100, seeds=5) in text
+  # a row's validation curve that last improves at epoch 29 (0-based): early stopping at patience 10 would have run
+  # 40 epochs on it, the screened programs' expected length
+  rising = np.where(np.arange(100) < 30, np.arange(100) / 100, 0.0)
+  fold.rows["no_distill"].curves = {"vali": np.broadcast_to(rising[None, :, None], (3, 100, 1))}
+  assert costing.search_cost(o, 3, 0.5, [10.0, 20.0, 30.0], epochs=100, seeds=5, stops=[40]) in \
+      practice.search_offer(record, cfg, o)
+  fold.rows["no_distill"].curves = {}
   assert f"a smallest detectable gain of {100 * est.mde(0.8, 0.025) / est.reference:.1f}%" in text
   assert table2._options({"options": {"search_columns": 1, "search": True}}).searching() == o._replace(top=1)
   assert practice.search_offer(record, dict(cfg, options={"search": True}), o) == ""

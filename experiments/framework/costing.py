@@ -248,7 +248,7 @@ def programs(o: search.SearchOptions, privileged: int) -> int:
   return (1 + o.folds) * (1 + 2 * n + (o.refine or 0)) + 2
 
 
-def search_cost(o: search.SearchOptions, privileged: int, alpha: float, seconds: Sequence[float], epochs: int = 0,
+def search_cost(o: search.SearchOptions, privileged: int, alpha: float, seconds: Sequence[float], *, epochs: int = 0,
                 seeds: int = 0, stops: Sequence[int] = ()) -> str:
   """What the PFD search will cost: its candidates, its training programs and their time at `seconds` (what each
   row trained so far took on this machine, at the run's `epochs` and `seeds`). A screened program trains o.seeds of
@@ -280,12 +280,17 @@ def search_cost(o: search.SearchOptions, privileged: int, alpha: float, seconds:
           f"cross-fitted folds), at most {programs(o, privileged)} training programs: {pace}")
 
 
-def curve_stops(timed: Sequence[RowTimes], o: search.SearchOptions, epochs: int) -> list:
-  """The epochs a screened program's early stopping (o.patience, on o.seeds models) would have run on each row of
-  `timed` that trained every one of `epochs` epochs and recorded its selection curve: the search's expected
-  length (:func:`search_cost`)."""
-  full = [t for t in timed if not t.screened and t.end[0] is not None and t.select and len(t.select) == epochs]
-  return [epochs_run(np.stack(t.select)[:, :o.seeds or None].T, o.patience) for t in full] if o.patience else []
+def curve_stops(curves: Sequence[np.ndarray], o: search.SearchOptions, epochs: int) -> list:
+  """The epochs a screened program's early stopping (o.patience, on o.seeds models) would have run on each of
+  these rows' selection curves [models, epochs] (those of every one of `epochs` epochs, none cut short): the
+  search's expected length (:func:`search_cost`)."""
+  full = [np.asarray(c) for c in curves if np.shape(c)[-1] == epochs and np.all(np.isfinite(c))]
+  return [epochs_run(c[:o.seeds or None], o.patience) for c in full] if o.patience else []
+
+
+def timed_curves(timed: Sequence[RowTimes]) -> list:
+  """The selection curves [models, epochs] of the rows trained in this process (not the search's programs)."""
+  return [np.stack(t.select).T for t in timed if not t.screened and t.end[0] is not None and t.select]
 
 
 def announce_search(found: Callable, o: search.SearchOptions, privileged: int, alpha: float, epochs: int = 0,
@@ -295,9 +300,9 @@ def announce_search(found: Callable, o: search.SearchOptions, privileged: int, a
   def said(make: Callable) -> Callable:
     def run():
       timed = [t.end[0] - t.begin for t in PROGRESS.timed if t.end[0] is not None and not t.screened]
-      stops = curve_stops(PROGRESS.timed, o, epochs)
+      stops = curve_stops(timed_curves(PROGRESS.timed), o, epochs)
       logging.info("the PFD search: %s; --nosearch skips it",
-                   search_cost(o, privileged, alpha, timed, epochs, seeds, stops))
+                   search_cost(o, privileged, alpha, timed, epochs=epochs, seeds=seeds, stops=stops))
       if PROGRESS.total:  # the run's count took the search's most programs; these columns make fewer
         PROGRESS.total -= max(o.programs - programs(o, privileged), 0)
       return make()

@@ -149,13 +149,15 @@ def search_offer(record: LossRecord, cfg: Mapping, o: search.SearchOptions) -> s
       folds[0].data.get("labels") != "file" or any(r not in folds[0].rows for r in ("no_distill", "pfd"))):
     return ""
   seconds = [r.seconds for f in folds for r in f.rows.values() if r.seconds]
+  curves = [r.curves["vali"][..., 0] for f in folds for r in f.rows.values() if "vali" in (r.curves or {})]
+  stops = costing.curve_stops(curves, o, cfg["train"]["epochs"])
   privileged = int(folds[0].data.get("num_privileged") or 0)
   est, level = primary(record, "pfd", "no_distill"), 0.05 / 2  # the search's first test: half its 5% level
   mde = (f"; plain PFD against no distillation on this table's {est.n} test lists x seeds: a smallest detectable "
          f"gain of {100 * est.mde(0.8, level) / est.reference:.1f}% (80% power, one-sided {100 * level:g}%, the "
          "search's first test)" if est is not None and est.reference else "")
   return (f"**PFD search not run** (--search adds the row 'PFD, searched on validation': per fold "
-          f"{costing.search_cost(o, privileged, cfg['train']['alpha'], seconds, cfg['train']['epochs'], cfg['run']['seeds'])})"
+          f"{costing.search_cost(o, privileged, cfg['train']['alpha'], seconds, epochs=cfg['train']['epochs'], seeds=cfg['run']['seeds'], stops=stops)})"
           f"{mde}.\n\n")
 
 
