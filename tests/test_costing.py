@@ -171,9 +171,12 @@ def test_the_pfd_search_says_its_cost_before_it_starts(monkeypatch):
   curve = [np.array([0.1, 0.1]), np.array([0.3, 0.2]), np.array([0.2, 0.25]), np.array([0.2, 0.4])] + [
       np.array([0.0, 0.0])] * 8
   ended = lambda select, **kw: RowTimes(0.0, [], [30.0], select=select, **kw)
-  curves = costing.timed_curves([ended(curve), ended(curve, screened=True), ended(curve[:5])])
-  assert len(curves) == 2 and curves[0].shape == (2, 12)
-  assert costing.curve_stops(curves, o, 12) == [12]
+  ensemble = [curve, [np.zeros(3)] * 12]  # one row, two trainings: each its own curve
+  curves = costing.timed_curves([ended([curve]), ended([curve], screened=True), ended([curve[:5]]), ended(ensemble),
+                                 ended([curve[:2] + [np.zeros(3)]])])  # the last mixes model counts: not read
+  assert [c.shape for c in curves] == [(2, 12), (2, 5), (2, 12), (3, 12)]
+  assert costing.curve_stops(curves, o, 12) == [12, 12, 11]  # a flat curve: best at 0, stopped after 0 + 10
+  curves = curves[:1]
   assert costing.curve_stops(curves, o._replace(patience=2), 12) == [6]
   assert costing.curve_stops(curves, o._replace(patience=2, seeds=1), 12) == [4]  # the first model alone: 1 + 2 + 1
   assert costing.curve_stops([np.where(curves[0] > 0.35, np.nan, curves[0])], o._replace(patience=2), 12) == []

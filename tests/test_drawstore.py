@@ -118,14 +118,32 @@ def test_a_run_reads_its_committed_draws_instead_of_training_them(tmp_path, monk
     table2.Options(draw_store="../elsewhere")
 
 
-def _commit_draws(root, name, loss, per_row, n):
-  """n committed draws of store `name`: row r's best test NDCG@8 of draw k is per_row[r](k)."""
-  for k in range(1, n + 1):
+def _commit_draws(root, name, loss, per_row, n, first=1):
+  """Draws first..n of store `name` committed: row r's best test NDCG@8 of draw k is per_row[r](k)."""
+  for k in range(first, n + 1):
     rows = {r: RowRecord(best={"test": [[f(k)]]}, best_epoch=[3], seconds=1.0, test_lists=np.full(4, f(k), np.float32))
             for r, f in per_row.items()}
     fold = FoldRecord(rows=rows, data={"data_fingerprint": f"d{k}"}, seconds=60.0, test_lists_valid=np.ones(4, bool))
     drawstore.commit(str(root), drawstore.write(drawstore.path(str(root), name, loss, k),
                                                 drawstore.to_record(fold, "key")), f"draw {k}")
+
+
+def test_a_member_at_its_cap_needs_no_more_draws(tmp_path, monkeypatch):
+  """PFD vs GenD, a null, undecided at the design's cap (60 draws) beside members decided early: the run has
+  nothing left to draw (no rows for its next draws, and the page's plan lists it no more)."""
+  from experiments.page import claims, deciding, family
+  root = _repo(tmp_path)
+  monkeypatch.setattr(drawstore, "ROOT", str(root))
+  noise = np.random.default_rng(1).normal(0, 0.01, (deciding.DESIGN.cap + 1, 2))
+  rows = {"no_distill": lambda k: 0.40, "self_distill": lambda k: 0.40, "gend": lambda k: 0.45 + noise[k, 0],
+          "pfd": lambda k: 0.45 + noise[k, 1]}
+  _commit_draws(root, deciding.store("yahoo_like", "rankbce"), "rankbce", rows, deciding.DESIGN.cap - 1)
+  state, extra = deciding.next_draws("yahoo_like", "rankbce", claims.ALPHA / len(family.FAMILY))
+  assert extra == " --methods=gend,pfd --nobaseline" and "next draws train gend and PFD" in state
+  _commit_draws(root, deciding.store("yahoo_like", "rankbce"), "rankbce", rows, deciding.DESIGN.cap,
+                deciding.DESIGN.cap)
+  assert deciding.next_draws("yahoo_like", "rankbce", claims.ALPHA / len(family.FAMILY)) == (
+      f"{deciding.DESIGN.cap} draws committed; {deciding.COMPLETE}", "")
 
 
 def test_the_familys_sequential_members_are_decided_by_their_committed_draws(tmp_path, monkeypatch):
@@ -157,7 +175,7 @@ def test_the_familys_sequential_members_are_decided_by_their_committed_draws(tmp
   assert extra == " --methods=gend,pfd --nobaseline" and "decided against no_distill, self_distill" in state
   # a member the graph decided (its level raised by the others') needs its rows no more
   state, extra = deciding.next_draws("yahoo_like", "rankbce", claims.ALPHA / len(family.FAMILY), settled={"gend"})
-  assert extra == "" and state.endswith("every member decided")
+  assert extra == "" and state.endswith(deciding.COMPLETE)
   state, extra = deciding.next_draws("yahoo_like", "rankbce", claims.ALPHA / len(family.FAMILY),
                                      settled={"no_distill"})
   assert extra == " --methods=gend,pfd --nobaseline"

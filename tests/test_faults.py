@@ -283,7 +283,7 @@ def test_a_search_advances_the_row_count_and_its_eta_by_program(monkeypatch):
   assert (p.trained_rows, p.trained_seconds) == (5, 50.0)
   # the screened programs stop early in a run; the chosen candidate's trains as its row; each keeps its curve
   assert [t.screened for t in p.timed[1:]] == [True, True, True, False]
-  assert [float(t.select[0][0]) for t in p.timed[1:]] == [0.0, 1.0, 2.0, 3.0] and p.timed[0].select == []
+  assert [float(t.select[0][0][0]) for t in p.timed[1:]] == [0.0, 1.0, 2.0, 3.0] and p.timed[0].select == []
   p.begin_row()
   make("self_distill")  # outside a search a row's second program (an out-of-fold teacher) is the same row
   make("self_distill_oof")

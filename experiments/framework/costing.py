@@ -289,8 +289,10 @@ def curve_stops(curves: Sequence[np.ndarray], o: search.SearchOptions, epochs: i
 
 
 def timed_curves(timed: Sequence[RowTimes]) -> list:
-  """The selection curves [models, epochs] of the rows trained in this process (not the search's programs)."""
-  return [np.stack(t.select).T for t in timed if not t.screened and t.end[0] is not None and t.select]
+  """The selection curves [models, epochs] of the trainings of the rows trained in this process (not the search's
+  programs); a curve whose epochs' model counts differ is not one training's and is not read."""
+  done = [c for t in timed if not t.screened and t.end[0] is not None for c in t.select or ()]
+  return [np.stack(c).T for c in done if c and len({np.shape(e) for e in c}) == 1]
 
 
 def announce_search(found: Callable, o: search.SearchOptions, privileged: int, alpha: float, epochs: int = 0,

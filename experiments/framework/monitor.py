@@ -99,7 +99,8 @@ TENSORBOARD = TensorBoard()
 class RowTimes(NamedTuple):
   """When a row (or rows trained together) began, each epoch's end [(epoch, of epochs, time)], and [its end];
   screened: one program of a search (:meth:`Progress.counting_programs`) that stops early in a full run; select:
-  each epoch's selection NDCG of its models [[M]] (how early stopping would end models like it)."""
+  per training under it (a row may train several in turn: an ensemble's teachers, an out-of-fold teacher, its
+  student) each epoch's selection NDCG of its models [[[M]]] (how early stopping would end models like it)."""
   begin: float
   epochs: list
   end: list
@@ -166,8 +167,11 @@ class Progress:
     selection NDCG)."""
     if self.timed:
       self.timed[-1].epochs.append((epoch, epochs, time.time()))
-      if select is not None and self.timed[-1].select is not None:
-        self.timed[-1].select.append(np.asarray(select))
+      curves = self.timed[-1].select
+      if select is not None and curves is not None:
+        if epoch == 1 or not curves:  # a training's first epoch: its own curve
+          curves.append([])
+        curves[-1].append(np.asarray(select))
 
   def end_rows(self, count: int, trained: bool, loaded_seconds: float = 0.0) -> None:
     """The current `count` rows (trained together, or loaded: their saved training took `loaded_seconds`) have

@@ -139,6 +139,16 @@ def _shipped(record: LossRecord, row: str) -> str:
           f"{select}): test {np.mean([v for _, v in picked]):.3f}.")
 
 
+def _vali_curve(r) -> Optional[np.ndarray]:
+  """A row's validation NDCG@first-cutoff curve [models, epochs] (a saved record holds lists), or None where it
+  has none or it is not one array (a GBDT row's boosting rounds differ in number)."""
+  try:
+    c = np.asarray((r.curves or {}).get("vali", []), float)
+  except ValueError:
+    return None
+  return c[..., 0] if c.ndim == 3 else None
+
+
 def search_offer(record: LossRecord, cfg: Mapping, o: search.SearchOptions) -> str:
   """The note of a run on a team's own data (its file labels, the best epoch on validation) that did not search
   (--search asks for it): what it would have cost at this run's pace, and the smallest gain of plain PFD over no
@@ -149,8 +159,8 @@ def search_offer(record: LossRecord, cfg: Mapping, o: search.SearchOptions) -> s
       folds[0].data.get("labels") != "file" or any(r not in folds[0].rows for r in ("no_distill", "pfd"))):
     return ""
   seconds = [r.seconds for f in folds for r in f.rows.values() if r.seconds]
-  curves = [r.curves["vali"][..., 0] for f in folds for r in f.rows.values() if "vali" in (r.curves or {})]
-  stops = costing.curve_stops(curves, o, cfg["train"]["epochs"])
+  stops = costing.curve_stops([c for f in folds for r in f.rows.values() if (c := _vali_curve(r)) is not None], o,
+                              cfg["train"]["epochs"])
   privileged = int(folds[0].data.get("num_privileged") or 0)
   est, level = primary(record, "pfd", "no_distill"), 0.05 / 2  # the search's first test: half its 5% level
   mde = (f"; plain PFD against no distillation on this table's {est.n} test lists x seeds: a smallest detectable "

@@ -80,6 +80,9 @@ def of_preset(preset_name: str) -> Optional[tuple]:
               None)
 
 
+COMPLETE = "every member decided or at its cap"  # next_draws: the run has nothing left to draw
+
+
 def next_draws(name: str, loss: str, level: float, versus=("no_distill", "self_distill", "gend"),
                settled=()) -> tuple:
   """(what is committed, the flags its next draws add) of the sequential run of `name`/`loss`: the rows of the
@@ -91,14 +94,18 @@ def next_draws(name: str, loss: str, level: float, versus=("no_distill", "self_d
   looks = {v: look_of(records, "pfd", v) for v in versus}
   done = [v for v, lk in looks.items() if v in settled or
           lk.draws >= DESIGN.looks[0] and sequential.look(DESIGN, lk.diff, level)[0]]
-  left = [v for v in versus if v not in done]
-  state = (f"{len(records)} draws committed ({next(iter(looks.values())).cost()})" if records else
-           "no draw committed yet")
-  if not done:
-    return state, ""
+  capped = [v for v, lk in looks.items() if v not in done and lk.draws >= DESIGN.cap]
+  left = [v for v in versus if v not in done + capped]
+  if not records:
+    return "no draw committed yet", ""
   if not left:
-    return state + "; every member decided", ""
-  return (state + f"; decided against {', '.join(done)}: its next draws train {', '.join(left)} and PFD",
+    return f"{len(records)} draws committed; {COMPLETE}", ""
+  # the cost to the cap of the open member with the fewest draws (a decided member's rows stopped with it)
+  state = f"{len(records)} draws committed ({min((looks[v] for v in left), key=lambda lk: lk.draws).cost()})"
+  if not done + capped:
+    return state, ""
+  return (state + f"; decided against {', '.join(done)}" * bool(done) + f"; at its cap against {', '.join(capped)}"
+          * bool(capped) + f": its next draws train {', '.join(left)} and PFD",
           f" --methods={','.join(left + ['pfd'])}" + ("" if "no_distill" in left else " --nobaseline"))
 
 

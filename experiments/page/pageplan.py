@@ -133,7 +133,9 @@ def needed(results: str, page: str, expected: list, root: str, settled: Optional
     if not why:
       continue
     if e.accelerator:
-      steps.append(_sequential(e, preset.name, settled or {}) or Step(e.key, e.command, why, None, e.accelerator))
+      step = _sequential(e, preset.name, settled or {})
+      if step is None or not step.why.endswith(deciding.COMPLETE):  # a finished sequential run lacks nothing
+        steps.append(step or Step(e.key, e.command, why, None, e.accelerator))
       continue
     seconds, basis = ((times[e.anchor], "its last wall time on the page" + (
         ", made with other settings: no more than a guess" if why.startswith("its preset changed") else ""))
