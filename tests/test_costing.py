@@ -180,6 +180,19 @@ def test_the_pfd_search_says_its_cost_before_it_starts(monkeypatch):
   assert costing.curve_stops(curves, o._replace(patience=2), 12) == [6]
   assert costing.curve_stops(curves, o._replace(patience=2, seeds=1), 12) == [4]  # the first model alone: 1 + 2 + 1
   assert costing.curve_stops([np.where(curves[0] > 0.35, np.nan, curves[0])], o._replace(patience=2), 12) == []
+  # the probe's programs priced one by one: at patience 2 the row's first model alone stalls after 4 epochs, its
+  # second after 6; a program of N models drawn from the two stops at E[max] = 4 (1/2)^N + 6 (1 - (1/2)^N)
+  one, three = (costing.RowCost(2.0, 0.5, 1.0, 3, True, True, n) for n in (1, 3))
+  assert costing.program_stops([one, three], curves, o._replace(patience=2), 12) == [(one, 5.0), (three, 5.75)]
+  assert costing.program_stops([one], [curves[0][:, :5]], o._replace(patience=2), 12) == []  # no full curve
+  priced = costing.search_cost(o._replace(patience=2), 3, 0.5, [20.0, 40.0], epochs=12, seeds=5,
+                               probed=[(one, 5.0), (three, 5.75)])
+  at = lambda k1, k3: 2 * 30.0 + (3.0 + k1 * 0.5) + (3.0 + k3 * 0.5)
+  assert priced.endswith(f"about {costing.hms(at(5.0, 5.75))} on this machine: the probe's 2 screened programs, each "
+                         "at its own start and epoch there for the epochs (mean 5) early stopping at patience 2 would "
+                         "have run on this run's rows' validation curves with as many models as it trains, "
+                         f"{costing.hms(at(3, 3))} if each stopped at 3, {costing.hms(at(12, 12))} at 12; the chosen "
+                         "candidate's teacher and student at the 30 s a row of this run has taken")
   said, events = [], []
   monkeypatch.setattr(PROGRESS, "timed", [RowTimes(0.0, [], [30.0]), RowTimes(5.0, [], [None])])  # one ended
   monkeypatch.setattr(costing.logging, "info", lambda fmt, *args: said.append(fmt % args))

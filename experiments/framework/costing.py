@@ -51,6 +51,7 @@ from pfd_jax.training.loop import epochs_run
 
 PROBE_EPOCHS = 3  # two epochs after the first: the first holds the compiling, the others give e
 DAY = 24 * 3600
+PROBED: list = []  # the last probe's search programs [RowCost]: the search's own line prices them one by one
 
 
 class RowCost(NamedTuple):
@@ -62,6 +63,7 @@ class RowCost(NamedTuple):
   epochs: int
   scaled: bool
   screened: bool = False  # a search's program: in the run it stops early, somewhere in [patience + 1, E] epochs
+  models: int = 0  # the models it trains side by side (its selection NDCG's size; 0 unknown)
 
   @property
   def seconds(self) -> float:
@@ -90,11 +92,12 @@ class Estimate(NamedTuple):
 def row_cost(t: RowTimes, now: float) -> RowCost:
   """The cost of one row of the probe from its times (`now`: its end, if the row did not say it ended)."""
   ends, end = [when for _, _, when in t.epochs], t.end[0] or now
+  models = int(np.size(t.select[-1][-1])) if t.select and t.select[-1] else 0
   if len(ends) < 2:
-    return RowCost(end - t.begin, 0.0, 0.0, 0, False, t.screened)
+    return RowCost(end - t.begin, 0.0, 0.0, 0, False, t.screened, models)
   epoch = (ends[-1] - ends[0]) / (len(ends) - 1)
   start = max(ends[0] - t.begin - epoch, 0.0)
-  return RowCost(start, epoch, end - ends[-1], len(ends), len(ends) <= PROBE_EPOCHS, t.screened)
+  return RowCost(start, epoch, end - ends[-1], len(ends), len(ends) <= PROBE_EPOCHS, t.screened, models)
 
 
 def probe_folds(driver: Driver, cfg: Config) -> tuple:
@@ -157,6 +160,7 @@ def probe(driver: Driver, cfg: Config) -> Estimate:
     finally:
       logging.set_verbosity(verbosity)
       vars(PROGRESS).update(saved)
+  PROBED[:] = [c for c in rows if c.screened]
   patience = int(getattr(cfg.options, "search_patience", 0) or 0) if getattr(cfg.options, "search", False) else 0
   return extrapolate(rows, seconds, ratio, cfg.train.epochs, patience + 1 if patience else None)
 
@@ -249,15 +253,26 @@ def programs(o: search.SearchOptions, privileged: int) -> int:
 
 
 def search_cost(o: search.SearchOptions, privileged: int, alpha: float, seconds: Sequence[float], *, epochs: int = 0,
-                seeds: int = 0, stops: Sequence[int] = ()) -> str:
+                seeds: int = 0, stops: Sequence[int] = (), probed: Sequence[tuple] = ()) -> str:
   """What the PFD search will cost: its candidates, its training programs and their time at `seconds` (what each
   row trained so far took on this machine, at the run's `epochs` and `seeds`). A screened program trains o.seeds of
   the seeds and stops early, after patience + 1 to `epochs` epochs; the chosen candidate's teacher and student train
   as a row does. stops: the epochs early stopping would have run on each of this run's rows (its validation curves,
   :func:`pfd_jax.training.epochs_run`): their mean is the expected length of a screened program (models of the same
-  lists, so the same plateau), said beside the span; without them the span alone."""
+  lists, so the same plateau), said beside the span; without them the span alone. probed: [(RowCost, epochs)] of
+  the probe's screened programs, each with the epochs its early stopping is expected to run (:func:`program_stops`):
+  the screened models priced one program at a time at their own measured start and epoch (a program of many
+  candidates' students costs many rows' epochs, and stops later, when the last of its models stops improving)."""
   if not len(seconds):
     pace = "its time unknown: no row trained here yet"
+  elif probed and epochs and o.patience:
+    chosen = 2 * float(np.mean(seconds))
+    at = lambda k=None: chosen + sum(c.start + c.end + min(epochs, k or stop) * c.epoch for c, stop in probed)
+    pace = (f"about {hms(at())} on this machine: the probe's {len(probed)} screened programs, each at its own "
+            f"start and epoch there for the epochs (mean {np.mean([k for _, k in probed]):.0f}) early stopping at "
+            f"patience {o.patience} would have run on this run's rows' validation curves with as many models as it "
+            f"trains, {hms(at(o.patience + 1))} if each stopped at {o.patience + 1}, {hms(at(epochs))} at {epochs}; "
+            f"the chosen candidate's teacher and student at the {chosen / 2:.0f} s a row of this run has taken")
   else:
     row = float(np.mean(seconds))
     share = min(o.seeds or seeds, seeds) / seeds if seeds else 1.0
@@ -288,6 +303,21 @@ def curve_stops(curves: Sequence[np.ndarray], o: search.SearchOptions, epochs: i
   return [epochs_run(c[:o.seeds or None], o.patience) for c in full] if o.patience else []
 
 
+def program_stops(programs: Sequence[RowCost], curves: Sequence[np.ndarray], o: search.SearchOptions,
+                  epochs: int) -> list:
+  """[(program, epochs)]: the epochs each screened program's early stopping (o.patience) is expected to run. A
+  program stops once none of its models improves, so at least when the slowest of them first stalls: with the
+  stalls s_(1) <= ... <= s_(P) of these rows' P models (each model's full curve alone), a program of N models
+  drawn from them stops at E[max of N] = sum_k s_(k) ((k/P)^N - ((k-1)/P)^N) (N: its models, or o.seeds where the
+  probe did not say); [] without a full curve."""
+  full = [np.asarray(c) for c in curves if np.shape(c)[-1] == epochs and np.all(np.isfinite(c))]
+  stalls = np.sort([epochs_run(m[None], o.patience) for c in full for m in c]) if o.patience else []
+  if not len(stalls):
+    return []
+  share = np.arange(len(stalls) + 1) / len(stalls)
+  return [(p, float(stalls @ np.diff(share ** (p.models or o.seeds or 1)))) for p in programs]
+
+
 def timed_curves(timed: Sequence[RowTimes]) -> list:
   """The selection curves [models, epochs] of the trainings of the rows trained in this process (not the search's
   programs); a curve whose epochs' model counts differ is not one training's and is not read."""
@@ -302,9 +332,10 @@ def announce_search(found: Callable, o: search.SearchOptions, privileged: int, a
   def said(make: Callable) -> Callable:
     def run():
       timed = [t.end[0] - t.begin for t in PROGRESS.timed if t.end[0] is not None and not t.screened]
-      stops = curve_stops(timed_curves(PROGRESS.timed), o, epochs)
+      curves = timed_curves(PROGRESS.timed)
       logging.info("the PFD search: %s; --nosearch skips it",
-                   search_cost(o, privileged, alpha, timed, epochs=epochs, seeds=seeds, stops=stops))
+                   search_cost(o, privileged, alpha, timed, epochs=epochs, seeds=seeds,
+                               stops=curve_stops(curves, o, epochs), probed=program_stops(PROBED, curves, o, epochs)))
       if PROGRESS.total:  # the run's count took the search's most programs; these columns make fewer
         PROGRESS.total -= max(o.programs - programs(o, privileged), 0)
       return make()
