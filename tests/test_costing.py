@@ -180,19 +180,37 @@ def test_the_pfd_search_says_its_cost_before_it_starts(monkeypatch):
   assert costing.curve_stops(curves, o._replace(patience=2), 12) == [6]
   assert costing.curve_stops(curves, o._replace(patience=2, seeds=1), 12) == [4]  # the first model alone: 1 + 2 + 1
   assert costing.curve_stops([np.where(curves[0] > 0.35, np.nan, curves[0])], o._replace(patience=2), 12) == []
-  # the probe's programs priced one by one: at patience 2 the row's first model alone stalls after 4 epochs, its
-  # second after 6; a program of N models drawn from the two stops at E[max] = 4 (1/2)^N + 6 (1 - (1/2)^N)
+  # the probe's programs priced one by one: at patience 2 the row's first model alone stops after 4 epochs, its
+  # second after 6, both together after 6; N models drawn from the two stop after 4 (1/2)^N + 6 (1 - (1/2)^N)
+  # epochs on average (within the Monte-Carlo error of 256 draws: 4 standard errors)
   one, three = (costing.RowCost(2.0, 0.5, 1.0, 3, True, True, n) for n in (1, 3))
-  assert costing.program_stops([one, three], curves, o._replace(patience=2), 12) == [(one, 5.0), (three, 5.75)]
+  stops = costing.program_stops([one, three], curves, o._replace(patience=2), 12)
+  assert [p for p, _ in stops] == [one, three]
+  assert abs(stops[0][1] - 5.0) < 4 * 1 / 256 ** 0.5 and abs(stops[1][1] - 5.75) < 4 * 0.66 / 256 ** 0.5
+  assert stops == costing.program_stops([one, three], curves, o._replace(patience=2), 12)  # the same line
   assert costing.program_stops([one], [curves[0][:, :5]], o._replace(patience=2), 12) == []  # no full curve
+  # the refined grid the probe did not train: G - 1 = 5 more settings at alpha 0.5 (alpha x temperature 3 x 2), for
+  # the first subset, on each part: that part's plain students' mean start, epoch and end, 5 times their models
+  # and epoch
+  plain = [costing.RowCost(9.0, 9.0, 9.0, 3, True, True, 2, "teacher_z0_screened"),
+           costing.RowCost(2.0, 0.5, 1.0, 3, True, True, 2, "students_z0_screened"),
+           costing.RowCost(4.0, 0.7, 1.0, 3, True, True, 2, "students_z1_screened"),
+           costing.RowCost(1.0, 0.3, 0.0, 3, True, True, 2, "students_z0_cf1")]
+  assert costing.refined_grid(plain, o, 0.5) == [
+      costing.RowCost(3.0, 5 * 0.6, 1.0, 3, True, True, 10, "students_grid_screened"),
+      costing.RowCost(1.0, 5 * 0.3, 0.0, 3, True, True, 10, "students_grid_cf1")]
+  assert costing.refined_grid(plain + [plain[1]._replace(models=10)], o, 0.5) == []  # the probe trained a grid
+  assert costing.refined_grid(plain, o._replace(refine=0), 0.5) == []
+  grid = costing.RowCost(0.0, 2.5, 0.0, 3, True, True, 10, "students_grid_screened")
   priced = costing.search_cost(o._replace(patience=2), 3, 0.5, [20.0, 40.0], epochs=12, seeds=5,
-                               probed=[(one, 5.0), (three, 5.75)])
-  at = lambda k1, k3: 2 * 30.0 + (3.0 + k1 * 0.5) + (3.0 + k3 * 0.5)
-  assert priced.endswith(f"about {costing.hms(at(5.0, 5.75))} on this machine: the probe's 2 screened programs, each "
-                         "at its own start and epoch there for the epochs (mean 5) early stopping at patience 2 would "
-                         "have run on this run's rows' validation curves with as many models as it trains, "
-                         f"{costing.hms(at(3, 3))} if each stopped at 3, {costing.hms(at(12, 12))} at 12; the chosen "
-                         "candidate's teacher and student at the 30 s a row of this run has taken")
+                               probed=[(one, 5.0), (three, 5.75), (grid, 7.0)])
+  at = lambda k1, k3, kg: 2 * 30.0 + (3.0 + k1 * 0.5) + (3.0 + k3 * 0.5) + kg * 2.5
+  assert priced.endswith(f"about {costing.hms(at(5.0, 5.75, 7.0))} on this machine: 3 screened programs (1 of them "
+                         f"the refined grid priced from the probe's plain students, {costing.hms(at(5.0, 5.75, 0))} "
+                         "without it), each at the probe's start and epoch for the epochs (mean 6) early stopping at "
+                         "patience 2 would have run on this run's rows' validation curves with as many models as it "
+                         f"trains, {costing.hms(at(3, 3, 3))} if each stopped at 3, {costing.hms(at(12, 12, 12))} at "
+                         "12; the chosen candidate's teacher and student at the 30 s a row of this run has taken")
   said, events = [], []
   monkeypatch.setattr(PROGRESS, "timed", [RowTimes(0.0, [], [30.0]), RowTimes(5.0, [], [None])])  # one ended
   monkeypatch.setattr(costing.logging, "info", lambda fmt, *args: said.append(fmt % args))

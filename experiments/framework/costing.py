@@ -64,6 +64,7 @@ class RowCost(NamedTuple):
   scaled: bool
   screened: bool = False  # a search's program: in the run it stops early, somewhere in [patience + 1, E] epochs
   models: int = 0  # the models it trains side by side (its selection NDCG's size; 0 unknown)
+  name: str = ""  # a search program's ("students_z0_cf1")
 
   @property
   def seconds(self) -> float:
@@ -94,10 +95,11 @@ def row_cost(t: RowTimes, now: float) -> RowCost:
   ends, end = [when for _, _, when in t.epochs], t.end[0] or now
   models = int(np.size(t.select[-1][-1])) if t.select and t.select[-1] else 0
   if len(ends) < 2:
-    return RowCost(end - t.begin, 0.0, 0.0, 0, False, t.screened, models)
+    return RowCost(end - t.begin, 0.0, 0.0, 0, False, t.screened, models, t.name)
   epoch = (ends[-1] - ends[0]) / (len(ends) - 1)
   start = max(ends[0] - t.begin - epoch, 0.0)
-  return RowCost(start, epoch, end - ends[-1], len(ends), len(ends) <= PROBE_EPOCHS, t.screened, models)
+  return RowCost(start, epoch, end - ends[-1], len(ends), len(ends) <= PROBE_EPOCHS, t.screened, models,
+                 t.name)
 
 
 def probe_folds(driver: Driver, cfg: Config) -> tuple:
@@ -267,12 +269,15 @@ def search_cost(o: search.SearchOptions, privileged: int, alpha: float, seconds:
     pace = "its time unknown: no row trained here yet"
   elif probed and epochs and o.patience:
     chosen = 2 * float(np.mean(seconds))
-    at = lambda k=None: chosen + sum(c.start + c.end + min(epochs, k or stop) * c.epoch for c, stop in probed)
-    pace = (f"about {hms(at())} on this machine: the probe's {len(probed)} screened programs, each at its own "
-            f"start and epoch there for the epochs (mean {np.mean([k for _, k in probed]):.0f}) early stopping at "
-            f"patience {o.patience} would have run on this run's rows' validation curves with as many models as it "
-            f"trains, {hms(at(o.patience + 1))} if each stopped at {o.patience + 1}, {hms(at(epochs))} at {epochs}; "
-            f"the chosen candidate's teacher and student at the {chosen / 2:.0f} s a row of this run has taken")
+    at = lambda k=None, grid=True: chosen + sum(c.start + c.end + min(epochs, k or stop) * c.epoch
+                                                for c, stop in probed if grid or not c.name.startswith(GRID))
+    grids = sum(c.name.startswith(GRID) for c, _ in probed)
+    pace = (f"about {hms(at())} on this machine: {len(probed)} screened programs ({grids} of them the refined grid "
+            f"priced from the probe's plain students, {hms(at(grid=False))} without it), each at the probe's start "
+            f"and epoch for the epochs (mean {np.mean([k for _, k in probed]):.0f}) early stopping at patience "
+            f"{o.patience} would have run on this run's rows' validation curves with as many models as it trains, "
+            f"{hms(at(o.patience + 1))} if each stopped at {o.patience + 1}, {hms(at(epochs))} at {epochs}; the chosen "
+            f"candidate's teacher and student at the {chosen / 2:.0f} s a row of this run has taken")
   else:
     row = float(np.mean(seconds))
     share = min(o.seeds or seeds, seeds) / seeds if seeds else 1.0
@@ -303,19 +308,40 @@ def curve_stops(curves: Sequence[np.ndarray], o: search.SearchOptions, epochs: i
   return [epochs_run(c[:o.seeds or None], o.patience) for c in full] if o.patience else []
 
 
-def program_stops(programs: Sequence[RowCost], curves: Sequence[np.ndarray], o: search.SearchOptions,
-                  epochs: int) -> list:
-  """[(program, epochs)]: the epochs each screened program's early stopping (o.patience) is expected to run. A
-  program stops once none of its models improves, so at least when the slowest of them first stalls: with the
-  stalls s_(1) <= ... <= s_(P) of these rows' P models (each model's full curve alone), a program of N models
-  drawn from them stops at E[max of N] = sum_k s_(k) ((k/P)^N - ((k-1)/P)^N) (N: its models, or o.seeds where the
-  probe did not say); [] without a full curve."""
-  full = [np.asarray(c) for c in curves if np.shape(c)[-1] == epochs and np.all(np.isfinite(c))]
-  stalls = np.sort([epochs_run(m[None], o.patience) for c in full for m in c]) if o.patience else []
-  if not len(stalls):
+GRID = "students_grid"  # a refined grid's program the probe did not train, priced by refined_grid
+
+
+def refined_grid(programs: Sequence[RowCost], o: search.SearchOptions, alpha: float) -> list:
+  """The refined grid's programs when the probe trained none (at its few epochs the rule seldom finds a subset's
+  plain setting better): the other G - 1 settings of alpha x temperature for the first o.refine subsets, on each
+  part, priced from that part's plain student programs at G - 1 times their models and epoch (one step over all
+  the models: linear in them where compute is the cost, as on a CPU; an upper bound where a GPU runs them in
+  parallel). The grid trains only once a subset passes, so the line says the search without it too."""
+  students = [c for c in programs if c.name.startswith("students_")]
+  if not (o.refine and students) or len({c.models for c in students}) > 1:  # none, or the probe refined
     return []
-  share = np.arange(len(stalls) + 1) / len(stalls)
-  return [(p, float(stalls @ np.diff(share ** (p.models or o.seeds or 1)))) for p in programs]
+  extra, parts = len(search.settings(alpha)) - 1, {}
+  for c in students:
+    parts.setdefault(c.name.rsplit("_", 1)[-1], []).append(c)
+  mean = lambda cs, field: float(np.mean([getattr(c, field) for c in cs]))
+  return [RowCost(mean(cs, "start"), extra * mean(cs, "epoch"), mean(cs, "end"), cs[0].epochs, True, True,
+                  cs[0].models * extra, f"{GRID}_{tag}") for tag, cs in parts.items() for _ in range(min(o.refine, len(cs)))]
+
+
+def program_stops(programs: Sequence[RowCost], curves: Sequence[np.ndarray], o: search.SearchOptions,
+                  epochs: int, draws: int = 256) -> list:
+  """[(program, epochs)]: the epochs each screened program's early stopping (o.patience) is expected to run. A
+  program of N models (N: its models, or o.seeds where the probe did not say) stops once none of them has improved
+  for o.patience epochs: the mean of :func:`epochs_run` over `draws` sets of N models drawn with replacement from
+  these rows' models' full curves (a fixed generator: the same rows, the same line). More models, later; [] without
+  a full curve."""
+  full = [np.asarray(c) for c in curves if np.shape(c)[-1] == epochs and np.all(np.isfinite(c))]
+  if not (full and o.patience):
+    return []
+  pool, rng, stops = np.concatenate(full), np.random.default_rng(0), {}
+  for n in sorted({p.models or o.seeds or 1 for p in programs}):
+    stops[n] = float(np.mean([epochs_run(pool[rng.integers(0, len(pool), n)], o.patience) for _ in range(draws)]))
+  return [(p, stops[p.models or o.seeds or 1]) for p in programs]
 
 
 def timed_curves(timed: Sequence[RowTimes]) -> list:
@@ -335,7 +361,8 @@ def announce_search(found: Callable, o: search.SearchOptions, privileged: int, a
       curves = timed_curves(PROGRESS.timed)
       logging.info("the PFD search: %s; --nosearch skips it",
                    search_cost(o, privileged, alpha, timed, epochs=epochs, seeds=seeds,
-                               stops=curve_stops(curves, o, epochs), probed=program_stops(PROBED, curves, o, epochs)))
+                               stops=curve_stops(curves, o, epochs),
+                               probed=program_stops(PROBED + refined_grid(PROBED, o, alpha), curves, o, epochs)))
       if PROGRESS.total:  # the run's count took the search's most programs; these columns make fewer
         PROGRESS.total -= max(o.programs - programs(o, privileged), 0)
       return make()

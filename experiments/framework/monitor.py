@@ -50,7 +50,7 @@ def progress(prefix: str) -> Callable[[str], Hooks]:
   and the signal guard's safe point after every epoch (each epoch's scalars carry the run's length)."""
 
   def make(row: str) -> Hooks:
-    PROGRESS.program_started(screened=stops_early(row))
+    PROGRESS.program_started(screened=stops_early(row), name=row)
     writers = [ProgressLine(prefix, row)]
     if TENSORBOARD.writer is not None:
       writers.append(BoardWriter("/".join(filter(None, [prefix.strip("[]").replace(" ", "/"), row.replace(" ", "_")]))))
@@ -100,12 +100,14 @@ class RowTimes(NamedTuple):
   """When a row (or rows trained together) began, each epoch's end [(epoch, of epochs, time)], and [its end];
   screened: one program of a search (:meth:`Progress.counting_programs`) that stops early in a full run; select:
   per training under it (a row may train several in turn: an ensemble's teachers, an out-of-fold teacher, its
-  student) each epoch's selection NDCG of its models [[[M]]] (how early stopping would end models like it)."""
+  student) each epoch's selection NDCG of its models [[[M]]] (how early stopping would end models like it); name: a
+  search program's hooks' name ("students_z0_cf1")."""
   begin: float
   epochs: list
   end: list
   screened: bool = False
   select: Optional[list] = None
+  name: str = ""
 
 
 class Progress:
@@ -139,15 +141,15 @@ class Progress:
       self._program_ended()
       self.programs = None
 
-  def program_started(self, screened: bool = True) -> None:
-    """A model's training starts (its hooks are made): inside :meth:`counting_programs`, the one before it ended;
-    screened: it stops early (not the search's chosen candidate, trained as its row)."""
+  def program_started(self, screened: bool = True, name: str = "") -> None:
+    """A model's training starts (its hooks, `name`, are made): inside :meth:`counting_programs`, the one before it
+    ended; screened: it stops early (not the search's chosen candidate, trained as its row)."""
     if self.programs is None:
       return
     self._program_ended()
     self.programs += 1
     self.row = min(self.row + 1, self.total or self.row + 1)
-    self.timed.append(RowTimes(self.t_row, [], [None], screened=screened, select=[]))
+    self.timed.append(RowTimes(self.t_row, [], [None], screened=screened, select=[], name=name))
 
   def _program_ended(self) -> None:
     now = time.time()
