@@ -51,6 +51,15 @@ def test_the_runs_seconds_in_closed_form():
   assert costing.say(e, cfg, None, 0, "cpu").startswith(
       "expected wall time here: about 6 min 26 s to 9 min 24 s: the search's 1 screened programs at their patience + 1 "
       "epochs, or at every epoch")
+  # a refined grid the probe did not train: counted as the screened programs are, outside the probe's own time
+  grid = RowCost(0.0, 10.0, 0.0, 3, True, screened=True, name=costing.GRID + "_screened")
+  g = costing.extrapolate(screened, sum(r.seconds for r in screened) + 7.0, folds=1, epochs=100, screened=11,
+                          unprobed=(grid,))
+  assert g.rest == pytest.approx(7.0)
+  assert (g.seconds, g.high) == (pytest.approx(e.seconds + 110), pytest.approx(e.high + 1000))
+  said = costing.say(g, cfg, None, 0, "cpu")
+  assert "the search's 2 screened programs (1 of them the refined grid, priced from the probe's plain students)" in said
+  assert "2 timed rows and 1 search programs" in said
 
 
 def test_what_is_said_before_a_run():

@@ -51,6 +51,7 @@ from pfd_jax.training.loop import epochs_run
 
 PROBE_EPOCHS = 3  # two epochs after the first: the first holds the compiling, the others give e
 DAY = 24 * 3600
+GRID = "students_grid"  # a refined grid's program the probe did not train, priced by refined_grid
 PROBED: list = []  # the last probe's search programs [RowCost]: the search's own line prices them one by one
 
 
@@ -124,14 +125,16 @@ def skipped(driver: Driver, cfg: Config) -> str:
 
 
 def extrapolate(rows: tuple, probe_seconds: float, folds: float, epochs: int,
-                screened: Optional[int] = None) -> Estimate:
+                screened: Optional[int] = None, unprobed: tuple = ()) -> Estimate:
   """The run's seconds from the probe's rows (module docstring's formula). A driver whose training times no row
   (no progress hooks) has its probe's whole time scaled by epochs. screened: the fewest epochs a search's screened
-  program trains (its patience + 1); the estimate counts them at that, its high at every epoch."""
+  program trains (its patience + 1); the estimate counts them at that, its high at every epoch. unprobed: programs
+  the run may train that the probe did not (:func:`refined_grid`), counted as its rows are."""
   if not rows:
     whole = folds * probe_seconds * epochs / PROBE_EPOCHS
     return Estimate(whole, probe_seconds, probe_seconds, (), folds, epochs, whole)
   rest = max(probe_seconds - sum(c.seconds for c in rows), 0.0)
+  rows = tuple(rows) + tuple(unprobed)
 
   def total(short: int) -> float:
     at = lambda c, **kw: c.at(min(short, epochs) if c.screened else epochs, **kw)
@@ -163,8 +166,11 @@ def probe(driver: Driver, cfg: Config) -> Estimate:
       logging.set_verbosity(verbosity)
       vars(PROGRESS).update(saved)
   PROBED[:] = [c for c in rows if c.screened]
-  patience = int(getattr(cfg.options, "search_patience", 0) or 0) if getattr(cfg.options, "search", False) else 0
-  return extrapolate(rows, seconds, ratio, cfg.train.epochs, patience + 1 if patience else None)
+  if not getattr(cfg.options, "search", False):
+    return extrapolate(rows, seconds, ratio, cfg.train.epochs)
+  o = cfg.options.searching()
+  return extrapolate(rows, seconds, ratio, cfg.train.epochs, o.patience + 1 if o.patience else None,
+                     unprobed=tuple(refined_grid(PROBED, o, cfg.train.alpha)))
 
 
 def paper_dataset(cfg: Config) -> str:
@@ -208,12 +214,13 @@ def saved_rows(run_dir: Optional[str]) -> int:
 def say(e: Estimate, cfg: Config, total_rows: Optional[int], saved: int, backend: str) -> str:
   """The lines a run prints before it trains: its expected wall time here, the probe it came from, what is left
   of a resumed run, and the paper's whole protocol on its files."""
-  screened = sum(c.screened for c in e.rows)
-  span = (f" to {hms(e.high)}: the search's {screened} screened programs at their patience + 1 epochs, or at "
-          "every epoch; the progress line's ETA says as it goes" if e.high > 1.05 * e.seconds else "")
+  screened, grid = sum(c.screened for c in e.rows), sum(c.name.startswith(GRID) for c in e.rows)
+  grids = f" ({grid} of them the refined grid, priced from the probe's plain students)" if grid else ""
+  span = (f" to {hms(e.high)}: the search's {screened} screened programs{grids} at their patience + 1 epochs, or "
+          "at every epoch; the progress line's ETA says as it goes" if e.high > 1.05 * e.seconds else "")
   lines = [f"expected wall time here: about {hms(e.seconds)}{span} ({e.epochs} epochs, {e.folds:g} x the probe's "
            f"folds; probe: {PROBE_EPOCHS} epochs of each of {len(e.rows) - screened} timed rows"
-           f"{f' and {screened} search programs' if screened else ''} in {hms(e.probe_seconds)}, "
+           f"{f' and {screened - grid} search programs' if screened else ''} in {hms(e.probe_seconds)}, "
            f"experiments/framework/costing.py)"]
   if rows := [c for c in e.rows if not c.screened]:
     n = len(rows)
@@ -308,9 +315,6 @@ def curve_stops(curves: Sequence[np.ndarray], o: search.SearchOptions, epochs: i
   return [epochs_run(c[:o.seeds or None], o.patience) for c in full] if o.patience else []
 
 
-GRID = "students_grid"  # a refined grid's program the probe did not train, priced by refined_grid
-
-
 def refined_grid(programs: Sequence[RowCost], o: search.SearchOptions, alpha: float) -> list:
   """The refined grid's programs when the probe trained none (at its few epochs the rule seldom finds a subset's
   plain setting better): the other G - 1 settings of alpha x temperature for the first o.refine subsets, on each
@@ -325,7 +329,8 @@ def refined_grid(programs: Sequence[RowCost], o: search.SearchOptions, alpha: fl
     parts.setdefault(c.name.rsplit("_", 1)[-1], []).append(c)
   mean = lambda cs, field: float(np.mean([getattr(c, field) for c in cs]))
   return [RowCost(mean(cs, "start"), extra * mean(cs, "epoch"), mean(cs, "end"), cs[0].epochs, True, True,
-                  cs[0].models * extra, f"{GRID}_{tag}") for tag, cs in parts.items() for _ in range(min(o.refine, len(cs)))]
+                  cs[0].models * extra, f"{GRID}_{tag}")
+          for tag, cs in parts.items() for _ in range(min(o.refine, len(cs)))]
 
 
 def program_stops(programs: Sequence[RowCost], curves: Sequence[np.ndarray], o: search.SearchOptions,
