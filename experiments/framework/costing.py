@@ -68,6 +68,11 @@ class RowCost(NamedTuple):
   name: str = ""  # a search program's ("students_z0_cf1")
 
   @property
+  def grid(self) -> bool:
+    """A refined grid's program the probe did not train (:func:`refined_grid`)."""
+    return self.name.startswith(GRID)
+
+  @property
   def seconds(self) -> float:
     """What it took in the probe."""
     return self.start + self.epochs * self.epoch + self.end
@@ -214,7 +219,7 @@ def saved_rows(run_dir: Optional[str]) -> int:
 def say(e: Estimate, cfg: Config, total_rows: Optional[int], saved: int, backend: str) -> str:
   """The lines a run prints before it trains: its expected wall time here, the probe it came from, what is left
   of a resumed run, and the paper's whole protocol on its files."""
-  screened, grid = sum(c.screened for c in e.rows), sum(c.name.startswith(GRID) for c in e.rows)
+  screened, grid = sum(c.screened for c in e.rows), sum(c.grid for c in e.rows)
   grids = f" ({grid} of them the refined grid, priced from the probe's plain students)" if grid else ""
   span = (f" to {hms(e.high)}: the search's {screened} screened programs{grids} at their patience + 1 epochs, or "
           "at every epoch; the progress line's ETA says as it goes" if e.high > 1.05 * e.seconds else "")
@@ -277,8 +282,8 @@ def search_cost(o: search.SearchOptions, privileged: int, alpha: float, seconds:
   elif probed and epochs and o.patience:
     chosen = 2 * float(np.mean(seconds))
     at = lambda k=None, grid=True: chosen + sum(c.start + c.end + min(epochs, k or stop) * c.epoch
-                                                for c, stop in probed if grid or not c.name.startswith(GRID))
-    grids = sum(c.name.startswith(GRID) for c, _ in probed)
+                                                for c, stop in probed if grid or not c.grid)
+    grids = sum(c.grid for c, _ in probed)
     pace = (f"about {hms(at())} on this machine: {len(probed)} screened programs ({grids} of them the refined grid "
             f"priced from the probe's plain students, {hms(at(grid=False))} without it), each at the probe's start "
             f"and epoch for the epochs (mean {np.mean([k for _, k in probed]):.0f}) early stopping at patience "
@@ -311,8 +316,12 @@ def curve_stops(curves: Sequence[np.ndarray], o: search.SearchOptions, epochs: i
   """The epochs a screened program's early stopping (o.patience, on o.seeds models) would have run on each of
   these rows' selection curves [models, epochs] (those of every one of `epochs` epochs, none cut short): the
   search's expected length (:func:`search_cost`)."""
-  full = [np.asarray(c) for c in curves if np.shape(c)[-1] == epochs and np.all(np.isfinite(c))]
-  return [epochs_run(c[:o.seeds or None], o.patience) for c in full] if o.patience else []
+  return [epochs_run(c[:o.seeds or None], o.patience) for c in full_curves(curves, epochs)] if o.patience else []
+
+
+def full_curves(curves: Sequence[np.ndarray], epochs: int) -> list:
+  """The curves of every one of `epochs` epochs, none cut short (an interrupted or early-stopped training's are)."""
+  return [np.asarray(c) for c in curves if np.shape(c)[-1] == epochs and np.all(np.isfinite(c))]
 
 
 def refined_grid(programs: Sequence[RowCost], o: search.SearchOptions, alpha: float) -> list:
@@ -340,7 +349,7 @@ def program_stops(programs: Sequence[RowCost], curves: Sequence[np.ndarray], o: 
   for o.patience epochs: the mean of :func:`epochs_run` over `draws` sets of N models drawn with replacement from
   these rows' models' full curves (a fixed generator: the same rows, the same line). More models, later; [] without
   a full curve."""
-  full = [np.asarray(c) for c in curves if np.shape(c)[-1] == epochs and np.all(np.isfinite(c))]
+  full = full_curves(curves, epochs)
   if not (full and o.patience):
     return []
   pool, rng, stops = np.concatenate(full), np.random.default_rng(0), {}

@@ -179,6 +179,7 @@ def _open_run(cfg: Config, driver: Driver, lead: bool, held: list) -> tuple:
     _fail(error, 1)
   logging.info("run folder %s", run_dir)
   cfg = cfg.replace(output=dict(run_dir=run_dir))
+  costing.PROBED.clear()  # a run without a probe prices its search from its own rows, not an earlier run's probe
   if cfg.output.probe and lead:
     for line in costing.announce(driver, cfg, _total_rows(driver, cfg), jax.default_backend()).splitlines():
       logging.info("%s", line)
