@@ -13,6 +13,8 @@ crossings: a reader follows the configuration and the data to the training in on
 
   python -m experiments.walk             # the main job's walks: counts, then the stays in order
   python -m experiments.walk --loss=ranknet --epochs=1   # any table2 flag: the walk of that configuration
+  python -m experiments.walk --static    # the configuration followed through the source from table2.run, every
+                                         # branch (experiments/staticwalk.py says how it counts)
 """
 from __future__ import annotations
 
@@ -21,8 +23,9 @@ import os
 import sys
 from typing import Callable, Dict, List, NamedTuple, Tuple
 
-from absl import app
+from absl import app, flags
 
+from experiments import staticwalk
 from experiments.paper import table2
 from experiments.framework import cli, fold_data, schema
 from pfd_jax.data.config import DataConfig
@@ -117,6 +120,13 @@ def walk(modules: List[str]) -> Walk:
 
 
 def main(_):
+  if flags.FLAGS.static:
+    modules, functions = staticwalk.sequence(table2.__name__, "run")
+    w = walk(modules)
+    print(f"table2.run, statically ({functions} functions): modules: {w.line()}\n"
+          f"layers: {walk([layer(m) for m in modules]).line()}\n\nstays:\n" +
+          "\n".join(f"  {m} ({n})" for m, n in w.stays))
+    return
   cfg = cli.config_from_flags(table2.DRIVER)
   fold = fold_data.folds_of(cfg.data)[0]
   seen = calls(lambda: table2.run_fold(cfg, cfg.losses[0], fold, cfg.options.methods_for(1), {}, first=True),
@@ -129,5 +139,6 @@ def main(_):
 
 
 if __name__ == "__main__":
+  flags.DEFINE_bool("static", False, "the configuration's walk through the source from table2.run, not one run's calls")
   cli.define_flags(table2.DRIVER)
   app.run(main)

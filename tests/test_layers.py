@@ -151,3 +151,24 @@ def test_a_walk_records_the_calls_handed_its_kinds_until_its_end():
 
   seen = walk.calls(run, walk.layer, {"configuration": (DataConfig,)})
   assert seen == {"configuration": ["experiments.framework.fold_data"]}
+
+
+def test_the_static_walk_follows_the_configuration_through_the_source(tmp_path):
+  """experiments/staticwalk.py on a planted package: a call without the configuration is not followed, a name
+  assigned from it carries it, a keyword argument hands it on, a re-imported function already walked is not walked
+  again, and the caller's module is entered again after each callee."""
+  from experiments import staticwalk, walk
+  pkg = tmp_path / "experiments"
+  pkg.mkdir()
+  (pkg / "__init__.py").write_text("")
+  (pkg / "a.py").write_text("from experiments import b, c\n\ndef run(cfg):\n  b.untouched(1)\n  k = cfg.k\n"
+                            "  b.f(k)\n  c.g(cfg=cfg)\n\ndef back(v):\n  return v\n")
+  (pkg / "b.py").write_text("from experiments import a\n\ndef untouched(n):\n  return a.back(n)\n\n"
+                            "def f(v):\n  return a.back(v)\n")
+  (pkg / "c.py").write_text("from experiments.b import f\n\ndef g(cfg):\n  f(cfg)\n  return h(cfg)\n\n"
+                            "def h(x):\n  return x\n")
+  modules, functions = staticwalk.sequence("experiments.a", "run", root=str(tmp_path))
+  assert modules == ["experiments." + m for m in ("a", "b", "a", "b", "a", "c", "c", "c", "a")]
+  assert functions == 5  # run, f, back, g, h: not untouched
+  w = walk.walk(modules)
+  assert (w.rooms, w.returns) == (3, 4)
