@@ -132,12 +132,16 @@ class Walker:
       return [(target[1], f"{target[2]}.{k}") for k in ("__init__", "__post_init__", "__call__") if k in methods]
     return []
 
+  def _node(self, module: str, qual: str) -> Tuple[Optional[str], ast.FunctionDef]:
+    """(its class or None, the definition) of a function or method."""
+    cls, name = qual.split(".") if "." in qual else (None, qual)
+    return cls, self.module(module).classes[cls][name] if cls else self.module(module).defs[name]
+
   def visit(self, func: Func, carried: Set[str]):
     module, qual = func
     self.seen.add(func)
     self.sequence.append(module)
-    cls, name = qual.split(".") if "." in qual else (None, qual)
-    node = self.module(module).classes[cls][name] if cls else self.module(module).defs[name]
+    cls, node = self._node(module, qual)
     args = node.args.posonlyargs + node.args.args + node.args.kwonlyargs
     types = {}
     for a in args:
@@ -168,13 +172,13 @@ class Walker:
         for callee in self._targets(target) if target else []:
           if callee in self.seen:
             continue
-          self.visit(callee, self._parameters(callee, n, mentions, target))
+          self.visit(callee, self._parameters(callee, n, mentions))
           self.sequence.append(module)
 
-  def _parameters(self, callee: Func, call: ast.Call, mentions, target) -> Set[str]:
+  def _parameters(self, callee: Func, call: ast.Call, mentions) -> Set[str]:
+    """The callee's parameters handed a configuration-carrying argument (its own first, for a method called on one)."""
     module, qual = callee
-    cls, name = qual.split(".") if "." in qual else (None, qual)
-    node = self.module(module).classes[cls][name] if cls else self.module(module).defs[name]
+    cls, node = self._node(module, qual)
     params = [a.arg for a in node.args.posonlyargs + node.args.args]
     if cls:
       params = params[1:]  # self (or cls), bound by the call
