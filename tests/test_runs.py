@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from absl import flags
 from sklearn.datasets import dump_svmlight_file
 
 from experiments import export_logs
@@ -19,6 +20,7 @@ from experiments.framework import cli, fold_data, lifecycle, rowstore, rundir, t
 from pfd_jax import data as data_lib
 from pfd_jax.data.config import DataConfig
 from pfd_jax.data import logs
+from pfd_jax.methods import rows as rows_lib
 
 from conftest import TINY, heavy_after_first
 
@@ -459,3 +461,57 @@ def test_a_stopped_accelerator_call_keeps_the_finished_loss_and_the_next_call_re
   assert "resumed" not in uninterrupted and uninterrupted["command"].startswith("python -m experiments.paper.table2 ")
   table = lambda root: (root / "table2" / "synthetic-decisive_gpu" / "latest" / "table.md").read_text()
   assert "rows loaded from earlier processes" in table(tmp_path / "r") and "loaded" not in table(tmp_path / "w")
+
+
+# Every row of the main job and the fingerprint its saved row carries (rowstore.fingerprint: its view, its own
+# training configuration and the registered code it ran), as a run of the main job wrote them. A change that moves
+# one makes every saved row of it, and every committed draw that keys on it, train again: a refactoring must leave
+# these as they are; a change that means to retrain a row updates its value here, and says so.
+MAIN_JOB_FINGERPRINTS = {
+  "rankbce": {
+    "gbdt_xent_from_pfd": "2c477d56020b127a",
+    "gend": "5306a3985bb14543",
+    "gend_teacher": "1318f64342a4a390",
+    "lambdamart": "ac30a145075644de",
+    "lambdamart_from_pfd": "80797240a2a54bbd",
+    "lambdamart_teacher": "4827a2e5fa4031a9",
+    "no_distill": "055e35c7742e1c60",
+    "pfd": "24b6afefd5fb02e8",
+    "pfd_from_lambdamart": "afdcd65e4c1e2ea9",
+    "pfd_teacher": "115dc6748ae389c0",
+    "placebo": "f3c1c80fed78368d",
+    "placebo_teacher": "5fb4ddfc562f0131",
+    "self_distill": "dbf33fa9cf6a7aeb",
+  },
+  "ranknet": {
+    "gbdt_xent_from_pfd": "4823f8772891d070",
+    "gend": "776f0cfeeca7b847",
+    "gend_teacher": "7e36b11838a9e5e3",
+    "lambdamart": "5a93b95f299c8821",
+    "lambdamart_from_pfd": "3954cb87665eb7da",
+    "lambdamart_teacher": "0fbbbaefbe80ea0f",
+    "no_distill": "dfa4bed02ff57890",
+    "pfd": "3293a609dd339c6d",
+    "pfd_from_lambdamart": "08417fcf6bf68787",
+    "pfd_teacher": "7bd2735cf9a9dc0d",
+    "placebo": "dae822fbb8b920a8",
+    "placebo_teacher": "6b928a0e30f03270",
+    "self_distill": "1f645437938adaad",
+  },
+}
+
+
+def test_the_main_job_s_rows_keep_their_fingerprints():
+  """Each row the main job trains, at the configuration its flags give by default, fingerprints as its saved row did,
+  and the main job trains exactly these rows."""
+  fv = flags.FlagValues()
+  cli.define_flags(table2.DRIVER, fv)
+  fv(["prog"])
+  cfg = cli.config_from_flags(table2.DRIVER, fv)
+  assert set(cfg.losses) == set(MAIN_JOB_FINGERPRINTS)
+  for loss, pinned in MAIN_JOB_FINGERPRINTS.items():
+    tc = cfg.train_config(loss)
+    plan = rows_lib.plan(cfg.options.methods_for(1), cfg.options.offered(), not cfg.options.teachers_only,
+                         cfg.options.baseline)
+    now = {r.name: rowstore.fingerprint(r.recipe.view, r.recipe.config(tc), r) for r in plan}
+    assert now == pinned, {n: (pinned.get(n), f) for n, f in now.items() if pinned.get(n) != f}
