@@ -79,9 +79,9 @@ def test_the_readme_opens_with_the_two_commands_ci_runs():
     ci = f.read()
   assert "README.md" in ci and "experiments.report --check" in ci
   # the numeric tests once more under another instruction set: a tolerance that holds on one CPU only fails in CI
-  assert re.search(r"XLA_FLAGS=--xla_cpu_max_isa=\w+ python -m pytest -q -m 'numeric and not slow'", ci)
+  assert re.search(r"XLA_FLAGS=--xla_cpu_max_isa=\w+ python -m pytest -q (--durations=\d+ )?-m 'numeric and not slow'", ci)
   # the heavy and slow tests, which the README's test command leaves out, run in CI (the montecarlo tests apart)
-  assert "python -m pytest -q -m '(slow or heavy) and not montecarlo" in ci
+  assert re.search(r"python -m pytest -q (--durations=\d+ )?-m '\(slow or heavy\) and not montecarlo", ci)
   with open(os.path.join(ROOT, "pyproject.toml"), encoding="utf-8") as f:
     assert "-m 'not slow and not heavy'" in f.read()
 
