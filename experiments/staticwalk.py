@@ -97,20 +97,10 @@ class Walker:
     if not isinstance(expr, ast.Name):
       return None
     head, rest = expr.id, chain[::-1]
-    m = self.module(module)
     if head == "self" and cls:
       target = ("class", module, cls)
-    elif head in types:
-      target = types[head]
-    elif head in m.defs:
-      target = ("func", module, head)
-    elif head in m.classes:
-      target = ("class", module, head)
-    elif head in m.imports:
-      kind, t = m.imports[head]
-      target = ("module", t) if kind == "module" else self._member(*t)
     else:
-      return None
+      target = types.get(head) or self._member(module, head)
     for i, attr in enumerate(rest):
       if target is None or target[0] == "func":
         return None
